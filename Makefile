@@ -1,0 +1,17 @@
+# The two set-up commands for a fresh machine: `make run` (the main job) and `make test` (the test suite).
+VENV ?= .venv
+
+.PHONY: run test lint
+
+run:
+	VENV=$(VENV) scripts/setup-venv.sh
+	$(VENV)/bin/bringup devices
+	$(VENV)/bin/bringup probe
+
+test:
+	VENV=$(VENV) scripts/setup-venv.sh dev
+	$(VENV)/bin/python -m pytest -q
+
+lint:
+	VENV=$(VENV) scripts/setup-venv.sh dev
+	$(VENV)/bin/ruff check .
