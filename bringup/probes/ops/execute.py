@@ -1,0 +1,162 @@
+"""Run one op case in this process: inputs, device call, float64 reference, judgement, guard regions."""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+import warnings
+from typing import Any
+
+import torch
+
+from bringup.probes.ops.guard import guarded_output
+from bringup.probes.ops.inputs import (
+    cast_inputs, changed_inputs, dtype_from_name, generator, snapshot, to_device, to_reference,
+)
+from bringup.probes.ops.metrics import Comparison, compare_tensor, flatten_outputs, merge, rms
+from bringup.probes.ops.outcome import CaseOutcome, is_unsupported_error
+from bringup.probes.ops.spec import Catalog, CaseKey, CaseSpec
+from bringup.probes.ops.statistics import judge_multinomial
+from bringup.probes.ops.sync import synchronize
+from bringup.probes.ops.tolerances import Tolerance, exact, tolerance_for
+
+TRACE_ENV = "BRINGUP_OPS_TRACE"  # a file path: every case executed is appended (tests prove "no case twice")
+
+
+def _trace(key: CaseKey) -> None:
+    path = os.environ.get(TRACE_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{key.op}\t{key.dtype}\t{key.case}\n")
+            fh.flush()
+
+
+def _short(exc: BaseException, limit: int = 400) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    first = " ".join(line.strip() for line in text[:3])
+    return first[:limit]
+
+
+def _tolerance_for_output(case: CaseSpec, out: torch.Tensor, ref: torch.Tensor) -> Tolerance:
+    if case.judge == "exact" or not out.is_floating_point():
+        return exact()
+    return tolerance_for(str(out.dtype).removeprefix("torch."), case.accum, rms(ref), case.step_rounding)
+
+
+def judge_outputs(case: CaseSpec, result: Any, reference: Any) -> tuple[Comparison, Tolerance | None]:
+    outs, refs = flatten_outputs(result), flatten_outputs(reference)
+    if len(outs) != len(refs):
+        return Comparison(False, problems=[f"{len(outs)} outputs, reference has {len(refs)}"]), None
+    parts, tols = [], []
+    for out, ref in zip(outs, refs):
+        tol = _tolerance_for_output(case, out, ref)
+        tols.append(tol)
+        parts.append(compare_tensor(out, ref, tol))
+    worst_tol = max(tols, key=lambda t: (t.rtol, t.atol))
+    return merge(parts), worst_tol
+
+
+def _judge_multinomial(result: Any, ref_args: list[Any], case: CaseSpec) -> Comparison:
+    replacement = "without replacement" not in case.label
+    verdict = judge_multinomial(result, ref_args[0], replacement)
+    comp = Comparison(verdict.passed, problems=verdict.problems)
+    comp.max_abs = verdict.statistic  # the chi-square statistic, recorded for the reader
+    comp.max_rel = verdict.critical
+    return comp
+
+
+def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> CaseOutcome:
+    """Execute one case and judge it; never raises for problems of the op under test."""
+    _trace(key)
+    outcome = CaseOutcome(op=key.op, dtype=key.dtype, case=key.case, status="error")
+    spec = catalog.get(key.op)
+    case = spec.case(key.case)
+    try:
+        dtype = dtype_from_name(key.dtype)
+    except ValueError as exc:
+        outcome.status, outcome.message = "unsupported", f"this torch has no dtype: {exc}"
+        return outcome
+
+    try:
+        raw = case.inputs(generator(key.op, key.case))
+        cast = cast_inputs(raw, dtype, case.keep_dtype)
+        ref_args = to_reference(cast)
+        dev_args = to_device(cast, device)
+    except Exception as exc:
+        outcome.status = "unsupported" if is_unsupported_error(exc) else "error"
+        outcome.message = f"preparing inputs in {key.dtype} on {device}: {_short(exc)}"
+        return outcome
+    if case.layout is not None:
+        ref_args, dev_args = case.layout(ref_args), case.layout(dev_args)
+
+    before = snapshot(dev_args)
+    torch.manual_seed(1234)
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            start = time.perf_counter()
+            result = case.fn(*dev_args)
+            synchronize(device)
+            outcome.seconds = time.perf_counter() - start
+    except Exception as exc:
+        outcome.status = "unsupported" if is_unsupported_error(exc) else "error"
+        notes = "; ".join(str(w.message).splitlines()[0] for w in caught[:3])
+        outcome.message = _short(exc) + (f" (warnings: {notes})" if notes else "")
+        if outcome.status == "error":
+            outcome.message += " | " + traceback.format_exc(limit=2).splitlines()[-1][:200]
+        return outcome
+
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reference = (case.ref or case.fn)(*ref_args)
+    except Exception as exc:
+        outcome.status, outcome.message = "error", f"float64 reference failed: {_short(exc)}"
+        return outcome
+
+    problems: list[str] = []
+    if case.judge == "multinomial":
+        comp, tol = _judge_multinomial(result, ref_args, case), None
+    else:
+        comp, tol = judge_outputs(case, result, reference)
+    problems.extend(comp.problems)
+
+    changed = changed_inputs(dev_args, before)
+    if changed:
+        problems.append(f"modified its input argument(s) {changed}")
+
+    if case.out is not None and isinstance(result, torch.Tensor):
+        problems.extend(_guard_check(case, dev_args, result, reference, tol))
+
+    outcome.max_abs, outcome.max_rel, outcome.nmse = comp.max_abs, comp.max_rel, comp.nmse
+    outcome.worst_index, outcome.worst_output = comp.worst_index, comp.worst_output
+    if tol is not None:
+        outcome.rtol, outcome.atol = tol.rtol, tol.atol
+    outcome.status = "pass" if comp.passed and not problems else "fail"
+    if problems:
+        outcome.message = "; ".join(problems)[:600]
+    return outcome
+
+
+def _guard_check(case: CaseSpec, dev_args: list[Any], result: torch.Tensor, reference: Any,
+                 tol: Tolerance | None) -> list[str]:
+    """Run the out= variant into a sentinel-guarded view; report touched guards and a wrong result."""
+    guarded = guarded_output(result.shape, result.dtype, result.device)
+    try:
+        with torch.no_grad():
+            case.out(*dev_args, out=guarded.view)
+            synchronize(result.device)
+    except Exception as exc:
+        if is_unsupported_error(exc):
+            return []  # the out= form is optional; the functional form was verified above
+        return [f"out= variant raised {_short(exc, 200)}"]
+    problems = []
+    touched = guarded.touched()
+    if touched:
+        problems.append(f"out= wrote outside its output (guard region {', '.join(touched)} overwritten)")
+    comp, _ = judge_outputs(case, guarded.view, reference)
+    if not comp.passed:
+        problems.extend(f"out= result: {p}" for p in comp.problems)
+    return problems

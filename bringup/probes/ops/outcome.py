@@ -1,0 +1,46 @@
+"""The result of one executed case, as plain data (crosses the worker pipe as JSON)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+CaseStatus = Literal["pass", "fail", "error", "unsupported", "crashed", "timeout"]
+FAILING_STATUSES: frozenset[str] = frozenset({"fail", "error", "crashed", "timeout"})
+
+# Messages with which torch and vendor backends reject a dtype, an op or a kernel choice.
+_UNSUPPORTED = re.compile(
+    r"not implemented for|no viable backend|not supported|unsupported|no available kernel|does not support|"
+    r"could not run '|is not available|only supports|not compiled with|no kernel|not enabled",
+    re.IGNORECASE,
+)
+
+
+def is_unsupported_error(exc: BaseException) -> bool:
+    """A rejection (dtype/op/kernel not offered) rather than a malfunction."""
+    return isinstance(exc, NotImplementedError) or bool(_UNSUPPORTED.search(str(exc)))
+
+
+@dataclass
+class CaseOutcome:
+    op: str
+    dtype: str
+    case: str
+    status: CaseStatus
+    max_abs: float | None = None
+    max_rel: float | None = None
+    nmse: float | None = None
+    worst_index: list[int] | None = None
+    worst_output: int | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    seconds: float | None = None
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseOutcome:
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})

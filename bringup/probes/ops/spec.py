@@ -1,0 +1,110 @@
+"""Declarative description of an op under test: an OpSpec with its CaseSpecs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+Judge = Literal["close", "exact", "multinomial"]
+InputFn = Callable[[torch.Generator], list[Any]]
+OpFn = Callable[..., Any]
+
+# Float dtypes the catalog runs by default (the speed goal is stated for these three).
+DEFAULT_FLOAT_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One case of an op: how to build its inputs and how to call it.
+
+    inputs(gen) returns the arguments on the CPU, floating tensors in float64 (they are cast to the
+    dtype under test, and the reference runs on exactly those cast values upcast back to float64).
+    layout(args) is applied after the move to the device (and to the reference copy): it makes
+    non-contiguous / transposed views so the device sees strided inputs.
+    fn(*args) is the op as a model calls it; ref(*args) (default fn) computes the float64 reference.
+    out(*args, out=buffer) is the op's out= variant, used for the guard-region check.
+    accum is the accumulation length (reduction / inner-product length) for tolerance scaling.
+    """
+
+    label: str
+    inputs: InputFn
+    fn: OpFn
+    ref: OpFn | None = None
+    out: Callable[..., Any] | None = None
+    layout: Callable[[list[Any]], list[Any]] | None = None
+    judge: Judge = "close"
+    accum: int = 1
+    dtypes: tuple[str, ...] | None = None  # overrides the op's dtypes for this case
+    keep_dtype: tuple[int, ...] = ()  # argument positions whose floating tensors are NOT cast
+    step_rounding: bool = False  # every partial result is rounded to the dtype (read-modify-write)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """An op of the catalog: a name, a family for grouping, the dtypes it applies to, its cases."""
+
+    name: str
+    family: str
+    cases: tuple[CaseSpec, ...]
+    dtypes: tuple[str, ...] = DEFAULT_FLOAT_DTYPES
+    note: str = ""
+
+    def case(self, label: str) -> CaseSpec:
+        for case in self.cases:
+            if case.label == label:
+                return case
+        raise KeyError(f"{self.name}: no case {label!r}")
+
+    def case_dtypes(self, case: CaseSpec) -> tuple[str, ...]:
+        return case.dtypes if case.dtypes is not None else self.dtypes
+
+
+@dataclass(frozen=True, order=True)
+class CaseKey:
+    """The identity of one executed case; the resume key in the profile."""
+
+    op: str
+    dtype: str
+    case: str
+
+    def as_tuple(self) -> tuple[str, str, str]:
+        return (self.op, self.dtype, self.case)
+
+    def __str__(self) -> str:
+        return f"{self.op}[{self.dtype}] {self.case}"
+
+
+def op(name: str, family: str, cases: Sequence[CaseSpec], *, dtypes: Sequence[str] | None = None,
+       note: str = "") -> OpSpec:
+    """Shorthand constructor used by the catalog modules."""
+    return OpSpec(name=name, family=family, cases=tuple(cases),
+                  dtypes=tuple(dtypes) if dtypes is not None else DEFAULT_FLOAT_DTYPES, note=note)
+
+
+@dataclass
+class Catalog:
+    """All ops by name, in catalog order."""
+
+    ops: dict[str, OpSpec] = field(default_factory=dict)
+
+    def add(self, spec: OpSpec) -> None:
+        if spec.name in self.ops:
+            raise ValueError(f"duplicate op {spec.name!r} in the catalog")
+        labels = [c.label for c in spec.cases]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"{spec.name}: duplicate case labels")
+        self.ops[spec.name] = spec
+
+    def get(self, name: str) -> OpSpec:
+        return self.ops[name]
+
+    def all_dtypes(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for spec in self.ops.values():
+            for case in spec.cases:
+                for dt in spec.case_dtypes(case):
+                    seen.setdefault(dt, None)
+        return list(seen)
