@@ -1,0 +1,38 @@
+"""Tasks a worker executes: one op case, or one eager-vs-compiled comparison. Plain dicts in and out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from bringup.probes.ops.catalog import load_catalog
+from bringup.probes.ops.execute import run_case
+from bringup.probes.ops.spec import CaseKey
+
+
+def task_label(task: dict[str, Any]) -> str:
+    if task["kind"] == "op":
+        return str(CaseKey(task["op"], task["dtype"], task["case"]))
+    return f"compiled {task['target']}[{task['dtype']}] {task['backend']}"
+
+
+def execute_task(task: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Run a task in this process; problems of the code under test come back as statuses, not raises."""
+    if task["kind"] == "op":
+        key = CaseKey(task["op"], task["dtype"], task["case"])
+        return run_case(key, load_catalog(), device).to_dict()
+    if task["kind"] == "compiled":
+        from bringup.probes.compiled.execute import run_compiled
+
+        return run_compiled(task, device)
+    raise ValueError(f"unknown task kind {task['kind']!r}")
+
+
+def failure_result(task: dict[str, Any], status: str, message: str, seconds: float | None) -> dict[str, Any]:
+    """The record for a task whose worker crashed or timed out (no metrics: nothing came back)."""
+    if task["kind"] == "op":
+        return {"op": task["op"], "dtype": task["dtype"], "case": task["case"], "status": status,
+                "message": message, "seconds": seconds}
+    return {"target": task["target"], "dtype": task["dtype"], "backend": task["backend"],
+            "status": status, "message": message, "seconds": seconds}
