@@ -84,3 +84,14 @@ def changed_inputs(args: list[Any], before: list[Any]) -> list[int]:
             if not (both_nan and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))):
                 changed.append(i)
     return changed
+
+
+def prepare_inputs(raw: list[Any], dtype: torch.dtype, device: torch.device, keep: tuple[int, ...] = (),
+                   layout: Any = None) -> tuple[list[Any], list[Any]]:
+    """(device args, float64 reference args) from raw CPU inputs, with the case's layout applied to both."""
+    cast = cast_inputs(raw, dtype, keep)
+    ref_args = to_reference(cast)
+    dev_args = to_device(cast, device)
+    if layout is not None:
+        ref_args, dev_args = layout(ref_args), layout(dev_args)
+    return dev_args, ref_args

@@ -1,0 +1,1 @@
+"""Eager vs torch.compile: compare both with the float64 reference; bisect failures with a backend ladder."""
