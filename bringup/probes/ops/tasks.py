@@ -34,5 +34,5 @@ def failure_result(task: dict[str, Any], status: str, message: str, seconds: flo
     if task["kind"] == "op":
         return {"op": task["op"], "dtype": task["dtype"], "case": task["case"], "status": status,
                 "message": message, "seconds": seconds}
-    return {"target": task["target"], "dtype": task["dtype"], "backend": task["backend"],
+    return {"target": task["target"], "case": task.get("case"), "dtype": task["dtype"], "backend": task["backend"],
             "status": status, "message": message, "seconds": seconds}

@@ -1,0 +1,179 @@
+"""`bringup verify-ops`: op-by-op numerics against a float64 CPU reference, crash-isolated and resumable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
+from bringup.cli.output import console, print_json, progress
+from bringup.cli.verify_ops_render import catalog_json, catalog_tables, compiled_table, failing_table, matrix_table
+from bringup.errors import BringupError
+from bringup.log import configure_logging, get_logger
+from bringup.probes.ops.catalog import load_catalog
+from bringup.probes.ops.runner import Checkpointer, run_tasks
+from bringup.probes.ops.stage import (
+    STAGE, drop_recorded, key_of, merge_results, plan_tasks, records_for, summarize, worker_env,
+)
+from bringup.probes.ops.worker import InProcessExecutor, IsolatedExecutor
+from bringup.profiles.schema import Profile
+from bringup.profiles.store import load_profile_or_none, now_iso, update_profile
+
+log = get_logger("verify-ops")
+
+
+def command(
+    device: DeviceOption = None,
+    profile: ProfileOption = None,
+    json_out: JsonOption = False,
+    verbose: VerboseOption = False,
+    force: ForceOption = False,
+    list_catalog: Annotated[bool, typer.Option("--list", help="Print the op catalog, blocks and tolerance "
+                                               "table, then exit.")] = False,
+    op: Annotated[Optional[list[str]], typer.Option("--op", help="Only this op or compiled block (repeatable).")]
+    = None,
+    dtype: Annotated[Optional[list[str]], typer.Option("--dtype", help="Only this dtype (repeatable), e.g. "
+                                                       "bfloat16.")] = None,
+    pattern: Annotated[Optional[str], typer.Option("-k", help="Only cases whose 'op[dtype] case' matches this "
+                                                   "regular expression.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds one case may take before it is recorded "
+                                           "as timeout and its worker killed.")] = 300.0,
+    isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="Run cases in a worker subprocess "
+                                          "(a crash or hang costs one case) or in-process (faster).")] = True,
+    resume: Annotated[bool, typer.Option("--resume", help="Skip cases the profile already records.")] = False,
+    compiled: Annotated[bool, typer.Option("--compiled", help="Also compare eager with torch.compile: the "
+                                           "composite blocks, plus the selected op cases when --op/-k is "
+                                           "given.")] = False,
+    compile_backend: Annotated[str, typer.Option("--compile-backend", help="torch.compile backend to "
+                                                 "verify.")] = "inductor",
+    compile_cache: Annotated[Optional[Path], typer.Option("--compile-cache", help="Inductor cache directory "
+                                                          "(default: TORCHINDUCTOR_CACHE_DIR, else "
+                                                          ".inductor-cache next to the profile).")] = None,
+    checkpoint_every: Annotated[float, typer.Option("--checkpoint-every", help="Seconds between profile "
+                                                    "writes (crashes and timeouts are written at once).")] = 1.0,
+) -> None:
+    """Verify every op in the catalog, dtype by dtype, against the same op in float64 on the CPU.
+
+    Each case records max abs / max rel error, NMSE and the worst index, and passes when the result is
+    finite where the reference is and within the dtype's tolerance; out= variants also write into a
+    sentinel-guarded buffer to catch out-of-bounds writes. Statuses: pass, fail, error, unsupported,
+    crashed, timeout. Results are checkpointed into the profile as they arrive; `--resume` continues
+    an interrupted run. Exit code 1 when a case fails, errors, crashes or times out, or when nothing
+    could be verified.
+
+    Examples: `bringup verify-ops`, `bringup verify-ops --op softmax --dtype bfloat16`,
+    `bringup verify-ops -k 'matmul|linear' --compiled`, `bringup verify-ops --resume`.
+    """
+    if list_catalog:
+        configure_logging(verbose)
+        catalog = load_catalog()
+        if json_out:
+            print_json(catalog_json(catalog))
+        else:
+            for table in catalog_tables(catalog, verbose):
+                console.print(table)
+        return
+    if timeout <= 0:
+        raise BringupError(f"--timeout must be positive, got {timeout:g}")
+    try:
+        plan = plan_tasks(op, dtype, pattern, compiled=compiled, backend=compile_backend)
+    except ValueError as exc:
+        raise BringupError(str(exc)) from None
+    if not plan.tasks:
+        raise BringupError("no cases match the filters (--op/--dtype/-k); `bringup verify-ops --list` shows "
+                           "the catalog")
+    ctx = stage_context(device, profile, json_out, verbose, force=force)
+    all_keys = [key_of(t) for t in plan.tasks]
+    existing = load_profile_or_none(ctx.profile_path) if resume else None
+    if resume:
+        plan = drop_recorded(plan, existing)
+        log.info("resume: %d of %d cases already recorded in %s, %d to run", len(plan.skipped), len(all_keys),
+                 ctx.profile_path, len(plan.tasks))
+    cache_dir = _cache_dir(compile_cache, ctx.profile_path) if plan.compiled_tasks else None
+    log.info("verify-ops on %s: %d op cases, %d compiled comparisons, %s", ctx.info.id, len(plan.op_tasks),
+             len(plan.compiled_tasks), "isolated worker" if isolate else "in-process (--no-isolate)")
+
+    started = now_iso()
+
+    def write(batch: list[dict[str, Any]], final: bool) -> None:
+        def mutate(p: Profile) -> None:
+            merge_results(p, batch)
+        update_profile(ctx.profile_path, ctx.info, mutate, stage=STAGE,
+                       status="complete" if final else "partial", force=force, started=started)
+
+    results = _execute(plan.tasks, ctx.info.id, isolate, timeout, cache_dir, checkpoint_every, json_out, write)
+    previous = records_for(plan.skipped, existing)
+    everything = previous + results
+    summary = summarize(everything)
+    _report(everything, summary, json_out, ctx.info.id, ctx.profile_path)
+    raise typer.Exit(summary.exit_code)
+
+
+def _cache_dir(option: Path | None, profile_path: Path) -> Path:
+    import os
+
+    if option is not None:
+        return option
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    return profile_path.parent / ".inductor-cache"
+
+
+def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout: float, cache_dir: Path | None,
+             checkpoint_every: float, json_out: bool, write) -> list[dict[str, Any]]:
+    import os
+
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)  # in-process runs; the worker gets it via env
+    executor = (IsolatedExecutor(device_id, timeout, worker_env(cache_dir)) if isolate
+                else InProcessExecutor(device_id))
+    checkpointer = Checkpointer(lambda batch, final: write(batch, final), interval_s=checkpoint_every)
+    results: list[dict[str, Any]] = []
+    try:
+        with progress(json_out) as bar:
+            bar_task = bar.add_task("verify-ops", total=len(tasks))
+
+            def on_start(task: dict[str, Any], label: str) -> None:
+                bar.update(bar_task, description=label[:70])
+
+            def on_result(task: dict[str, Any], result: dict[str, Any]) -> None:
+                results.append(result)
+                checkpointer.add(result)
+                if result["status"] in ("crashed", "timeout", "fail", "error", "mismatch", "compile_error"):
+                    log.warning("%s: %s %s", label_of(result), result["status"], result.get("message") or "")
+                bar.advance(bar_task)
+
+            run_tasks(tasks, executor, on_result, on_start)
+    except BaseException:
+        checkpointer.flush(final=False)  # keep what finished; the stage stays `partial`
+        raise
+    finally:
+        executor.close()
+    checkpointer.flush(final=True)
+    return results
+
+
+def label_of(result: dict[str, Any]) -> str:
+    if "op" in result:
+        return f"{result['op']}[{result['dtype']}] {result['case']}"
+    return f"compiled {result['target']}[{result['dtype']}] {result.get('case') or ''}".rstrip()
+
+
+def _report(results: list[dict[str, Any]], summary, json_out: bool, device_id: str, profile_path: Path) -> None:
+    if json_out:
+        print_json({"device": device_id, "profile": str(profile_path), "verified": summary.verified,
+                    "summary": {"ops": dict(summary.op_counts), "compiled": dict(summary.compiled_counts)},
+                    "cases": [r for r in results if "op" in r],
+                    "compiled": [r for r in results if "op" not in r]})
+        return
+    if any("op" in r for r in results):
+        console.print(matrix_table(results))
+    if any("op" not in r for r in results):
+        console.print(compiled_table(results))
+    if summary.failing:
+        console.print(failing_table(summary.failing))
+    style = "red" if summary.exit_code else "green"
+    console.print(f"[{style}]{summary.line()}[/] — written to {profile_path}")

@@ -1,0 +1,160 @@
+"""The verify-ops stage: plan the tasks, skip what a previous run recorded, merge results into a profile."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bringup.probes.compiled.blocks import BLOCKS
+from bringup.probes.ops.catalog import load_catalog, select_cases
+from bringup.probes.ops.outcome import FAILING_STATUSES
+from bringup.probes.ops.runner import op_task, task_key
+from bringup.probes.ops.spec import DEFAULT_FLOAT_DTYPES
+from bringup.profiles.schema import Profile
+from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
+
+STAGE = "verify-ops"
+COMPILED_FAILING: frozenset[str] = frozenset({"mismatch", "compile_error", "error", "crashed", "timeout"})
+
+
+@dataclass
+class Plan:
+    op_tasks: list[dict[str, Any]]
+    compiled_tasks: list[dict[str, Any]]
+    skipped: list[tuple[str, ...]] = field(default_factory=list)
+
+    @property
+    def tasks(self) -> list[dict[str, Any]]:
+        return [*self.op_tasks, *self.compiled_tasks]
+
+
+def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | None, *, compiled: bool,
+               backend: str) -> Plan:
+    """Eager op cases from the filters; with `compiled`, blocks plus (when filtered) the chosen op cases.
+
+    ValueError for unknown names or a bad regex (the CLI turns it into a usage error).
+    """
+    catalog = load_catalog()
+    try:
+        regex = re.compile(pattern) if pattern else None
+    except re.error as exc:
+        raise ValueError(f"-k {pattern!r} is not a valid regular expression: {exc}") from None
+    named_blocks = [name for name in (ops or []) if name in BLOCKS]
+    op_names = [name for name in (ops or []) if name not in BLOCKS]
+    keys = [] if (ops and not op_names) else select_cases(catalog, op_names or None, dtypes, pattern)
+    op_tasks = [op_task(key) for key in keys]
+    compiled_tasks: list[dict[str, Any]] = []
+    if compiled:
+        block_names = named_blocks if ops else list(BLOCKS)
+        float_dtypes = [d for d in (dtypes or DEFAULT_FLOAT_DTYPES) if d in DEFAULT_FLOAT_DTYPES or d == "float64"]
+        for name in block_names:
+            for dtype in float_dtypes:
+                if regex and not regex.search(f"{name}[{dtype}]"):
+                    continue
+                compiled_tasks.append({"kind": "compiled", "target": name, "case": None, "dtype": dtype,
+                                       "backend": backend})
+        if op_names or pattern:  # compiling every op case is slow: only a chosen subset
+            compiled_tasks += [{"kind": "compiled", "target": k.op, "case": k.case, "dtype": k.dtype,
+                                "backend": backend} for k in keys if k.op not in ("multinomial",)]
+    return Plan(op_tasks, compiled_tasks)
+
+
+def recorded_keys(profile: Profile | None) -> set[tuple[str, ...]]:
+    if profile is None:
+        return set()
+    keys = {("op", *r.key()) for r in profile.ops}
+    keys |= {("compiled", r.target, r.dtype, r.backend) if r.case is None else
+             ("compiled", r.target, r.dtype, r.backend, r.case) for r in profile.compiled}
+    return keys
+
+
+def key_of(task_or_result: dict[str, Any]) -> tuple[str, ...]:
+    key = task_key(task_or_result)
+    if key[0] == "compiled" and task_or_result.get("case") is not None:
+        key = (*key, task_or_result["case"])
+    return key
+
+
+def drop_recorded(plan: Plan, profile: Profile | None) -> Plan:
+    """--resume: keep only tasks the profile has no record of."""
+    done = recorded_keys(profile)
+    keep_ops = [t for t in plan.op_tasks if key_of(t) not in done]
+    keep_compiled = [t for t in plan.compiled_tasks if key_of(t) not in done]
+    skipped = [key_of(t) for t in plan.tasks if key_of(t) in done]
+    return Plan(keep_ops, keep_compiled, skipped)
+
+
+def merge_results(profile: Profile, results: list[dict[str, Any]]) -> None:
+    """Replace records with the same key, append new ones (the profile keeps other runs' records)."""
+    ops = {r.key(): r for r in profile.ops}
+    compiled = {r.key(): r for r in profile.compiled}
+    for result in results:
+        if "op" in result:
+            rec = OpCaseRecord.model_validate(result)
+            ops[rec.key()] = rec
+        else:
+            crec = CompiledRecord.model_validate(result)
+            compiled[crec.key()] = crec
+    profile.ops = list(ops.values())
+    profile.compiled = list(compiled.values())
+
+
+def records_for(plan_keys: list[tuple[str, ...]], profile: Profile | None) -> list[dict[str, Any]]:
+    """Records of the given keys already in the profile (what --resume did not re-run)."""
+    if profile is None or not plan_keys:
+        return []
+    wanted = set(plan_keys)
+    out = [r.model_dump() for r in profile.ops if ("op", *r.key()) in wanted]
+    for r in profile.compiled:
+        key = ("compiled", r.target, r.dtype, r.backend) + (() if r.case is None else (r.case,))
+        if key in wanted:
+            out.append(r.model_dump())
+    return out
+
+
+@dataclass
+class Summary:
+    op_counts: Counter
+    compiled_counts: Counter
+    failing: list[dict[str, Any]]
+    verified: bool  # at least one case really passed
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failing or not self.verified else 0
+
+    def line(self) -> str:
+        ops = ", ".join(f"{n} {s}" for s, n in sorted(self.op_counts.items())) or "no op cases"
+        text = f"op cases: {ops}"
+        if self.compiled_counts:
+            text += "; compiled: " + ", ".join(f"{n} {s}" for s, n in sorted(self.compiled_counts.items()))
+        if not self.verified:
+            text += " — nothing verified (every case was unsupported or failed)"
+        return text
+
+
+def summarize(results: list[dict[str, Any]]) -> Summary:
+    op_results = [r for r in results if "op" in r]
+    compiled_results = [r for r in results if "op" not in r]
+    failing = [r for r in op_results if r["status"] in FAILING_STATUSES]
+    failing += [r for r in compiled_results if r["status"] in COMPILED_FAILING]
+    verified = any(r["status"] == "pass" for r in results)
+    return Summary(Counter(r["status"] for r in op_results), Counter(r["status"] for r in compiled_results),
+                   failing, verified)
+
+
+def worker_env(cache_dir: Path | None) -> dict[str, str]:
+    """The worker's environment: ours, plus our sys.path (plugins stay importable) and the inductor cache."""
+    env = dict(os.environ)
+    paths = [p for p in sys.path if p]
+    if env.get("PYTHONPATH"):
+        paths.insert(0, env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    if cache_dir is not None:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+    return env
