@@ -15,7 +15,14 @@ from bringup.log import configure_logging, get_logger
 from bringup.probes.ops.catalog import load_catalog
 from bringup.probes.ops.runner import Checkpointer, run_tasks
 from bringup.probes.ops.stage import (
-    STAGE, drop_recorded, key_of, merge_results, plan_tasks, records_for, summarize, worker_env,
+    STAGE,
+    drop_recorded,
+    key_of,
+    merge_results,
+    plan_tasks,
+    records_for,
+    summarize,
+    worker_env,
 )
 from bringup.probes.ops.worker import InProcessExecutor, IsolatedExecutor
 from bringup.profiles.schema import Profile

@@ -141,7 +141,8 @@ def bisect(fn, args: list[Any], reference: Any, eager_err: float, numel: int, ta
             verdicts[rung] = f"compile_error: {_short(exc)[:160]}"
             return verdicts, rung
         verdict = judge(task["dtype"], eager_err, rmse(out, reference), numel)
-        verdicts[rung] = "pass" if verdict.accepted else f"mismatch (RMSE {verdict.compiled_err:.3g} > {verdict.allowed:.3g})"
+        verdicts[rung] = ("pass" if verdict.accepted else
+                          f"mismatch (RMSE {verdict.compiled_err:.3g} > {verdict.allowed:.3g})")
         if not verdict.accepted:
             return verdicts, rung
     return verdicts, None

@@ -20,7 +20,7 @@ from bringup.probes.ops.catalog_index import cast_op, gather_like_ops, kv_cache_
 from bringup.probes.ops.catalog_matmul import matmul_ops
 from bringup.probes.ops.catalog_pointwise import activation_ops, elementwise_ops
 from bringup.probes.ops.catalog_reduce import norm_ops, reduction_ops
-from bringup.probes.ops.spec import Catalog, CaseKey, OpSpec
+from bringup.probes.ops.spec import CaseKey, Catalog, OpSpec
 
 PLUGINS_ENV = "BRINGUP_OPS_PLUGINS"
 

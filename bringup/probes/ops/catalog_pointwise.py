@@ -112,14 +112,15 @@ def elementwise_ops() -> list[OpSpec]:
         # an absolute error of about eps * |scalar| (the mixed atol covers it)
         return CaseSpec(f"python scalar [3,37,101] . 0.3{name}", lambda g: [randn(g, 3, 37, 101)], fn, accum=accum)
 
-    add = _binary(torch.add, out=_out(torch.add)) + [
+    add = [
+        *_binary(torch.add, out=_out(torch.add)),
         CaseSpec("alpha=-0.5 [64,100]", lambda g: [randn(g, 64, 100), randn(g, 64, 100)],
                  lambda a, b: torch.add(a, b, alpha=-0.5)),
         scalar_case("", lambda a: a + 0.3, accum=2),
     ]
-    sub = _binary(torch.sub, out=_out(torch.sub)) + [scalar_case("", lambda a: a - 0.3, accum=2)]
-    mul = _binary(torch.mul, out=_out(torch.mul)) + [scalar_case("", lambda a: a * 0.3)]
-    div = _binary(torch.div, denom=True, out=_out(torch.div)) + [scalar_case("", lambda a: a / 0.3)]
+    sub = [*_binary(torch.sub, out=_out(torch.sub)), scalar_case("", lambda a: a - 0.3, accum=2)]
+    mul = [*_binary(torch.mul, out=_out(torch.mul)), scalar_case("", lambda a: a * 0.3)]
+    div = [*_binary(torch.div, denom=True, out=_out(torch.div)), scalar_case("", lambda a: a / 0.3)]
 
     def where_make(shape_c, shape_x, shape_y):
         def make(g: torch.Generator) -> list:

@@ -12,11 +12,17 @@ import torch
 
 from bringup.probes.ops.guard import guarded_output
 from bringup.probes.ops.inputs import (
-    cast_inputs, changed_inputs, dtype_from_name, generator, snapshot, to_device, to_reference,
+    cast_inputs,
+    changed_inputs,
+    dtype_from_name,
+    generator,
+    snapshot,
+    to_device,
+    to_reference,
 )
 from bringup.probes.ops.metrics import Comparison, compare_tensor, flatten_outputs, merge, rms
 from bringup.probes.ops.outcome import CaseOutcome, is_unsupported_error
-from bringup.probes.ops.spec import Catalog, CaseKey, CaseSpec
+from bringup.probes.ops.spec import CaseKey, CaseSpec, Catalog
 from bringup.probes.ops.statistics import judge_multinomial
 from bringup.probes.ops.sync import synchronize
 from bringup.probes.ops.tolerances import Tolerance, exact, tolerance_for

@@ -105,10 +105,8 @@ def compare_tensor(actual: torch.Tensor, reference: torch.Tensor, tol: Tolerance
         denom = float(b64[expect_finite].pow(2).sum())
         num = float(diff.pow(2).sum())
         nmse = num / denom if denom > 0 else (0.0 if num == 0 else math.inf)
-        if tol.rtol == 0.0 and tol.atol == 0.0:
-            violation = (diff > 0).to(torch.float64)
-        else:
-            violation = diff / allowed
+        exact_only = tol.rtol == 0.0 and tol.atol == 0.0
+        violation = (diff > 0).to(torch.float64) if exact_only else diff / allowed
         worst_flat = int(violation.flatten().argmax())
         over = int((violation > 1.0).sum()) if tol.rtol or tol.atol else int((diff > 0).sum())
     else:

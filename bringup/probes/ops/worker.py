@@ -8,6 +8,7 @@ task starts a fresh worker. The worker's own stdout/stderr go to the parent's st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -98,10 +99,8 @@ class WorkerProcess:
 
     def close(self) -> None:
         if self.proc.poll() is None and self.proc.stdin is not None:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
             if self.returncode(5.0) is None:
                 self.proc.kill()
                 self.proc.wait()

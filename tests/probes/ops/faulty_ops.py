@@ -35,7 +35,9 @@ def _slow(x: torch.Tensor) -> torch.Tensor:
 
 
 def ops() -> list[OpSpec]:
-    one = (lambda g: [randn(g, 4, 5)])
+    def one(g: torch.Generator) -> list:
+        return [randn(g, 4, 5)]
+
     return [
         OpSpec("test_abort", "test", (CaseSpec("kernel calls os.abort()", one, _abort),), ("float32",)),
         OpSpec("test_hang", "test", (CaseSpec("kernel never returns", one, _hang),), ("float32",)),

@@ -10,7 +10,7 @@ import torch
 from bringup.profiles.store import load_profile
 from tests.cli.run_cli import run_cli
 
-OPS = ["--op", "exp", "--op", "sigmoid", "--op", "tanh", "--op", "relu"]
+OPS = ["--op", "exp", "--op", "sigmoid", "--op", "tanh", "--op", "relu", "-k", "odd|non-contiguous|empty"]
 
 
 def _run(tmp_path, *args):
@@ -26,7 +26,7 @@ def _np_exp(t: torch.Tensor) -> torch.Tensor:
 def test_clean_run_passes_everything(tmp_path):
     result, doc = _run(tmp_path)
     assert result.code == 0, result.stderr
-    assert {c["status"] for c in doc["cases"]} == {"pass"} and doc["verified"]
+    assert {c["status"] for c in doc["cases"]} == {"pass"} and doc["verified"] and len(doc["cases"]) == 12
     profile = load_profile(tmp_path / "p.yaml")
     assert len(profile.ops) == len(doc["cases"]) and profile.stages["verify-ops"].status == "complete"
 
@@ -57,7 +57,7 @@ def test_nan_from_sigmoid_fails_sigmoid_with_its_index(tmp_path, override_cpu_ke
     assert result.code == 1
     bad = [c for c in doc["cases"] if c["status"] != "pass"]
     assert {c["op"] for c in bad} == {"sigmoid"} and all(c["status"] == "fail" for c in bad)
-    first = next(c for c in bad if c["case"] == "[2,64,1024]")
+    first = next(c for c in bad if c["case"] == "odd [3,37,101]")
     assert first["worst_index"] == [0, 0, 3] and "non-finite" in first["message"]
 
 

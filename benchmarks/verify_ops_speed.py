@@ -1,0 +1,55 @@
+"""Speed of `bringup verify-ops`: the eager catalog (float32 + bfloat16 + float16) with and without isolation.
+
+Prints cases per second for each mode and the isolation overhead against --no-isolate (goal <= 25 %;
+goal for the isolated run on a 2-core CPU: <= 120 s). Not a test: run it by hand.
+
+    PYTHONPATH=. python benchmarks/verify_ops_speed.py            # the full eager catalog
+    PYTHONPATH=. python benchmarks/verify_ops_speed.py --op softmax --op matmul
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def run_mode(isolate: bool, extra: list[str], workdir: Path) -> tuple[float, int, dict]:
+    profile = workdir / f"{'isolated' if isolate else 'inprocess'}.yaml"
+    cmd = [sys.executable, "-m", "bringup", "verify-ops", "--json", "--device", "cpu", "--profile", str(profile),
+           "--isolate" if isolate else "--no-isolate", *[a for d in DTYPES for a in ("--dtype", d)], *extra]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
+    seconds = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        sys.exit(f"verify-ops failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    doc = json.loads(proc.stdout)
+    return seconds, len(doc["cases"]), doc["summary"]["ops"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--op", action="append", default=[], help="restrict to these ops (repeatable)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per mode (the fastest counts)")
+    args = parser.parse_args()
+    extra = [a for op in args.op for a in ("--op", op)]
+    with tempfile.TemporaryDirectory(prefix="verify-ops-bench-") as tmp:
+        results = {}
+        for isolate in (False, True):
+            runs = [run_mode(isolate, extra, Path(tmp)) for _ in range(args.repeat)]
+            results[isolate] = min(runs, key=lambda r: r[0])
+    (t_in, n_in, _), (t_iso, n_iso, counts_iso) = results[False], results[True]
+    print(f"cases: {n_iso} ({', '.join(DTYPES)}); statuses isolated: {counts_iso}")
+    print(f"--no-isolate: {t_in:7.1f} s  {n_in / t_in:6.1f} cases/s")
+    print(f"isolated:     {t_iso:7.1f} s  {n_iso / t_iso:6.1f} cases/s  (goal <= 120 s)")
+    print(f"isolation overhead: {100 * (t_iso - t_in) / t_in:+.1f} % (goal <= 25 %)")
+
+
+if __name__ == "__main__":
+    main()
