@@ -11,15 +11,7 @@ from typing import Any
 import torch
 
 from bringup.probes.ops.guard import guarded_output
-from bringup.probes.ops.inputs import (
-    cast_inputs,
-    changed_inputs,
-    dtype_from_name,
-    generator,
-    snapshot,
-    to_device,
-    to_reference,
-)
+from bringup.probes.ops.inputs import changed_inputs, dtype_from_name, generator, prepare_inputs, snapshot
 from bringup.probes.ops.metrics import Comparison, compare_tensor, flatten_outputs, merge, rms
 from bringup.probes.ops.outcome import CaseOutcome, is_unsupported_error
 from bringup.probes.ops.spec import CaseKey, CaseSpec, Catalog
@@ -86,15 +78,15 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> CaseOutcom
 
     try:
         raw = case.inputs(generator(key.op, key.case))
-        cast = cast_inputs(raw, dtype, case.keep_dtype)
-        ref_args = to_reference(cast)
-        dev_args = to_device(cast, device)
     except Exception as exc:
-        outcome.status = "unsupported" if is_unsupported_error(exc) else "error"
-        outcome.message = f"preparing inputs in {key.dtype} on {device}: {_short(exc)}"
+        outcome.message = f"building the inputs failed (a catalog bug): {_short(exc)}"
         return outcome
-    if case.layout is not None:
-        ref_args, dev_args = case.layout(ref_args), case.layout(dev_args)
+    try:
+        dev_args, ref_args = prepare_inputs(raw, dtype, device, case.keep_dtype, case.layout)
+    except Exception as exc:  # casting to the dtype or moving it to the device: the dtype is rejected
+        outcome.status = "unsupported"
+        outcome.message = f"{key.dtype} inputs on {device} rejected: {_short(exc)}"
+        return outcome
 
     before = snapshot(dev_args)
     torch.manual_seed(1234)

@@ -11,7 +11,8 @@ FAILING_STATUSES: frozenset[str] = frozenset({"fail", "error", "crashed", "timeo
 
 # Messages with which torch and vendor backends reject a dtype, an op or a kernel choice.
 _UNSUPPORTED = re.compile(
-    r"not implemented for|no viable backend|not supported|unsupported|no available kernel|does not support|"
+    r"not implemented for|no viable backend|not have support|no support for|not supported|unsupported|"
+    r"no available kernel|does not support|"
     r"could not run '|is not available|only supports|not compiled with|no kernel|not enabled",
     re.IGNORECASE,
 )
