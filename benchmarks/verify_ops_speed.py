@@ -27,8 +27,8 @@ def run_mode(isolate: bool, extra: list[str], workdir: Path) -> tuple[float, int
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     seconds = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
-        sys.exit(f"verify-ops failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():
+        sys.exit(f"verify-ops failed ({proc.returncode}): {proc.stderr[-3000:]}")
     doc = json.loads(proc.stdout)
     return seconds, len(doc["cases"]), doc["summary"]["ops"]
 
