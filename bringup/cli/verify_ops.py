@@ -132,9 +132,11 @@ def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout
              checkpoint_every: float, json_out: bool, write) -> list[dict[str, Any]]:
     import os
 
+    saved_cache_env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)  # in-process runs; the worker gets it via env
+        log.info("inductor cache: %s", cache_dir)
     executor = (IsolatedExecutor(device_id, timeout, worker_env(cache_dir)) if isolate
                 else InProcessExecutor(device_id))
     checkpointer = Checkpointer(lambda batch, final: write(batch, final), interval_s=checkpoint_every)
@@ -159,6 +161,10 @@ def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout
         raise
     finally:
         executor.close()
+        if saved_cache_env is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved_cache_env
     checkpointer.flush(final=True)
     return results
 

@@ -1,6 +1,7 @@
 """Eager vs compiled: a deliberately mis-compiling backend is a mismatch, bisected to its rung."""
 
 import json
+from pathlib import Path
 
 from bringup.probes.ops.catalog import PLUGINS_ENV
 from bringup.profiles.store import load_profile
@@ -26,10 +27,12 @@ def test_perturbing_backend_is_a_mismatch_and_the_ladder_names_it(tmp_path, monk
     assert [(r.target, r.status, r.failing_backend) for r in stored] == [("swiglu_mlp", "mismatch", PERTURB_BACKEND)]
 
 
-def test_inductor_block_passes_in_an_isolated_worker(tmp_path, inductor_cache_dir):
-    result = run_cli(["verify-ops", "--json", "--compiled", "--op", "rotary_attention", "--dtype", "float32",
-                      "--profile", str(tmp_path / "p.yaml"), "--compile-cache", inductor_cache_dir])
+def test_inductor_block_passes_with_one_cache_dir(tmp_path, inductor_cache_dir):
+    cache = Path(inductor_cache_dir)
+    result = run_cli(["verify-ops", "--no-isolate", "--json", "--compiled", "--op", "rotary_attention",
+                      "--dtype", "float32", "--profile", str(tmp_path / "p.yaml"), "--compile-cache", str(cache)])
     assert result.code == 0, result.stderr
     (rec,) = json.loads(result.stdout)["compiled"]
     assert rec["status"] == "pass" and rec["backend"] == "inductor", rec
     assert rec["compiled_err"] <= rec["allowed"] and rec["compile_s"] > 0 and rec["speedup"] > 0
+    assert any(p.is_file() for p in cache.rglob("*")), "inductor wrote nothing into the run's cache dir"

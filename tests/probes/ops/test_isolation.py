@@ -25,7 +25,7 @@ def test_abort_and_hang_are_recorded_and_the_run_continues(tmp_path, monkeypatch
     monkeypatch.setenv(PLUGINS_ENV, PLUGIN)
     profile = tmp_path / "p.yaml"
     start = time.monotonic()
-    result = run_cli(["verify-ops", "--json", "--timeout", "4", "--profile", str(profile),
+    result = run_cli(["verify-ops", "--json", "--timeout", "3", "--profile", str(profile),
                       "--op", "test_abort", "--op", "test_hang", "--op", "relu", "-k", "abort|never|odd"])
     elapsed = time.monotonic() - start
     assert result.code == 1, result.stderr
@@ -35,7 +35,7 @@ def test_abort_and_hang_are_recorded_and_the_run_continues(tmp_path, monkeypatch
     assert [c["status"] for c in by_op["test_abort"]] == ["crashed"]
     assert "SIGABRT" in by_op["test_abort"][0]["message"]
     assert [c["status"] for c in by_op["test_hang"]] == ["timeout"]
-    assert "no result within 4 s" in by_op["test_hang"][0]["message"]
+    assert "no result within 3 s" in by_op["test_hang"][0]["message"]
     assert by_op["relu"] and all(c["status"] == "pass" for c in by_op["relu"])  # ran after both, in fresh workers
     assert elapsed < 60
     recorded = {(r.op, r.status) for r in load_profile(profile).ops}
@@ -55,7 +55,7 @@ def test_killed_run_resumes_without_running_any_case_twice(tmp_path):
     env = {**os.environ, PLUGINS_ENV: PLUGIN, TRACE_ENV: str(trace),
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     args = [sys.executable, "-m", "bringup", "verify-ops", "--op", "test_slow", "--profile", str(profile),
-            "--checkpoint-every", "0"]
+            "--checkpoint-every", "0", "--no-isolate"]
     proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 90
     while _case_count(profile) < 3 and time.monotonic() < deadline and proc.poll() is None:
@@ -66,7 +66,6 @@ def test_killed_run_resumes_without_running_any_case_twice(tmp_path):
     done_before = {r.case for r in partial.ops}
     assert 3 <= len(done_before) < SLOW_CASES
     assert partial.stages["verify-ops"].status == "partial"
-    time.sleep(SLOW_CASES * 0.25)  # let the orphaned worker notice EOF and finish its case
     trace_lines_before = len(trace.read_text().splitlines())
 
     resumed = subprocess.run([*args, "--resume", "--json"], env=env, cwd=tmp_path, capture_output=True,
