@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 DTYPES = ("float32", "bfloat16", "float16")
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _children_cpu_s() -> float:
@@ -32,7 +33,8 @@ def run_mode(isolate: bool, extra: list[str], workdir: Path) -> tuple[float, flo
     cmd = [sys.executable, "-m", "bringup", "verify-ops", "--json", "--device", "cpu", "--profile", str(profile),
            "--isolate" if isolate else "--no-isolate", *[a for d in DTYPES for a in ("--dtype", d)], *extra]
     start, cpu_start = time.perf_counter(), _children_cpu_s()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env)
     seconds, cpu_s = time.perf_counter() - start, _children_cpu_s() - cpu_start
     if proc.returncode not in (0, 1) or not proc.stdout.strip():
         sys.exit(f"verify-ops failed ({proc.returncode}): {proc.stderr[-3000:]}")
