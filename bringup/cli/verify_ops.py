@@ -24,7 +24,7 @@ from bringup.probes.ops.stage import (
     summarize,
     worker_env,
 )
-from bringup.probes.ops.worker import InProcessExecutor, IsolatedExecutor
+from bringup.probes.ops.worker import InProcessExecutor, IsolatedExecutor, WorkerStartError
 from bringup.profiles.schema import Profile
 from bringup.profiles.store import load_profile_or_none, now_iso, update_profile
 
@@ -75,7 +75,10 @@ def command(
     """
     if list_catalog:
         configure_logging(verbose)
-        catalog = load_catalog()
+        try:
+            catalog = load_catalog()
+        except ValueError as exc:
+            raise BringupError(str(exc)) from None
         if json_out:
             print_json(catalog_json(catalog))
         else:
@@ -156,6 +159,9 @@ def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout
                 bar.advance(bar_task)
 
             run_tasks(tasks, executor, on_result, on_start)
+    except WorkerStartError as exc:
+        checkpointer.flush(final=False)
+        raise BringupError(str(exc)) from None
     except BaseException:
         checkpointer.flush(final=False)  # keep what finished; the stage stays `partial`
         raise

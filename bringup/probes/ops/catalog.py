@@ -39,7 +39,11 @@ def plugin_names() -> list[str]:
 def plugin_ops(names: Iterable[str]) -> list[OpSpec]:
     ops: list[OpSpec] = []
     for name in names:
-        module = importlib.import_module(name)
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise ValueError(f"{PLUGINS_ENV} names {name!r}, which cannot be imported ({exc}); fix or unset "
+                             f"{PLUGINS_ENV}") from None
         factory = getattr(module, "ops", None)
         if callable(factory):
             ops.extend(factory())

@@ -38,6 +38,10 @@ class WorkerDied(Exception):
     pass
 
 
+class WorkerStartError(RuntimeError):
+    """The worker subprocess could not start (import error, no such device...)."""
+
+
 class WorkerProcess:
     """One worker subprocess and its pipes."""
 
@@ -141,7 +145,11 @@ class IsolatedExecutor:
             except (TimeoutError, WorkerDied) as exc:
                 worker, self.worker = self.worker, None
                 worker.kill()
-                raise RuntimeError(f"the verify-ops worker failed to start: {exc!r}") from exc
+                code = worker.proc.returncode
+                raise WorkerStartError(
+                    f"the verify-ops worker process did not start ({type(exc).__name__}"
+                    f"{f', exit status {code}' if code is not None else ''}); its error is printed above. "
+                    "Try --no-isolate to see it in-process") from exc
         return self.worker
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:

@@ -63,3 +63,9 @@ def test_bad_filters_are_one_line_usage_errors(tmp_path):
         result = run_cli(["verify-ops", "--profile", str(tmp_path / "p.yaml"), *args])
         assert result.code == 2, result
         assert words in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unimportable_plugin_is_a_usage_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRINGUP_OPS_PLUGINS", "no_such_module_for_bringup")
+    result = run_cli(["verify-ops", "--list"])
+    assert result.code == 2 and "no_such_module_for_bringup" in result.stderr
