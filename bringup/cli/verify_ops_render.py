@@ -95,7 +95,7 @@ def _cell(statuses: list[str]) -> str:
 
 
 def _fmt(x: Any) -> str:
-    return "" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
+    return "" if x is None else f"{x:.2g}" if isinstance(x, float) else str(x)
 
 
 def failing_table(failing: list[dict[str, Any]]) -> Table:
@@ -118,8 +118,8 @@ def failing_table(failing: list[dict[str, Any]]) -> Table:
 
 def compiled_table(results: list[dict[str, Any]]) -> Table:
     table = Table(title="eager vs compiled (RMSE against float64)", title_justify="left")
-    for col in ("target", "dtype", "backend", "status", "eager err", "compiled err", "allowed", "compile s",
-                "speedup", "first failing rung"):
+    for col in ("target", "dtype", "backend", "status", "eager", "compiled", "allowed", "compile s",
+                "speedup", "breaks at"):
         table.add_column(col, overflow="fold")
     for r in results:
         if "op" in r:

@@ -45,6 +45,8 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
     except re.error as exc:
         raise ValueError(f"-k {pattern!r} is not a valid regular expression: {exc}") from None
     named_blocks = [name for name in (ops or []) if name in BLOCKS]
+    if named_blocks and not compiled:
+        raise ValueError(f"{', '.join(named_blocks)}: compiled block(s), compared only with --compiled")
     op_names = [name for name in (ops or []) if name not in BLOCKS]
     keys = [] if (ops and not op_names) else select_cases(catalog, op_names or None, dtypes, pattern)
     op_tasks = [op_task(key) for key in keys]
