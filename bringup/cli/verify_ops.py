@@ -43,8 +43,8 @@ def command(
     = None,
     dtype: Annotated[Optional[list[str]], typer.Option("--dtype", help="Only this dtype (repeatable), e.g. "
                                                        "bfloat16.")] = None,
-    pattern: Annotated[Optional[str], typer.Option("-k", help="Only cases whose 'op[dtype] case' matches this "
-                                                   "regular expression.")] = None,
+    pattern: Annotated[Optional[str], typer.Option("-k", help=r"Only cases whose 'op\[dtype] case' (or "
+                                                   r"'block\[dtype]') matches this regular expression.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds one case may take before it is recorded "
                                            "as timeout and its worker killed.")] = 300.0,
     isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="Run cases in a worker subprocess "
