@@ -24,7 +24,7 @@ def catalog_json(catalog: Catalog) -> dict[str, Any]:
     return {
         "ops": catalog_rows(catalog),
         "blocks": {b.name: b.description for b in BLOCKS.values()},
-        "missing_blocks": [DECODER_LAYER_NOTE],
+        "block_notes": [DECODER_LAYER_NOTE],
         "tolerances": {r.dtype: {"rtol": r.rtol, "atol": r.atol, "compiled_tol": r.compiled_tol,
                                  "reason": r.reason} for r in TABLE.values()},
         "tolerance_rules": {"accumulation": ACCUM_REASON, "exact": EXACT_REASON},
@@ -44,7 +44,7 @@ def catalog_tables(catalog: Catalog, verbose: bool) -> list[Table]:
     blocks.add_column("what")
     for b in BLOCKS.values():
         blocks.add_row(b.name, b.description)
-    blocks.add_row("[dim]decoder_layer[/]", f"[dim]{DECODER_LAYER_NOTE}[/]")
+    blocks.add_row("[dim](note)[/]", f"[dim]{DECODER_LAYER_NOTE}[/]")
     tols = Table(title="tolerances (floor per dtype)", title_justify="left")
     for col in ("dtype", "rtol", "atol", "compiled tol", "why"):
         tols.add_column(col, overflow="fold")

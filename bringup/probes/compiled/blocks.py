@@ -1,7 +1,7 @@
 """Composite blocks compared eager vs compiled: the pieces an LLM decoder is made of.
 
-A full decoder layer of the runner's model belongs here too once bringup.runner provides one; until
-then `decoder_layer` is not in the list (see DECODER_LAYER_NOTE).
+`llama_decoder_layer` is a Llama-style layer assembled from the same pieces here; the runner's own
+decoder layer should replace it once bringup.runner exposes one (see DECODER_LAYER_NOTE).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from bringup.probes.ops.catalog_attention import apply_rotary, attention_referen
 from bringup.probes.ops.catalog_reduce import rms_norm_composite
 from bringup.probes.ops.inputs import randn, uniform
 
-DECODER_LAYER_NOTE = "decoder_layer: needs bringup.runner's model (not available in this build)"
+DECODER_LAYER_NOTE = ("llama_decoder_layer is assembled here from the catalog's pieces; the runner's own layer "
+                      "is not compared yet (bringup.runner did not expose one when this stage was written)")
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,39 @@ def swiglu_mlp(x, w_gate, w_up, w_down) -> torch.Tensor:
     return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
 
 
+def _decoder_inputs(g: torch.Generator) -> list[Any]:
+    hidden, heads, kv_heads, head_dim, inter, seq = 256, 4, 2, 64, 688, 37
+    cos, sin = rotary_tables(torch.arange(seq), head_dim)
+    s_h, s_i = 1 / math.sqrt(hidden), 1 / math.sqrt(inter)
+    return [
+        randn(g, 2, seq, hidden), uniform(g, hidden, low=0.5, high=1.5), uniform(g, hidden, low=0.5, high=1.5),
+        randn(g, heads * head_dim, hidden, scale=s_h), randn(g, kv_heads * head_dim, hidden, scale=s_h),
+        randn(g, kv_heads * head_dim, hidden, scale=s_h), randn(g, hidden, heads * head_dim, scale=s_h),
+        randn(g, inter, hidden, scale=s_h), randn(g, inter, hidden, scale=s_h), randn(g, hidden, inter, scale=s_i),
+        cos, sin,
+    ]
+
+
+def _decoder_layer(x, ln1, ln2, wq, wk, wv, wo, w_gate, w_up, w_down, cos, sin, attention) -> torch.Tensor:
+    b, s, _ = x.shape
+    head_dim = cos.shape[-1]
+    h = rms_norm_composite(x, ln1)
+    q = F.linear(h, wq).view(b, s, -1, head_dim).transpose(1, 2)
+    k = F.linear(h, wk).view(b, s, -1, head_dim).transpose(1, 2)
+    v = F.linear(h, wv).view(b, s, -1, head_dim).transpose(1, 2)
+    attn = attention(q, k, v, cos, sin).transpose(1, 2).reshape(b, s, -1)
+    x = x + F.linear(attn, wo)
+    return x + swiglu_mlp(rms_norm_composite(x, ln2), w_gate, w_up, w_down)
+
+
+def llama_decoder_layer(*args) -> torch.Tensor:
+    return _decoder_layer(*args, attention=rotary_attention)
+
+
+def llama_decoder_layer_ref(*args) -> torch.Tensor:
+    return _decoder_layer(*args, attention=rotary_attention_ref)
+
+
 BLOCKS: dict[str, Block] = {
     b.name: b
     for b in (
@@ -75,5 +109,8 @@ BLOCKS: dict[str, Block] = {
         Block("rotary_attention", "rotary on q/k then causal SDPA, q8/kv2 heads [1,8,64,64]",
               _rotary_attention_inputs, rotary_attention, rotary_attention_ref),
         Block("swiglu_mlp", "SwiGLU MLP 256->688->256 on [4,37,256]", _swiglu_inputs, swiglu_mlp),
+        Block("llama_decoder_layer", "Llama-style layer: RMSNorm, q/k/v, rotary, causal GQA SDPA (4q/2kv heads), "
+              "o_proj, residual, RMSNorm, SwiGLU, residual on [2,37,256]", _decoder_inputs, llama_decoder_layer,
+              llama_decoder_layer_ref),
     )
 }
