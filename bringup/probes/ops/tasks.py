@@ -19,6 +19,13 @@ def task_label(task: dict[str, Any]) -> str:
 
 def execute_task(task: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """Run a task in this process; problems of the code under test come back as statuses, not raises."""
+    try:
+        return _dispatch(task, device)
+    except Exception as exc:  # anything run_case/run_compiled did not classify: record it, keep going
+        return failure_result(task, "error", f"unexpected {type(exc).__name__}: {str(exc)[:300]}", None)
+
+
+def _dispatch(task: dict[str, Any], device: torch.device) -> dict[str, Any]:
     if task["kind"] == "op":
         key = CaseKey(task["op"], task["dtype"], task["case"])
         return run_case(key, load_catalog(), device).to_dict()
