@@ -9,7 +9,14 @@ import typer
 
 from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
 from bringup.cli.output import console, print_json, progress
-from bringup.cli.verify_ops_render import catalog_json, catalog_tables, compiled_table, failing_table, matrix_table
+from bringup.cli.verify_ops_render import (
+    catalog_json,
+    catalog_tables,
+    compiled_table,
+    failing_table,
+    matrix_table,
+    unsupported_table,
+)
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
 from bringup.probes.ops.catalog import load_catalog
@@ -192,6 +199,9 @@ def _report(results: list[dict[str, Any]], summary, json_out: bool, device_id: s
         console.print(matrix_table(results))
     if any("op" not in r for r in results):
         console.print(compiled_table(results))
+    unsupported = unsupported_table(results)
+    if unsupported is not None:
+        console.print(unsupported)
     if summary.failing:
         console.print(failing_table(summary.failing))
     style = "red" if summary.exit_code else "green"

@@ -130,3 +130,20 @@ def compiled_table(results: list[dict[str, Any]]) -> Table:
                       _fmt(r.get("compiled_err")), _fmt(r.get("allowed")), _fmt(r.get("compile_s")),
                       _fmt(r.get("speedup")), r.get("failing_backend") or "")
     return table
+
+
+def unsupported_table(results: list[dict[str, Any]]) -> Table | None:
+    """One row per op x dtype with unsupported cases: how many, and the first reason given."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        if r["status"] == "unsupported":
+            name = r["op"] if "op" in r else f"compiled {r['target']}"
+            groups[(name, r["dtype"])].append(r)
+    if not groups:
+        return None
+    table = Table(title="unsupported (not counted as verified)", title_justify="left")
+    for col in ("op", "dtype", "cases", "reason (first case)"):
+        table.add_column(col, overflow="fold")
+    for (name, dtype), rows in groups.items():
+        table.add_row(name, dtype, str(len(rows)), (rows[0].get("message") or "")[:160])
+    return table
