@@ -29,6 +29,14 @@ def _hang(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def _raise(x: torch.Tensor) -> torch.Tensor:
+    raise RuntimeError("kernel exploded")
+
+
+def _reject(x: torch.Tensor) -> torch.Tensor:
+    raise RuntimeError("\"fancy_kernel\" not implemented for 'Float'")
+
+
 def _slow(x: torch.Tensor) -> torch.Tensor:
     time.sleep(SLOW_SECONDS)
     return x * 2
@@ -41,6 +49,8 @@ def ops() -> list[OpSpec]:
     return [
         OpSpec("test_abort", "test", (CaseSpec("kernel calls os.abort()", one, _abort),), ("float32",)),
         OpSpec("test_hang", "test", (CaseSpec("kernel never returns", one, _hang),), ("float32",)),
+        OpSpec("test_raise", "test", (CaseSpec("kernel raises", one, _raise),), ("float32",)),
+        OpSpec("test_reject", "test", (CaseSpec("kernel rejects the dtype", one, _reject),), ("float32",)),
         OpSpec("test_slow", "test", tuple(CaseSpec(f"slow case {i}", one, _slow) for i in range(SLOW_CASES)),
                ("float32",)),
     ]

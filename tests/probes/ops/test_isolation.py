@@ -26,7 +26,8 @@ def test_abort_and_hang_are_recorded_and_the_run_continues(tmp_path, monkeypatch
     profile = tmp_path / "p.yaml"
     start = time.monotonic()
     result = run_cli(["verify-ops", "--json", "--timeout", "3", "--profile", str(profile),
-                      "--op", "test_abort", "--op", "test_hang", "--op", "relu", "-k", "abort|never|odd"])
+                      "--op", "test_abort", "--op", "test_raise", "--op", "test_hang", "--op", "test_reject",
+                      "--op", "relu", "-k", "abort|never|raises|rejects|odd"])
     elapsed = time.monotonic() - start
     assert result.code == 1, result.stderr
     by_op = {}
@@ -36,6 +37,10 @@ def test_abort_and_hang_are_recorded_and_the_run_continues(tmp_path, monkeypatch
     assert "SIGABRT" in by_op["test_abort"][0]["message"]
     assert [c["status"] for c in by_op["test_hang"]] == ["timeout"]
     assert "no result within 3 s" in by_op["test_hang"][0]["message"]
+    assert [c["status"] for c in by_op["test_raise"]] == ["error"]
+    assert "kernel exploded" in by_op["test_raise"][0]["message"]
+    assert [c["status"] for c in by_op["test_reject"]] == ["unsupported"]
+    assert "not implemented for 'Float'" in by_op["test_reject"][0]["message"]
     assert by_op["relu"] and all(c["status"] == "pass" for c in by_op["relu"])  # ran after both, in fresh workers
     assert elapsed < 60
     recorded = {(r.op, r.status) for r in load_profile(profile).ops}
