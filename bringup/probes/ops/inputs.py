@@ -79,10 +79,13 @@ def changed_inputs(args: list[Any], before: list[Any]) -> list[int]:
     """Positions of tensor arguments whose contents changed since snapshot()."""
     changed = []
     for i, (a, b) in enumerate(zip(args, before)):
-        if isinstance(a, torch.Tensor) and b is not None and not torch.equal(a, b):
-            both_nan = a.is_floating_point() and bool((a.isnan() & b.isnan()).sum() == (a.isnan() | b.isnan()).sum())
-            if not (both_nan and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))):
-                changed.append(i)
+        if not isinstance(a, torch.Tensor) or b is None or torch.equal(a, b):
+            continue
+        same = a == b
+        if a.is_floating_point():
+            same |= a.isnan() & b.isnan()  # NaN != NaN, yet an unchanged NaN is unchanged
+        if not bool(same.all()):
+            changed.append(i)
     return changed
 
 

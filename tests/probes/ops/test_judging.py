@@ -64,3 +64,14 @@ def test_chi_square_accepts_the_sampler_and_rejects_a_biased_one():
     zero_hit = draws.clone()
     zero_hit[0] = 2
     assert "probability 0" in judge_multinomial(zero_hit, probs, replacement=True).problems[0]
+
+
+def test_input_mutation_is_detected_and_nan_inputs_are_not_false_alarms():
+    from bringup.probes.ops.inputs import changed_inputs, snapshot
+
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    idx = torch.tensor([0, 1])
+    before = snapshot([x, idx, 2.0])
+    assert changed_inputs([x, idx, 2.0], before) == []
+    x[0] = 5.0
+    assert changed_inputs([x, idx, 2.0], before) == [0]
