@@ -22,7 +22,8 @@ def _exact(label, make, fn, **kw) -> CaseSpec:
 
 def gather_like_ops() -> list[OpSpec]:
     embedding = op("embedding", "indexing", [
-        _exact("ids [4,37] from [5000,128]", lambda g: [randint(g, 5000, 4, 37), randn(g, 5000, 128)], F.embedding),
+        _exact("ids [4,37] from [5000,128]", lambda g: [randint(g, 5000, 4, 37), randn(g, 5000, 128)], F.embedding,
+               out=lambda i, w, *, out: torch.ops.aten.embedding.out(w, i, out=out)),
         _exact("repeated ids [64] from [11,67]", lambda g: [randint(g, 11, 64), randn(g, 11, 67)], F.embedding),
         _exact("transposed table [96,300]^T", lambda g: [randint(g, 300, 2, 5), randn(g, 96, 300)], F.embedding,
                layout=lambda a: [a[0], a[1].t()]),

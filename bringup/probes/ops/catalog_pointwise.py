@@ -48,15 +48,22 @@ def _out(torch_fn):
 
 
 def activation_ops() -> list[OpSpec]:
+    def gelu_out(x, *, out):
+        return torch._C._nn.gelu(x, out=out)
+
+    def gelu_tanh_out(x, *, out):
+        return torch._C._nn.gelu(x, approximate="tanh", out=out)
+
     gelu_cases = [
-        *[CaseSpec(f"exact {c.label}", c.inputs, F.gelu, layout=c.layout)
+        *[CaseSpec(f"exact {c.label}", c.inputs, F.gelu, layout=c.layout, out=gelu_out)
           for c in unary_cases(F.gelu, normal(3.0))],
-        *[CaseSpec(f"tanh {c.label}", c.inputs, lambda x: F.gelu(x, approximate="tanh"), layout=c.layout)
+        *[CaseSpec(f"tanh {c.label}", c.inputs, lambda x: F.gelu(x, approximate="tanh"), layout=c.layout,
+                   out=gelu_tanh_out)
           for c in unary_cases(F.gelu, normal(3.0))[:4]],
     ]
     return [
         op("gelu", "activation", gelu_cases),
-        op("silu", "activation", unary_cases(F.silu, normal(4.0))),
+        op("silu", "activation", unary_cases(F.silu, normal(4.0), out=_out(torch._C._nn.silu))),
         op("relu", "activation", unary_cases(torch.relu, normal(), judge="exact")),
         op("sigmoid", "activation", unary_cases(torch.sigmoid, normal(4.0), out=_out(torch.sigmoid))),
         op("tanh", "activation", unary_cases(torch.tanh, normal(2.0), out=_out(torch.tanh))),

@@ -17,17 +17,20 @@ def _x(*shape: int, scale: float = 1.0):
     return lambda g: [randn(g, *shape, scale=scale)]
 
 
-def softmax_like(fn) -> list[CaseSpec]:
+def softmax_like(fn, aten_out) -> list[CaseSpec]:
+    """aten_out is the op's aten out= overload (aten._softmax.out / aten._log_softmax.out) for guard regions."""
+    def case(label: str, make, dim: int, accum: int, layout=None) -> CaseSpec:
+        return CaseSpec(label, make, lambda x: fn(x, dim=dim), layout=layout, accum=accum,
+                        out=lambda x, *, out: aten_out(x, dim, False, out=out))
+
     return [
-        CaseSpec("attention probs [2,8,128,128] dim=-1", _x(2, 8, 128, 128, scale=3.0),
-                 lambda x: fn(x, dim=-1), accum=128),
-        CaseSpec("vocab logits [2,32000] dim=-1", _x(2, 32000, scale=4.0), lambda x: fn(x, dim=-1), accum=32000),
-        CaseSpec("odd [7,13,131] dim=-1", _x(7, 13, 131, scale=3.0), lambda x: fn(x, dim=-1), accum=131),
-        CaseSpec("non-last dim [4,37,9] dim=1", _x(4, 37, 9, scale=3.0), lambda x: fn(x, dim=1), accum=37),
-        CaseSpec("transposed [64,33]^T dim=-1", _x(64, 33, scale=3.0), lambda x: fn(x, dim=-1),
-                 layout=_transposed, accum=64),
-        CaseSpec("long [2,16384] dim=-1", _x(2, 16384, scale=3.0), lambda x: fn(x, dim=-1), accum=16384),
-        CaseSpec("empty [0,128] dim=-1", _x(0, 128), lambda x: fn(x, dim=-1), accum=128),
+        case("attention probs [2,8,128,128] dim=-1", _x(2, 8, 128, 128, scale=3.0), -1, 128),
+        case("vocab logits [2,32000] dim=-1", _x(2, 32000, scale=4.0), -1, 32000),
+        case("odd [7,13,131] dim=-1", _x(7, 13, 131, scale=3.0), -1, 131),
+        case("non-last dim [4,37,9] dim=1", _x(4, 37, 9, scale=3.0), 1, 37),
+        case("transposed [64,33]^T dim=-1", _x(64, 33, scale=3.0), -1, 64, layout=_transposed),
+        case("long [2,16384] dim=-1", _x(2, 16384, scale=3.0), -1, 16384),
+        case("empty [0,128] dim=-1", _x(0, 128), -1, 128),
     ]
 
 
@@ -83,8 +86,8 @@ def norm_ops() -> list[OpSpec]:
         return rms_norm_composite(x, w)
 
     ops = [
-        op("softmax", "normalization", softmax_like(torch.softmax)),
-        op("log_softmax", "normalization", softmax_like(torch.log_softmax)),
+        op("softmax", "normalization", softmax_like(torch.softmax, torch.ops.aten._softmax.out)),
+        op("log_softmax", "normalization", softmax_like(torch.log_softmax, torch.ops.aten._log_softmax.out)),
         layer_norm,
         op("rms_norm", "normalization", rms_cases(rms_comp), note="composite, Llama style (fp32 statistics)"),
     ]
