@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import traceback
@@ -59,7 +60,8 @@ def _judge_multinomial(result: Any, ref_args: list[Any], case: CaseSpec) -> Comp
     replacement = "without replacement" not in case.label
     verdict = judge_multinomial(result, ref_args[0], replacement)
     comp = Comparison(verdict.passed, problems=verdict.problems)
-    comp.max_abs = verdict.statistic  # the chi-square statistic, recorded for the reader
+    # max_abs / max_rel carry the chi-square statistic and its critical value for the reader
+    comp.max_abs = verdict.statistic if math.isfinite(verdict.statistic) else None
     comp.max_rel = verdict.critical
     return comp
 
@@ -102,8 +104,9 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> CaseOutcom
         outcome.status = "unsupported" if is_unsupported_error(exc) else "error"
         notes = "; ".join(str(w.message).splitlines()[0] for w in caught[:3])
         outcome.message = _short(exc) + (f" (warnings: {notes})" if notes else "")
-        if outcome.status == "error":
-            outcome.message += " | " + traceback.format_exc(limit=2).splitlines()[-1][:200]
+        if outcome.status == "error" and exc.__traceback__ is not None:
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            outcome.message += f" (at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
         return outcome
 
     try:

@@ -18,6 +18,19 @@ _UNSUPPORTED = re.compile(
 )
 
 
+# Errors after which the device context is unusable: the worker is replaced after reporting them.
+_STICKY = re.compile(
+    r"illegal memory access|device-side assert|unspecified launch failure|misaligned address|"
+    r"illegal instruction|uncorrectable ECC|device lost|hardware exception",
+    re.IGNORECASE,
+)
+
+
+def poisons_device(message: str | None) -> bool:
+    """True when an error message says the device context is broken for the rest of the process."""
+    return bool(message) and bool(_STICKY.search(message or ""))
+
+
 def is_unsupported_error(exc: BaseException) -> bool:
     """A rejection (dtype/op/kernel not offered) rather than a malfunction."""
     return isinstance(exc, NotImplementedError) or bool(_UNSUPPORTED.search(str(exc)))

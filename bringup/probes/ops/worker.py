@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from bringup.probes.ops.outcome import poisons_device
 from bringup.probes.ops.tasks import execute_task, failure_result
 
 STARTUP_TIMEOUT_S = 300.0
@@ -170,6 +171,9 @@ class IsolatedExecutor:
             worker.kill()
             return failure_result(task, "timeout", f"no result within {timeout:g} s; worker killed",
                                   time.monotonic() - start)
+        if poisons_device(result.get("message")):
+            self.worker = None  # a sticky device error: later cases get a fresh process and context
+            worker.close()
         return result
 
     def close(self) -> None:
