@@ -1,18 +1,12 @@
-"""Wait for a device to finish (the op timings and guard checks must see completed work)."""
+"""Wait for a device to finish (op timings and guard checks must see completed work)."""
 
 from __future__ import annotations
 
 import torch
 
+from bringup.backends.registry import synchronize as backend_synchronize
+
 
 def synchronize(device: torch.device) -> None:
-    if device.type == "cpu":
-        return
-    try:
-        from bringup.backends.registry import synchronize as backend_sync
-    except ImportError:  # foundation not present: fall back to torch's per-family module
-        module = getattr(torch, device.type, None)
-        if module is not None and hasattr(module, "synchronize"):
-            module.synchronize(device)
-        return
-    backend_sync(device)
+    if device.type != "cpu":  # the CPU runs eagerly: nothing to wait for, and this is the hot path
+        backend_synchronize(device)
