@@ -45,14 +45,18 @@ def run_mode(isolate: bool, extra: list[str], workdir: Path) -> tuple[float, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--op", action="append", default=[], help="restrict to these ops (repeatable)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per mode (the fastest counts)")
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="runs per mode, interleaved (the fastest of each counts: other load only slows)")
     args = parser.parse_args()
     extra = [a for op in args.op for a in ("--op", op)]
     with tempfile.TemporaryDirectory(prefix="verify-ops-bench-") as tmp:
-        results = {}
-        for isolate in (False, True):
-            runs = [run_mode(isolate, extra, Path(tmp)) for _ in range(args.repeat)]
-            results[isolate] = min(runs, key=lambda r: r[0])
+        runs: dict[bool, list[tuple[float, float, int, dict]]] = {False: [], True: []}
+        for _ in range(args.repeat):
+            for isolate in (False, True):
+                runs[isolate].append(run_mode(isolate, extra, Path(tmp)))
+        results = {mode: min(r, key=lambda x: x[0]) for mode, r in runs.items()}
+        for mode, r in runs.items():
+            print(f"{'isolated' if mode else '--no-isolate'} runs (s wall): {', '.join(f'{x[0]:.1f}' for x in r)}")
     (t_in, cpu_in, n_in, _), (t_iso, cpu_iso, n_iso, counts_iso) = results[False], results[True]
     print(f"cases: {n_iso} ({', '.join(DTYPES)}); statuses isolated: {counts_iso}")
     print(f"--no-isolate: {t_in:7.1f} s wall  {n_in / t_in:6.1f} cases/s  {cpu_in:7.1f} s CPU (all processes)")
