@@ -24,6 +24,18 @@ TIMING_BUDGET_S = 0.2
 TIMING_MAX_ITERS = 50
 
 
+def check_backend(name: str) -> None:
+    """ValueError unless torch.compile knows the backend (plugins must be imported first)."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    try:
+        lookup_backend(name)
+    except Exception as exc:
+        known = ", ".join(sorted({*torch._dynamo.list_backends(), *LADDER}))
+        raise ValueError(f"--compile-backend {name!r} is not a torch.compile backend ({type(exc).__name__}); "
+                         f"known: {known}") from None
+
+
 def ladder_for(backend: str) -> list[str]:
     """eager -> aot_eager -> aot_eager_decomp_partition -> backend (ending early if backend is a rung)."""
     rungs: list[str] = []

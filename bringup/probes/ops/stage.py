@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.probes.compiled.blocks import BLOCKS
+from bringup.probes.compiled.execute import check_backend
 from bringup.probes.ops.catalog import load_catalog, select_cases
 from bringup.probes.ops.outcome import FAILING_STATUSES
 from bringup.probes.ops.runner import op_task, task_key
@@ -52,6 +53,7 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
     op_tasks = [op_task(key) for key in keys]
     compiled_tasks: list[dict[str, Any]] = []
     if compiled:
+        check_backend(backend)
         block_names = named_blocks if ops else list(BLOCKS)
         float_dtypes = [d for d in (dtypes or DEFAULT_FLOAT_DTYPES) if d in DEFAULT_FLOAT_DTYPES or d == "float64"]
         for name in block_names:

@@ -59,7 +59,9 @@ def test_filters_and_list():
 
 def test_bad_filters_are_one_line_usage_errors(tmp_path):
     for args, words in ((["--op", "softmaxx"], "unknown op(s) softmaxx"), (["--dtype", "float7"], "unknown dtype"),
-                        (["-k", "("], "not a valid regular expression"), (["-k", "nothing-matches-this"], "no cases")):
+                        (["-k", "("], "not a valid regular expression"), (["-k", "nothing-matches-this"], "no cases"),
+                        (["--compiled", "--compile-backend", "nonsense"], "not a torch.compile backend"),
+                        (["--op", "swiglu_mlp"], "compared only with --compiled")):
         result = run_cli(["verify-ops", "--profile", str(tmp_path / "p.yaml"), *args])
         assert result.code == 2, result
         assert words in result.stderr and "Traceback" not in result.stderr
