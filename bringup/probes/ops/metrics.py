@@ -98,9 +98,10 @@ def compare_tensor(actual: torch.Tensor, reference: torch.Tensor, tol: Tolerance
     allowed = tol.atol + tol.rtol * torch.where(expect_finite, absb, torch.zeros_like(absb))
     if diff.numel():
         max_abs = float(diff.max())
-        rel = torch.where(absb > 0, diff / absb.clamp_min(torch.finfo(torch.float64).tiny), diff * math.inf)
-        rel = torch.where(diff == 0, torch.zeros_like(rel), rel)
-        rel = torch.where(expect_finite, rel, torch.zeros_like(rel))
+        # relative error over elements whose reference is non-zero (a zero reference has no relative scale;
+        # such elements are judged by atol and show in max_abs)
+        nonzero = (absb > 0) & expect_finite
+        rel = torch.where(nonzero, diff / absb.clamp_min(torch.finfo(torch.float64).tiny), torch.zeros_like(diff))
         max_rel = float(rel.max())
         denom = float(b64[expect_finite].pow(2).sum())
         num = float(diff.pow(2).sum())
