@@ -1,0 +1,1 @@
+"""`bringup bench`: a trustworthy timing harness and baseline microbenchmarks."""
