@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from bringup.profiles.base_model import ProfileModel
 
 RecordStatus = Literal["ok", "skipped", "not_applicable", "error"]
 GroupStatus = Literal["measured", "partial", "skipped", "not_applicable"]
 
 
-class HarnessSettingsModel(BaseModel):
+class HarnessSettingsModel(ProfileModel):
     """How every measurement of a group was taken (so two runs can be compared fairly)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     warmup: int
     min_reps: int
@@ -26,10 +26,8 @@ class HarnessSettingsModel(BaseModel):
     sync: str = "bringup.backends.registry.synchronize"
 
 
-class BenchRecord(BaseModel):
+class BenchRecord(ProfileModel):
     """One measurement (or one explicitly skipped measurement, with the reason)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     key: str  # unique inside its group; baseline comparison matches on (group, key)
     name: str  # kernel: matmul, triad, h2d_pinned, sdpa_math, an op name, ...
@@ -61,10 +59,8 @@ class BenchRecord(BaseModel):
     speedup: float | None = None
 
 
-class BenchGroup(BaseModel):
+class BenchGroup(ProfileModel):
     """One benchmark group's results from one run."""
-
-    model_config = ConfigDict(extra="forbid")
 
     status: GroupStatus = "measured"
     reason: str | None = None
@@ -76,20 +72,16 @@ class BenchGroup(BaseModel):
     records: list[BenchRecord] = Field(default_factory=list)
 
 
-class MeasuredCeilings(BaseModel):
+class MeasuredCeilings(ProfileModel):
     """Best rates this run achieved: the 'measured roofline'."""
-
-    model_config = ConfigDict(extra="forbid")
 
     tflops: dict[str, float] = Field(default_factory=dict)  # dtype -> best matmul TFLOP/s
     gbps: float | None = None  # best bandwidth-kernel GB/s
     gbps_kernel: str | None = None
 
 
-class DatasheetRef(BaseModel):
+class DatasheetRef(ProfileModel):
     """The bundled datasheet entry matched to this device (bringup/profiles/peaks.yaml)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     id: str
     name: str
@@ -98,11 +90,9 @@ class DatasheetRef(BaseModel):
     dense_tflops: dict[str, float] = Field(default_factory=dict)
 
 
-class BenchSection(BaseModel):
+class BenchSection(ProfileModel):
     """Results of `bringup bench`: groups (matmul, bandwidth, transfer, dispatch, attention, ops,
     compiled, ...) each with records and the harness settings used, plus the roofline ceilings."""
-
-    model_config = ConfigDict(extra="forbid")
 
     groups: dict[str, BenchGroup] = Field(default_factory=dict)
     ceilings: MeasuredCeilings | None = None
