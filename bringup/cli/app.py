@@ -5,6 +5,7 @@ import sys
 import typer
 from rich.text import Text
 
+from bringup.cli import bench
 from bringup.cli.output import err_console
 from bringup.errors import BringupError
 
@@ -17,6 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+app.command("bench")(bench.command)
 
 
 def main() -> None:

@@ -1,0 +1,128 @@
+"""The bench stage: choose groups, run them one by one, merge into the profile's bench section."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from bringup.backends.base import DeviceInfo
+from bringup.errors import BringupError
+from bringup.log import get_logger
+from bringup.probes.bench.cache import CacheFlusher, llc_size
+from bringup.probes.bench.context import BenchContext
+from bringup.probes.bench.groups import attention, bandwidth, compiled, dispatch, matmul, ops, transfer
+from bringup.probes.bench.harness import Harness, HarnessSettings
+from bringup.probes.bench.presets import PRESETS, Preset
+from bringup.probes.bench.records import short_error
+from bringup.probes.bench.roofline import apply_roofline
+from bringup.profiles.schema import Profile
+from bringup.profiles.sections.bench import BenchGroup, BenchSection, HarnessSettingsModel
+from bringup.profiles.store import now_iso
+
+log = get_logger("bench")
+
+GROUPS: dict[str, Callable[[BenchContext], BenchGroup]] = {
+    "matmul": matmul.run,
+    "bandwidth": bandwidth.run,
+    "transfer": transfer.run,
+    "dispatch": dispatch.run,
+    "attention": attention.run,
+    "ops": ops.run,
+    "compiled": compiled.run,
+}
+QUICK_EXCLUDES = {"compiled": "the quick preset skips compiled blocks (compilation alone can take minutes on "
+                              "a small CPU); run the full preset or --only compiled"}
+
+
+@dataclass
+class BenchOptions:
+    quick: bool = False
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    flush_cache: bool = False
+    threshold: float | None = None
+    budget_s: float | None = None
+    include_unverified: bool = False
+
+    @property
+    def preset(self) -> Preset:
+        return PRESETS["quick" if self.quick else "full"]
+
+
+def parse_groups(values: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """'matmul,bandwidth' or repeated flags -> validated group names."""
+    names = tuple(n.strip() for v in values for n in v.split(",") if n.strip())
+    unknown = [n for n in names if n not in GROUPS]
+    if unknown:
+        raise BringupError(f"unknown bench group {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
+    return names
+
+
+def select_groups(options: BenchOptions) -> tuple[list[str], dict[str, str]]:
+    """Groups to run, and the groups left out with why."""
+    only, skip = parse_groups(options.only), parse_groups(options.skip)
+    chosen, left_out = [], {}
+    for name in GROUPS:
+        if only and name not in only:
+            continue
+        if name in skip:
+            left_out[name] = "left out by --skip"
+        elif options.quick and not only and name in QUICK_EXCLUDES:
+            left_out[name] = QUICK_EXCLUDES[name]
+        else:
+            chosen.append(name)
+    if not chosen:
+        raise BringupError("--only/--skip leave no bench group to run; choose from " + ", ".join(GROUPS))
+    return chosen, left_out
+
+
+def harness_settings(options: BenchOptions) -> HarnessSettings:
+    settings = options.preset.settings.with_changes(flush_cache=options.flush_cache)
+    if options.threshold is not None:
+        settings = settings.with_changes(rel_iqr_threshold=options.threshold)
+    if options.budget_s is not None:
+        settings = settings.with_changes(budget_s=options.budget_s)
+    return settings
+
+
+def build_context(device: torch.device, info: DeviceInfo, profile: Profile | None, options: BenchOptions,
+                  on_step: Callable[[str], None]) -> tuple[BenchContext, HarnessSettingsModel]:
+    settings = harness_settings(options)
+    llc = llc_size(device, info.extra)
+    flusher = CacheFlusher(device, 2 * llc.bytes) if settings.flush_cache else None
+    harness = Harness.for_device(device, settings, flush=flusher)
+    model = HarnessSettingsModel(**settings.to_dict(), flush_bytes=flusher.nbytes if flusher else None)
+    ctx = BenchContext(device=device, info=info, harness=harness, preset=options.preset, profile=profile,
+                       llc=llc, include_unverified=options.include_unverified, on_step=on_step)
+    return ctx, model
+
+
+def run_group(name: str, ctx: BenchContext, settings: HarnessSettingsModel) -> BenchGroup:
+    """Run one group; an unexpected failure becomes a skipped group with the reason (logged)."""
+    start = time.perf_counter()
+    try:
+        group = GROUPS[name](ctx)
+    except Exception as exc:
+        log.warning("bench group %s failed: %s", name, short_error(exc))
+        group = BenchGroup(status="skipped", reason=f"failed: {short_error(exc)}")
+    group.preset = ctx.preset.name
+    group.settings = settings
+    group.finished = now_iso()
+    group.seconds = round(time.perf_counter() - start, 3)
+    return group
+
+
+def merge(previous: BenchSection | None, groups: dict[str, BenchGroup], device_name: str | None) -> BenchSection:
+    """The new section: groups run now replace their old results, the others are kept; roofline redone."""
+    section = BenchSection(groups=dict(previous.groups) if previous else {})
+    section.groups.update(groups)
+    apply_roofline(section, device_name)
+    return section
+
+
+def left_out_groups(left_out: dict[str, str], preset: Preset) -> dict[str, BenchGroup]:
+    return {name: BenchGroup(status="skipped", reason=why, preset=preset.name, finished=now_iso())
+            for name, why in left_out.items()}
