@@ -21,7 +21,8 @@ TOLERANCE = 0.05
 
 
 def timer_median(a: torch.Tensor, b: torch.Tensor, threshold: float) -> float:
-    timer = Timer(stmt="torch.matmul(a, b)", globals={"torch": torch, "a": a, "b": b}, num_threads=torch.get_num_threads())
+    timer = Timer(stmt="torch.matmul(a, b)", globals={"torch": torch, "a": a, "b": b},
+                  num_threads=torch.get_num_threads())
     return timer.adaptive_autorange(threshold=threshold, min_run_time=0.01, max_run_time=10.0).median
 
 

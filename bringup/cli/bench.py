@@ -77,7 +77,8 @@ def group_table(name: str, group: BenchGroup) -> Table:
     title = f"{name} — {group.status}" + (f" ({group.reason})" if group.reason else "")
     table = Table(title=title, title_justify="left", show_lines=False)
     for column in ("measurement", "median", "IQR/med", "reps", "rate", "% measured", "% datasheet", "note"):
-        table.add_column(column, justify="right" if column not in ("measurement", "note") else "left")
+        table.add_column(column, justify="right" if column not in ("measurement", "note") else "left",
+                         overflow="fold")
     for r in group.records:
         if r.status != "ok":
             continue
@@ -120,7 +121,8 @@ def print_group(name: str, group: BenchGroup) -> None:
 def baseline_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title="against baseline (ratio = time now / time in baseline)", title_justify="left")
     for column in ("group", "measurement", "baseline", "now", "ratio", "change", "noise", "verdict"):
-        table.add_column(column, justify="left" if column in ("group", "measurement", "verdict") else "right")
+        table.add_column(column, justify="left" if column in ("group", "measurement", "verdict") else "right",
+                         no_wrap=column != "measurement", overflow="fold")
     colours = {"slower": "red", "faster": "green"}
     for row in rows:
         verdict = row["verdict"]

@@ -1,9 +1,13 @@
 """Compare two bench sections measurement by measurement, with the two runs' noise in mind.
 
-For each (group, key) measured in both: ratio = time in b / time in a (> 1: b is slower),
-change_pct = (ratio - 1) x 100, and noise_pct = 100 x (IQR/median of a + IQR/median of b). A change
-is significant when |change_pct| exceeds noise_pct; verdict is slower / faster / same.
-`regressions(rows, pct)` keeps the rows slower by more than pct percentage points beyond noise.
+For each (group, key) measured in both: ratio = time in b / time in a (> 1: b is slower) and
+change_pct = (ratio - 1) x 100. Each run's noise is its IQR/median r, taken as a multiplicative
+band [median / (1 + r), median x (1 + r)] (symmetric in log space, never negative); the two bands
+together give noise factor (1 + r_a)(1 + r_b), noise_pct = (factor - 1) x 100. b is significantly
+slower when ratio > factor, faster when ratio < 1 / factor, else the same.
+beyond_noise_pct = (ratio / factor - 1) x 100 for slower (factor / ratio - 1 for faster): how much
+of the change is left after giving both runs their noise. `regressions(rows, pct)` keeps the rows
+slower by more than pct beyond noise.
 """
 
 from __future__ import annotations
@@ -34,12 +38,15 @@ def compare_records(group: str, key: str, a: BenchRecord, b: BenchRecord) -> dic
                    else "missing time")
         return row
     ratio = b.median_s / a.median_s
-    change = (ratio - 1.0) * 100.0
-    noise = 100.0 * (relative_iqr(a) + relative_iqr(b))
-    significant = abs(change) > noise
-    verdict = ("slower" if change > 0 else "faster") if significant else "same"
-    row.update(ratio=ratio, change_pct=change, noise_pct=noise, significant=significant, verdict=verdict,
-               beyond_noise_pct=max(0.0, abs(change) - noise) if significant else 0.0,
+    factor = (1.0 + relative_iqr(a)) * (1.0 + relative_iqr(b))
+    if ratio > factor:
+        verdict, beyond = "slower", (ratio / factor - 1.0) * 100.0
+    elif ratio < 1.0 / factor:
+        verdict, beyond = "faster", (1.0 / (ratio * factor) - 1.0) * 100.0
+    else:
+        verdict, beyond = "same", 0.0
+    row.update(ratio=ratio, change_pct=(ratio - 1.0) * 100.0, noise_pct=(factor - 1.0) * 100.0,
+               significant=verdict != "same", verdict=verdict, beyond_noise_pct=beyond,
                noisy=bool(a.noisy or b.noisy))
     return row
 
