@@ -64,7 +64,8 @@ def fmt_time(seconds: float | None) -> str:
 
 
 def fmt_rate(record: BenchRecord) -> str:
-    if record.tflops is not None:
+    """TFLOP/s for compute kernels (GFLOP/s under 1 TFLOP/s), GB/s for pure data movement."""
+    if record.tflops is not None and record.name not in ("scale", "add", "triad", "dot"):
         return f"{record.tflops * 1000:.3g} GFLOP/s" if record.tflops < 1 else f"{record.tflops:.3g} TFLOP/s"
     return f"{record.gbps:.3g} GB/s" if record.gbps is not None else ""
 
@@ -73,27 +74,40 @@ def fmt_pct(value: float | None) -> str:
     return "" if value is None else f"{value:.0f}%"
 
 
+def fmt_peak(record: BenchRecord) -> str:
+    """% of the measured ceiling, then % of the datasheet peak when the device is known."""
+    parts = [fmt_pct(record.pct_measured) or "-"]
+    if record.pct_datasheet is not None:
+        parts.append(fmt_pct(record.pct_datasheet))
+    return " / ".join(parts) if record.pct_measured is not None or record.pct_datasheet is not None else ""
+
+
+def record_note(record: BenchRecord) -> str:
+    notes = []
+    if record.noisy:
+        notes.append("[red]noisy[/]")
+    if record.verified is False:
+        notes.append("[yellow]unverified[/]")
+    if record.speedup is not None:
+        notes.append(f"{record.speedup:.2f}x vs plain")
+    if record.bound:
+        notes.append("mem" if record.bound == "memory" else "compute")
+    return " ".join(notes)
+
+
 def group_table(name: str, group: BenchGroup) -> Table:
     title = f"{name} — {group.status}" + (f" ({group.reason})" if group.reason else "")
     table = Table(title=title, title_justify="left", show_lines=False)
-    for column in ("measurement", "median", "IQR/med", "reps", "rate", "% measured", "% datasheet", "note"):
-        table.add_column(column, justify="right" if column not in ("measurement", "note") else "left",
-                         overflow="fold")
+    peak_title = "% peak (run / sheet)" if any(r.pct_datasheet is not None for r in group.records) else "% peak"
+    for column in ("measurement", "median", "IQR/med", "reps", "rate", peak_title, "note"):
+        table.add_column(column, justify="left" if column in ("measurement", "note") else "right",
+                         overflow="fold", no_wrap=column not in ("measurement", "rate", "note"),
+                         min_width=18 if column == "measurement" else None)
     for r in group.records:
         if r.status != "ok":
             continue
-        notes = []
-        if r.noisy:
-            notes.append("[red]noisy[/]")
-        if r.verified is False:
-            notes.append("[yellow]unverified[/]")
-        if r.speedup is not None:
-            notes.append(f"{r.speedup:.2f}x vs {r.baseline_key}")
-        if r.bound:
-            notes.append(f"{r.bound}-bound")
         rel = f"{100 * r.iqr_s / r.median_s:.1f}%" if r.median_s and r.iqr_s is not None else ""
-        table.add_row(r.key, fmt_time(r.median_s), rel, str(r.reps), fmt_rate(r), fmt_pct(r.pct_measured),
-                      fmt_pct(r.pct_datasheet), " ".join(notes))
+        table.add_row(r.key, fmt_time(r.median_s), rel, str(r.reps), fmt_rate(r), fmt_peak(r), record_note(r))
     if group.notes:
         table.caption = "; ".join(group.notes)
         table.caption_justify = "left"

@@ -1,6 +1,7 @@
 """Roofline: for each measurement with FLOP/byte accounting, its arithmetic intensity and the share
 of the attainable ceiling it reached — against datasheet peaks (when the device is in peaks.yaml)
-and always against the ceilings this run measured (best matmul TFLOP/s per dtype, best bandwidth).
+and always against the ceilings this run measured (best matmul/attention TFLOP/s per dtype, best
+bandwidth-kernel GB/s).
 
 Attainable time = max(FLOPs / peak FLOP/s, bytes / peak bandwidth); % = attainable / measured time.
 Transfers are excluded: their ceiling is the host link, not device memory.
@@ -16,7 +17,7 @@ ROOFLINE_GROUPS = ("matmul", "bandwidth", "attention")
 
 def measured_ceilings(section: BenchSection) -> MeasuredCeilings:
     ceilings = MeasuredCeilings()
-    for record in section.records("matmul"):
+    for record in section.records("matmul") + section.records("attention"):
         if record.status == "ok" and record.tflops and record.dtype:
             ceilings.tflops[record.dtype] = max(ceilings.tflops.get(record.dtype, 0.0), record.tflops)
     for record in section.records("bandwidth"):

@@ -69,7 +69,7 @@ def test_matmul_records_carry_exact_flops(tiny_context):
     square = next(r for r in group.records if r.key == "float32 square 64")
     assert square.flops == 2 * 64**3 and square.bytes == 4 * 3 * 64 * 64
     assert abs(square.tflops - square.flops / square.median_s / 1e12) < 1e-9 * square.tflops
-    gate_up = next(r for r in group.records if r.key == "float32 tiny gate_up M=8")
+    gate_up = next(r for r in group.records if r.key == "float32 gate_up 64x256 M=8")
     assert gate_up.flops == 2 * 8 * 64 * 256  # K=hidden, N=2*intermediate
     linear = next(r for r in group.records if r.name == "linear")
     assert linear.baseline_key.endswith("M=1") and linear.speedup > 0

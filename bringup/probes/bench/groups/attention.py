@@ -34,12 +34,16 @@ def backends_to_measure(ctx: BenchContext, notes: list[str]) -> tuple[list[str],
     return [name for name in supported if name in SDPA_BACKENDS], unknown
 
 
-def attention_dtype(ctx: BenchContext) -> str:
-    """The lowest-precision floating dtype the profile supports (float32 without capabilities)."""
+def attention_dtype(ctx: BenchContext, backend: str) -> str:
+    """The lowest-precision floating dtype the profile supports and this backend's check passed
+    (its capability details list per-dtype results); float32 without capabilities."""
     supported = ctx.supported("dtypes")
     if supported is None:
         return "float32"
-    return next((d for d in DTYPE_PREFERENCE if d in supported), "float32")
+    capability = ctx.profile.capabilities.attention.get(backend) if ctx.profile.capabilities else None
+    per_dtype = (capability.details.get("dtypes") if capability else None) or {}
+    passed = [d for d in DTYPE_PREFERENCE if d in supported and (not per_dtype or per_dtype.get(d) == "pass")]
+    return passed[0] if passed else "float32"
 
 
 def sdpa_kernel(backend: str):
@@ -77,10 +81,11 @@ def run(ctx: BenchContext) -> BenchGroup:
     if not backends:
         return BenchGroup(status="skipped", reason="the profile marks no SDPA backend supported",
                           notes=notes, records=records)
-    dtype = attention_dtype(ctx)
-    notes.append(f"dtype {dtype}; FLOPs count QK^T and PV (4·S²·D per head), halved for the causal mask")
+    notes.append("FLOPs count QK^T and PV (4·S²·D per head), halved for the causal mask; dtype per backend: "
+                 "the lowest precision that passed its capability check")
     rates = RateTracker()
     for backend in backends:
+        dtype = attention_dtype(ctx, backend)
         for seq in ctx.preset.attention_seq:
             records.append(measure(ctx, backend, dtype, seq, rates))
     status = "measured" if any(r.status == "ok" for r in records) else "skipped"

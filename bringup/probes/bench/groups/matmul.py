@@ -41,7 +41,7 @@ def shapes(ctx: BenchContext) -> list[tuple[str, int, int, int, dict]]:
     for gemm, (k, n) in decoder.gemms().items():
         for m in ctx.preset.llm_m:
             params = {"kind": "llm", "model": decoder.model, "gemm": gemm, "m": m, "k": k, "n": n}
-            out.append((f"{decoder.model} {gemm} M={m}", m, k, n, params))
+            out.append((f"{gemm} {k}x{n} M={m}", m, k, n, params))
     return out
 
 
@@ -66,7 +66,7 @@ def measure_one(ctx: BenchContext, dtype: str, key: str, m: int, k: int, n: int,
     if params.get("kind") == "llm" and m == 1:
         weight_out_in = b.t().contiguous()
         timing = ctx.harness.measure(lambda: F.linear(a, weight_out_in))
-        alternative = measured(f"{dtype} {key} linear[out,in]", "linear", timing, work, dtype=dtype,
+        alternative = measured(f"{dtype} {key} F.linear", "linear", timing, work, dtype=dtype,
                                params={**params, "layout": "weight [out, in] via F.linear"})
         set_speedup(alternative, plain)
         records.append(alternative)
