@@ -7,6 +7,7 @@ import torch
 from bringup.probes.bench.accounting import matmul_work, sdpa_work, stream_work, transfer_work
 from bringup.probes.bench.cache import cpu_llc_from_sysfs, parse_size
 from bringup.probes.bench.groups import attention, bandwidth, matmul
+from bringup.probes.bench.sizing import RateTracker, too_big_reason, too_slow_reason
 
 
 def test_matmul_counts_two_flops_per_term_and_each_operand_once():
@@ -94,3 +95,14 @@ def test_llc_size_from_a_sysfs_tree(tmp_path):
     assert cpu_llc_from_sysfs(tmp_path) == 32 * 2**20
     assert cpu_llc_from_sysfs(tmp_path / "missing") is None
     assert parse_size("2 MiB") == 2 * 2**20 and parse_size("bogus") is None
+
+
+def test_sizes_are_skipped_with_a_reason_when_too_slow_or_too_big():
+    rates = RateTracker()
+    assert rates.estimate_s("float32", 1e9) is None  # nothing measured yet: measure it
+    rates.note("float32", flops=1e9, seconds=0.01)  # 100 GFLOP/s
+    assert rates.estimate_s("float32", 8e9) == 0.08
+    assert too_slow_reason(0.08, 0.3) is None
+    assert "exceeds" in too_slow_reason(rates.estimate_s("float32", 1e11), 0.3)
+    assert too_big_reason(2**30, None) is None and too_big_reason(2**20, 2**21) is None
+    assert "MiB" in too_big_reason(2**22, 2**21)
