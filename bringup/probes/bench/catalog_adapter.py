@@ -1,8 +1,10 @@
-"""Bridges to the verify-ops catalog and the compiled-check blocks (owned by the ops stage).
+"""Bridges to the verify-ops catalog and the compiled check's blocks (owned by the ops stage).
 
-The bench groups only need "give me a zero-argument callable for this case on this device". These
-adapters build one from `bringup.probes.ops` when that package offers it, and otherwise say why not,
-so the groups skip with a reason instead of failing. Tests pass their own resolvers.
+The bench groups only need "a zero-argument callable for this case on this device". These adapters
+build one from `bringup.probes.ops` (catalog: load_catalog().get(op).case(label); inputs:
+generator/prepare_inputs) and `bringup.probes.compiled.blocks.BLOCKS` when this build has them,
+and otherwise say why not, so the groups skip with a reason instead of failing. Imports are lazy:
+bench works (and says so) in a build without the ops stage. Tests pass their own resolvers.
 """
 
 from __future__ import annotations
@@ -15,59 +17,54 @@ import torch
 
 # (op, dtype, case label, device) -> zero-argument callable running that case
 CaseResolver = Callable[[str, str, str, torch.device], Callable[[], Any]]
-# (target, dtype, device) -> (function, args) of the composite block
-BlockResolver = Callable[[str, str, torch.device], tuple[Callable[..., Any], list[Any]]]
-
-CATALOG_FACTORIES = ("build_catalog", "default_catalog", "load_catalog", "catalog")
-BLOCK_MODULES = ("bringup.probes.compiled", "bringup.probes.ops.compiled", "bringup.probes.ops.blocks")
-BLOCK_FACTORIES = ("build_block", "make_block", "block_for")
+# (target, case label or None for a composite block, dtype, device) -> (function, args)
+BlockResolver = Callable[[str, "str | None", str, torch.device], tuple[Callable[..., Any], list[Any]]]
 
 
-def _find_catalog() -> Any:
-    module = importlib.import_module("bringup.probes.ops.catalog")
-    for name in CATALOG_FACTORIES:
-        found = getattr(module, name, None)
-        if found is not None:
-            return found() if callable(found) else found
-    if hasattr(module, "CATALOG"):
-        return module.CATALOG
-    raise AttributeError(f"bringup.probes.ops.catalog offers none of {', '.join(CATALOG_FACTORIES)}")
+def _ops_modules() -> tuple[Any, Any]:
+    catalog = importlib.import_module("bringup.probes.ops.catalog")
+    inputs = importlib.import_module("bringup.probes.ops.inputs")
+    return catalog, inputs
+
+
+def case_function(catalog_module: Any, inputs: Any, op: str, label: str, dtype: str,
+                  device: torch.device) -> tuple[Callable[..., Any], list[Any]]:
+    """(fn, device args) of one catalog case, with the same seeded inputs verify-ops used."""
+    case = catalog_module.load_catalog().get(op).case(label)
+    raw = case.inputs(inputs.generator(op, case.label))
+    args, _reference = inputs.prepare_inputs(raw, inputs.dtype_from_name(dtype), device, case.keep_dtype,
+                                             case.layout)
+    return case.fn, args
 
 
 def catalog_case_resolver() -> tuple[CaseResolver | None, str | None]:
     """A resolver backed by the verify-ops catalog, or (None, why it is unavailable)."""
     try:
-        catalog = _find_catalog()
-        inputs = importlib.import_module("bringup.probes.ops.inputs")
-    except Exception as exc:  # the ops stage is not in this build, or its API differs
+        catalog_module, inputs = _ops_modules()
+    except Exception as exc:  # the ops stage is not in this build
         return None, f"the verify-ops catalog is not available in this build ({type(exc).__name__}: {exc})"
 
     def resolve(op: str, dtype: str, label: str, device: torch.device) -> Callable[[], Any]:
-        spec = catalog.get(op)
-        case = spec.case(label)
-        args = case.inputs(inputs.generator("bench", op, dtype, label))
-        args = inputs.cast_inputs(args, inputs.dtype_from_name(dtype), getattr(case, "keep_dtype", ()))
-        args = inputs.to_device(args, device)
-        if case.layout is not None:
-            args = case.layout(args)
-        fn = case.fn
+        fn, args = case_function(catalog_module, inputs, op, label, dtype, device)
         return lambda: fn(*args)
 
     return resolve, None
 
 
 def compiled_block_resolver() -> tuple[BlockResolver | None, str | None]:
-    """A resolver for the compiled check's composite blocks, or (None, why it is unavailable)."""
-    problems = []
-    for module_name in BLOCK_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:
-            problems.append(f"{module_name}: {type(exc).__name__}")
-            continue
-        for name in BLOCK_FACTORIES:
-            factory = getattr(module, name, None)
-            if callable(factory):
-                return factory, None
-        problems.append(f"{module_name} offers none of {', '.join(BLOCK_FACTORIES)}")
-    return None, "the compiled check's blocks are not available in this build (" + "; ".join(problems) + ")"
+    """A resolver for the compiled check's targets (blocks and op cases), or (None, why not)."""
+    try:
+        catalog_module, inputs = _ops_modules()
+        blocks = importlib.import_module("bringup.probes.compiled.blocks")
+    except Exception as exc:
+        return None, f"the compiled check is not available in this build ({type(exc).__name__}: {exc})"
+
+    def resolve(target: str, label: str | None, dtype: str, device: torch.device):
+        if label is not None:
+            return case_function(catalog_module, inputs, target, label, dtype, device)
+        block = blocks.BLOCKS[target]
+        raw = block.inputs(inputs.generator("block", block.name))
+        args, _reference = inputs.prepare_inputs(raw, inputs.dtype_from_name(dtype), device)
+        return block.fn, args
+
+    return resolve, None

@@ -52,6 +52,7 @@ class Preset:
     attention_heads: int
     attention_head_dim: int
     max_call_s: float  # sizes whose estimated single call exceeds this are skipped, with the reason
+    ops_limit: int | None = None  # at most this many op cases (one per op), None: every passed case
     memory_fraction: float = 0.25  # one measurement's buffers may use this share of free device memory
 
 
@@ -68,6 +69,7 @@ QUICK = Preset(
     attention_heads=8,
     attention_head_dim=64,
     max_call_s=0.3,
+    ops_limit=30,
 )
 
 FULL = Preset(

@@ -104,7 +104,8 @@ def run_group(name: str, ctx: BenchContext, settings: HarnessSettingsModel) -> B
     """Run one group; an unexpected failure becomes a skipped group with the reason (logged)."""
     start = time.perf_counter()
     try:
-        group = GROUPS[name](ctx)
+        with torch.no_grad():  # inference: no autograd bookkeeping in any measurement
+            group = GROUPS[name](ctx)
     except Exception as exc:
         log.warning("bench group %s failed: %s", name, short_error(exc))
         group = BenchGroup(status="skipped", reason=f"failed: {short_error(exc)}")

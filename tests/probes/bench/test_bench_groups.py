@@ -80,7 +80,7 @@ def test_ops_and_compiled_skip_with_a_reason_without_results(context_for):
     assert unresolvable.status == "skipped" or all(r.status != "ok" for r in unresolvable.records)
 
 
-def rms_norm_block(target: str, dtype: str, device: torch.device):
+def rms_norm_block(target: str, case: str | None, dtype: str, device: torch.device):
     x = torch.randn(8, 64, dtype=getattr(torch, dtype), device=device)
     w = torch.ones(64, dtype=x.dtype, device=device)
 
@@ -101,3 +101,18 @@ def test_eager_vs_compiled_for_accepted_blocks_only(context_for):
     assert compiled_record.baseline_key == eager.key
     assert abs(compiled_record.speedup - eager.median_s / compiled_record.median_s) < 1e-12
     assert rejected.status == "skipped" and "mismatch" in rejected.reason
+
+
+def test_a_limited_preset_times_one_case_per_op(context_for):
+    from dataclasses import replace
+
+    profile = Profile(ops=[
+        OpCaseRecord(op="add", dtype="bfloat16", case="[256]", status="pass"),
+        OpCaseRecord(op="add", dtype="float32", case="[256]", status="pass"),
+        OpCaseRecord(op="mul", dtype="float32", case="[256]", status="pass"),
+    ])
+    ctx = context_for(profile)
+    ctx.preset = replace(ctx.preset, ops_limit=1)
+    group = ops.run(ctx, resolver=add_case)
+    assert [r.status for r in group.records] == ["skipped", "ok", "skipped"]  # float32 add first, limit 1
+    assert "one case per op" in group.records[0].reason

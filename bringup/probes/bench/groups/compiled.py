@@ -1,5 +1,6 @@
-"""eager vs compiled: for each composite block the compiled check accepted (profile `compiled`,
-status pass), time eager and torch.compile side by side; the compiled record carries the speedup."""
+"""eager vs compiled: for each target the compiled check accepted (profile `compiled`, status pass:
+composite blocks and op cases), time eager and torch.compile with the same backend side by side; the
+compiled record carries the speedup (eager time / compiled time)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from bringup.probes.bench.records import measured, not_measured, set_speedup, sh
 from bringup.profiles.sections.bench import BenchGroup, BenchRecord
 
 
-def measure_block(ctx: BenchContext, resolver: BlockResolver, target: str, dtype: str,
+def measure_block(ctx: BenchContext, resolver: BlockResolver, target: str, label: str | None, dtype: str,
                   backend: str) -> list[BenchRecord]:
-    base = f"{target} {dtype}"
-    params = {"target": target, "backend": backend}
+    base = f"{target} {label} {dtype}" if label else f"{target} {dtype}"
+    params = {"target": target, "case": label, "backend": backend}
     try:
-        fn, args = resolver(target, dtype, ctx.device)
+        fn, args = resolver(target, label, dtype, ctx.device)
         ctx.on_step(f"compiled {base} eager")
         eager = measured(f"{base} eager", target, ctx.harness.measure(lambda: fn(*args)), dtype=dtype,
                          params={**params, "mode": "eager"})
@@ -52,12 +53,14 @@ def run(ctx: BenchContext, resolver: BlockResolver | None = None) -> BenchGroup:
             return BenchGroup(status="skipped", reason=why)
     records: list[BenchRecord] = []
     for check in checks:
+        label = getattr(check, "case", None)
         if check.status != "pass":
-            records.append(not_measured(f"{check.target} {check.dtype} {check.backend}", check.target, "skipped",
+            name = f"{check.target} {label} {check.dtype}" if label else f"{check.target} {check.dtype}"
+            records.append(not_measured(f"{name} {check.backend}", check.target, "skipped",
                                         f"the compiled check did not accept it (status {check.status})",
                                         dtype=check.dtype))
             continue
-        records.extend(measure_block(ctx, resolver, check.target, check.dtype, check.backend))
+        records.extend(measure_block(ctx, resolver, check.target, label, check.dtype, check.backend))
     status = "measured" if any(r.status == "ok" for r in records) else "skipped"
     return BenchGroup(status=status, reason=None if status == "measured" else "no block was accepted",
                       records=records)
