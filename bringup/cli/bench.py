@@ -201,6 +201,10 @@ def command(
     found = existing_profile(ctx.profile_path, ctx.info, force)
     for name, why in left_out.items():
         log.info("bench group %s left out: %s", name, why)
+    if found is None or found.capabilities is None:
+        log.warning("the profile %s has no capabilities: matmul measures float32 only and attention the math "
+                    "backend only; run `bringup probe` first for every supported dtype and backend",
+                    ctx.profile_path)
 
     results: dict[str, BenchGroup] = {}
     with progress(json) as bar:

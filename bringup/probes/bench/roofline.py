@@ -1,7 +1,7 @@
 """Roofline: for each measurement with FLOP/byte accounting, its arithmetic intensity and the share
 of the attainable ceiling it reached — against datasheet peaks (when the device is in peaks.yaml)
-and always against the ceilings this run measured (best matmul/attention TFLOP/s per dtype, best
-bandwidth-kernel GB/s).
+and always against the ceilings this run measured (best matmul or attention TFLOP/s per dtype,
+best bandwidth-kernel GB/s).
 
 Attainable time = max(FLOPs / peak FLOP/s, bytes / peak bandwidth); % = attainable / measured time.
 Transfers are excluded: their ceiling is the host link, not device memory.
@@ -15,11 +15,19 @@ from bringup.profiles.sections.bench import BenchRecord, BenchSection, Datasheet
 ROOFLINE_GROUPS = ("matmul", "bandwidth", "attention")
 
 
+def best_tflops(section: BenchSection, groups: tuple[str, ...]) -> dict[str, float]:
+    best: dict[str, float] = {}
+    for group in groups:
+        for record in section.records(group):
+            if record.status == "ok" and record.tflops and record.dtype:
+                best[record.dtype] = max(best.get(record.dtype, 0.0), record.tflops)
+    return best
+
+
 def measured_ceilings(section: BenchSection) -> MeasuredCeilings:
     ceilings = MeasuredCeilings()
-    for record in section.records("matmul") + section.records("attention"):
-        if record.status == "ok" and record.tflops and record.dtype:
-            ceilings.tflops[record.dtype] = max(ceilings.tflops.get(record.dtype, 0.0), record.tflops)
+    ceilings.tflops = best_tflops(section, ("matmul",))
+    ceilings.attention_tflops = best_tflops(section, ("attention",))
     for record in section.records("bandwidth"):
         if record.status == "ok" and record.gbps and (ceilings.gbps is None or record.gbps > ceilings.gbps):
             ceilings.gbps, ceilings.gbps_kernel = record.gbps, record.name
@@ -74,7 +82,8 @@ def apply_roofline(section: BenchSection, device_name: str | None) -> None:
             if record.status != "ok":
                 continue
             dtype = record.dtype or "float32"
-            found = percent_of(record, ceilings.tflops.get(dtype), ceilings.gbps)
+            compute = max(ceilings.tflops.get(dtype, 0.0), ceilings.attention_tflops.get(dtype, 0.0)) or None
+            found = percent_of(record, compute, ceilings.gbps)
             record.pct_measured = round(found[0], 2) if found else None
             record.bound = found[1] if found else None
             if peaks is not None:

@@ -75,7 +75,8 @@ class BenchGroup(ProfileModel):
 class MeasuredCeilings(ProfileModel):
     """Best rates this run achieved: the 'measured roofline'."""
 
-    tflops: dict[str, float] = Field(default_factory=dict)  # dtype -> best matmul/attention TFLOP/s
+    tflops: dict[str, float] = Field(default_factory=dict)  # dtype -> best matmul TFLOP/s
+    attention_tflops: dict[str, float] = Field(default_factory=dict)  # dtype -> best attention TFLOP/s
     gbps: float | None = None  # best bandwidth-kernel GB/s
     gbps_kernel: str | None = None
 

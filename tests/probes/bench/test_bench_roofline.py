@@ -66,3 +66,13 @@ def test_every_peaks_entry_names_its_source_and_has_positive_figures():
         assert all(v > 0 for v in entry.dense_tflops.values()), entry.id
         if "bfloat16" in entry.dense_tflops and "float32" in entry.dense_tflops:
             assert entry.dense_tflops["bfloat16"] >= entry.dense_tflops["float32"], entry.id
+
+
+def test_attention_faster_than_matmul_raises_the_compute_ceiling_not_the_matmul_one():
+    section = sample_section()
+    section.groups["attention"] = BenchGroup(records=[rec("flash", "sdpa_flash", "bfloat16", 1.0, 800e12, 1e9)])
+    apply_roofline(section, None)
+    assert section.ceilings.tflops == {"bfloat16": 500.0}  # what the runner reads: matmul only
+    assert section.ceilings.attention_tflops == {"bfloat16": 800.0}
+    assert section.records("attention")[0].pct_measured == 100.0
+    assert section.records("matmul")[0].pct_measured == 62.5  # 500 of the 800 TFLOP/s ceiling
