@@ -19,7 +19,7 @@ class HarnessSettings:
     """Knobs of the harness; recorded with the results so runs can be compared fairly."""
 
     warmup: int = 2  # untimed calls before calibration
-    min_reps: int = 5  # repetitions always taken
+    min_reps: int = 5  # repetitions always taken (down to 3 when that many would not fit the budget)
     max_reps: int = 1000  # hard cap
     rel_iqr_threshold: float = 0.05  # stop once IQR/median is at or under this
     budget_s: float = 2.0  # time budget per measurement (the min_reps are always taken)
@@ -97,12 +97,20 @@ class Harness:
         self.sync()
         return self.clock() - start
 
+    def warm_up(self, fn: Callable[[], Any], count: int) -> float:
+        """Untimed-for-results warm-up calls; returns the last call's time. A call that takes a quarter
+        of the budget or more ends the warm-up early (its one-time costs are paid by then)."""
+        per_call = 0.0
+        for _ in range(count):
+            per_call = self._timed_block(fn, 1)
+            if per_call >= self.settings.budget_s / 4:
+                break
+        return per_call
+
     def calibrate(self, fn: Callable[[], Any]) -> int:
         """Run the warm-up calls and choose how many calls one timed repetition holds."""
         settings = self.settings
-        per_call = 0.0
-        for _ in range(max(1, settings.warmup)):
-            per_call = self._timed_block(fn, 1)
+        per_call = self.warm_up(fn, max(1, settings.warmup))
         if self.flush is not None or per_call >= settings.min_rep_s:
             return 1
         calls = 1
@@ -111,6 +119,14 @@ class Harness:
             per_call = self._timed_block(fn, calls) / calls
         return calls
 
+    def affordable_min_reps(self, block_s: float) -> int:
+        """min_reps, lowered (never under 3) when that many blocks would not fit the budget."""
+        settings = self.settings
+        if block_s <= 0:
+            return settings.min_reps
+        fits = math.ceil(settings.budget_s / block_s)
+        return max(min(3, settings.min_reps), min(settings.min_reps, fits))
+
     def measure(self, fn: Callable[[], Any], *, calls_per_rep: int | None = None) -> Timing:
         """Warm up, then time repetitions until stable, out of budget, or at max_reps."""
         settings = self.settings
@@ -118,15 +134,17 @@ class Harness:
         if calls_per_rep is None:
             calls = self.calibrate(fn)
         else:
-            for _ in range(settings.warmup):
-                self._timed_block(fn, 1)
+            self.warm_up(fn, settings.warmup)
             calls = 1 if self.flush is not None else calls_per_rep
         samples: list[float] = []
         stop: StopReason = "max_reps"
         stats = None
+        min_reps = settings.min_reps
         while len(samples) < settings.max_reps:
             samples.append(self._timed_block(fn, calls) / calls)
-            if len(samples) < settings.min_reps:
+            if len(samples) == 1:
+                min_reps = self.affordable_min_reps(samples[0] * calls)
+            if len(samples) < min_reps:
                 continue
             stats = summarize(samples)
             if stats.rel_iqr <= settings.rel_iqr_threshold:

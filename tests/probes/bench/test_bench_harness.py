@@ -94,3 +94,11 @@ def test_flush_is_ignored_unless_enabled():
     harness = Harness(lambda: None, HarnessSettings(min_reps=3, max_reps=3), flush=lambda: flushes.append(1))
     harness.measure(lambda: None, calls_per_rep=1)
     assert flushes == []
+
+
+def test_long_calls_take_fewer_warm_ups_and_repetitions_within_the_budget():
+    settings = HarnessSettings(warmup=3, min_reps=7, max_reps=100, rel_iqr_threshold=0.0, budget_s=0.1)
+    calls = []
+    timing = Harness(lambda: None, settings).measure(lambda: (calls.append(1), time.sleep(0.05)), calls_per_rep=1)
+    # one warm-up (0.05 s >= budget/4), then 3 repetitions: 7 would not fit a 0.1 s budget
+    assert timing.reps == 3 and len(calls) == 4 and timing.stop == "budget"
