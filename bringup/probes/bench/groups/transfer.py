@@ -16,22 +16,18 @@ def pinned_unavailable_reason(ctx: BenchContext) -> str | None:
     if features is not None and features.get("pinned_memory") not in (None, "supported"):
         return f"the profile marks pinned_memory {features['pinned_memory']}"
     try:
-        torch.empty(16, dtype=torch.uint8).pin_memory(ctx.device)
-    except TypeError:  # older torch: pin_memory() takes no device
-        try:
-            torch.empty(16, dtype=torch.uint8).pin_memory()
-        except Exception as exc:
-            return f"pin_memory failed: {short_error(exc)}"
+        pin(torch.empty(16, dtype=torch.uint8), ctx.device)
     except Exception as exc:
         return f"pin_memory failed: {short_error(exc)}"
     return None
 
 
 def pin(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    try:
-        return tensor.pin_memory(device)
-    except TypeError:
-        return tensor.pin_memory()
+    """Page-locked copy for the current accelerator (torch picks it; CUDA also covers ROCm)."""
+    pinned = tensor.pin_memory()
+    if not pinned.is_pinned():
+        raise RuntimeError(f"pin_memory() did not pin host memory for {device}")
+    return pinned
 
 
 def run(ctx: BenchContext) -> BenchGroup:
