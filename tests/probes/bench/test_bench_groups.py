@@ -116,3 +116,13 @@ def test_a_limited_preset_times_one_case_per_op(context_for):
     group = ops.run(ctx, resolver=add_case)
     assert [r.status for r in group.records] == ["skipped", "ok", "skipped"]  # float32 add first, limit 1
     assert "one case per op" in group.records[0].reason
+
+
+def test_sizes_that_do_not_fit_device_memory_are_skipped_with_the_reason(context_for):
+    from dataclasses import replace
+
+    ctx = context_for(None)
+    ctx.preset = replace(ctx.preset, memory_fraction=1e-12)  # a device with almost no free memory
+    group = matmul.run(ctx)
+    assert group.status == "skipped"
+    assert all(r.status == "skipped" and "free device memory" in r.reason for r in group.records)
