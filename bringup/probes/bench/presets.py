@@ -84,7 +84,7 @@ FULL = Preset(
     attention_seq=(128, 512, 1024, 2048, 4096, 8192),
     attention_heads=32,
     attention_head_dim=128,
-    max_call_s=5.0,
+    max_call_s=2.0,
 )
 
 PRESETS = {"quick": QUICK, "full": FULL}
