@@ -99,15 +99,14 @@ def group_table(name: str, group: BenchGroup) -> Table:
     title = f"{name} — {group.status}" + (f" ({group.reason})" if group.reason else "")
     table = Table(title=title, title_justify="left", show_lines=False)
     peak_title = "% peak (run / sheet)" if any(r.pct_datasheet is not None for r in group.records) else "% peak"
-    for column in ("measurement", "median", "IQR/med", "reps", "rate", peak_title, "note"):
+    for column in ("measurement", "median ±IQR/med", "reps", "rate", peak_title, "note"):
         table.add_column(column, justify="left" if column in ("measurement", "note") else "right",
-                         overflow="fold", no_wrap=column not in ("measurement", "rate", "note"),
-                         min_width=18 if column == "measurement" else None)
+                         overflow="fold")
     for r in group.records:
         if r.status != "ok":
             continue
-        rel = f"{100 * r.iqr_s / r.median_s:.1f}%" if r.median_s and r.iqr_s is not None else ""
-        table.add_row(r.key, fmt_time(r.median_s), rel, str(r.reps), fmt_rate(r), fmt_peak(r), record_note(r))
+        rel = f" ±{100 * r.iqr_s / r.median_s:.0f}%" if r.median_s and r.iqr_s is not None else ""
+        table.add_row(r.key, fmt_time(r.median_s) + rel, str(r.reps), fmt_rate(r), fmt_peak(r), record_note(r))
     if group.notes:
         table.caption = "; ".join(group.notes)
         table.caption_justify = "left"
