@@ -14,18 +14,11 @@ from bringup.errors import BringupError
 from bringup.log import get_logger
 from bringup.probes.bench.export import rows as export_rows
 from bringup.probes.bench.export import to_csv
-from bringup.probes.bench.stage import (
-    GROUPS,
-    BenchOptions,
-    build_context,
-    merge,
-    run_group,
-    select_groups,
-)
+from bringup.probes.bench.stage import GROUPS, BenchOptions, run_bench_stage, select_groups
 from bringup.profiles.bench_diff import diff_bench, regressions
 from bringup.profiles.schema import DeviceSection, Profile
 from bringup.profiles.sections.bench import BenchGroup, BenchRecord, BenchSection
-from bringup.profiles.store import check_identity, load_profile, load_profile_or_none, update_profile
+from bringup.profiles.store import check_identity, load_profile, load_profile_or_none
 
 log = get_logger("bench")
 GROUP_LIST = ", ".join(GROUPS)
@@ -194,35 +187,17 @@ def command(
         raise BringupError(f"--budget {budget} must be a positive number of seconds")
     options = BenchOptions(quick=quick, only=tuple(only or ()), skip=tuple(skip or ()), flush_cache=flush_cache,
                            threshold=threshold, budget_s=budget, include_unverified=include_unverified)
-    chosen, left_out = select_groups(options)
+    select_groups(options)  # bad --only/--skip fail before any device work
     base_section = load_baseline(baseline)
     ctx = stage_context(device, profile, json, verbose, force=force)
     found = existing_profile(ctx.profile_path, ctx.info, force)
-    for name, why in left_out.items():
-        log.info("bench group %s left out: %s", name, why)
-    if found is None or found.capabilities is None:
-        log.warning("the profile %s has no capabilities: matmul measures float32 only and attention the math "
-                    "backend only; run `bringup probe` first for every supported dtype and backend",
-                    ctx.profile_path)
-
-    results: dict[str, BenchGroup] = {}
     with progress(json) as bar:
-        task = bar.add_task("bench", total=len(chosen))
-        bench_ctx, settings = build_context(ctx.device, ctx.info, found, options,
-                                            on_step=lambda text: bar.update(task, description=text))
-        log.info("bench on %s (%s), preset %s, groups %s; harness %s", ctx.device, ctx.info.name,
-                 options.preset.name, ", ".join(chosen), settings.model_dump())
-        for name in chosen:
-            results[name] = run_group(name, bench_ctx, settings)
-            group = results[name]
-            update_profile(ctx.profile_path, ctx.info,
-                           lambda p, n=name, g=group: setattr(p, "bench", merge(p.bench, {n: g}, ctx.info.name)),
-                           stage="bench", status="partial", force=force)
-            bar.advance(task)
-    saved = update_profile(ctx.profile_path, ctx.info, lambda p: setattr(p, "bench", merge(p.bench, {}, ctx.info.name)),
-                           stage="bench", status="complete", force=force)
-    section = saved.bench or BenchSection()
-    current = BenchSection(groups={n: section.groups[n] for n in chosen})
+        task = bar.add_task("bench", total=len(select_groups(options)[0]))
+        run = run_bench_stage(ctx.device, ctx.info, ctx.profile_path, found, options, force=force,
+                              on_step=lambda text: bar.update(task, description=text),
+                              on_group_done=lambda _name, _group: bar.advance(task))
+    section, chosen, left_out, settings = run.section, run.chosen, run.left_out, run.settings
+    current = run.current
 
     compared = diff_bench(BenchSection(groups={n: g for n, g in base_section.groups.items() if n in chosen}),
                           current) if base_section else []

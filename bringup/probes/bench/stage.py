@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -127,3 +128,48 @@ def merge(previous: BenchSection | None, groups: dict[str, BenchGroup], device_n
 def left_out_groups(left_out: dict[str, str], preset: Preset) -> dict[str, BenchGroup]:
     return {name: BenchGroup(status="skipped", reason=why, preset=preset.name, finished=now_iso())
             for name, why in left_out.items()}
+
+
+@dataclass
+class BenchRun:
+    """What one `bringup bench` run produced."""
+
+    section: BenchSection  # the profile's whole bench section after the run
+    chosen: list[str]
+    left_out: dict[str, str]
+    settings: HarnessSettingsModel
+
+    @property
+    def current(self) -> BenchSection:
+        """Only the groups measured in this run (with the section's ceilings and datasheet)."""
+        return self.section.model_copy(update={"groups": {n: self.section.groups[n] for n in self.chosen}})
+
+
+def run_bench_stage(device: torch.device, info: DeviceInfo, profile_path: Path, profile: Profile | None,
+                    options: BenchOptions, *, force: bool = False,
+                    on_step: Callable[[str], None] = lambda _text: None,
+                    on_group_done: Callable[[str, BenchGroup], None] = lambda _name, _group: None) -> BenchRun:
+    """Run the chosen groups, checkpointing each finished group into the profile (stage status partial),
+    then stamp the stage complete. `profile` is the profile read before the run (capabilities, ops)."""
+    from bringup.profiles.store import update_profile
+
+    chosen, left_out = select_groups(options)
+    for name, why in left_out.items():
+        log.info("bench group %s left out: %s", name, why)
+    if profile is None or profile.capabilities is None:
+        log.warning("the profile %s has no capabilities: matmul measures float32 only and attention the math "
+                    "backend only; run `bringup probe` first for every supported dtype and backend", profile_path)
+    ctx, settings = build_context(device, info, profile, options, on_step)
+    log.info("bench on %s (%s), preset %s, groups %s; harness %s", device, info.name, options.preset.name,
+             ", ".join(chosen), settings.model_dump())
+
+    def store(groups: dict[str, BenchGroup], status: str) -> Profile:
+        return update_profile(profile_path, info, lambda p: setattr(p, "bench", merge(p.bench, groups, info.name)),
+                              stage="bench", status=status, force=force)
+
+    for name in chosen:
+        group = run_group(name, ctx, settings)
+        store({name: group}, "partial")
+        on_group_done(name, group)
+    saved = store({}, "complete")
+    return BenchRun(section=saved.bench or BenchSection(), chosen=chosen, left_out=left_out, settings=settings)
