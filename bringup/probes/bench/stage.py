@@ -125,11 +125,6 @@ def merge(previous: BenchSection | None, groups: dict[str, BenchGroup], device_n
     return section
 
 
-def left_out_groups(left_out: dict[str, str], preset: Preset) -> dict[str, BenchGroup]:
-    return {name: BenchGroup(status="skipped", reason=why, preset=preset.name, finished=now_iso())
-            for name, why in left_out.items()}
-
-
 @dataclass
 class BenchRun:
     """What one `bringup bench` run produced."""
