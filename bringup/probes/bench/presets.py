@@ -58,18 +58,18 @@ class Preset:
 
 QUICK = Preset(
     name="quick",
-    settings=HarnessSettings(warmup=1, min_reps=3, max_reps=50, rel_iqr_threshold=0.05, budget_s=0.25,
+    settings=HarnessSettings(warmup=1, min_reps=3, max_reps=50, rel_iqr_threshold=0.05, budget_s=0.15,
                              min_rep_s=2e-3),
     square_sizes=(256, 512, 1024),
     decoder=TINYLLAMA_1B,
-    llm_m=(1, 32, 256),
+    llm_m=(1, 64),
     stream_llc_multiple=4,
     transfer_mib=(1, 64),
     attention_seq=(128, 512),
     attention_heads=8,
     attention_head_dim=64,
     max_call_s=0.3,
-    ops_limit=30,
+    ops_limit=20,
 )
 
 FULL = Preset(

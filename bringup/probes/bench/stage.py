@@ -34,6 +34,9 @@ GROUPS: dict[str, Callable[[BenchContext], BenchGroup]] = {
     "ops": ops.run,
     "compiled": compiled.run,
 }
+# Finished groups are written to the profile (stage status partial) at least this often, and always at
+# the end: an interrupted run keeps what it measured, without paying a profile rewrite per small group.
+CHECKPOINT_EVERY_S = 10.0
 QUICK_EXCLUDES = {"compiled": "the quick preset skips compiled blocks (compilation alone can take minutes on "
                               "a small CPU); run the full preset or --only compiled"}
 
@@ -144,8 +147,9 @@ def run_bench_stage(device: torch.device, info: DeviceInfo, profile_path: Path, 
                     options: BenchOptions, *, force: bool = False,
                     on_step: Callable[[str], None] = lambda _text: None,
                     on_group_done: Callable[[str, BenchGroup], None] = lambda _name, _group: None) -> BenchRun:
-    """Run the chosen groups, checkpointing each finished group into the profile (stage status partial),
-    then stamp the stage complete. `profile` is the profile read before the run (capabilities, ops)."""
+    """Run the chosen groups, checkpointing finished groups into the profile (stage status partial) at
+    least every CHECKPOINT_EVERY_S, and stamp the stage complete with the last one. `profile` is the
+    profile read before the run (capabilities, ops)."""
     from bringup.profiles.store import update_profile
 
     chosen, left_out = select_groups(options)
@@ -162,9 +166,15 @@ def run_bench_stage(device: torch.device, info: DeviceInfo, profile_path: Path, 
         return update_profile(profile_path, info, lambda p: setattr(p, "bench", merge(p.bench, groups, info.name)),
                               stage="bench", status=status, force=force)
 
-    for name in chosen:
-        group = run_group(name, ctx, settings)
-        store({name: group}, "partial")
-        on_group_done(name, group)
-    saved = store({}, "complete")
-    return BenchRun(section=saved.bench or BenchSection(), chosen=chosen, left_out=left_out, settings=settings)
+    pending: dict[str, BenchGroup] = {}
+    last_write = time.perf_counter()
+    saved: Profile | None = None
+    for index, name in enumerate(chosen):
+        pending[name] = run_group(name, ctx, settings)
+        on_group_done(name, pending[name])
+        last = index == len(chosen) - 1
+        if last or time.perf_counter() - last_write >= CHECKPOINT_EVERY_S:
+            saved = store(pending, "complete" if last else "partial")
+            pending, last_write = {}, time.perf_counter()
+    section = saved.bench if saved is not None and saved.bench is not None else BenchSection()
+    return BenchRun(section=section, chosen=chosen, left_out=left_out, settings=settings)
