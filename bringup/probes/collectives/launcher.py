@@ -56,11 +56,17 @@ class RankState:
     booted: bool = False
     ready: dict[str, Any] | None = None
     arrived: int = -1                       # last case index this rank reached
-    arrived_case: str = "start-up"
+    arrived_case: str = "start-up"         # description of that case
     results: dict[int, dict[str, Any]] = field(default_factory=dict)
     reported_failure: bool = False          # sent `error` or `fault` itself
     done: bool = False
     exit_code: int | None = None
+
+    def position(self) -> str:
+        """Where the rank was: 'during start-up', 'during case 3 (...)' or 'after case 3 (...)'."""
+        if self.arrived < 0:
+            return "during start-up" if self.ready is None else "before the first case"
+        return f"{'after' if self.arrived in self.results else 'during'} {self.arrived_case}"
 
 
 @dataclass
@@ -70,7 +76,8 @@ class LaunchOutcome:
     ready: dict[int, dict[str, Any]]                 # rank -> its `ready` message
     faults: list[Fault]
     seconds: float
-    pids: dict[int, int] = field(default_factory=dict)           # rank -> pid, for the record (and tests)
+    pids: dict[int, int] = field(default_factory=dict)     # rank -> pid (for the record and the tests)
+    arrived: dict[int, int] = field(default_factory=dict)  # rank -> last case index it reached
     log_tails: dict[int, str] = field(default_factory=dict)
 
 
@@ -121,7 +128,8 @@ def launch(plan: Plan, world_size: int, *, start_method: str = "fork", startup_t
         del store
     return LaunchOutcome(world_size, {s.rank: s.results for s in ranks},
                          {s.rank: s.ready for s in ranks if s.ready}, faults,
-                         time.monotonic() - started, dict(processes.pids), tails)
+                         time.monotonic() - started, dict(processes.pids) if processes else {},
+                         {s.rank: s.arrived for s in ranks}, tails)
 
 
 def _launch_env(plan: Plan, world_size: int, port: int, fault_spec: str | None) -> dict[str, str]:
@@ -188,7 +196,7 @@ def _read(state: RankState, selector: selectors.BaseSelector, faults: list[Fault
         state.fd = None
         return False
     for message in state.reader.feed(data):
-        _handle(state, message, faults)
+        handle_message(state, message, faults)
     return True
 
 
@@ -198,7 +206,8 @@ def _drain(ranks: list[RankState], selector: selectors.BaseSelector, faults: lis
             pass
 
 
-def _handle(state: RankState, message: dict[str, Any], faults: list[Fault]) -> None:
+def handle_message(state: RankState, message: dict[str, Any], faults: list[Fault]) -> None:
+    """Update a rank's state from one of its messages; `fault` and `error` messages add faults."""
     kind = message.get("type")
     if kind == "boot":
         state.booted = True
@@ -223,7 +232,7 @@ def _handle(state: RankState, message: dict[str, Any], faults: list[Fault]) -> N
     elif kind == "error":
         state.reported_failure = True
         faults.append(Fault(state.rank, "error",
-                            f"rank {state.rank} failed at {state.arrived_case}: {message.get('detail')}"))
+                            f"rank {state.rank} failed {state.position()}: {message.get('detail')}"))
 
 
 def _check_exit(state: RankState, code: int | None, faults: list[Fault]) -> None:
@@ -233,7 +242,7 @@ def _check_exit(state: RankState, code: int | None, faults: list[Fault]) -> None
     if (state.done and code == 0) or state.reported_failure:
         return
     how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-    faults.append(Fault(state.rank, "exited", f"rank {state.rank} {how} at {state.arrived_case} "
+    faults.append(Fault(state.rank, "exited", f"rank {state.rank} {how} {state.position()} "
                                               f"without reporting an error"))
 
 
@@ -252,8 +261,8 @@ def _stall_faults(ranks: list[RankState], plan: Plan, now: float, start: float, 
     ahead = max(s.arrived for s in live)
     behind = [s for s in live if s.arrived < ahead]
     if behind:
-        return [Fault(s.rank, "hung", f"rank {s.rank} made no progress for {plan.timeout_s:g} s: it is at "
-                                      f"{s.arrived_case} while other ranks reached case {ahead}")
+        return [Fault(s.rank, "hung", f"rank {s.rank} made no progress for {plan.timeout_s:g} s: it is "
+                                      f"{s.position()} while other ranks reached case {ahead}")
                 for s in behind]
     where = live[0].arrived_case if live else "the end"
     return [Fault(None, "hung", f"no rank made progress for {plan.timeout_s:g} s inside {where}: all ranks "
