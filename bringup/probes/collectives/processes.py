@@ -60,19 +60,31 @@ class RankProcesses:
 
     def end_all(self) -> None:
         """SIGTERM what still runs, SIGKILL it after a grace, and reap our direct children."""
-        alive = [h for h in self._handles if _running(h)]
-        for handle in alive:
-            with contextlib.suppress(psutil.Error):
-                handle.terminate()
-        _, alive = psutil.wait_procs(alive, timeout=TERMINATE_GRACE_S)
-        for handle in alive:
-            with contextlib.suppress(psutil.Error):
-                handle.kill()
-        psutil.wait_procs(alive, timeout=TERMINATE_GRACE_S)
+        _terminate([h for h in self._handles if h.pid != self._leader_pid()])
+        _terminate([h for h in self._handles if h.pid == self._leader_pid()], first_wait=TERMINATE_GRACE_S)
         for popen in self._popens:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 popen.wait(timeout=TERMINATE_GRACE_S)
         self.refresh()
+
+    def _leader_pid(self) -> int | None:
+        """A process to end only after the ranks (the zygote, which reaps them); None if there is none."""
+        return None
+
+
+def _terminate(handles: list[psutil.Process], first_wait: float = 0.0) -> None:
+    """Give processes `first_wait` to end by themselves, then SIGTERM, then SIGKILL."""
+    alive = [h for h in handles if _running(h)]
+    if first_wait and alive:
+        _, alive = psutil.wait_procs(alive, timeout=first_wait)
+    for handle in alive:
+        with contextlib.suppress(psutil.Error):
+            handle.terminate()
+    _, alive = psutil.wait_procs(alive, timeout=TERMINATE_GRACE_S)
+    for handle in alive:
+        with contextlib.suppress(psutil.Error):
+            handle.kill()
+    psutil.wait_procs(alive, timeout=TERMINATE_GRACE_S)
 
 
 def _running(handle: psutil.Process) -> bool:
@@ -158,6 +170,9 @@ class ForkedRanks(RankProcesses):
                         self._track(int(pid))
                 elif message.get("type") == "exit":
                     self.exit_codes.setdefault(int(message["rank"]), int(message["code"]))
+
+    def _leader_pid(self) -> int | None:
+        return self.zygote.pid
 
     def end_all(self) -> None:
         super().end_all()
