@@ -31,19 +31,22 @@ STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "crashed": "red"
 
 
 def _fmt(value: Optional[float], digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if value >= 1000 else f"{value:.{digits}f}"
 
 
 def results_table(section: CollectivesSection) -> Table:
     table = Table(title=f"Collectives: {section.backend}, {section.world_size} ranks "
-                        f"({section.launch}, {section.nnodes} node(s)), buffers on {section.device_type}",
-                  title_justify="left", box=box.SIMPLE, pad_edge=False)
-    for col in ("op", "dtype", "size", "status", "#wrong", "time us", "algbw GB/s", "busbw GB/s"):
+                        f"({section.launch}, {section.nnodes} node(s)), buffers on {section.device_type}; "
+                        "time = median µs, bandwidth in GB/s",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("op", "dtype", "size", "status", "#wrong", "time", "algbw", "busbw"):
         left = col in ("op", "dtype", "status")
-        table.add_column(col, justify="left" if left else "right", no_wrap=col != "status")
+        table.add_column(col, justify="left" if left else "right", no_wrap=True)
     for case in section.cases:
         style = STATUS_STYLE.get(case.status, "")
-        status = f"[{style}]{case.status}[/]" + (f" ({case.error})" if case.error else "")
+        status = f"[{style}]{case.status}[/]"
         table.add_row(case.op, case.dtype, format_bytes(case.size_bytes), status,
                       "-" if case.wrong is None else str(case.wrong), _fmt(case.time_us, 1),
                       _fmt(case.algbw_gbps, 3), _fmt(case.busbw_gbps, 3))
@@ -52,6 +55,10 @@ def results_table(section: CollectivesSection) -> Table:
 
 def print_report(section: CollectivesSection, profile_path: str) -> None:
     console.print(results_table(section))
+    for case in section.cases:
+        if case.error:
+            console.print(f"[yellow]{case.op} {case.dtype} {format_bytes(case.size_bytes)}[/]: {case.error}",
+                          highlight=False)
     for fault in section.faults:
         label = "FAULT" if fault.culprit else "also"
         console.print(f"[red]{label}[/] rank {fault.rank if fault.rank is not None else '?'} "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from bringup.probes.collectives.patterns import corrupt_value, pattern
+from bringup.probes.collectives.patterns import corrupt_value, pattern, pattern_period, tile
 
 OP_NAMES = (
     "all_reduce_sum", "all_reduce_max", "all_gather", "reduce_scatter",
@@ -48,9 +48,9 @@ class Prepared:
 
     def count_wrong(self) -> int:
         """Elements of the output that differ from the exact expected result."""
-        if self.output is None or self.expected is None:
+        if self.output is None or self.expected is None or torch.equal(self.output, self.expected):
             return 0
-        return int(torch.ne(self.output, self.expected).sum().item())
+        return int(torch.count_nonzero(torch.ne(self.output, self.expected)).item())
 
 
 def element_count(op: str, size_bytes: int, itemsize: int, world_size: int) -> int:
@@ -70,20 +70,21 @@ def prepare(op: str, ctx: CaseContext) -> Prepared:
 
 # -- helpers -----------------------------------------------------------------------------------------
 
-def _source(ctx: CaseContext, rank: int, count: int | None = None) -> torch.Tensor:
-    """Rank `rank`'s int64 contribution, corrupted when it is this rank and it was told to."""
-    values = pattern(rank, ctx.count if count is None else count, ctx.bound, ctx.salt)
-    if rank == ctx.rank and ctx.corrupt_elements > 0:
+def _source(ctx: CaseContext, count: int | None = None) -> torch.Tensor:
+    """This rank's contribution on its device, corrupted when it was told to (test fault injection)."""
+    values = pattern(ctx.rank, ctx.count if count is None else count, ctx.bound, ctx.salt, dtype=ctx.dtype)
+    if ctx.corrupt_elements > 0:
         values[: ctx.corrupt_elements] = corrupt_value(ctx.bound)
-    return values
+    return values.to(ctx.device)
 
 
-def _clean(ctx: CaseContext, rank: int, count: int | None = None) -> torch.Tensor:
-    return pattern(rank, ctx.count if count is None else count, ctx.bound, ctx.salt)
+def _expected(ctx: CaseContext, period: torch.Tensor, count: int, start: int = 0) -> torch.Tensor:
+    """An expected result that repeats `period`, on the device in the case's dtype."""
+    return tile(period, count, start, ctx.dtype).to(ctx.device)
 
 
-def _on_device(values: torch.Tensor, ctx: CaseContext) -> torch.Tensor:
-    return values.to(ctx.dtype).to(ctx.device)
+def _periods(ctx: CaseContext) -> list[torch.Tensor]:
+    return [pattern_period(r, ctx.bound, ctx.salt) for r in range(ctx.world_size)]
 
 
 def _poison(ctx: CaseContext, count: int) -> torch.Tensor:
@@ -104,43 +105,38 @@ def _reduce_scatter_into(output: torch.Tensor, inp: torch.Tensor) -> None:
 # -- operations --------------------------------------------------------------------------------------
 
 def _all_reduce(ctx: CaseContext, reduce_op: str) -> Prepared:
-    contributions = [_clean(ctx, r) for r in range(ctx.world_size)]
+    periods = torch.stack(_periods(ctx))
     if reduce_op == "sum":
-        expected = torch.stack(contributions).sum(dim=0)
-        op = dist.ReduceOp.SUM
+        period, op = periods.sum(dim=0), dist.ReduceOp.SUM
     else:
-        expected = torch.stack(contributions).amax(dim=0)
-        op = dist.ReduceOp.MAX
-    source = _on_device(_source(ctx, ctx.rank), ctx)
+        period, op = periods.amax(dim=0), dist.ReduceOp.MAX
+    source = _source(ctx)
     work = source.clone()
     return Prepared(run=lambda: dist.all_reduce(work, op=op), reset=lambda: work.copy_(source),
-                    output=work, expected=_on_device(expected, ctx))
+                    output=work, expected=_expected(ctx, period, ctx.count))
 
 
 def _all_gather(ctx: CaseContext) -> Prepared:
     per_rank = ctx.count // ctx.world_size
-    source = _on_device(_source(ctx, ctx.rank, per_rank), ctx)
-    expected = torch.cat([_clean(ctx, r, per_rank) for r in range(ctx.world_size)])
+    source = _source(ctx, per_rank)
+    expected = torch.cat([_expected(ctx, p, per_rank) for p in _periods(ctx)])
     output = _poison(ctx, ctx.count)
     return Prepared(run=lambda: _gather_into(output, source),
-                    reset=lambda: output.fill_(corrupt_value(ctx.bound)), output=output,
-                    expected=_on_device(expected, ctx))
+                    reset=lambda: output.fill_(corrupt_value(ctx.bound)), output=output, expected=expected)
 
 
 def _reduce_scatter(ctx: CaseContext) -> Prepared:
     per_rank = ctx.count // ctx.world_size
-    source = _on_device(_source(ctx, ctx.rank), ctx)
-    mine = slice(ctx.rank * per_rank, (ctx.rank + 1) * per_rank)
-    expected = sum(_clean(ctx, r)[mine] for r in range(ctx.world_size))
+    source = _source(ctx)
+    period = torch.stack(_periods(ctx)).sum(dim=0)
     output = _poison(ctx, per_rank)
     return Prepared(run=lambda: _reduce_scatter_into(output, source),
-                    reset=lambda: output.fill_(corrupt_value(ctx.bound)),
-                    output=output, expected=_on_device(expected, ctx))
+                    reset=lambda: output.fill_(corrupt_value(ctx.bound)), output=output,
+                    expected=_expected(ctx, period, per_rank, start=ctx.rank * per_rank))
 
 
 def _broadcast(ctx: CaseContext) -> Prepared:
-    is_root = ctx.rank == BROADCAST_ROOT
-    source = _on_device(_source(ctx, ctx.rank), ctx) if is_root else None
+    source = _source(ctx) if ctx.rank == BROADCAST_ROOT else None
     work = _poison(ctx, ctx.count)
 
     def reset() -> None:
@@ -150,25 +146,24 @@ def _broadcast(ctx: CaseContext) -> Prepared:
             work.fill_(corrupt_value(ctx.bound))
 
     return Prepared(run=lambda: dist.broadcast(work, src=BROADCAST_ROOT), reset=reset, output=work,
-                    expected=_on_device(_clean(ctx, BROADCAST_ROOT), ctx))
+                    expected=_expected(ctx, _periods(ctx)[BROADCAST_ROOT], ctx.count))
 
 
 def _all_to_all(ctx: CaseContext) -> Prepared:
     per_rank = ctx.count // ctx.world_size
-    source = _on_device(_source(ctx, ctx.rank), ctx)   # chunk j goes to rank j
-    mine = slice(ctx.rank * per_rank, (ctx.rank + 1) * per_rank)
-    expected = torch.cat([_clean(ctx, r)[mine] for r in range(ctx.world_size)])
+    source = _source(ctx)   # chunk j goes to rank j
+    start = ctx.rank * per_rank
+    expected = torch.cat([_expected(ctx, p, per_rank, start) for p in _periods(ctx)])
     output = _poison(ctx, ctx.count)
     return Prepared(run=lambda: dist.all_to_all_single(output, source),
-                    reset=lambda: output.fill_(corrupt_value(ctx.bound)),
-                    output=output, expected=_on_device(expected, ctx))
+                    reset=lambda: output.fill_(corrupt_value(ctx.bound)), output=output, expected=expected)
 
 
 def _send_recv_ring(ctx: CaseContext) -> Prepared:
     if ctx.world_size < 2:
         raise SkipCase("a send/recv ring needs at least 2 ranks")
     nxt, prev = (ctx.rank + 1) % ctx.world_size, (ctx.rank - 1) % ctx.world_size
-    source = _on_device(_source(ctx, ctx.rank), ctx)
+    source = _source(ctx)
     output = _poison(ctx, ctx.count)
 
     def run() -> None:
@@ -177,7 +172,7 @@ def _send_recv_ring(ctx: CaseContext) -> Prepared:
             work.wait()
 
     return Prepared(run=run, reset=lambda: output.fill_(corrupt_value(ctx.bound)), output=output,
-                    expected=_on_device(_clean(ctx, prev), ctx))
+                    expected=_expected(ctx, _periods(ctx)[prev], ctx.count))
 
 
 def _barrier(ctx: CaseContext) -> Prepared:

@@ -41,10 +41,25 @@ def value_bound(dtype: torch.dtype, world_size: int) -> int | None:
     return m if m >= 1 else None
 
 
-def pattern(rank: int, count: int, bound: int, salt: int = 0) -> torch.Tensor:
-    """Rank `rank`'s data: `count` int64 values in [0, bound], differing by rank, index and salt."""
-    index = torch.arange(count, dtype=torch.int64)
+def pattern_period(rank: int, bound: int, salt: int = 0) -> torch.Tensor:
+    """One period (bound + 1 values) of rank `rank`'s data; the data repeats with this period."""
+    index = torch.arange(bound + 1, dtype=torch.int64)
     return (index * 7 + rank * 13 + salt * 31 + 1) % (bound + 1)
+
+
+def tile(period: torch.Tensor, count: int, start: int = 0, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """Elements start .. start+count-1 of the sequence that repeats `period` (cheap: a copy, no arithmetic)."""
+    length = period.numel()
+    offset = start % length
+    repeats = -(-(offset + count) // length)
+    return period.to(dtype).repeat(repeats)[offset: offset + count]
+
+
+def pattern(rank: int, count: int, bound: int, salt: int = 0, start: int = 0,
+            dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """Rank `rank`'s data, elements start .. start+count-1: integers in [0, bound], differing by rank,
+    index and salt."""
+    return tile(pattern_period(rank, bound, salt), count, start, dtype)
 
 
 def corrupt_value(bound: int) -> int:

@@ -52,6 +52,8 @@ def _run(rank: int, channel) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     fault = fault_from_env()
     device = device_for_rank(plan.device_type, local_rank)
+    if device.type == "cpu":  # N ranks share the cores: no oversubscription by intra-op threads
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     host, port = os.environ[STORE_ENV_VAR].rsplit(":", 1)
     timeout = timedelta(seconds=plan.timeout_s)
     store = dist.TCPStore(host, int(port), world_size, is_master=False, timeout=timeout)
