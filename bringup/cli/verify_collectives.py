@@ -21,7 +21,7 @@ from bringup.fallbacks import FallbackRecorder
 from bringup.log import configure_logging
 from bringup.probes.collectives.patterns import DEFAULT_DTYPES
 from bringup.probes.collectives.sizes import DEFAULT_SIZES, format_bytes
-from bringup.probes.collectives.stage import CollectivesOptions, planned_cases, run_collectives
+from bringup.probes.collectives.stage import CollectivesOptions, planned_cases, reports_here, run_collectives
 from bringup.profiles.schema import Profile
 from bringup.profiles.sections.collectives import CollectivesSection
 from bringup.profiles.store import now_iso, update_profile
@@ -120,7 +120,7 @@ def command(
     family_backend = backend_for(ctx.device)
     started = now_iso()
     fallbacks = FallbackRecorder(strict=strict)
-    with progress(json_out) as bar:
+    with progress(json_out or not reports_here()) as bar:
         task = bar.add_task("collectives", total=planned_cases(options))
         run = run_collectives(options, ctx.info.backend, ctx.device.type, family_backend.device_count(),
                               fallbacks, on_case_done=lambda n: bar.update(task, advance=n))

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from bringup.probes.collectives.backend_choice import BackendChoice
 from bringup.probes.collectives.bandwidth import algbw_gbps, bus_factor, busbw_gbps
 from bringup.probes.collectives.launcher import Fault, LaunchOutcome
+from bringup.probes.collectives.ops import element_count
+from bringup.probes.collectives.patterns import SUPPORTED_DTYPES
 from bringup.probes.collectives.plan import CaseSpec, Plan
 from bringup.profiles.sections.collectives import CollectiveCaseRecord, CollectiveFault, CollectivesSection
 
@@ -48,8 +52,10 @@ def culprit_ranks(faults: list[CollectiveFault]) -> list[int]:
 def _case_record(case: CaseSpec, reports: list[dict[str, Any]], world_size: int, expected_reports: int,
                  status_if_missing: str) -> CollectiveCaseRecord:
     first = reports[0] if reports else {}
-    record = CollectiveCaseRecord(op=case.op, dtype=case.dtype, size_bytes=int(first.get("size_bytes", 0)),
-                                  count=int(first.get("count", 0)), status="pass", ranks=len(reports))
+    dtype = SUPPORTED_DTYPES.get(case.dtype, torch.float32)
+    count = int(first.get("count", element_count(case.op, case.size_bytes, dtype.itemsize, world_size)))
+    record = CollectiveCaseRecord(op=case.op, dtype=case.dtype, size_bytes=count * dtype.itemsize, count=count,
+                                  status="pass", ranks=len(reports))
     errors = [r for r in reports if r["status"] == "error"]
     statuses = {r["status"] for r in reports}
     if len(reports) < expected_reports:

@@ -18,10 +18,11 @@ from bringup.probes.collectives.plan import Plan
 from bringup.probes.collectives.processes import START_METHODS
 from bringup.probes.collectives.report import build_section
 from bringup.probes.collectives.sizes import DEFAULT_SIZES, parse_sizes
-from bringup.probes.collectives.torchrun_mode import in_external_world, run_in_world, world_info
+from bringup.probes.collectives.torchrun_mode import in_external_world, reports_here, run_in_world, world_info
 from bringup.profiles.sections.collectives import CollectivesSection
 
 log = get_logger("collectives")
+__all__ = ["CollectivesOptions", "planned_cases", "reports_here", "run_collectives"]
 HOST_PROCESSES_DEFAULT = 2   # CPU-side ranks when --nproc is not given
 
 
@@ -110,7 +111,7 @@ def run_collectives(options: CollectivesOptions, family: str, device_type: str, 
         info = world_info()
         log.info("running as rank %d of %d (%d node(s)) from the env:// rendezvous", info.rank,
                  info.world_size, info.nnodes)
-        outcome = run_in_world(plan, fault)
+        outcome = run_in_world(plan, fault, on_case_done)
         section = build_section(plan, outcome, choice, "torchrun", info.nnodes)
         return CollectivesRun(section, outcome, choice, reporting=info.rank == 0)
     world = _world_size(options, family, choice.device_type == "cpu", device_count)

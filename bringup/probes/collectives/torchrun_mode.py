@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -46,6 +47,11 @@ class WorldInfo:
     nnodes: int
 
 
+def reports_here() -> bool:
+    """Whether this process prints and writes the profile: always, except on ranks > 0 of a torchrun world."""
+    return not in_external_world() or int(os.environ["RANK"]) == 0
+
+
 def world_info() -> WorldInfo:
     world_size = int(os.environ["WORLD_SIZE"])
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
@@ -53,11 +59,23 @@ def world_info() -> WorldInfo:
                      max(1, world_size // max(1, local_world)))
 
 
-def run_in_world(plan: Plan, fault: FaultSpec | None) -> LaunchOutcome:
+class _CountingChannel(Channel):
+    def __init__(self, rank: int, on_case_done: Callable[[int], None] | None) -> None:
+        super().__init__(rank)
+        self._on_case_done = on_case_done
+
+    def _emit(self, message: dict) -> None:
+        super()._emit(message)
+        if message["type"] == "result" and self._on_case_done is not None:
+            self._on_case_done(1)
+
+
+def run_in_world(plan: Plan, fault: FaultSpec | None,
+                 on_case_done: Callable[[int], None] | None = None) -> LaunchOutcome:
     """Run the plan as this rank of the external world and return the (shared or local) outcome."""
     info = world_info()
     started = time.monotonic()
-    channel = Channel(info.rank)
+    channel = _CountingChannel(info.rank, on_case_done)
     device = device_for_rank(plan.device_type, info.local_rank)
     dist.init_process_group(plan.backend, init_method="env://", timeout=timedelta(seconds=plan.timeout_s))
     ok = False
