@@ -30,6 +30,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from bringup.errors import BringupError
 from bringup.probes.collectives.channel import LineReader
 from bringup.probes.collectives.faults import ENV_VAR as FAULT_ENV_VAR
 from bringup.probes.collectives.plan import Plan
@@ -81,7 +82,7 @@ class LaunchOutcome:
     log_tails: dict[int, str] = field(default_factory=dict)
 
 
-class Interrupted(BaseException):
+class Interrupted(KeyboardInterrupt):
     """SIGTERM during supervision; handled like Ctrl-C (processes are ended, then it propagates)."""
 
 
@@ -90,8 +91,12 @@ def launch(plan: Plan, world_size: int, *, start_method: str = "fork", startup_t
     """Run `plan` on `world_size` local ranks and return what they reported and any faults.
     KeyboardInterrupt (and SIGTERM, as Interrupted) end every process before propagating."""
     started = time.monotonic()
-    store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False,
-                          timeout=timedelta(seconds=max(plan.timeout_s, startup_timeout_s)))
+    try:
+        store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False,
+                              timeout=timedelta(seconds=max(plan.timeout_s, startup_timeout_s)))
+    except (RuntimeError, OSError) as exc:
+        raise BringupError(f"cannot open the rendezvous store on 127.0.0.1 ({exc}); check that loopback "
+                           "TCP is allowed") from None
     log_dir = Path(tempfile.mkdtemp(prefix="bringup-collectives-"))
     pipes = {rank: os.pipe() for rank in range(world_size)}
     ranks = [RankState(rank, read_fd, log_dir / f"rank{rank}.log") for rank, (read_fd, _) in pipes.items()]

@@ -61,6 +61,8 @@ def _case_record(case: CaseSpec, reports: list[dict[str, Any]], world_size: int,
     if len(reports) < expected_reports:
         record.status = status_if_missing  # type: ignore[assignment]
         record.error = f"{expected_reports - len(reports)} of {expected_reports} ranks did not finish this case"
+        record.wrong = sum(int(r.get("wrong") or 0) for r in reports) if reports else None
+        return record
     elif errors:
         record.status, record.error = "error", f"rank {errors[0]['rank']}: {errors[0].get('error')}"
     elif statuses <= {"skipped", "unsupported"}:

@@ -122,7 +122,12 @@ def run_collectives(options: CollectivesOptions, family: str, device_type: str, 
              choice.device_type)
     outcome = launch(plan, world, start_method=method, startup_timeout_s=options.startup_timeout_s,
                      fault_spec=None if fault is None else _spec_text(fault), on_case_done=on_case_done)
-    return CollectivesRun(build_section(plan, outcome, choice, method), outcome, choice, reporting=True)
+    section = build_section(plan, outcome, choice, method)
+    for fault in section.faults:
+        tail = outcome.log_tails.get(fault.rank if fault.rank is not None else -2, "")
+        if fault.culprit and tail:
+            log.warning("rank %s output, last lines:\n%s", fault.rank, tail)
+    return CollectivesRun(section, outcome, choice, reporting=True)
 
 
 def _spec_text(fault: FaultSpec) -> str:

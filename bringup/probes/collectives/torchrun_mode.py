@@ -17,6 +17,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
+from bringup.errors import BringupError
 from bringup.probes.collectives.channel import Channel
 from bringup.probes.collectives.execute import (
     MonitorFailure,
@@ -77,7 +78,13 @@ def run_in_world(plan: Plan, fault: FaultSpec | None,
     started = time.monotonic()
     channel = _CountingChannel(info.rank, on_case_done)
     device = device_for_rank(plan.device_type, info.local_rank)
-    dist.init_process_group(plan.backend, init_method="env://", timeout=timedelta(seconds=plan.timeout_s))
+    try:
+        dist.init_process_group(plan.backend, init_method="env://", timeout=timedelta(seconds=plan.timeout_s))
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise BringupError(
+            f"rank {info.rank}: joining the env:// world at {os.environ['MASTER_ADDR']}:"
+            f"{os.environ['MASTER_PORT']} failed ({first_line(exc)}); check that every rank runs and "
+            "the address is reachable") from None
     ok = False
     try:
         channel.send("ready", backend=dist.get_backend(), device=str(device), pid=os.getpid())
