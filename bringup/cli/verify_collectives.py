@@ -101,15 +101,19 @@ def command(
 ) -> None:
     """Verify torch.distributed collectives: exact results and bandwidth, with faults detected and named.
 
-    Checks all_reduce (sum, max), all_gather, reduce_scatter, broadcast, all_to_all, a send/recv ring
-    and barrier on rank-dependent integer data whose result is known exactly; every wrong element is
-    counted. Times are medians after warm-up; algbw = size/time and busbw = algbw x the nccl-tests factor.
+    Checks all_reduce (sum, max), all_gather, reduce_scatter, broadcast, all_to_all, a send/recv ring, barrier.
+
+    Data is rank-dependent and integer-valued, so every result is known exactly; each wrong element counts.
+
+    Times are medians after warm-up; algbw = size / time; busbw = algbw x the nccl-tests bus factor.
+
     A rank that dies or hangs is named, every process is ended, and the exit code is 1.
 
-    Examples: `bringup verify-collectives --nproc 4`,
-    `bringup verify-collectives --sizes 1,1M --dtype float32 --json`,
-    multi-node: `torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 -m bringup
-    verify-collectives`.
+    Examples: bringup verify-collectives --nproc 4
+
+    bringup verify-collectives --sizes 1,1M --dtype float32 --json
+
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 -m bringup verify-collectives
     """
     ctx = stage_context(device, profile, json_out, verbose, strict=strict, force=force)
     options = CollectivesOptions(

@@ -46,7 +46,7 @@ class Plan:
         if size_bytes <= LARGE_CASE_BYTES:
             return self.warmup, self.iters
         scaled = self.iters * LARGE_CASE_BYTES // size_bytes
-        return min(self.warmup, 1), max(3, min(self.iters, scaled))
+        return min(self.warmup, 1), min(self.iters, max(3, scaled))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
