@@ -80,6 +80,7 @@ class LaunchOutcome:
     pids: dict[int, int] = field(default_factory=dict)     # rank -> pid (for the record and the tests)
     arrived: dict[int, int] = field(default_factory=dict)  # rank -> last case index it reached
     log_tails: dict[int, str] = field(default_factory=dict)
+    detected_after_s: float | None = None   # how long nothing had moved when the first fault was seen
 
 
 class Interrupted(KeyboardInterrupt):
@@ -102,6 +103,7 @@ def launch(plan: Plan, world_size: int, *, start_method: str = "fork", startup_t
     ranks = [RankState(rank, read_fd, log_dir / f"rank{rank}.log") for rank, (read_fd, _) in pipes.items()]
     processes: RankProcesses | None = None
     faults: list[Fault] = []
+    detected_after: float | None = None
     try:
         with _terminate_as_interrupt():
             env = _launch_env(plan, world_size, store.port, fault_spec)
@@ -117,7 +119,7 @@ def launch(plan: Plan, world_size: int, *, start_method: str = "fork", startup_t
                     os.close(fd)
             for state in ranks:
                 os.set_blocking(state.fd, False)
-            faults = _supervise(ranks, processes, plan, startup_timeout_s, on_case_done)
+            faults, detected_after = _supervise(ranks, processes, plan, startup_timeout_s, on_case_done)
     finally:
         if processes is not None:
             processes.end_all()
@@ -134,7 +136,7 @@ def launch(plan: Plan, world_size: int, *, start_method: str = "fork", startup_t
     return LaunchOutcome(world_size, {s.rank: s.results for s in ranks},
                          {s.rank: s.ready for s in ranks if s.ready}, faults,
                          time.monotonic() - started, dict(processes.pids) if processes else {},
-                         {s.rank: s.arrived for s in ranks}, tails)
+                         {s.rank: s.arrived for s in ranks}, tails, detected_after)
 
 
 def _launch_env(plan: Plan, world_size: int, port: int, fault_spec: str | None) -> dict[str, str]:
@@ -152,16 +154,20 @@ def _launch_env(plan: Plan, world_size: int, port: int, fault_spec: str | None) 
 # -- supervision -------------------------------------------------------------------------------------
 
 def _supervise(ranks: list[RankState], processes: RankProcesses, plan: Plan, startup_timeout_s: float,
-               on_case_done: Callable[[int], None] | None) -> list[Fault]:
+               on_case_done: Callable[[int], None] | None) -> tuple[list[Fault], float | None]:
+    """Watch the ranks until all are done or a fault is seen; returns the faults and how long nothing
+    had moved when the first fault was detected."""
     selector = selectors.DefaultSelector()
     for state in ranks:
         selector.register(state.fd, selectors.EVENT_READ, state)
     faults: list[Fault] = []
     start = last_progress = time.monotonic()
     first_fault_at: float | None = None
+    detected_after: float | None = None
     completed = 0
     try:
         while True:
+            quiet_since = last_progress
             for key, _ in selector.select(timeout=_POLL_S):
                 state: RankState = key.data
                 if _read(state, selector, faults):
@@ -181,12 +187,13 @@ def _supervise(ranks: list[RankState], processes: RankProcesses, plan: Plan, sta
                 faults.extend(_stall_faults(ranks, plan, now, start, last_progress, startup_timeout_s))
             if faults and first_fault_at is None:
                 first_fault_at = now
+                detected_after = now - quiet_since
             if first_fault_at is not None and now - first_fault_at >= FAULT_GRACE_S:
                 _drain(ranks, selector, faults)
                 break
     finally:
         selector.close()
-    return faults
+    return faults, detected_after
 
 
 def _read(state: RankState, selector: selectors.BaseSelector, faults: list[Fault]) -> bool:

@@ -110,4 +110,5 @@ def build_section(plan: Plan, outcome: LaunchOutcome, choice: BackendChoice, lau
         backend=choice.name, backend_reason=choice.reason, device_type=plan.device_type,
         dtypes=list(plan.dtypes), timeout_s=plan.timeout_s, seconds=round(outcome.seconds, 3),
         cases_planned=planned, cases=cases, faults=faults,
+        detected_after_s=None if outcome.detected_after_s is None else round(outcome.detected_after_s, 3),
     )

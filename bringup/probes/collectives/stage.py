@@ -127,6 +127,8 @@ def run_collectives(options: CollectivesOptions, family: str, device_type: str, 
         tail = outcome.log_tails.get(fault.rank if fault.rank is not None else -2, "")
         if fault.culprit and tail:
             log.warning("rank %s output, last lines:\n%s", fault.rank, tail)
+    if section.faults and outcome.log_tails.get(-1):
+        log.warning("rank start-up helper output, last lines:\n%s", outcome.log_tails[-1])
     return CollectivesRun(section, outcome, choice, reporting=True)
 
 

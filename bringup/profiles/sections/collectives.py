@@ -46,3 +46,4 @@ class CollectivesSection(ProfileModel):
     cases_planned: int = 0
     cases: list[CollectiveCaseRecord] = []
     faults: list[CollectiveFault] = []
+    detected_after_s: Optional[float] = None   # seconds without progress when the first fault was seen

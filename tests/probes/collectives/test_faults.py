@@ -48,7 +48,7 @@ def test_rank_that_exits_early_is_named_and_nothing_is_left(tmp_path):
     assert [(f.rank, f.kind) for f in culprits] == [(2, "exited")], section.faults
     assert "code 7" in culprits[0].detail
     # detected from the exit itself, not by waiting out the timeout
-    assert elapsed < timeout
+    assert elapsed < timeout and outcome.detected_after_s < timeout / 3
     by_op = {c.op: c.status for c in section.cases}
     assert by_op["all_reduce_max"] == "pass" and by_op["all_gather"] == "crashed"
     assert_no_process_left(outcome)
@@ -63,6 +63,7 @@ def test_rank_that_hangs_is_named_within_the_timeout_and_nothing_is_left():
     assert [(f.rank, f.kind) for f in culprits] == [(1, "hung")], section.faults
     assert "broadcast" in culprits[0].detail
     assert {c.op: c.status for c in section.cases}["broadcast"] == "timeout"
+    assert outcome.detected_after_s is not None and outcome.detected_after_s <= timeout
     assert_no_process_left(outcome)
 
 
