@@ -63,6 +63,9 @@ def print_report(section: CollectivesSection, profile_path: str) -> None:
         label = "FAULT" if fault.culprit else "also"
         console.print(f"[red]{label}[/] rank {fault.rank if fault.rank is not None else '?'} "
                       f"({fault.kind}): {fault.detail}", highlight=False)
+    if section.faults and section.detected_after_s is not None:
+        console.print(f"first fault detected {section.detected_after_s:.2f} s after the last progress "
+                      f"(timeout {section.timeout_s:g} s); every rank process was ended", highlight=False)
     failing = sum(c.status not in ("pass", "skipped", "unsupported") for c in section.cases)
     console.print(f"{section.status.upper()}: {len(section.cases)} of {section.cases_planned} cases run, "
                   f"{failing} failing, {len(section.faults)} fault(s), {section.seconds:.1f} s "
