@@ -1,9 +1,10 @@
 """Spawn N local ranks and supervise them: progress, deaths, hangs, timeouts -- and always clean up.
 
 The launcher hosts the rendezvous TCPStore itself on 127.0.0.1 with an OS-chosen free port (no port
-race), starts each rank as `python -m bringup.probes.collectives.worker` in a process group of its
-own (so a terminal Ctrl-C reaches only the launcher, which then ends them) with PR_SET_PDEATHSIG
-(so they die if the launcher is killed), and reads each rank's JSON-line reports from a pipe.
+race), starts the ranks (forked from one helper that imported torch, or as fresh interpreters; see
+processes.py) in a process group of their own (so a terminal Ctrl-C reaches only the launcher, which
+then ends them) with PR_SET_PDEATHSIG (so they die if their parent is killed), and reads each rank's
+JSON-line reports from its own pipe.
 
 A fault is any of: a rank that ends without reporting `done` (named, with its exit code), a rank
 that gloo's monitored barrier names as missing, a rank that makes no progress for `timeout_s` while

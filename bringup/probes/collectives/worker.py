@@ -1,8 +1,9 @@
-"""One rank, as a process: `python -m bringup.probes.collectives.worker`, started by the launcher.
+"""One rank: `python -m bringup.probes.collectives.worker` (spawn start) or `main()` in a fork of the zygote.
 
 Reads its plan, rank and rendezvous from the environment the launcher sets, reports on the pipe named
 by BRINGUP_COLLECTIVES_FD, and exits 0 after `done`, 1 after a failure. It dies with its parent
-(PR_SET_PDEATHSIG, set by the launcher before exec, plus a parent check here) so it is never orphaned.
+(PR_SET_PDEATHSIG, set before exec or right after the fork, plus a parent check here), so it is never
+orphaned.
 """
 
 from __future__ import annotations
