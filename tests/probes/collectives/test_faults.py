@@ -55,7 +55,7 @@ def test_rank_that_exits_early_is_named_and_nothing_is_left(tmp_path):
 
 
 def test_rank_that_hangs_is_named_within_the_timeout_and_nothing_is_left():
-    timeout = 2.0
+    timeout = 3.0
     plan = small_plan(timeout_s=timeout)
     outcome, section = run(plan, 3, fault_spec="rank=1:hang:op=broadcast")
     assert section.status == "fail"
