@@ -1,0 +1,82 @@
+"""The host CPU as a device."""
+
+import os
+import platform
+
+import psutil
+import torch
+
+from bringup.backends.base import Backend, DeviceInfo
+
+
+def _cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _cpu_vendor() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def isa_level() -> str:
+    """torch's own view of the CPU's vector ISA (e.g. AVX512, AVX2, DEFAULT)."""
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except Exception as exc:  # older torch
+        return f"unknown ({exc})"
+
+
+class CpuBackend(Backend):
+    family = "cpu"
+    torch_device_type = "cpu"
+    visibility_variable = None
+
+    def availability(self) -> tuple[bool, str]:
+        return True, ""
+
+    def device_count(self) -> int:
+        return 1
+
+    def device_string(self, index: int) -> str:
+        return "cpu"
+
+    def memory(self, index: int) -> tuple[int | None, int | None]:
+        vm = psutil.virtual_memory()
+        return int(vm.total), int(vm.available)
+
+    def device_info(self, index: int) -> DeviceInfo:
+        total, free = self.memory(index)
+        affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return DeviceInfo(
+            id="cpu",
+            backend="cpu",
+            name=_cpu_model_name(),
+            vendor=_cpu_vendor(),
+            arch=platform.machine(),
+            integrated=None,
+            memory_total_bytes=total,
+            memory_free_bytes=free,
+            extra={
+                "isa_level": isa_level(),
+                "logical_cores": psutil.cpu_count(logical=True),
+                "physical_cores": psutil.cpu_count(logical=False),
+                "usable_cores": affinity,
+                "torch_threads": torch.get_num_threads(),
+            },
+        )
+
+    def synchronize(self, device: torch.device) -> None:
+        return None

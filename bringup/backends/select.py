@@ -1,0 +1,111 @@
+"""Device selection: --device > BRINGUP_DEVICE > the profile's device > automatic. Always says why."""
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from bringup.backends.base import Backend, DeviceInfo
+from bringup.backends.registry import all_backends
+from bringup.errors import BringupError
+from bringup.log import get_logger
+
+log = get_logger("select")
+
+SelectionSource = Literal["flag", "env", "profile", "auto"]
+ENV_VAR = "BRINGUP_DEVICE"
+
+
+@dataclass
+class Selection:
+    device: torch.device
+    info: DeviceInfo
+    reason: str
+    source: SelectionSource
+    others: list[str]
+
+
+def usable_devices() -> list[DeviceInfo]:
+    found: list[DeviceInfo] = []
+    for backend in all_backends():
+        found.extend(backend.devices())
+    return found
+
+
+def _backend_named(device_type: str) -> Backend | None:
+    return next((b for b in all_backends() if b.torch_device_type == device_type), None)
+
+
+def resolve_explicit(text: str, origin: str) -> DeviceInfo:
+    """Turn a device string into a usable device, or explain in one line why it can't be used."""
+    usable = ", ".join(d.id for d in usable_devices())
+    try:
+        dev = torch.device(text.strip())
+    except (RuntimeError, ValueError):
+        raise BringupError(
+            f"{origin} {text!r} is not a device torch knows; use a form like cpu, cuda:0, xpu:1, mps "
+            f"(usable here: {usable})"
+        ) from None
+    backend = _backend_named(dev.type)
+    if backend is None:
+        raise BringupError(f"{origin} {text!r}: bringup has no backend for {dev.type!r} (usable here: {usable})")
+    ok, why = backend.availability()
+    if not ok:
+        raise BringupError(f"{origin} {text!r} is not usable: {why} (usable here: {usable})")
+    index = dev.index or 0
+    count = backend.device_count()
+    if index >= count:
+        raise BringupError(
+            f"{origin} {text!r}: index {index} is out of range, torch sees {count} {dev.type} device(s) "
+            f"(usable here: {usable})"
+        )
+    return backend.device_info(index)
+
+
+def rank_for_auto(info: DeviceInfo) -> int:
+    """Lower is preferred: a discrete accelerator, then an integrated one, then the CPU."""
+    if not info.is_accelerator:
+        return 2
+    return 1 if info.integrated else 0
+
+
+def choose_automatically(candidates: list[DeviceInfo]) -> tuple[DeviceInfo, str]:
+    best = min(candidates, key=rank_for_auto)
+    rank = rank_for_auto(best)
+    if rank == 0:
+        why = "first discrete accelerator in torch's enumeration order"
+    elif rank == 1:
+        why = "an integrated accelerator (no discrete one is usable)"
+    else:
+        why = "no accelerator is usable, so the CPU"
+    return best, why
+
+
+def select_device(requested: str | None, profile_device: str | None = None) -> Selection:
+    env_value = os.environ.get(ENV_VAR) or None
+    candidates = usable_devices()
+    if requested:
+        info, source, reason = resolve_explicit(requested, "--device"), "flag", f"--device {requested}"
+    elif env_value:
+        info, source, reason = resolve_explicit(env_value, ENV_VAR), "env", f"{ENV_VAR}={env_value}"
+    elif profile_device:
+        info = resolve_explicit(profile_device, "the profile's recorded device")
+        source, reason = "profile", f"recorded in the profile ({profile_device})"
+    else:
+        info, reason = choose_automatically(candidates)
+        source = "auto"
+    others = [d.id for d in candidates if d.id != info.id]
+    selection = Selection(torch.device(info.id), info, reason, source, others)  # type: ignore[arg-type]
+    log_selection(selection)
+    return selection
+
+
+def log_selection(selection: Selection) -> None:
+    others = ", ".join(selection.others) or "none"
+    info = selection.info
+    message = f"device {info.id} ({info.name}) selected: {selection.reason}; others usable: {others}"
+    if selection.source == "auto" and not selection.info.is_accelerator:
+        log.warning(message)
+    else:
+        log.info(message)

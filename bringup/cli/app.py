@@ -1,0 +1,30 @@
+"""The `bringup` command: one sub-command per stage. User errors end in one line and exit code 2."""
+
+import sys
+
+import typer
+from rich.text import Text
+
+from bringup.cli.output import err_console
+from bringup.errors import BringupError
+
+app = typer.Typer(
+    name="bringup",
+    help="Bring LLM inference up on a new or unfamiliar accelerator: which device am I on, what can it do, "
+    "are its numbers right, how fast is it — recorded in one YAML capability profile that the bundled "
+    "runner plans from.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def main() -> None:
+    try:
+        app()
+    except BringupError as exc:
+        err_console.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("interrupted; the profile on disk is the last complete write")
+        sys.exit(130)

@@ -1,0 +1,76 @@
+"""Options every stage shares, and the context a stage starts from."""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Optional
+
+import torch
+import typer
+
+from bringup.backends.base import DeviceInfo
+from bringup.backends.select import Selection, select_device
+from bringup.errors import BringupError
+from bringup.log import configure_logging, get_logger
+from bringup.profiles.store import default_profile_path, load_profile
+
+log = get_logger("cli")
+
+DeviceOption = Annotated[
+    Optional[str],
+    typer.Option("--device", "-d", help="Device to use, e.g. cpu, cuda:1, xpu:0, mps (default: BRINGUP_DEVICE, "
+                 "then the profile's device, then automatic)."),
+]
+ProfileOption = Annotated[
+    Optional[Path],
+    typer.Option("--profile", "-p", help="Profile YAML to read and update (default: profiles/<device>.yaml)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of tables.")]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs.")]
+StrictOption = Annotated[bool, typer.Option("--strict", help="Treat any fallback as an error.")]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema version.")
+]
+
+
+@dataclass
+class StageContext:
+    selection: Selection
+    profile_path: Path
+    strict: bool
+    json: bool
+    force: bool
+
+    @property
+    def device(self) -> torch.device:
+        return self.selection.device
+
+    @property
+    def info(self) -> DeviceInfo:
+        return self.selection.info
+
+
+def recorded_device(profile: Path | None, force: bool) -> str | None:
+    if profile is None or not profile.exists():
+        return None
+    try:
+        loaded = load_profile(profile)
+    except BringupError:
+        if force:
+            return None
+        raise
+    return loaded.device.id if loaded.device else None
+
+
+def stage_context(
+    device: str | None,
+    profile: Path | None,
+    json: bool,
+    verbose: bool,
+    strict: bool = False,
+    force: bool = False,
+) -> StageContext:
+    configure_logging(verbose)
+    selection = select_device(device, recorded_device(profile, force))
+    path = profile if profile is not None else default_profile_path(selection.info)
+    log.debug("profile path: %s", path)
+    return StageContext(selection, path, strict, json, force)

@@ -1,0 +1,89 @@
+"""The capability profile: one YAML document per device, one section per stage."""
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from bringup.profiles.base_model import ProfileModel
+from bringup.profiles.sections.bench import BenchSection
+from bringup.profiles.sections.collectives import CollectivesSection
+from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
+from bringup.profiles.sections.selftest import SelftestSection
+
+SCHEMA_VERSION = "bringup.profile/v1"
+
+CapabilityStatus = Literal["supported", "unsupported", "unknown"]
+StageStatus = Literal["complete", "partial"]
+
+
+class DeviceSection(ProfileModel):
+    id: str
+    backend: str
+    name: str
+    vendor: str | None = None
+    arch: str | None = None
+    pci_bus_id: str | None = None
+    integrated: bool | None = None
+    uuid: str | None = None
+    memory_total_bytes: int | None = None
+    memory_free_bytes: int | None = None
+    extra: dict[str, Any] = {}
+
+
+class EnvironmentSection(ProfileModel):
+    bringup: str
+    torch: str
+    python: str
+    runtime: dict[str, str | None] = {}
+    driver: str | None = None
+    os: str
+    env: dict[str, str] = {}
+    captured: str | None = None
+
+
+class Capability(ProfileModel):
+    status: CapabilityStatus
+    evidence: str | None = None
+    reason: str | None = None
+    seconds: float | None = None
+    details: dict[str, Any] = {}
+
+
+class Capabilities(ProfileModel):
+    dtypes: dict[str, Capability] = {}
+    memory: dict[str, Capability] = {}
+    attention: dict[str, Capability] = {}
+    compile: dict[str, Capability] = {}
+    features: dict[str, Capability] = {}
+
+    def groups(self) -> dict[str, dict[str, Capability]]:
+        return {
+            "dtypes": self.dtypes,
+            "memory": self.memory,
+            "attention": self.attention,
+            "compile": self.compile,
+            "features": self.features,
+        }
+
+
+class StageStamp(ProfileModel):
+    started: str
+    finished: str | None = None
+    bringup: str
+    status: StageStatus
+
+
+class Profile(ProfileModel):
+    schema_version: str = Field(SCHEMA_VERSION, alias="schema")
+    device: DeviceSection | None = None
+    environment: EnvironmentSection | None = None
+    capabilities: Capabilities | None = None
+    ops: list[OpCaseRecord] = []
+    compiled: list[CompiledRecord] = []
+    bench: BenchSection | None = None
+    collectives: CollectivesSection | None = None
+    selftest: SelftestSection | None = None
+    stages: dict[str, StageStamp] = {}
+
+    def to_document(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

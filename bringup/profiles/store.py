@@ -1,0 +1,212 @@
+"""Load and save profiles: safe YAML, one-line validation errors, locked atomic writes."""
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+from filelock import FileLock, Timeout
+from pydantic import ValidationError
+
+from bringup import __version__
+from bringup.errors import BringupError
+from bringup.log import get_logger
+from bringup.profiles.schema import SCHEMA_VERSION, DeviceSection, Profile, StageStamp, StageStatus
+
+log = get_logger("profile")
+LOCK_TIMEOUT_S = 60.0
+
+
+class DeviceLike(Protocol):
+    id: str
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def device_slug(device_id: str, name: str) -> str:
+    text = f"{device_id}-{name}".lower()
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:80]
+
+
+def default_profile_path(info: DeviceLike) -> Path:
+    name = info.to_dict().get("name", "")
+    return Path.cwd() / "profiles" / f"{device_slug(info.id, name)}.yaml"
+
+
+def describe_validation_error(path: Path, error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(document)"
+    more = len(error.errors()) - 1
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    got = first.get("input")
+    got_text = f", got {str(got)[:60]!r}" if got is not None and not isinstance(got, dict | list) else ""
+    return f"profile {path}: field {where}: {first['msg']}{got_text}{tail}; fix the file or re-run the stage"
+
+
+def parse_profile(path: Path, text: str) -> Profile:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise BringupError(f"profile {path} is not valid YAML{where}: {problem}; fix or delete the file") from None
+    if not isinstance(document, dict):
+        raise BringupError(
+            f"profile {path} must be a YAML mapping with a 'schema' key, got {type(document).__name__}; "
+            "fix or delete the file"
+        )
+    schema = document.get("schema")
+    if schema != SCHEMA_VERSION:
+        raise BringupError(
+            f"profile {path} has schema {schema!r}, this bringup reads {SCHEMA_VERSION!r}; "
+            "re-run the stages into a new file, or pass --force to overwrite it"
+        )
+    try:
+        return Profile.model_validate(document)
+    except ValidationError as exc:
+        raise BringupError(describe_validation_error(path, exc)) from None
+
+
+def load_profile(path: Path) -> Profile:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BringupError(f"profile {path} does not exist; run `bringup devices` or `bringup all` first") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BringupError(f"profile {path} cannot be read: {exc}") from None
+    return parse_profile(Path(path), text)
+
+
+def load_profile_or_none(path: Path) -> Profile | None:
+    return load_profile(path) if Path(path).exists() else None
+
+
+def same_device(recorded: DeviceSection, info: DeviceSection) -> bool:
+    if recorded.id != info.id or recorded.backend != info.backend or recorded.name != info.name:
+        return False
+    for key in ("uuid", "pci_bus_id"):
+        a, b = getattr(recorded, key), getattr(info, key)
+        if a and b and a != b:
+            return False
+    return True
+
+
+def check_identity(path: Path, profile: Profile, current: DeviceSection) -> None:
+    recorded = profile.device
+    if recorded is None or same_device(recorded, current):
+        return
+    raise BringupError(
+        f"profile {path} was recorded for {recorded.id} ({recorded.name}), not {current.id} ({current.name}); "
+        "use another --profile path, or --force to overwrite it"
+    )
+
+
+def unwritable(path: Path, exc: OSError) -> BringupError:
+    return BringupError(f"cannot write profile {path}: {exc.strerror or exc}; choose a writable --profile path")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Temp file in the same directory, fsync, rename: a crash leaves the old file or the new one."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise unwritable(path, exc) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def render_yaml(profile: Profile) -> str:
+    return yaml.safe_dump(profile.to_document(), sort_keys=False, allow_unicode=True, width=120)
+
+
+def lock_for(path: Path) -> FileLock:
+    lock_path = Path(path).with_name(Path(path).name + ".lock")
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unwritable(path, exc) from None
+    return FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
+
+
+def load_for_update(path: Path, current: DeviceSection, force: bool) -> Profile:
+    try:
+        profile = load_profile_or_none(path)
+    except BringupError as exc:
+        if not force:
+            raise
+        log.warning("overwriting unreadable profile because of --force: %s", exc)
+        return Profile()
+    if profile is None:
+        return Profile()
+    try:
+        check_identity(path, profile, current)
+    except BringupError as exc:
+        if not force:
+            raise
+        log.warning("starting a new profile because of --force: %s", exc)
+        return Profile()
+    return profile
+
+
+def update_profile(
+    path: Path,
+    info: DeviceLike,
+    mutate: Callable[[Profile], None],
+    *,
+    stage: str,
+    status: StageStatus,
+    force: bool = False,
+    started: str | None = None,
+) -> Profile:
+    """Load (or start) the profile, check it belongs to this device, apply `mutate`, stamp, write atomically."""
+    path = Path(path)
+    current = DeviceSection.model_validate(info.to_dict())
+    try:
+        with lock_for(path):
+            profile = load_for_update(path, current, force)
+            profile.device = current
+            mutate(profile)
+            previous = profile.stages.get(stage)
+            keep_start = previous is not None and previous.status == "partial" and started is None
+            profile.stages[stage] = StageStamp(
+                started=started or (previous.started if keep_start else now_iso()),
+                finished=now_iso(),
+                bringup=__version__,
+                status=status,
+            )
+            checked = Profile.model_validate(profile.to_document())
+            write_atomically(path, render_yaml(checked))
+            return checked
+    except Timeout:
+        raise BringupError(
+            f"profile {path} is locked by another bringup process (lock file {path}.lock); wait for it, "
+            "or remove the lock file if no bringup is running"
+        ) from None
+    except PermissionError as exc:
+        raise unwritable(path, exc) from None
