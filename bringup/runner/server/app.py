@@ -13,7 +13,7 @@ from bringup.runner.server.chat import create_chat_completion
 from bringup.runner.server.completions import create_completion
 from bringup.runner.server.context import ServerConfig, ServerContext
 from bringup.runner.server.errors import install_error_handlers
-from bringup.runner.server.middleware import APIKeyMiddleware, StatusCountMiddleware
+from bringup.runner.server.middleware import APIKeyMiddleware, AssumeJSONMiddleware, StatusCountMiddleware
 from bringup.runner.server.plan_info import plan_dict, profile_summary
 from bringup.runner.server.schemas import (
     ChatCompletionRequest,
@@ -55,6 +55,7 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
                   description="OpenAI-compatible inference on the bringup runner.")
     app.state.ctx = ctx
     install_error_handlers(app)
+    app.add_middleware(AssumeJSONMiddleware)
     app.add_middleware(APIKeyMiddleware, api_key=ctx.config.api_key)
     app.add_middleware(StatusCountMiddleware, metrics=ctx.metrics)
     created = int(time.time())

@@ -8,7 +8,7 @@ per-request asyncio queue. Admission (queue limit, draining, engine death) is de
 from __future__ import annotations
 
 import asyncio
-import logging
+import contextlib
 import queue
 import threading
 import time
@@ -16,10 +16,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from bringup.log import get_logger
 from bringup.runner.server.errors import APIError
 from bringup.runner.server.metrics import ServerMetrics
 
-log = logging.getLogger("bringup.serve")
+log = get_logger("serve")
 
 
 @dataclass
@@ -243,10 +244,8 @@ class AsyncEngine:
 
     def _call_in_loop(self, fn, *args) -> None:
         if self._loop is not None and not self._loop.is_closed():
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop closed between the check and the call
                 self._loop.call_soon_threadsafe(fn, *args)
-            except RuntimeError:  # loop closed between the check and the call
-                pass
 
     # ------------------------------------------------------------------ event-loop side
 

@@ -18,7 +18,6 @@ from bringup.runner.server.schemas import (
     AssistantMessage,
     ChatChoice,
     ChatChunkChoice,
-    ChatCompletionChunk,
     ChatCompletionRequest,
     ChatCompletionResponse,
     ChatDelta,
@@ -98,10 +97,14 @@ async def stream(sub: Subscription, body: ChatCompletionRequest, ctx: ServerCont
     fmt = LogprobFormatter(ctx.tokenizer)
 
     def chunk(choices: list[ChatChunkChoice], with_usage: Usage | None = None) -> str:
-        payload = ChatCompletionChunk(id=job.id, created=created, model=ctx.model_name, choices=choices,
-                                      usage=with_usage)
-        exclude = None if include_usage else {"usage"}
-        return f"data: {payload.model_dump_json(exclude=exclude)}\n\n"
+        payload: dict[str, Any] = {
+            "id": job.id, "object": "chat.completion.chunk", "created": created, "model": ctx.model_name,
+            "choices": [{**c.model_dump(exclude={"delta"}), "delta": c.delta.model_dump(exclude_none=True)}
+                        for c in choices],
+        }
+        if include_usage:
+            payload["usage"] = with_usage.model_dump() if with_usage is not None else None
+        return sse(payload)
 
     for i in range(len(job.sequences)):
         yield chunk([ChatChunkChoice(index=i, delta=ChatDelta(role="assistant", content=""))])

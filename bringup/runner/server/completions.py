@@ -8,6 +8,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from bringup.runner.server.async_engine import Sequence
 from bringup.runner.server.context import ServerContext
 from bringup.runner.server.generation import (
     Job,
@@ -26,7 +27,6 @@ from bringup.runner.server.schemas import (
     Usage,
 )
 from bringup.runner.server.streaming import DONE, SSE_HEADERS, TextStream, sse
-from bringup.runner.server.async_engine import Sequence
 
 
 async def build_job(body: CompletionRequest, ctx: ServerContext) -> Job:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.log import get_logger
 from bringup.runner.server.async_engine import AsyncEngine
 from bringup.runner.server.errors import APIError, error_body
 from bringup.runner.server.generation import Preparer
 from bringup.runner.server.metrics import ServerMetrics
 
-log = logging.getLogger("bringup.serve")
+log = get_logger("serve")
 
 
 @dataclass

@@ -9,9 +9,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-import logging
+from bringup.log import get_logger
 
-log = logging.getLogger("bringup.serve")
+log = get_logger("serve")
 
 _TYPES = {
     400: "invalid_request_error",
@@ -52,27 +52,51 @@ def error_response(status: int, message: str, *, param: str | None = None, code:
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    """The first validation problem as one readable line, plus the offending field's dotted path."""
-    errors = exc.errors()
+    """The most specific validation problem as one readable line, plus the offending field's path."""
+    errors = list(exc.errors())
     if not errors:
         return "invalid request body", None
-    first = errors[0]
-    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-    # union members appear in the location as type names ("str", "list[int]"); drop them
-    loc = [part for part in loc if not (part[:1].isalpha() and ("[" in part or part in _TYPE_TAGS))]
-    param = ".".join(loc) or None
-    msg = str(first.get("msg", "invalid value"))
-    if first.get("type") == "json_invalid":
-        return f"request body is not valid JSON: {first.get('ctx', {}).get('error', msg)}", None
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            return f"request body is not valid JSON: {err.get('ctx', {}).get('error', err.get('msg'))}", None
+    # for a union (prompt: str | list[int] | ...) the deepest location names the real culprit
+    first = max(errors, key=lambda e: len(_field_path(e)))
+    path = _field_path(first)
+    param = ".".join(path) or None
+    msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
     if first.get("type") == "missing" and param is None:
         return "request body is missing; send a JSON object", None
-    extra = f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    where = f"{param}: " if param else ""
-    return f"{where}{msg}{extra}", param
+    if first.get("type") == "model_attributes_type" and param is None:
+        return "request body must be a JSON object", None
+    if first.get("type") == "extra_forbidden":
+        msg = "unknown field (this server rejects fields it does not implement)"
+    if param is None:  # a cross-field rule: its message starts with the field's name
+        head = msg.split(" ", 1)[0]
+        param = head if head in _request_fields() else None
+    where = f"{param}: " if param and not msg.startswith(param) else ""
+    return f"{where}{msg}", param
 
 
-_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "function-after", "constrained-str",
-              "constrained-int", "constrained-float", "TextPart", "literal", "none"}
+def _field_path(error: dict) -> list[str]:
+    """The error's location without 'body' and without union member tags like 'list[int]'."""
+    out = []
+    for part in error.get("loc", ()):
+        text = str(part)
+        if text == "body" and not out:
+            continue
+        if isinstance(part, str) and ("[" in text or text in _TYPE_TAGS):
+            continue
+        out.append(text)
+    return out
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-after", "TextPart"}
+
+
+def _request_fields() -> set[str]:
+    from bringup.runner.server.schemas import ChatCompletionRequest, CompletionRequest
+
+    return set(CompletionRequest.model_fields) | set(ChatCompletionRequest.model_fields)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -67,3 +67,17 @@ class StatusCountMiddleware:
             if not counted:  # the outer error middleware turns it into a 500
                 self.metrics.count_http(endpoint, 500)
             raise
+
+
+class AssumeJSONMiddleware:
+    """POST bodies on /v1 are JSON whatever Content-Type says (curl -d sends form encoding)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].startswith("/v1"):
+            headers = [(k, v) for k, v in scope.get("headers") or [] if k != b"content-type"]
+            headers.append((b"content-type", b"application/json"))
+            scope = {**scope, "headers": headers}
+        await self.app(scope, receive, send)

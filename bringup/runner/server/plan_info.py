@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("bringup.serve")
+from bringup.log import get_logger
+
+log = get_logger("serve")
 
 
 def plan_dict(engine: Any) -> dict[str, Any]:

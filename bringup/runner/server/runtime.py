@@ -7,16 +7,16 @@ A second Ctrl-C, or the drain timeout, ends it at once; requests still running a
 
 from __future__ import annotations
 
-import logging
 import signal
 import time
 from types import FrameType
 
 import uvicorn
 
+from bringup.log import get_logger
 from bringup.runner.server.context import ServerContext
 
-log = logging.getLogger("bringup.serve")
+log = get_logger("serve")
 
 
 class DrainingServer(uvicorn.Server):
