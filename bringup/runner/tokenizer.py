@@ -98,7 +98,7 @@ class HFTokenizer:
         self.bos_token = _token_text(cfg.get("bos_token"))
         self.eos_token = _token_text(cfg.get("eos_token"))
         self.bos_token_id = self._id(self.bos_token)
-        eos = [self._id(self.eos_token)] + list(config_eos or []) + _as_list(gen.get("eos_token_id"))
+        eos = [self._id(self.eos_token), *list(config_eos or []), *_as_list(gen.get("eos_token_id"))]
         self.eos_token_ids = sorted({i for i in eos if i is not None})
         self.chat_template = _chat_template(cfg.get("chat_template"))
         self.generation_defaults = _generation_defaults(gen)
