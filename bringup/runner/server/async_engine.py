@@ -168,6 +168,7 @@ class AsyncEngine:
         live = [rid for rid in request_ids if rid in self._tracked]
         self._forget(live)
         if live:
+            self.metrics.count_aborted(len(live))
             self._commands.put(_Abort(live))
 
     def _forget(self, request_ids: list[str]) -> None:

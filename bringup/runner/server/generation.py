@@ -122,16 +122,11 @@ class Subscription:
             raise APIError(503, f"the engine is not running ({exc}); restart the server",
                            code="engine_dead") from None
 
-    async def outputs(self, request: Request | None = None) -> AsyncIterator[Any]:
-        """Every RequestOutput until all sequences finished; stops early if the client went away."""
+    async def outputs(self) -> AsyncIterator[Any]:
+        """Every RequestOutput until all sequences finished."""
         assert self._outputs is not None, "start() first"
         while self.pending:
-            try:
-                item = await asyncio.wait_for(self._outputs.get(), timeout=1.0)
-            except TimeoutError:
-                if request is not None and await request.is_disconnected():
-                    return
-                continue
+            item = await self._outputs.get()
             if isinstance(item, EngineFailure):
                 raise APIError(503, str(item), code="engine_dead")
             if item.finished:
@@ -148,19 +143,38 @@ class Subscription:
 
 
 async def final_outputs(sub: Subscription, request: Request) -> list[Any]:
-    """The finished RequestOutput of every sequence, in choice order (non-streaming requests)."""
-    finals: dict[str, Any] = {}
-    outputs = sub.outputs(request)
+    """The finished RequestOutput of every sequence, in choice order (non-streaming requests).
+
+    Watches the connection meanwhile: a client that goes away gets its sequences aborted at once.
+    """
+    collect = asyncio.ensure_future(_collect(sub))
+    watch = asyncio.ensure_future(_disconnected(request))
     try:
-        async for out in outputs:
-            if out.finished:
-                finals[out.request_id] = out
+        await asyncio.wait({collect, watch}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        await outputs.aclose()
-    if sub.pending:
+        watch.cancel()
+        if not collect.done():
+            collect.cancel()
+    if not collect.done() or collect.cancelled():
         raise APIError(499, "the client closed the connection before the answer was ready",
                        code="client_closed")
+    return collect.result()
+
+
+async def _collect(sub: Subscription) -> list[Any]:
+    finals: dict[str, Any] = {}
+    async for out in sub.outputs():
+        if out.finished:
+            finals[out.request_id] = out
     return [finals[s.request_id] for s in sub.job.sequences]
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects (the request body has been read already)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
 
 
 class SSEResponse(StreamingResponse):

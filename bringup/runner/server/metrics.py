@@ -91,6 +91,11 @@ class ServerMetrics:
             self.finished[finish_reason] = self.finished.get(finish_reason, 0) + 1
             self.e2e.observe(e2e_s)
 
+    def count_aborted(self, n: int) -> None:
+        """Sequences stopped before they finished (client gone, shutdown timeout)."""
+        with self._lock:
+            self.finished["abort"] = self.finished.get("abort", 0) + n
+
     def render(self, gauges: Callable[[], dict]) -> str:
         """The exposition text; gauges() returns the engine's stats snapshot plus server state."""
         g = gauges()
