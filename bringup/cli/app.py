@@ -7,7 +7,7 @@ import typer
 from rich.text import Text
 
 from bringup import __version__
-from bringup.cli import devices, probe, profile_cmd
+from bringup.cli import devices, probe, profile_cmd, serve
 from bringup.cli.output import err_console
 from bringup.errors import BringupError
 
@@ -40,6 +40,7 @@ def root(
 
 app.command("devices")(devices.command)
 app.command("probe")(probe.command)
+app.command("serve")(serve.command)
 app.add_typer(profile_cmd.app, name="profile")
 
 

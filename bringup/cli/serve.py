@@ -50,12 +50,12 @@ def command(
 ) -> None:
     """Serve a model over an OpenAI-compatible HTTP API, planned from the device's profile.
 
-    Prints the execution plan (each choice with the profile evidence behind it), then serves
-    /v1/completions, /v1/chat/completions, /v1/models, /v1/plan, /health and /metrics.
-    SIGTERM stops admission, lets in-flight requests finish, and exits 0.
+    Prints the execution plan (each setting, the value chosen and the profile evidence behind it),
+    then serves /v1/completions, /v1/chat/completions, /v1/models, /v1/plan, /health and /metrics.
+    SIGTERM (or Ctrl-C) stops admission, lets in-flight requests finish, and exits 0.
 
-    Example:  bringup serve --port 8000   then
-              curl localhost:8000/v1/completions -d '{"model": "builtin", "prompt": "Hi", "max_tokens": 8}'
+    Example: bringup serve --port 8000, then
+    curl localhost:8000/v1/completions -d '{"model": "bringup-builtin-llama-2.5m", "prompt": "Hi", "max_tokens": 8}'
     """
     configure_logging(verbose)
     if host not in LOOPBACK and not api_key:
