@@ -10,6 +10,7 @@ from starlette.requests import Request
 
 from bringup.runner.server.async_engine import Sequence
 from bringup.runner.server.context import ServerContext
+from bringup.runner.server.errors import APIError
 from bringup.runner.server.generation import (
     Job,
     SSEResponse,
@@ -28,9 +29,14 @@ from bringup.runner.server.schemas import (
 )
 from bringup.runner.server.streaming import DONE, SSE_HEADERS, TextStream, sse
 
+MAX_SEQUENCES_PER_REQUEST = 64
+
 
 async def build_job(body: CompletionRequest, ctx: ServerContext) -> Job:
     prompts = body.prompts()
+    if len(prompts) * body.n > MAX_SEQUENCES_PER_REQUEST:
+        raise APIError(400, f"{len(prompts)} prompts × n={body.n} is more than {MAX_SEQUENCES_PER_REQUEST} "
+                            "sequences in one request; split it", param="n")
     job = Job(id=new_id("cmpl"), sequences=[], prompt_tokens=0, stop=body.stop_strings())
     for p_index, prompt in enumerate(prompts):
         param = "prompt" if len(prompts) == 1 else f"prompt.{p_index}"

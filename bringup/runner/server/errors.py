@@ -90,7 +90,8 @@ def _field_path(error: dict) -> list[str]:
     return out
 
 
-_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-after", "TextPart"}
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-after", "function-before",
+              "TextPart", "constrained-str", "constrained-int", "constrained-float"}
 
 
 def _request_fields() -> set[str]:

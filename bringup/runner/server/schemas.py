@@ -9,13 +9,26 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 
 INT64_MAX = 2**63 - 1
 
-Seed = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
-TokenId = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
-MaxTokens = Annotated[StrictInt, Field(ge=1, le=1_000_000)]
+
+def _integral_float_to_int(value: Any) -> Any:
+    """JSON does not tell 3 from 3.0 (JSON Schema calls both "integer"); a string stays an error."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def Int(ge: int, le: int) -> Any:
+    """A JSON integer in [ge, le]: 3.0 counts as 3, "3" and true are errors (constraints stay in the schema)."""
+    return Annotated[Annotated[int, Field(ge=ge, le=le)], BeforeValidator(_integral_float_to_int)]
+
+
+Seed = Int(0, INT64_MAX)
+TokenId = Int(0, 2**31 - 1)
+MaxTokens = Int(1, 1_000_000)
 StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=16)]
 
 
@@ -33,7 +46,7 @@ class SamplingFields(StrictModel):
     """Fields shared by both generation endpoints (OpenAI fields plus the runner's extras)."""
 
     model: Annotated[str, Field(min_length=1, max_length=256)]
-    n: Annotated[StrictInt, Field(ge=1, le=16)] = 1
+    n: Int(1, 16) = 1
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     seed: Seed | None = None
@@ -42,7 +55,7 @@ class SamplingFields(StrictModel):
     stream_options: StreamOptions | None = None
     user: Annotated[str, Field(max_length=256)] | None = None
     # runner extras (vLLM-style): -1 or 0 disables top_k
-    top_k: Annotated[StrictInt, Field(ge=-1, le=1_000_000)] | None = None
+    top_k: Int(-1, 1_000_000) | None = None
     min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     repetition_penalty: Annotated[float, Field(gt=0.0, le=10.0)] | None = None
     ignore_eos: StrictBool = False
@@ -81,9 +94,9 @@ class CompletionRequest(SamplingFields):
         list[PromptIds], Field(min_length=1, max_length=64)
     ]
     max_tokens: MaxTokens | None = 16
-    logprobs: Annotated[StrictInt, Field(ge=0, le=20)] | None = None
+    logprobs: Int(0, 20) | None = None
     echo: StrictBool = False
-    best_of: Annotated[StrictInt, Field(ge=1, le=16)] | None = None
+    best_of: Int(1, 16) | None = None
     suffix: str | None = None
 
     @model_validator(mode="after")
@@ -129,7 +142,7 @@ class ChatCompletionRequest(SamplingFields):
     max_tokens: MaxTokens | None = None
     max_completion_tokens: MaxTokens | None = None
     logprobs: StrictBool = False
-    top_logprobs: Annotated[StrictInt, Field(ge=0, le=20)] | None = None
+    top_logprobs: Int(0, 20) | None = None
 
     @model_validator(mode="after")
     def _chat_logprobs(self) -> ChatCompletionRequest:
