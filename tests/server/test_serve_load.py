@@ -236,3 +236,26 @@ def test_invalid_requests_get_400_without_disturbing_others(live: LiveServer) ->
         delta(after, before, 'bringup_http_requests_total{endpoint="/v1/chat/completions",status="400"}') \
         == len(bad)
     assert not [k for k in after if 'status="500"' in k]
+
+
+def test_serving_benchmark_reports_consistent_figures(live: LiveServer, tmp_path) -> None:
+    """benchmarks/serve_bench.py against this server: every request counted, the figures add up."""
+    import importlib.util
+
+    from tests.server.serve_live import REPO
+
+    spec = importlib.util.spec_from_file_location("serve_bench", REPO / "benchmarks" / "serve_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "bench.json"
+    code = bench.main(["--url", live.url, "--num-prompts", "12", "--concurrency", "4", "--request-rate", "50",
+                       "--output-len", "6", "--prompt-words", "4", "--json", "--json-out", str(out)])
+    summary = json.loads(out.read_text())
+    assert code == 0
+    assert summary["completed"] == 12 and summary["failed"] == 0
+    assert summary["output_tokens"] == 12 * 6
+    assert summary["output_tokens_per_s"] == pytest.approx(72 / summary["duration_s"])
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        s = summary[key]
+        assert 0 < s["median"] <= s["p99"]
+    assert summary["ttft_ms"]["p99"] <= summary["e2e_ms"]["p99"]
