@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 
 import httpx
@@ -246,6 +247,7 @@ def test_serving_benchmark_reports_consistent_figures(live: LiveServer, tmp_path
 
     spec = importlib.util.spec_from_file_location("serve_bench", REPO / "benchmarks" / "serve_bench.py")
     bench = importlib.util.module_from_spec(spec)
+    sys.modules["serve_bench"] = bench  # dataclasses look their module up there
     spec.loader.exec_module(bench)
     out = tmp_path / "bench.json"
     code = bench.main(["--url", live.url, "--num-prompts", "12", "--concurrency", "4", "--request-rate", "50",
