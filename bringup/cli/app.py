@@ -53,3 +53,10 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted; the profile on disk is the last complete write")
         sys.exit(130)
+
+from bringup.cli import generate  # noqa: E402
+
+app.command("generate")(generate.command)
+from bringup.cli import selftest  # noqa: E402
+
+app.command("selftest")(selftest.command)

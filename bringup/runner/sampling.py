@@ -37,7 +37,7 @@ def filter_logits(row: torch.Tensor, top_k: int, top_p: float, min_p: float) -> 
     if top_p < 1.0:
         sorted_logits, order = torch.sort(row, descending=True)
         probs = torch.softmax(sorted_logits, dim=-1)
-        drop = probs.cumsum(-1) - probs > top_p  # keep the smallest prefix whose mass reaches top_p
+        drop = probs.cumsum(-1) - probs >= top_p  # keep the smallest prefix whose mass reaches top_p
         row = row.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
     if min_p > 0.0:
         probs = torch.softmax(row, dim=-1)

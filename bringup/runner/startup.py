@@ -20,7 +20,7 @@ from bringup.runner.executor import Executor
 from bringup.runner.kv_cache import allocate_kv_cache
 from bringup.runner.kv_sizing import size_kv_cache
 from bringup.runner.layout import IN_OUT, choose_layout
-from bringup.runner.loader import load_model, read_config
+from bringup.runner.loader import load_model, read_config, safetensors_files
 from bringup.runner.plan import ExecutionPlan, build_plan
 from bringup.runner.profile_facts import ProfileFacts
 from bringup.runner.tokenizer import ByteTokenizer, HFTokenizer
@@ -46,6 +46,8 @@ def read_profile(path: Path | None, device: torch.device, info: Any) -> tuple[Pr
 def start_engine(cls: type[LLMEngine], options: EngineOptions) -> LLMEngine:
     recorder = FallbackRecorder(strict=options.strict)
     config = builtin_config() if options.model_dir is None else read_config(Path(options.model_dir))
+    if options.model_dir is not None:
+        safetensors_files(Path(options.model_dir))  # refuse pickle-only or weightless dirs before anything else
     tokenizer = ByteTokenizer() if options.model_dir is None else HFTokenizer(Path(options.model_dir),
                                                                               config.eos_token_ids)
     selection = select_device(options.device, _profile_device(options.profile_path))
