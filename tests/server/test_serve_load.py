@@ -180,7 +180,7 @@ def _invalid_bodies(model: str) -> list[tuple[str, object]]:
         ("completions", {"model": model, "prompt": too_long}),
         ("completions", {"model": model, "prompt": "x", "max_tokens": MAX_MODEL_LEN}),
         ("completions", {"model": model, "prompt": [1, 2, 10**6]}),
-        ("completions", {"model": model, "prompt": ""}),
+        ("completions", {"model": model, "prompt": []}),
         ("chat/completions", {"model": model, "messages": []}),
         ("chat/completions", {"model": model, "messages": [{"role": "user", "content": "hi", "extra": 1}]}),
         ("chat/completions", {"model": model, "messages": [{"role": "wizard", "content": "hi"}]}),

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import httpx
 import openai
 import pytest
 
-from bringup.runner.engine import LLMEngine
-from bringup.runner.sampling_params import SamplingParams
-from tests.server.serve_live import API_KEY, LiveServer, engine_options, start_server
+from tests.server.serve_live import API_KEY, LiveServer, spawn_cli, start_server
 
 PROMPT = "The quick brown fox"
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory) -> LiveServer:
+def offline_generate(tmp_path_factory) -> subprocess.Popen:
+    """`bringup generate` for PROMPT in a child process, started first so it overlaps the server start."""
+    workdir = tmp_path_factory.mktemp("generate")
+    return spawn_cli(["generate", PROMPT, "--max-tokens", "24", "--ignore-eos", "--device", "cpu",
+                      "--profile", str(workdir / "absent.yaml"), "--json"], cwd=workdir)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory, offline_generate) -> LiveServer:
     server = start_server(tmp_path_factory.mktemp("profiles"), api_key=API_KEY)
     yield server
     server.stop()
@@ -45,22 +54,25 @@ def test_models_lists_the_engines_model(client: openai.OpenAI, live: LiveServer)
 def test_completion_usage_counts_real_tokens(greedy, live: LiveServer) -> None:
     choice = greedy.choices[0]
     assert choice.finish_reason == "length"
-    assert greedy.usage.prompt_tokens == len(live.engine.tokenizer.encode(PROMPT))
+    assert greedy.usage.prompt_tokens == len(live.engine.tokenizer.encode(PROMPT, add_special_tokens=True))
     assert greedy.usage.completion_tokens == 24
     assert greedy.usage.total_tokens == greedy.usage.prompt_tokens + 24
 
 
-def test_greedy_output_equals_offline_generate(greedy, live: LiveServer, tmp_path) -> None:
-    """The same prompt through a second engine's offline generate() (what `bringup generate` runs)."""
-    offline = LLMEngine.create(engine_options(tmp_path))
-    ids = offline.tokenizer.encode(PROMPT)
-    [out] = offline.generate([ids], SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True))
-    assert greedy.choices[0].text == out.text
-    assert len(out.token_ids) == 24
+def test_greedy_output_equals_bringup_generate(greedy, live: LiveServer, offline_generate) -> None:
+    stdout, stderr = offline_generate.communicate(timeout=120)
+    assert offline_generate.returncode == 0, stderr
+    offline = json.loads(stdout)
+    assert offline["completion_tokens"] == 24
+    assert greedy.choices[0].text == offline["text"]
+    assert greedy.usage.prompt_tokens == offline["prompt_tokens"]
+    ids = live.engine.tokenizer.encode(PROMPT, add_special_tokens=True)
     by_ids = httpx.post(f"{live.base_url}/completions", headers=live.headers(), timeout=60,
                         json={"model": live.engine.model_name, "prompt": ids, "max_tokens": 24,
-                              "temperature": 0, "ignore_eos": True})
-    assert by_ids.json()["choices"][0]["text"] == out.text
+                              "temperature": 0, "ignore_eos": True, "logprobs": 0})
+    assert by_ids.json()["choices"][0]["text"] == offline["text"]
+    tokens = by_ids.json()["choices"][0]["logprobs"]["tokens"]
+    assert tokens == [live.engine.tokenizer.decode([t], skip_special_tokens=False) for t in offline["token_ids"]]
 
 
 def test_streamed_completion_equals_the_non_streamed_one(client, model, greedy) -> None:
@@ -80,7 +92,8 @@ def test_chat_completion_and_its_stream_agree(client, model, live: LiveServer) -
     full = client.chat.completions.create(model=model, messages=messages, max_tokens=12, temperature=0)
     choice = full.choices[0]
     assert choice.message.role == "assistant"
-    prompt_ids = live.engine.tokenizer.encode(live.engine.tokenizer.apply_chat_template(messages))
+    prompt_ids = live.engine.tokenizer.encode(live.engine.tokenizer.apply_chat_template(messages),
+                                              add_special_tokens=False)
     assert full.usage.prompt_tokens == len(prompt_ids)
     assert 1 <= full.usage.completion_tokens <= 12
     assert choice.finish_reason in ("stop", "length")

@@ -37,7 +37,7 @@ async def render_prompt(body: ChatCompletionRequest, ctx: ServerContext) -> list
         text = await asyncio.to_thread(ctx.tokenizer.apply_chat_template, messages)
     except (ValueError, TypeError) as exc:
         raise APIError(400, f"messages: the chat template refused them: {exc}", param="messages") from None
-    return await ctx.preparer.encode(text, "messages")
+    return await ctx.preparer.encode(text, "messages", add_special_tokens=False)
 
 
 async def build_job(body: ChatCompletionRequest, ctx: ServerContext) -> Job:
@@ -48,7 +48,8 @@ async def build_job(body: ChatCompletionRequest, ctx: ServerContext) -> Job:
     top = (body.top_logprobs or 0) if body.logprobs else None
     job = Job(id=new_id("chatcmpl"), sequences=[], prompt_tokens=len(ids), stop=body.stop_strings())
     for choice in range(body.n):
-        params = sampling_params(body, max_tokens=budget, choice=choice, logprobs=top)
+        params = sampling_params(body, max_tokens=budget, choice=choice, logprobs=top,
+                                 defaults=ctx.generation_defaults)
         job.sequences.append(Sequence(f"{job.id}-{choice}", ids, params))
     return job
 

@@ -40,12 +40,14 @@ async def build_job(body: CompletionRequest, ctx: ServerContext) -> Job:
     job = Job(id=new_id("cmpl"), sequences=[], prompt_tokens=0, stop=body.stop_strings())
     for p_index, prompt in enumerate(prompts):
         param = "prompt" if len(prompts) == 1 else f"prompt.{p_index}"
-        ids = await ctx.preparer.encode(prompt, param) if isinstance(prompt, str) else list(prompt)
+        ids = await ctx.preparer.encode(prompt, param, add_special_tokens=True) if isinstance(prompt, str) \
+            else list(prompt)
         ctx.preparer.check_ids(ids, param)
         budget = ctx.preparer.token_budget(len(ids), body.max_tokens, "max_tokens")
         job.prompt_tokens += len(ids)
         for choice in range(body.n):
-            params = sampling_params(body, max_tokens=budget, choice=choice, logprobs=body.logprobs)
+            params = sampling_params(body, max_tokens=budget, choice=choice, logprobs=body.logprobs,
+                                     defaults=ctx.generation_defaults)
             job.sequences.append(Sequence(f"{job.id}-{p_index}-{choice}", ids, params))
     return job
 

@@ -50,6 +50,7 @@ class ServerContext:
         self.tokenizer = engine.tokenizer
         self.model_name = config.served_model_name or engine.model_name
         self.max_model_len = int(engine.max_model_len)
+        self.generation_defaults = dict(getattr(engine.tokenizer, "generation_defaults", {}) or {})
         self.preparer = Preparer(engine.tokenizer, self.max_model_len, vocab_size_of(engine))
 
     def check_model(self, name: str) -> None:

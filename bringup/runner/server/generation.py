@@ -47,13 +47,15 @@ class Preparer:
         self.max_model_len = max_model_len
         self.vocab_size = vocab_size
 
-    async def encode(self, text: str, param: str) -> list[int]:
+    async def encode(self, text: str, param: str, *, add_special_tokens: bool) -> list[int]:
+        """Token ids as the runner's own `generate` makes them: plain prompts get the model's special
+        tokens (BOS), a rendered chat template already holds them."""
         limit = self.max_model_len * MAX_CHARS_PER_TOKEN
         if len(text) > limit:
             raise APIError(400, f"{param} is {len(text)} characters; it cannot fit the model's context of "
                                 f"{self.max_model_len} tokens; shorten it", param=param,
                            code="context_length_exceeded")
-        return await asyncio.to_thread(self.tokenizer.encode, text)
+        return await asyncio.to_thread(self.tokenizer.encode, text, add_special_tokens=add_special_tokens)
 
     def check_ids(self, ids: list[int], param: str) -> None:
         if not ids:
@@ -77,16 +79,27 @@ class Preparer:
         return requested if requested is not None else room
 
 
-def sampling_params(body: SamplingFields, *, max_tokens: int, choice: int, logprobs: int | None) -> SamplingParams:
-    """The runner's SamplingParams for choice number `choice` (seeds differ per choice, reproducibly)."""
+def sampling_params(body: SamplingFields, *, max_tokens: int, choice: int, logprobs: int | None,
+                    defaults: dict[str, Any] | None = None) -> SamplingParams:
+    """The runner's SamplingParams for choice number `choice` (seeds differ per choice, reproducibly).
+
+    A field the request leaves out takes the model's generation_config.json default, else OpenAI's.
+    """
+    model = defaults or {}
+
+    def pick(name: str, openai_default: float | int) -> Any:
+        value = getattr(body, name)
+        return value if value is not None else model.get(name, openai_default)
+
     seed = None if body.seed is None else (body.seed + choice) % (2**63)
+    top_k = pick("top_k", 0)
     params = SamplingParams(
         max_tokens=max_tokens,
-        temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
-        top_k=0 if body.top_k in (None, -1) else body.top_k,
-        min_p=0.0 if body.min_p is None else body.min_p,
-        repetition_penalty=1.0 if body.repetition_penalty is None else body.repetition_penalty,
+        temperature=pick("temperature", 1.0),
+        top_p=pick("top_p", 1.0),
+        top_k=0 if top_k == -1 else top_k,
+        min_p=pick("min_p", 0.0),
+        repetition_penalty=pick("repetition_penalty", 1.0),
         seed=seed,
         stop=body.stop_strings(),
         stop_token_ids=list(body.stop_token_ids or []),

@@ -21,7 +21,9 @@ def _finite(x: float) -> float:
 
 class LogprobFormatter:
     def __init__(self, tokenizer: Any) -> None:
-        self._piece = lru_cache(maxsize=65536)(lambda token_id: tokenizer.decode([token_id]))
+        # special tokens are shown, not skipped: a logprob entry must name the token it scores
+        self._piece = lru_cache(maxsize=65536)(
+            lambda token_id: tokenizer.decode([token_id], skip_special_tokens=False))
 
     def piece(self, token_id: int) -> str:
         return self._piece(token_id)
