@@ -64,13 +64,14 @@ def command(
     from bringup.runner.engine import EngineOptions, LLMEngine
     from bringup.runner.server.app import create_app
     from bringup.runner.server.context import ServerConfig
+    from bringup.runner.server.plan_info import profile_path_in_use
     from bringup.runner.server.runtime import make_server
 
     options = EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
                             allow_cpu_fallback=allow_cpu_fallback, max_num_seqs=max_num_seqs,
                             max_model_len=max_model_len)
     engine = LLMEngine.create(options)
-    profile_used = getattr(engine, "profile_path", None) or profile
+    profile_used = profile_path_in_use(engine, profile)
     config = ServerConfig(served_model_name=served_model_name, api_key=api_key, max_queue=max_queue,
                           drain_timeout_s=drain_timeout, profile_path=profile_used)
     app = create_app(engine, config)

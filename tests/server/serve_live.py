@@ -29,9 +29,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def engine_options(profile_dir: Path, **overrides) -> EngineOptions:
-    """The built-in model on the CPU, without a profile (the conservative plan)."""
-    return EngineOptions(model_dir=None, profile_path=profile_dir / "absent.yaml", device="cpu", **overrides)
+def engine_options(profile_dir: Path, profile_name: str = "absent.yaml", **overrides) -> EngineOptions:
+    """The built-in model on the CPU; without a profile at profile_dir/profile_name, the conservative plan."""
+    return EngineOptions(model_dir=None, profile_path=profile_dir / profile_name, device="cpu", **overrides)
 
 
 def wait_healthy(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> None:
@@ -86,8 +86,10 @@ class LiveServer:
 
 def start_server(profile_dir: Path, *, api_key: str | None = None, max_queue: int = 64,
                  **engine_overrides) -> LiveServer:
-    engine = LLMEngine.create(engine_options(profile_dir, **engine_overrides))
-    app = create_app(engine, ServerConfig(api_key=api_key, max_queue=max_queue))
+    options = engine_options(profile_dir, **engine_overrides)
+    engine = LLMEngine.create(options)
+    app = create_app(engine, ServerConfig(api_key=api_key, max_queue=max_queue,
+                                          profile_path=options.profile_path))
     port = free_port()
     server = make_server(app.state.ctx, app, "127.0.0.1", port)
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)

@@ -6,6 +6,8 @@ import httpx
 import openai
 import pytest
 
+from bringup.backends.registry import device_info
+from bringup.profiles.store import update_profile
 from tests.server.serve_live import LiveServer, start_server
 
 MAX_QUEUE = 2
@@ -13,9 +15,22 @@ MAX_QUEUE = 2
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory) -> LiveServer:
-    server = start_server(tmp_path_factory.mktemp("profiles"), max_queue=MAX_QUEUE, max_model_len=512)
+    """A server planned from a real (if young) profile: this CPU's identity, one stage recorded."""
+    profiles = tmp_path_factory.mktemp("profiles")
+    update_profile(profiles / "cpu.yaml", device_info("cpu"), lambda profile: None, stage="devices",
+                   status="complete")
+    server = start_server(profiles, profile_name="cpu.yaml", max_queue=MAX_QUEUE, max_model_len=512)
     yield server
     server.stop()
+
+
+def test_plan_endpoint_summarises_the_profile_it_came_from(live: LiveServer) -> None:
+    body = httpx.get(f"{live.base_url}/plan").json()
+    summary = body["profile"]
+    assert summary["loaded"] is True
+    assert summary["path"].endswith("cpu.yaml") and body["plan"]["profile"] == summary["path"]
+    assert summary["device"]["id"] == "cpu"
+    assert summary["stages"]["devices"]["status"] == "complete"
 
 
 def _long_stream(http: httpx.Client, live: LiveServer):

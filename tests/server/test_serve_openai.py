@@ -162,6 +162,23 @@ def test_logprobs_shape_and_greedy_choice(client, model) -> None:
     assert "".join(lp.tokens) == r.choices[0].text or "\ufffd" in r.choices[0].text
 
 
+def test_chat_logprobs(client, model) -> None:
+    r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=5,
+                                       temperature=0, logprobs=True, top_logprobs=2,
+                                       extra_body={"ignore_eos": True})
+    content = r.choices[0].logprobs.content
+    assert len(content) == 5
+    for entry in content:
+        assert entry.logprob <= 0.0 and 1 <= len(entry.top_logprobs) <= 2
+        assert entry.logprob == pytest.approx(max(t.logprob for t in entry.top_logprobs), abs=1e-5)
+
+
+def test_absent_profile_is_reported_in_the_plan(live: LiveServer) -> None:
+    body = httpx.get(f"{live.base_url}/plan", headers=live.headers()).json()
+    assert body["profile"]["loaded"] is False and body["profile"]["path"].endswith("absent.yaml")
+    assert body["plan"]["warnings"]  # the conservative plan says why
+
+
 def test_api_key_is_required_on_v1_only(live: LiveServer) -> None:
     for headers in ({}, {"Authorization": "Bearer wrong"}):
         r = httpx.get(f"{live.base_url}/models", headers=headers)

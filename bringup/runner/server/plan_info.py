@@ -20,6 +20,20 @@ def plan_dict(engine: Any) -> dict[str, Any]:
     return dict(plan) if isinstance(plan, dict) else {"plan": str(plan)}
 
 
+def profile_path_in_use(engine: Any, given: Path | None) -> Path | None:
+    """The profile the engine planned from: the one given, else the default for its device."""
+    if given is not None:
+        return Path(given)
+    try:
+        from bringup.backends.registry import device_info
+        from bringup.profiles.store import default_profile_path
+
+        return default_profile_path(device_info(engine.plan.device))
+    except Exception as exc:  # introspection only: say nothing rather than fail the start-up
+        log.debug("could not resolve the default profile path: %s", exc)
+        return None
+
+
 def profile_summary(path: Path | None) -> dict[str, Any] | None:
     """Which profile, for which device, which stages ran, and the headline counts of each section."""
     if path is None:
