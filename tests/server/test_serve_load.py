@@ -173,6 +173,8 @@ def _invalid_bodies(model: str) -> list[tuple[str, object]]:
                          "stream_options": {"include_usage": True, "bogus": 1}}),
         ("completions", {"model": model, "prompt": "x", "n": 0}),
         ("completions", {"model": model, "prompt": "x", "top_p": 0}),
+        ("completions", {"model": model, "prompt": "x", "top_p": 1e-300}),  # float32 rounds it to 0
+        ("completions", {"model": model, "prompt": "x", "temperature": 1e-40}),
         ("completions", {"model": model, "prompt": "x", "stop": [""]}),
         ("completions", {"model": model, "prompt": "x", "logprobs": 50}),
         ("completions", {"model": model, "prompt": "x", "seed": -1}),

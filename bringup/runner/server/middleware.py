@@ -70,14 +70,22 @@ class StatusCountMiddleware:
 
 
 class AssumeJSONMiddleware:
-    """POST bodies on /v1 are JSON whatever Content-Type says (curl -d sends form encoding)."""
+    """POST bodies on /v1 are JSON whatever Content-Type says (curl -d sends form encoding), and a
+    declared body over max_body_bytes is refused with 413 before it is read."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, max_body_bytes: int = 64 * 1024 * 1024) -> None:
         self.app = app
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].startswith("/v1"):
             headers = [(k, v) for k, v in scope.get("headers") or [] if k != b"content-type"]
+            length = dict(headers).get(b"content-length", b"0")
+            if length.isdigit() and int(length) > self.max_body_bytes:
+                await _send_json(send, 413, error_body(
+                    413, f"request body of {int(length)} bytes is over the limit of {self.max_body_bytes}",
+                    code="body_too_large"))
+                return
             headers.append((b"content-type", b"application/json"))
             scope = {**scope, "headers": headers}
         await self.app(scope, receive, send)

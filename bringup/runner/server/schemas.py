@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 
 INT64_MAX = 2**63 - 1
+MIN_TEMPERATURE = 0.01
+MIN_TOP_P = 1e-6
 
 
 def _integral_float_to_int(value: Any) -> Any:
@@ -48,7 +50,9 @@ class SamplingFields(StrictModel):
     model: Annotated[str, Field(min_length=1, max_length=256)]
     n: Int(1, 16) = 1
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
-    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    # the lower bounds keep float32 sampling finite (top_p below ~1e-45 rounds to 0 and masks every
+    # token; logits / a tiny temperature or penalty overflow): 0 < x < bound is a 400, not a crash
+    top_p: Annotated[float, Field(ge=MIN_TOP_P, le=1.0)] | None = None
     seed: Seed | None = None
     stop: Annotated[str, Field(min_length=1)] | StopList | None = None
     stream: StrictBool = False
@@ -57,7 +61,7 @@ class SamplingFields(StrictModel):
     # runner extras (vLLM-style): -1 or 0 disables top_k
     top_k: Int(-1, 1_000_000) | None = None
     min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
-    repetition_penalty: Annotated[float, Field(gt=0.0, le=10.0)] | None = None
+    repetition_penalty: Annotated[float, Field(ge=0.01, le=10.0)] | None = None
     ignore_eos: StrictBool = False
     stop_token_ids: Annotated[list[TokenId], Field(max_length=64)] | None = None
     # OpenAI fields accepted only at their neutral value
@@ -67,6 +71,9 @@ class SamplingFields(StrictModel):
 
     @model_validator(mode="after")
     def _unsupported_at_neutral(self) -> SamplingFields:
+        if self.temperature is not None and 0.0 < self.temperature < MIN_TEMPERATURE:
+            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}; smaller values "
+                             "overflow the sampler's float32 logits")
         for name in ("presence_penalty", "frequency_penalty"):
             value = getattr(self, name)
             if value not in (None, 0.0):
