@@ -189,6 +189,8 @@ class AsyncEngine:
                     self._state.stats = dict(self.engine.stats())
                     if outputs:
                         self._call_in_loop(self._deliver, outputs, stamp)
+                    else:
+                        time.sleep(0.001)  # nothing could be scheduled this step: don't spin
         except BaseException as exc:  # the loop must never die silently
             log.exception("engine loop failed")
             self._state.dead_reason = f"{type(exc).__name__}: {exc}"

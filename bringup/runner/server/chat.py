@@ -27,7 +27,8 @@ from bringup.runner.server.streaming import DONE, SSE_HEADERS, TextStream, sse
 
 
 async def render_prompt(body: ChatCompletionRequest, ctx: ServerContext) -> list[int]:
-    messages = [{"role": m.role, "content": m.text()} for m in body.messages]
+    messages = [{"role": m.role, "content": m.text(), **({"name": m.name} if m.name else {})}
+                for m in body.messages]
     total = sum(len(m["content"]) for m in messages)
     if total > ctx.preparer.max_model_len * 64:
         raise APIError(400, f"messages hold {total} characters; they cannot fit the model's context of "
