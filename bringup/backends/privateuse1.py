@@ -14,7 +14,7 @@ def registered_name() -> str | None:
         name = torch._C._get_privateuse1_backend_name()
     except Exception:
         return None
-    return None if name == "privateuse1" else name
+    return None if name in ("privateuse1", "privateuseone") else name
 
 
 class PrivateUse1Backend(ModuleBackend):

@@ -12,6 +12,13 @@ class XpuBackend(ModuleBackend):
     visibility_variable = "ZE_AFFINITY_MASK"
     vendor_default = "Intel"
 
+    def not_available_reason(self) -> str:
+        import torch
+
+        if not getattr(torch.xpu, "_is_compiled", lambda: True)():
+            return f"this torch build ({torch.__version__}) has no XPU support"
+        return super().not_available_reason()
+
     def arch(self, props: Any) -> str | None:
         return getattr(props, "architecture", None) and str(props.architecture)
 

@@ -1,10 +1,13 @@
 """The `bringup` command: one sub-command per stage. User errors end in one line and exit code 2."""
 
 import sys
+from typing import Annotated
 
 import typer
 from rich.text import Text
 
+from bringup import __version__
+from bringup.cli import devices, probe, profile_cmd
 from bringup.cli.output import err_console
 from bringup.errors import BringupError
 
@@ -17,6 +20,27 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+
+def show_version(value: bool) -> None:
+    if value:
+        print(f"bringup {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=show_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Stages: devices → probe → verify-ops → bench; then generate / serve from the profile."""
+
+
+app.command("devices")(devices.command)
+app.command("probe")(probe.command)
+app.add_typer(profile_cmd.app, name="profile")
 
 
 def main() -> None:

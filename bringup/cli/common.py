@@ -11,7 +11,7 @@ from bringup.backends.base import DeviceInfo
 from bringup.backends.select import Selection, select_device
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
-from bringup.profiles.store import default_profile_path, load_profile
+from bringup.profiles.store import default_profile_path, ensure_profile_matches, load_profile
 
 log = get_logger("cli")
 
@@ -72,5 +72,6 @@ def stage_context(
     configure_logging(verbose)
     selection = select_device(device, recorded_device(profile, force))
     path = profile if profile is not None else default_profile_path(selection.info)
+    ensure_profile_matches(path, selection.info, force)
     log.debug("profile path: %s", path)
     return StageContext(selection, path, strict, json, force)

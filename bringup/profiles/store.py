@@ -174,6 +174,13 @@ def load_for_update(path: Path, current: DeviceSection, force: bool) -> Profile:
     return profile
 
 
+def ensure_profile_matches(path: Path, info: DeviceLike, force: bool) -> None:
+    """Fail before any work when the profile at `path` cannot take this device's results."""
+    if force or not Path(path).exists():
+        return
+    check_identity(Path(path), load_profile(path), DeviceSection.model_validate(info.to_dict()))
+
+
 def update_profile(
     path: Path,
     info: DeviceLike,

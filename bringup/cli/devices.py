@@ -1,0 +1,99 @@
+"""`bringup devices`: which devices torch can use, which the OS has, and which one bringup picks."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
+from bringup.cli.output import console, format_bytes, print_json
+from bringup.log import get_logger
+from bringup.probes.environment import collect_environment
+from bringup.probes.inventory import Inventory, take_inventory
+from bringup.profiles.schema import Profile
+from bringup.profiles.store import update_profile
+
+log = get_logger("devices")
+
+
+def torch_table(inventory: Inventory, selected_id: str) -> Table:
+    table = Table(title="Devices torch can use", title_justify="left")
+    for col in ("id", "name", "vendor", "arch / ISA", "units", "memory (free)", "PCI", ""):
+        table.add_column(col)
+    for d in inventory.torch_devices:
+        isa = d.extra.get("isa_level")
+        arch = f"{d.arch} / {isa}" if isa else (d.arch or "?")
+        units = d.extra.get("usable_cores") or d.extra.get("multiprocessors") or ""
+        memory = f"{format_bytes(d.memory_total_bytes)} ({format_bytes(d.memory_free_bytes)})"
+        mark = "[bold green]selected[/]" if d.id == selected_id else ""
+        table.add_row(d.id, d.name, d.vendor or "?", arch, str(units), memory, d.pci_bus_id or "—", mark)
+    return table
+
+
+def unusable_families(inventory: Inventory) -> list[str]:
+    return [f"  {f.family}: {f.reason}" for f in inventory.families if not f.usable]
+
+
+def system_table(inventory: Inventory) -> Table:
+    table = Table(title=f"PCI display / accelerator devices the OS has (root {inventory.system.root})",
+                  title_justify="left")
+    for col in ("PCI address", "vendor", "class", "driver", "iGPU", "torch", "status"):
+        table.add_column(col)
+    for p in inventory.physical:
+        integrated = {True: "yes", False: "no", None: "?"}[p.integrated]
+        status = "[green]usable[/]" if p.usable else f"[yellow]not usable:[/] {p.reason}"
+        table.add_row(
+            p.pci.address, f"{p.pci.vendor} ({p.pci.vendor_id}:{p.pci.device_id})", p.pci.kind,
+            p.pci.driver or "none", integrated, p.torch_id or "—", status,
+        )
+    if not inventory.physical:
+        table.add_row("—", "no PCI display or accelerator device found", "", "", "", "", "")
+    return table
+
+
+def command(
+    device: DeviceOption = None,
+    profile: ProfileOption = None,
+    json_out: JsonOption = False,
+    verbose: VerboseOption = False,
+    force: ForceOption = False,
+    system_root: Annotated[
+        Path, typer.Option("--system-root", help="Read PCI devices and /dev nodes below this root (for fixtures).")
+    ] = Path("/"),
+    write: Annotated[bool, typer.Option("--write/--no-write", help="Record device and environment in the profile.")]
+    = True,
+) -> None:
+    """List every device torch can use and every PCI display/accelerator the OS has, and explain the choice.
+
+    Example: `bringup devices`, `bringup devices --json`, `CUDA_VISIBLE_DEVICES=1 bringup devices`.
+    """
+    ctx = stage_context(device, profile, json_out, verbose, force=force)
+    inventory = take_inventory(system_root)
+    for warning in inventory.warnings:
+        log.warning(warning)
+    if write:
+        environment = collect_environment()
+
+        def record(p: Profile) -> None:
+            p.environment = environment
+
+        update_profile(ctx.profile_path, ctx.info, record, stage="devices", status="complete", force=force)
+    selection = ctx.selection
+    if json_out:
+        data = inventory.to_dict()
+        data["selected"] = {"id": selection.info.id, "reason": selection.reason, "source": selection.source,
+                            "others": selection.others}
+        data["profile"] = str(ctx.profile_path) if write else None
+        print_json(data)
+        return
+    console.print(torch_table(inventory, selection.info.id))
+    console.print("Families torch cannot use here:", highlight=False)
+    for line in unusable_families(inventory):
+        console.print(line, highlight=False)
+    console.print(system_table(inventory))
+    if inventory.visibility:
+        console.print("visibility: " + ", ".join(f"{k}={v!r}" for k, v in inventory.visibility.items()))
+    console.print(f"selected [bold]{selection.info.id}[/] ({selection.info.name}): {selection.reason}")
+    if write:
+        console.print(f"profile: {ctx.profile_path}")

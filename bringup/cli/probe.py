@@ -1,0 +1,86 @@
+"""`bringup probe`: executed capability checks into the profile's `capabilities` section."""
+
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
+from bringup.cli.output import console, print_json, progress
+from bringup.probes.capabilities.registry import all_check_ids, select_checks
+from bringup.probes.capabilities.stage import merge_into, run_probe
+from bringup.profiles.schema import Profile
+from bringup.profiles.store import now_iso, update_profile
+
+STATUS_STYLE = {"supported": "green", "unsupported": "red", "unknown": "yellow"}
+
+
+def results_table(results: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="Capabilities (executed checks)", title_justify="left")
+    for col in ("check", "status", "evidence / reason", "s"):
+        table.add_column(col, overflow="fold")
+    for check_id, r in results.items():
+        style = STATUS_STYLE.get(r["status"], "")
+        text = r.get("evidence") or r.get("reason") or ""
+        table.add_row(check_id, f"[{style}]{r['status']}[/]", text, f"{r.get('seconds', 0):.2f}")
+    return table
+
+
+def command(
+    device: DeviceOption = None,
+    profile: ProfileOption = None,
+    json_out: JsonOption = False,
+    verbose: VerboseOption = False,
+    force: ForceOption = False,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only this group or check id "
+                                                      "(repeatable), e.g. --only dtypes --only attention.sdpa_flash.")]
+    = None,
+    skip: Annotated[Optional[list[str]], typer.Option("--skip", help="Skip this group or check id (repeatable).")]
+    = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds a check may take before it is "
+                                           "recorded as unknown and its worker killed.")] = 180.0,
+    isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="Run checks in a worker process "
+                                          "(a crash or hang costs one check).")] = True,
+    list_checks: Annotated[bool, typer.Option("--list", help="List the checks and exit.")] = False,
+) -> None:
+    """Probe what the device can really do: each capability is an executed check with evidence.
+
+    Statuses: supported (a check ran and matched a float64 reference), unsupported (with the reason),
+    unknown (the check could not decide, e.g. it timed out). Results are written as they arrive.
+
+    Example: `bringup probe`, `bringup probe --only dtypes --json`, `bringup probe --skip compile`.
+    """
+    if list_checks:
+        ids = all_check_ids()
+        print_json(ids) if json_out else console.print("\n".join(ids), highlight=False)
+        return
+    check_ids = select_checks(only, skip)
+    ctx = stage_context(device, profile, json_out, verbose, force=force)
+    started = now_iso()
+    status = "partial" if (only or skip) else "complete"
+
+    def checkpoint(results: dict[str, dict[str, Any]], stage_status: str) -> None:
+        def record(p: Profile) -> None:
+            p.capabilities = merge_into(p.capabilities, results)
+
+        update_profile(ctx.profile_path, ctx.info, record, stage="probe", status=stage_status,  # type: ignore[arg-type]
+                       force=force, started=started)
+
+    done: dict[str, dict[str, Any]] = {}
+    with progress(json_out) as bar:
+        task = bar.add_task(f"probing {ctx.info.id}", total=len(check_ids))
+
+        def on_result(check_id: str, result: dict[str, Any]) -> None:
+            done[check_id] = result
+            checkpoint({check_id: result}, "partial")
+            bar.update(task, advance=1, description=f"probing {ctx.info.id}: {check_id} {result['status']}")
+
+        run_probe(check_ids, ctx.info.id, isolate=isolate, timeout_s=timeout, on_result=on_result)
+    checkpoint({}, status)
+    if json_out:
+        print_json({"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done})
+        return
+    console.print(results_table(done))
+    counts = {s: sum(r["status"] == s for r in done.values()) for s in STATUS_STYLE}
+    console.print(f"{counts['supported']} supported, {counts['unsupported']} unsupported, "
+                  f"{counts['unknown']} unknown — written to {ctx.profile_path}")

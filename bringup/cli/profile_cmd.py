@@ -1,0 +1,79 @@
+"""`bringup profile show | validate | diff`: read, check and compare capability profiles."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from bringup.cli.common import JsonOption
+from bringup.cli.output import console, format_bytes, print_json
+from bringup.profiles.diff import diff_profiles
+from bringup.profiles.store import load_profile
+
+app = typer.Typer(help="Read, check and compare capability profiles.", no_args_is_help=True)
+ProfileArg = Annotated[Path, typer.Argument(help="Profile YAML file.")]
+STYLE = {"supported": "green", "unsupported": "red", "unknown": "yellow", "pass": "green"}
+
+
+@app.command("show")
+def show(path: ProfileArg, json_out: JsonOption = False) -> None:
+    """Summarise a profile: device, environment, capabilities, stages and section sizes."""
+    profile = load_profile(path)
+    if json_out:
+        print_json(profile.to_document())
+        return
+    if profile.device:
+        d = profile.device
+        console.print(f"[bold]{d.id}[/] {d.name} ({d.backend}, {d.vendor or '?'}, {d.arch or '?'}), "
+                      f"memory {format_bytes(d.memory_total_bytes)}")
+    if profile.environment:
+        e = profile.environment
+        console.print(f"bringup {e.bringup}, torch {e.torch}, python {e.python}, driver {e.driver or '—'}, {e.os}")
+    if profile.capabilities:
+        table = Table(title="capabilities", title_justify="left")
+        for col in ("check", "status", "evidence / reason"):
+            table.add_column(col, overflow="fold")
+        for group, checks in profile.capabilities.groups().items():
+            for name, cap in checks.items():
+                style = STYLE.get(cap.status, "")
+                table.add_row(f"{group}.{name}", f"[{style}]{cap.status}[/]", cap.evidence or cap.reason or "")
+        console.print(table)
+    failing = [r for r in profile.ops if r.status != "pass"]
+    console.print(f"ops: {len(profile.ops)} cases, {len(failing)} not passing; compiled: {len(profile.compiled)} "
+                  f"records; bench: {'yes' if profile.bench else 'no'}; selftest: "
+                  f"{profile.selftest.status if profile.selftest else 'no'}")
+    for stage, stamp in profile.stages.items():
+        console.print(f"stage {stage}: {stamp.status}, finished {stamp.finished} (bringup {stamp.bringup})")
+
+
+@app.command("validate")
+def validate(path: ProfileArg, json_out: JsonOption = False) -> None:
+    """Check a profile against the schema; exit 0 when valid, 2 with the first problem when not."""
+    profile = load_profile(path)
+    summary = {"path": str(path), "valid": True, "schema": profile.schema_version,
+               "stages": {k: v.status for k, v in profile.stages.items()}}
+    print_json(summary) if json_out else console.print(f"{path}: valid ({profile.schema_version})")
+
+
+@app.command("diff")
+def diff(before: ProfileArg, after: ProfileArg, json_out: JsonOption = False) -> None:
+    """Show what changed from BEFORE to AFTER ("what changed since it last worked").
+
+    Exit code 1 when any capability status differs, so scripts can gate on it.
+    """
+    changes = diff_profiles(load_profile(before), load_profile(after))
+    capability_changed = any(c.section == "capabilities" for c in changes)
+    if json_out:
+        print_json({"changes": [c.to_dict() for c in changes], "capabilities_differ": capability_changed})
+    elif not changes:
+        console.print("no differences")
+    else:
+        table = Table(title=f"{before} → {after}", title_justify="left")
+        for col in ("section", "key", "before", "after"):
+            table.add_column(col, overflow="fold")
+        for c in changes:
+            table.add_row(c.section, c.key, str(c.before), str(c.after))
+        console.print(table)
+    if capability_changed:
+        raise typer.Exit(1)

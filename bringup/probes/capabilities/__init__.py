@@ -1,0 +1,1 @@
+"""Verified capability checks for `bringup probe`: each one executes something and records evidence."""

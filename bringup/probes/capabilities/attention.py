@@ -1,0 +1,85 @@
+"""Attention checks: each SDPA backend, forced through sdpa_kernel, on a small causal GQA case."""
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from bringup.probes.capabilities.numerics import all_finite, relative_error, seeded_randn
+from bringup.probes.capabilities.result import error_text, supported, unsupported
+
+# name in the profile -> SDPBackend member name
+SDPA_BACKENDS = {
+    "sdpa_math": "MATH",
+    "sdpa_flash": "FLASH_ATTENTION",
+    "sdpa_efficient": "EFFICIENT_ATTENTION",
+    "sdpa_cudnn": "CUDNN_ATTENTION",
+}
+ATTENTION_DTYPES = ("float32", "bfloat16", "float16")
+TOLERANCE = {"float32": 1e-4, "bfloat16": 3e-2, "float16": 5e-3}
+BATCH, Q_HEADS, KV_HEADS, SEQ, HEAD_DIM = 1, 4, 2, 37, 64
+
+
+def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Plain matmul-softmax causal attention in float64 with KV heads repeated for GQA."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(-1) @ v
+
+
+def sdpa_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    try:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    except TypeError:  # torch < 2.5 has no enable_gqa
+        group = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def try_backend(device: torch.device, member: str, dtype_name: str) -> dict[str, Any]:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = getattr(SDPBackend, member, None)
+    if backend is None:
+        return {"ok": False, "why": f"this torch has no SDPBackend.{member}"}
+    dtype = getattr(torch, dtype_name)
+    q32 = seeded_randn(BATCH, Q_HEADS, SEQ, HEAD_DIM, seed=11)
+    k32 = seeded_randn(BATCH, KV_HEADS, SEQ, HEAD_DIM, seed=12)
+    v32 = seeded_randn(BATCH, KV_HEADS, SEQ, HEAD_DIM, seed=13)
+    q, k, v = (t.to(dtype) for t in (q32, k32, v32))
+    expected = reference_attention(*(t.to(torch.float64) for t in (q, k, v)))
+    try:
+        with sdpa_kernel([backend]):
+            out = sdpa_gqa(q.to(device), k.to(device), v.to(device))
+    except Exception as exc:
+        return {"ok": False, "why": error_text(exc)}
+    if not all_finite(out):
+        return {"ok": False, "why": "non-finite output"}
+    _, max_rel = relative_error(out, expected)
+    tol = TOLERANCE[dtype_name]
+    if max_rel > tol:
+        return {"ok": False, "why": f"error {max_rel:.3g} > tolerance {tol:g}", "max_rel": max_rel}
+    return {"ok": True, "max_rel": max_rel}
+
+
+def check_sdpa(device: torch.device, member: str) -> dict[str, Any]:
+    per_dtype = {name: try_backend(device, member, name) for name in ATTENTION_DTYPES}
+    passed = {n: r for n, r in per_dtype.items() if r["ok"]}
+    details = {
+        "case": f"causal GQA B={BATCH} Hq={Q_HEADS} Hkv={KV_HEADS} L={SEQ} D={HEAD_DIM}",
+        "dtypes": {n: ("pass" if r["ok"] else "fail: " + r["why"]) for n, r in per_dtype.items()},
+    }
+    if not passed:
+        first_reason = next(iter(per_dtype.values()))["why"]
+        return unsupported(f"no dtype ran correctly (float32: {first_reason})", **details)
+    evidence = ", ".join(f"{n} max_rel {r['max_rel']:.2e}" for n, r in passed.items())
+    return supported(f"{details['case']} vs fp64 matmul-softmax: {evidence}", **details)
+
+
+def attention_checks() -> dict[str, Callable[[torch.device], dict[str, Any]]]:
+    return {name: (lambda device, m=member: check_sdpa(device, m)) for name, member in SDPA_BACKENDS.items()}

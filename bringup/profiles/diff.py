@@ -1,0 +1,84 @@
+"""What changed between two profiles: versions, environment, device, capabilities, ops, compiled."""
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bringup.profiles.schema import Profile
+
+VOLATILE_DEVICE_FIELDS = {"memory_free_bytes"}
+
+
+@dataclass
+class Change:
+    section: str
+    key: str
+    before: Any
+    after: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def diff_mappings(section: str, a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
+    changes = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            changes.append(Change(section, key, a.get(key), b.get(key)))
+    return changes
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def environment_changes(a: Profile, b: Profile) -> list[Change]:
+    ea = a.environment.model_dump(exclude={"captured"}) if a.environment else {}
+    eb = b.environment.model_dump(exclude={"captured"}) if b.environment else {}
+    return diff_mappings("environment", flatten(ea), flatten(eb))
+
+
+def device_changes(a: Profile, b: Profile) -> list[Change]:
+    da = a.device.model_dump(exclude=VOLATILE_DEVICE_FIELDS) if a.device else {}
+    db = b.device.model_dump(exclude=VOLATILE_DEVICE_FIELDS) if b.device else {}
+    return diff_mappings("device", flatten(da), flatten(db))
+
+
+def capability_statuses(p: Profile) -> dict[str, str]:
+    if p.capabilities is None:
+        return {}
+    return {f"{g}.{n}": c.status for g, checks in p.capabilities.groups().items() for n, c in checks.items()}
+
+
+def capability_changes(a: Profile, b: Profile) -> list[Change]:
+    return diff_mappings("capabilities", capability_statuses(a), capability_statuses(b))
+
+
+def ops_changes(a: Profile, b: Profile) -> list[Change]:
+    def statuses(p: Profile) -> dict[str, str]:
+        return {f"{r.op} {r.dtype} [{r.case}]": r.status for r in p.ops}
+
+    return diff_mappings("ops", statuses(a), statuses(b))
+
+
+def compiled_changes(a: Profile, b: Profile) -> list[Change]:
+    def statuses(p: Profile) -> dict[str, str]:
+        return {f"{r.target} {r.dtype} {r.backend}": r.status for r in p.compiled}
+
+    return diff_mappings("compiled", statuses(a), statuses(b))
+
+
+def diff_profiles(a: Profile, b: Profile) -> list[Change]:
+    return (
+        device_changes(a, b)
+        + environment_changes(a, b)
+        + capability_changes(a, b)
+        + ops_changes(a, b)
+        + compiled_changes(a, b)
+    )
