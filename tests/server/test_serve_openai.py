@@ -215,3 +215,6 @@ def test_metrics_are_prometheus_text(live: LiveServer) -> None:
     assert m['bringup_time_to_first_token_seconds_bucket{le="+Inf"}'] == m["bringup_time_to_first_token_seconds_count"]
     assert m["bringup_kv_blocks_total"] == live.engine.stats()["kv_blocks_total"]
     assert m["bringup_engine_alive"] == 1
+    counts = live.engine.fallbacks.counts
+    for level in ("op", "path", "global"):
+        assert m[f'bringup_fallbacks_total{{level="{level}"}}'] == counts[level]
