@@ -82,7 +82,7 @@ def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: Mod
             log.warning(w)
     dtype = choose_dtype(facts)
     limit = choose_max_model_len(config, max_model_len)
-    seqs = Choice(max_num_seqs, "--max-num-seqs") if max_num_seqs else Choice(
+    seqs = Choice(max_num_seqs, "requested (engine option)") if max_num_seqs else Choice(
         DEFAULT_MAX_NUM_SEQS, "default (no measured batch limit yet)")
     tokens = Choice(max(limit.value, seqs.value),
                     "max(max_model_len, max_num_seqs): a whole prompt fits one step")

@@ -44,6 +44,10 @@ def read_profile(path: Path | None, device: torch.device, info: Any) -> tuple[Pr
 
 
 def start_engine(cls: type[LLMEngine], options: EngineOptions) -> LLMEngine:
+    if options.max_model_len is not None and options.max_model_len < 2:
+        raise BringupError(f"--max-model-len {options.max_model_len} is too small; it must be at least 2 tokens")
+    if options.max_num_seqs is not None and options.max_num_seqs < 1:
+        raise BringupError(f"max_num_seqs {options.max_num_seqs} must be at least 1")
     recorder = FallbackRecorder(strict=options.strict)
     config = builtin_config() if options.model_dir is None else read_config(Path(options.model_dir))
     if options.model_dir is not None:
