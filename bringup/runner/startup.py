@@ -19,9 +19,9 @@ from bringup.runner.config import ModelConfig
 from bringup.runner.executor import Executor
 from bringup.runner.kv_cache import allocate_kv_cache
 from bringup.runner.kv_sizing import size_kv_cache
-from bringup.runner.layout import IN_OUT, choose_layout
+from bringup.runner.layout import IN_OUT, OUT_IN, choose_layout
 from bringup.runner.loader import load_model, read_config, safetensors_files
-from bringup.runner.plan import ExecutionPlan, build_plan
+from bringup.runner.plan import Choice, ExecutionPlan, build_plan
 from bringup.runner.profile_facts import ProfileFacts
 from bringup.runner.tokenizer import ByteTokenizer, HFTokenizer
 
@@ -86,6 +86,11 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len)
     dtype = getattr(torch, plan.dtype.value)
     plan.weight_layout = choose_layout(facts, dtype, device, config)
+    if options.weight_layout is not None:
+        if options.weight_layout not in (IN_OUT, OUT_IN):
+            raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
+        plan.weight_layout = Choice(options.weight_layout, f"forced by the caller (measured: "
+                                                           f"{plan.weight_layout.evidence})")
     transposed = plan.weight_layout.value == IN_OUT
     if options.model_dir is None:
         model, name = load_builtin(dtype, device, transposed), BUILTIN_NAME
