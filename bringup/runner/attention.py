@@ -28,6 +28,7 @@ def _sdpa(backend_name: str) -> AttendFn:
 
 IMPLEMENTATIONS: dict[str, Callable[[], AttendFn]] = {
     "sdpa_flash": lambda: _sdpa("FLASH_ATTENTION"),
+    "sdpa_cudnn": lambda: _sdpa("CUDNN_ATTENTION"),
     "sdpa_efficient": lambda: _sdpa("EFFICIENT_ATTENTION"),
     "sdpa_math": lambda: _sdpa("MATH"),
     "matmul_softmax": lambda: matmul_softmax_attention,

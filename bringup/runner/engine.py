@@ -28,6 +28,7 @@ class EngineOptions:
     allow_cpu_fallback: bool = False
     max_num_seqs: int | None = None
     max_model_len: int | None = None
+    weight_layout: str | None = None  # "in_out" | "out_in" to override the measured choice (benchmarks)
 
 
 class LLMEngine:

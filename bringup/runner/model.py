@@ -141,9 +141,9 @@ class DecoderModel(nn.Module):
     def _attention(self, x, wqkv, bqkv, cos, sin, meta: AttentionMetadata, layer: int):  # type: ignore[no-untyped-def]
         c = self.config
         T, H, KV, D, G = x.shape[0], c.num_heads, c.num_kv_heads, c.head_dim, c.num_queries_per_kv
-        q, k, v = linear(x, wqkv, bqkv, self.transposed).split([H * D, KV * D, KV * D], dim=-1)
-        q = apply_rope(q.view(T, H, D), cos, sin)
-        k = apply_rope(k.view(T, KV, D), cos, sin)
+        qkv = linear(x, wqkv, bqkv, self.transposed)
+        qk = apply_rope(qkv[:, : (H + KV) * D].view(T, H + KV, D), cos, sin)  # q and k rotated together
+        q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D:]
         k_cache, v_cache = self.k_caches[layer], self.v_caches[layer]
         k_cache.index_copy_(0, meta.slot_mapping, k)
         v_cache.index_copy_(0, meta.slot_mapping, v.view(T, KV, D))

@@ -21,7 +21,7 @@ from bringup.runner.profile_facts import ProfileFacts
 log = get_logger("runner.plan")
 
 LOW_PRECISION = ("bfloat16", "float16")
-SDPA_IMPLEMENTATIONS = ("sdpa_flash", "sdpa_efficient", "sdpa_math")
+SDPA_IMPLEMENTATIONS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math")
 PLAIN_ATTENTION = "matmul_softmax"
 SDPA_OPS = {"scaled_dot_product_attention", "sdpa"}
 PLAIN_OPS = {"matmul", "bmm", "softmax"}
@@ -82,7 +82,7 @@ def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: Mod
             log.warning(w)
     dtype = choose_dtype(facts)
     limit = choose_max_model_len(config, max_model_len)
-    seqs = Choice(max_num_seqs, "--max-num-seqs") if max_num_seqs else Choice(
+    seqs = Choice(max_num_seqs, "requested (engine option)") if max_num_seqs else Choice(
         DEFAULT_MAX_NUM_SEQS, "default (no measured batch limit yet)")
     tokens = Choice(max(limit.value, seqs.value),
                     "max(max_model_len, max_num_seqs): a whole prompt fits one step")
@@ -121,7 +121,7 @@ def choose_attention(facts: ProfileFacts, dtype: str) -> Choice:
         return Choice([PLAIN_ATTENTION], "no profile: plain matmul-softmax over paged K/V")
     usable, notes = [], []
     for name in SDPA_IMPLEMENTATIONS:
-        status, evidence = facts.capability("attention", name)
+        status, evidence = facts.capability("attention", name, dtype)
         ops = facts.ops(dtype, SDPA_OPS | {name})
         if status != "supported" or ops.failed:
             notes.append(f"{name} {status if status != 'supported' else ops.describe()}")
@@ -137,7 +137,7 @@ def choose_attention(facts: ProfileFacts, dtype: str) -> Choice:
     if not usable:
         raise BringupError(
             f"the profile marks every attention path failed at {dtype} ({'; '.join(notes)}); at least one must "
-            f"pass: capabilities.attention.sdpa_math/sdpa_flash/sdpa_efficient supported (bringup probe) or the "
+            f"pass: capabilities.attention.sdpa_* supported (bringup probe) or the "
             f"verify-ops matmul/bmm/softmax cases at {dtype}")
     return Choice(usable, "; ".join(notes))
 

@@ -30,12 +30,18 @@ class ProfileFacts:
     def __init__(self, profile: Profile | None) -> None:
         self.profile = profile
 
-    def capability(self, group: str, name: str) -> tuple[str, str]:
-        """(status, evidence-or-reason); status 'unknown' when the profile does not say."""
+    def capability(self, group: str, name: str, dtype: str | None = None) -> tuple[str, str]:
+        """(status, evidence-or-reason); 'unknown' when the profile does not say. With `dtype`, a
+        capability whose details list per-dtype results counts only if that dtype passed."""
         caps = self.profile.capabilities if self.profile else None
         cap = caps.groups().get(group, {}).get(name) if caps else None
         if cap is None:
             return "unknown", f"capabilities.{group}.{name} not in the profile"
+        per_dtype = cap.details.get("dtypes") if isinstance(cap.details, dict) else None
+        if cap.status == "supported" and dtype and isinstance(per_dtype, dict):
+            result = str(per_dtype.get(dtype, "not checked"))
+            if not result.startswith("pass"):
+                return "unsupported", f"at {dtype}: {result}"
         return cap.status, cap.evidence or cap.reason or ""
 
     def ops(self, dtype: str, names: set[str]) -> OpVerdict:

@@ -19,9 +19,9 @@ from bringup.runner.config import ModelConfig
 from bringup.runner.executor import Executor
 from bringup.runner.kv_cache import allocate_kv_cache
 from bringup.runner.kv_sizing import size_kv_cache
-from bringup.runner.layout import IN_OUT, choose_layout
+from bringup.runner.layout import IN_OUT, OUT_IN, choose_layout
 from bringup.runner.loader import load_model, read_config, safetensors_files
-from bringup.runner.plan import ExecutionPlan, build_plan
+from bringup.runner.plan import Choice, ExecutionPlan, build_plan
 from bringup.runner.profile_facts import ProfileFacts
 from bringup.runner.tokenizer import ByteTokenizer, HFTokenizer
 
@@ -44,6 +44,10 @@ def read_profile(path: Path | None, device: torch.device, info: Any) -> tuple[Pr
 
 
 def start_engine(cls: type[LLMEngine], options: EngineOptions) -> LLMEngine:
+    if options.max_model_len is not None and options.max_model_len < 2:
+        raise BringupError(f"--max-model-len {options.max_model_len} is too small; it must be at least 2 tokens")
+    if options.max_num_seqs is not None and options.max_num_seqs < 1:
+        raise BringupError(f"max_num_seqs {options.max_num_seqs} must be at least 1")
     recorder = FallbackRecorder(strict=options.strict)
     config = builtin_config() if options.model_dir is None else read_config(Path(options.model_dir))
     if options.model_dir is not None:
@@ -82,6 +86,11 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len)
     dtype = getattr(torch, plan.dtype.value)
     plan.weight_layout = choose_layout(facts, dtype, device, config)
+    if options.weight_layout is not None:
+        if options.weight_layout not in (IN_OUT, OUT_IN):
+            raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
+        plan.weight_layout = Choice(options.weight_layout, f"forced by the caller (measured: "
+                                                           f"{plan.weight_layout.evidence})")
     transposed = plan.weight_layout.value == IN_OUT
     if options.model_dir is None:
         model, name = load_builtin(dtype, device, transposed), BUILTIN_NAME

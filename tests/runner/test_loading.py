@@ -52,3 +52,11 @@ def test_hf_tokenizer_special_tokens_template_and_generation_defaults(tmp_path):
     assert tok.generation_defaults == {"temperature": 0.6, "top_p": 0.9, "max_tokens": 33}
     assert tok.decode(tok.encode("hello world")) == "hello world"
     assert tok.apply_chat_template([{"role": "user", "content": "hi"}]) == "<s>user\nhi</s><s>assistant\n"
+
+
+def test_throughput_helper_reports_positive_rates(tmp_path):
+    from bringup.runner.throughput import measure_throughput
+
+    result = measure_throughput("cpu", profile_path=tmp_path / "none.yaml", prompt_tokens=16, new_tokens=4, reps=1)
+    assert result["prefill_tokens_per_s"] > 0 and result["decode_tokens_per_s"] > 0
+    assert result["plan"]["dtype"] == "float32"

@@ -104,3 +104,12 @@ def test_compiled_path_falls_back_to_eager_when_compile_fails(tmp_path):
     assert e.generate([[5, 6, 7]], GREEDY)[0].finish_reason == "length"
     with pytest.raises(StrictFallbackError, match=r"torch\.compile"):
         engine(path, strict=True)
+
+
+def test_attention_capability_counts_only_for_the_dtypes_it_passed(tmp_path):
+    per_dtype = {"dtypes": {"float32": "fail: error 0.3 > tolerance 1e-05", "bfloat16": "pass"}}
+    caps = Capabilities(attention={"sdpa_math": Capability(status="supported", evidence="probe", details=per_dtype),
+                                   "sdpa_flash": _ok()})
+    e = engine(write_profile(tmp_path / "p.yaml", caps))
+    assert e.plan.attention.value == ["sdpa_flash", "matmul_softmax"]
+    assert "sdpa_math unsupported" in e.plan.attention.evidence
