@@ -7,7 +7,17 @@ import typer
 from rich.text import Text
 
 from bringup import __version__
-from bringup.cli import devices, probe, profile_cmd, verify_ops
+from bringup.cli import (
+    bench,
+    devices,
+    generate,
+    probe,
+    profile_cmd,
+    selftest,
+    serve,
+    verify_collectives,
+    verify_ops,
+)
 from bringup.cli.output import err_console
 from bringup.errors import BringupError
 
@@ -22,7 +32,6 @@ app = typer.Typer(
 )
 
 
-
 def show_version(value: bool) -> None:
     if value:
         print(f"bringup {__version__}")
@@ -35,12 +44,17 @@ def root(
         bool, typer.Option("--version", callback=show_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """Stages: devices → probe → verify-ops → bench; then generate / serve from the profile."""
+    """Stages: devices → probe → verify-ops → bench → selftest (or `all`); then generate / serve from the profile."""
 
 
 app.command("devices")(devices.command)
 app.command("probe")(probe.command)
 app.command("verify-ops")(verify_ops.command)
+app.command("bench")(bench.command)
+app.command("selftest")(selftest.command)
+app.command("generate")(generate.command)
+app.command("serve")(serve.command)
+app.command("verify-collectives")(verify_collectives.command)
 app.add_typer(profile_cmd.app, name="profile")
 
 

@@ -1,0 +1,200 @@
+"""bringup's runner vs transformers' generate, side by side in one run (run by hand, not in CI).
+
+Same random-init Llama (~125M: hidden 768, 12 layers, 12 heads, 4 KV heads, intermediate 2048,
+vocab 32000), float32, 64 prompt tokens + 64 new tokens, greedy, on the CPU:
+
+  1. batch-1 decode tokens/s, runner ÷ transformers            (target ≥ 1.5x)
+  2. 8 concurrent requests, total output tokens/s, runner through its scheduler ÷ transformers
+     with a batch of 8                                          (target ≥ 2x)
+  3. batch-1 decode as % of the memory roofline: copy bandwidth measured here ÷ bytes of weights
+     read per token                                             (target ≥ 60 %)
+  4. resident memory over 1,000 sequential requests (built-in model): flat within a few percent
+
+Usage: PYTHONPATH=. python benchmarks/runner_vs_transformers.py [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import torch
+
+from bringup.runner.engine import EngineOptions, LLMEngine
+from bringup.runner.sampling_params import SamplingParams
+
+PROMPT, NEW = 64, 64
+CONFIG = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+              num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=512,
+              tie_word_embeddings=False, bos_token_id=0, eos_token_id=1)
+
+
+def build_model_dir(path: Path):  # type: ignore[no-untyped-def]
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**CONFIG)).eval()
+    model.generation_config.eos_token_id = None
+    model.save_pretrained(path, safe_serialization=True)
+    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(CONFIG["vocab_size"])}, unk_token="t2"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(str(path / "tokenizer.json"))
+    return model
+
+
+def prompts(n: int) -> list[list[int]]:
+    gen = torch.Generator().manual_seed(1)
+    return [torch.randint(3, CONFIG["vocab_size"], (PROMPT,), generator=gen).tolist() for _ in range(n)]
+
+
+def best_of(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def hf_rates(model, reps: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """(batch-1 decode tokens/s, batch-8 total output tokens/s) of transformers' generate."""
+    one = torch.tensor(prompts(1))
+    eight = torch.tensor(prompts(8))
+
+    def gen(ids: torch.Tensor, new: int) -> None:
+        with torch.inference_mode():
+            model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0)
+
+    gen(one, 4)
+    prefill = best_of(lambda: gen(one, 1), reps)
+    full = best_of(lambda: gen(one, NEW), reps)
+    batch = best_of(lambda: gen(eight, NEW), reps)
+    return (NEW - 1) / (full - prefill), 8 * NEW / batch
+
+
+def runner_rates(engine: LLMEngine, reps: int) -> tuple[float, float]:
+    """(batch-1 decode tokens/s from step timings, 8-concurrent total output tokens/s)."""
+    params = SamplingParams(max_tokens=NEW, temperature=0.0, ignore_eos=True)
+
+    def decode_rate() -> float:
+        engine.add_request("one", prompts(1)[0], params)
+        engine.step()  # prefill + first token
+        start = time.perf_counter()
+        while engine.has_unfinished():
+            engine.step()
+        return (NEW - 1) / (time.perf_counter() - start)
+
+    def concurrent() -> None:
+        engine.generate(prompts(8), params)
+
+    decode_rate()
+    decode = max(decode_rate() for _ in range(reps))
+    batch = best_of(concurrent, reps)
+    return decode, 8 * NEW / batch
+
+
+def copy_bandwidth_gbps(nbytes: int = 256 * 2**20, reps: int = 8) -> float:
+    """Best-of copy bandwidth (bytes read + written per second) with a buffer far larger than the caches."""
+    src = torch.ones(nbytes // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    return 2 * nbytes / best_of(lambda: dst.copy_(src), reps) / 1e9
+
+
+def bytes_per_decode_token(engine: LLMEngine) -> int:
+    """Weights streamed per token: everything except the embedding table (one row is read)."""
+    m = engine.executor.model
+    embed = m.embed.numel() * m.embed.element_size()
+    shared = m.lm_head.data_ptr() == m.embed.data_ptr()
+    return m.weight_bytes() - (0 if shared else embed)
+
+
+def memory_flatness(requests: int) -> dict:
+    engine = LLMEngine.create(EngineOptions(device="cpu", max_model_len=256, max_num_seqs=4))
+    params = SamplingParams(max_tokens=8, temperature=0.8, seed=0)
+    prompt = engine.tokenizer.encode("memory flatness check ")
+    proc = psutil.Process()
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            engine.generate([prompt], params)
+
+    run(50)
+    gc.collect()
+    before = proc.memory_info().rss
+    run(requests)
+    gc.collect()
+    after = proc.memory_info().rss
+    return {"requests": requests, "rss_before_mib": before / 2**20, "rss_after_mib": after / 2**20,
+            "growth_pct": 100 * (after - before) / before, "kv_blocks_used": engine.stats()["kv_blocks_used"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="one repetition each, 200 memory requests")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    reps = 1 if args.quick else 3
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp)
+        hf = build_model_dir(model_dir)
+        engine = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", max_model_len=256,
+                                                max_num_seqs=8))
+        ours_1, ours_8 = runner_rates(engine, reps)
+        layout = engine.plan.weight_layout.value
+        other = "out_in" if layout == "in_out" else "in_out"
+        del engine
+        gc.collect()
+        alt = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", max_model_len=256,
+                                             max_num_seqs=8, weight_layout=other))
+        alt_1, _ = runner_rates(alt, reps)
+        per_token = bytes_per_decode_token(alt)
+        del alt
+        gc.collect()
+        hf_1, hf_8 = hf_rates(hf, reps)
+        gbps = copy_bandwidth_gbps()
+        del hf
+        gc.collect()
+    roofline = gbps * 1e9 / per_token
+    result = {
+        "threads": torch.get_num_threads(),
+        "batch1_decode_tok_s": {"runner": ours_1, "transformers": hf_1, "ratio": ours_1 / hf_1, "target": 1.5},
+        "layout": {"chosen": layout, "batch1_decode_tok_s": ours_1, "other": other,
+                   "other_batch1_decode_tok_s": alt_1},
+        "batch8_total_tok_s": {"runner": ours_8, "transformers": hf_8, "ratio": ours_8 / hf_8, "target": 2.0},
+        "roofline": {"copy_gbps": gbps, "weight_bytes_per_token": per_token, "roofline_tok_s": roofline,
+                     "pct": 100 * ours_1 / roofline, "target_pct": 60},
+        "memory": memory_flatness(200 if args.quick else 1000),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    ours_1 = result["batch1_decode_tok_s"]["runner"]
+    b1, b8, rf, mem = (result[k] for k in ("batch1_decode_tok_s", "batch8_total_tok_s", "roofline", "memory"))
+    print(f"{'metric':34} {'runner':>10} {'transformers':>13} {'ratio':>7} {'target':>7}")
+    print(f"{'batch-1 decode tokens/s':34} {b1['runner']:10.1f} {b1['transformers']:13.1f} {b1['ratio']:6.2f}x "
+          f"{'1.5x':>7}")
+    lay = result["layout"]
+    print(f"{'  same runner, ' + lay['other'] + ' weights':34} {lay['other_batch1_decode_tok_s']:10.1f} "
+          f"{'':13} {ours_1 / lay['other_batch1_decode_tok_s']:6.2f}x   (plan chose {lay['chosen']} by measurement)")
+    print(f"{'8 concurrent, total output tok/s':34} {b8['runner']:10.1f} {b8['transformers']:13.1f} "
+          f"{b8['ratio']:6.2f}x {'2.0x':>7}")
+    print(f"{'batch-1 decode, % memory roofline':34} {rf['pct']:9.1f}% {'':13} {'':7} {'60%':>7}   "
+          f"(copy {rf['copy_gbps']:.1f} GB/s ÷ {rf['weight_bytes_per_token'] / 1e6:.0f} MB/token = "
+          f"{rf['roofline_tok_s']:.1f} tok/s)")
+    print(f"{'RSS over ' + str(mem['requests']) + ' sequential requests':34} {mem['rss_before_mib']:.0f} → "
+          f"{mem['rss_after_mib']:.0f} MiB ({mem['growth_pct']:+.1f}%), KV blocks in use after: "
+          f"{mem['kv_blocks_used']}")
+
+
+if __name__ == "__main__":
+    main()

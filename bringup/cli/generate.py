@@ -1,0 +1,117 @@
+"""`bringup generate`: one prompt through the bundled runner, with the plan and the timings."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from bringup.cli.common import DeviceOption, JsonOption, ProfileOption, StrictOption, VerboseOption
+from bringup.cli.output import console, err_console, print_json
+from bringup.errors import BringupError
+from bringup.log import configure_logging
+from bringup.runner.engine import EngineOptions, LLMEngine
+from bringup.runner.sampling_params import SamplingParams
+
+ModelOption = Annotated[Optional[Path], typer.Option(
+    "--model", "-m", help="Hugging Face style model directory (config.json, *.safetensors, tokenizer.json); "
+    "default: the built-in reference model.")]
+
+
+def command(
+    prompt: Annotated[str, typer.Argument(help="The prompt text.")],
+    model: ModelOption = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Tokens to generate (default 64).")] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="0 = greedy (the default).")] = None,
+    top_p: Annotated[Optional[float], typer.Option(help="Nucleus sampling mass, (0, 1].")] = None,
+    top_k: Annotated[Optional[int], typer.Option(help="Keep the k most likely tokens (0 = off).")] = None,
+    min_p: Annotated[Optional[float], typer.Option(help="Drop tokens below min_p × the top probability.")] = None,
+    repetition_penalty: Annotated[Optional[float], typer.Option(help="> 1 discourages repeats.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed for reproducible sampling.")] = None,
+    stop: Annotated[Optional[list[str]], typer.Option(help="Stop string (repeatable).")] = None,
+    ignore_eos: Annotated[bool, typer.Option(help="Keep generating past end-of-sequence tokens.")] = False,
+    chat: Annotated[bool, typer.Option(help="Wrap the prompt as a user message with the chat template.")] = False,
+    max_model_len: Annotated[Optional[int], typer.Option(help="Cap the context length.")] = None,
+    allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
+    device: DeviceOption = None,
+    profile: ProfileOption = None,
+    strict: StrictOption = False,
+    json: JsonOption = False,
+    verbose: VerboseOption = False,
+) -> None:
+    """Generate text for PROMPT with the runner and the execution plan derived from the profile.
+
+    Prints the plan (each choice with its evidence), the text, time to first token and decode
+    tokens/s. Example: bringup generate "The capital of France is" --max-tokens 32
+    """
+    configure_logging(verbose, quiet=json)
+    engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
+                                            allow_cpu_fallback=allow_cpu_fallback, max_model_len=max_model_len,
+                                            max_num_seqs=1))
+    given = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+                 repetition_penalty=repetition_penalty, seed=seed, stop=stop)
+    params = sampling_params(engine.tokenizer.generation_defaults, given, ignore_eos)
+    text = prompt
+    try:
+        if chat:
+            text = engine.tokenizer.apply_chat_template([{"role": "user", "content": prompt}])
+        ids = engine.tokenizer.encode(text, add_special_tokens=not chat)
+        result = run_one(engine, ids, params)
+    except ValueError as exc:
+        raise BringupError(f"{exc}") from None
+    if json:
+        print_json({"model": engine.model_name, "plan": engine.plan.to_dict(), **result,
+                    "fallbacks": engine.fallbacks.summary()})
+        return
+    print_plan(engine)
+    console.print(text, style="dim", end="", markup=False, highlight=False)
+    console.print(result["text"], markup=False, highlight=False)
+    err_console.print(f"{result['prompt_tokens']} prompt + {result['completion_tokens']} generated tokens "
+                      f"({result['finish_reason']}); time to first token {result['ttft_s'] * 1000:.1f} ms; "
+                      f"decode {result['decode_tokens_per_s']:.1f} tokens/s")
+
+
+def sampling_params(defaults: dict, given: dict, ignore_eos: bool) -> SamplingParams:
+    """Built-in defaults (greedy, 64 tokens) < generation_config.json < flags; BringupError if invalid."""
+    known = {f.name for f in fields(SamplingParams)}
+    values = {"max_tokens": 64, "temperature": 0.0, **{k: v for k, v in defaults.items() if k in known}}
+    values.update({k: v for k, v in given.items() if v is not None})
+    params = SamplingParams(**values, ignore_eos=ignore_eos)
+    try:
+        params.validate()
+    except ValueError as exc:
+        raise BringupError(f"sampling parameter {exc}") from None
+    return params
+
+
+def run_one(engine: LLMEngine, ids: list[int], params: SamplingParams) -> dict:
+    """Generate for one prompt; time to first token and decode rate from the step timings."""
+    start = time.perf_counter()
+    engine.add_request("generate", ids, params)
+    first = last = None
+    out = None
+    while engine.has_unfinished():
+        for o in engine.step():
+            out = o
+        now = time.perf_counter()
+        first = first or now
+        last = now
+    assert out is not None and first is not None and last is not None
+    decoded = len(out.token_ids) - 1
+    return {"text": out.text, "token_ids": out.token_ids, "prompt_tokens": len(ids),
+            "completion_tokens": len(out.token_ids), "finish_reason": out.finish_reason,
+            "ttft_s": first - start, "decode_s": last - first,
+            "decode_tokens_per_s": decoded / (last - first) if decoded > 0 and last > first else 0.0}
+
+
+def print_plan(engine: LLMEngine) -> None:
+    table = Table(title=f"execution plan — {engine.model_name} on {engine.plan.device}", title_justify="left")
+    for col in ("setting", "choice", "evidence"):
+        table.add_column(col, overflow="fold")
+    for row in engine.plan.rows():
+        table.add_row(*row)
+    console.print(table)

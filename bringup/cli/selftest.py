@@ -1,0 +1,78 @@
+"""`bringup selftest`: the runner's logits on the device vs the same model on CPU in float64."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from bringup.cli.common import (
+    DeviceOption,
+    ForceOption,
+    JsonOption,
+    ProfileOption,
+    StrictOption,
+    VerboseOption,
+    stage_context,
+)
+from bringup.cli.generate import ModelOption
+from bringup.cli.output import console, print_json
+from bringup.profiles.sections.selftest import SelftestSection
+from bringup.profiles.store import update_profile
+from bringup.runner.engine import EngineOptions, LLMEngine
+from bringup.runner.selftest import run_selftest
+
+
+def command(
+    model: ModelOption = None,
+    steps: Annotated[int, typer.Option(min=1, help="Greedy steps to compare (teacher-forced).")] = 16,
+    allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
+    device: DeviceOption = None,
+    profile: ProfileOption = None,
+    strict: StrictOption = False,
+    force: ForceOption = False,
+    json: JsonOption = False,
+    verbose: VerboseOption = False,
+) -> None:
+    """Validate the whole runner numerically: its logits on the device, with the plan's dtype and paths,
+    against the same model in float64 on the CPU over a fixed prompt and N greedy steps.
+
+    Reports max abs error, top-1 agreement and pass/fail against a dtype-aware threshold, and records
+    the result in the profile. Exit 1 when it fails. Example: bringup selftest --device cuda:0 --steps 32
+    """
+    ctx = stage_context(device, profile, json, verbose, strict, force)
+    engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=ctx.profile_path, device=str(ctx.device),
+                                            strict=strict, allow_cpu_fallback=allow_cpu_fallback,
+                                            max_model_len=512, max_num_seqs=1))
+    result = run_selftest(engine, model, steps)
+    fell_back = engine.plan.device != str(ctx.device)
+    section = SelftestSection(
+        status="pass" if result.passed and not fell_back else "fail", model=engine.model_name,
+        device=engine.plan.device, dtype=engine.plan.dtype.value, attention=engine.executor.attention.current,
+        compiled=engine.plan.compiled.value if engine.executor.compiled is not None else None,
+        weight_layout=engine.plan.weight_layout.value, prompt_tokens=result.prompt_tokens, steps=result.steps,
+        max_abs_err=result.max_abs_err, reference_rms=result.reference_rms, threshold=result.threshold,
+        top1_agreement=result.top1_agreement, near_tie_disagreements=result.near_ties,
+        fallbacks={k: int(v) for k, v in engine.fallbacks.counts.items()}, seconds=result.seconds,
+        reason=f"ran on {engine.plan.device} after a global fallback, not {ctx.device}" if fell_back else None,
+    )
+
+    def mutate(p) -> None:  # type: ignore[no-untyped-def]
+        p.selftest = section
+
+    update_profile(ctx.profile_path, ctx.info, mutate, stage="selftest", status="complete", force=force)
+    if json:
+        print_json({"profile": str(ctx.profile_path), **section.model_dump()})
+    else:
+        table = Table(title=f"selftest — {section.model} on {section.device} ({section.dtype})", title_justify="left")
+        table.add_column("check")
+        table.add_column("value")
+        for key in ("status", "max_abs_err", "threshold", "top1_agreement", "near_tie_disagreements", "steps",
+                    "attention", "weight_layout", "fallbacks"):
+            table.add_row(key, str(getattr(section, key)))
+        console.print(table)
+        console.print(f"recorded in {ctx.profile_path}")
+    if section.status != "pass":
+        sys.exit(1)

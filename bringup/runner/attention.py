@@ -1,0 +1,70 @@
+"""Attention implementations and the dispatcher that falls back from one to the next (op fallback).
+
+Every implementation takes q [B, kvH, G*Q, hd] and the sequence's K/V read from the paged cache
+[B, kvH, L, hd]; grouped-query heads are folded into the query rows, so K/V are never repeated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from bringup.errors import StrictFallbackError
+from bringup.fallbacks import FallbackRecorder
+from bringup.runner.model import AttendFn, matmul_softmax_attention
+
+
+def _sdpa(backend_name: str) -> AttendFn:
+    def attend(q, k, v, mask, scale):  # type: ignore[no-untyped-def]
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(getattr(SDPBackend, backend_name)):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+    return attend
+
+
+IMPLEMENTATIONS: dict[str, Callable[[], AttendFn]] = {
+    "sdpa_flash": lambda: _sdpa("FLASH_ATTENTION"),
+    "sdpa_cudnn": lambda: _sdpa("CUDNN_ATTENTION"),
+    "sdpa_efficient": lambda: _sdpa("EFFICIENT_ATTENTION"),
+    "sdpa_math": lambda: _sdpa("MATH"),
+    "matmul_softmax": lambda: matmul_softmax_attention,
+}
+
+
+class AttentionUnavailableError(RuntimeError):
+    """Every planned attention implementation failed at run time."""
+
+
+class AttentionDispatcher:
+    """Calls the current implementation; when it raises, records an op fallback and tries the next."""
+
+    def __init__(self, names: list[str], recorder: FallbackRecorder) -> None:
+        self.names, self.recorder, self.index = list(names), recorder, 0
+        self._fn = IMPLEMENTATIONS[self.names[0]]()
+
+    @property
+    def current(self) -> str:
+        return self.names[self.index]
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                 scale: float) -> torch.Tensor:
+        while True:
+            try:
+                return self._fn(q, k, v, mask, scale)
+            except StrictFallbackError:
+                raise
+            except Exception as exc:
+                self._advance(exc)
+
+    def _advance(self, exc: Exception) -> None:
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        if self.index + 1 >= len(self.names):
+            raise AttentionUnavailableError(
+                f"every planned attention implementation failed ({', '.join(self.names)}); last: {why}") from exc
+        self.recorder.record("op", "attention", wanted=self.current, instead=self.names[self.index + 1], why=why)
+        self.index += 1
+        self._fn = IMPLEMENTATIONS[self.current]()

@@ -1,0 +1,59 @@
+"""Runs the model for one scheduled step following the plan; owns the op and path fallbacks."""
+
+from __future__ import annotations
+
+import torch
+
+from bringup.errors import StrictFallbackError
+from bringup.fallbacks import FallbackRecorder
+from bringup.log import get_logger
+from bringup.runner.attention import AttentionDispatcher
+from bringup.runner.batch_inputs import BatchInputs, SeqChunk, build_inputs
+from bringup.runner.model import DecoderModel
+from bringup.runner.plan import ExecutionPlan
+from bringup.runner.sequence import Sequence
+
+log = get_logger("runner.executor")
+
+
+class Executor:
+    def __init__(self, model: DecoderModel, plan: ExecutionPlan, recorder: FallbackRecorder) -> None:
+        self.model, self.plan, self.recorder = model, plan, recorder
+        self.attention = AttentionDispatcher(plan.attention.value, recorder)
+        model.attend = self.attention
+        self.compiled = None
+        if plan.compiled.value:
+            self.compiled = torch.compile(model.forward, backend=plan.compiled.value, dynamic=True)
+
+    def run(self, seqs: list[Sequence]) -> torch.Tensor:
+        """Logits [B, vocab] (float32, CPU) of each sequence's last new token."""
+        chunks = [SeqChunk(s.token_ids, s.num_cached_tokens, s.block_table) for s in seqs]
+        return self.run_chunks(chunks)
+
+    def run_chunks(self, chunks: list[SeqChunk], all_positions: bool = False) -> torch.Tensor:
+        m = self.model
+        inputs = build_inputs(chunks, self.plan.block_size, m.config.num_queries_per_kv, m.device)
+        with torch.inference_mode():
+            hidden = self._forward(inputs)
+            if not all_positions:
+                hidden = hidden[inputs.last_index]
+            return m.logits(hidden).cpu()
+
+    def _forward(self, inputs: BatchInputs) -> torch.Tensor:
+        if self.compiled is not None:
+            try:
+                return self.compiled(inputs.input_ids, inputs.positions, inputs.meta)
+            except StrictFallbackError:
+                raise
+            except Exception as exc:
+                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                self.recorder.record("path", "model forward", wanted=f"torch.compile({self.plan.compiled.value})",
+                                     instead="eager", why=f"{type(exc).__name__}: {first}")
+                self.compiled = None
+        return self.model(inputs.input_ids, inputs.positions, inputs.meta)
+
+    def warm_up(self) -> None:
+        """Run a 2-token prefill and a decode on block 0 so fallbacks surface before any request."""
+        tokens = [0, 0, 0]
+        self.run_chunks([SeqChunk(tokens[:2], 0, [0])])
+        self.run_chunks([SeqChunk(tokens, 2, [0])])

@@ -1,0 +1,26 @@
+"""The paged KV cache: per layer one K and one V tensor of [num_blocks * block_size, kv_heads, head_dim].
+
+A token's slot is `block * block_size + offset`; sequences address the cache only through their
+block tables. The cache is allocated once, at engine start, and never grows.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bringup.runner.config import ModelConfig
+from bringup.runner.model import DecoderModel
+
+
+def bytes_per_block(config: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
+    """K and V bytes of one block across all layers."""
+    elem = torch.empty((), dtype=dtype).element_size()
+    return 2 * config.num_layers * block_size * config.num_kv_heads * config.head_dim * elem
+
+
+def allocate_kv_cache(model: DecoderModel, num_blocks: int, block_size: int) -> None:
+    """Allocate the cache once and attach it to the model."""
+    c = model.config
+    shape = (num_blocks * block_size, c.num_kv_heads, c.head_dim)
+    model.k_caches = [torch.zeros(shape, dtype=model.dtype, device=model.device) for _ in range(c.num_layers)]
+    model.v_caches = [torch.zeros(shape, dtype=model.dtype, device=model.device) for _ in range(c.num_layers)]

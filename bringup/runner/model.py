@@ -1,0 +1,173 @@
+"""A readable Llama-family decoder (Llama, Llama 3 rope scaling, Mistral, Qwen2 q/k/v bias).
+
+Tokens of all sequences in a step are flattened into one [T] batch. Each layer writes its new K/V
+into the paged cache (by slot) and reads each sequence's context back through its slots, so the
+same forward serves prefill, decode and a mix of both.
+
+Weights may be stored `[out, in]` (F.linear) or `[in, out]` (`x @ W`); the execution plan picks the
+layout that measured faster on the device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bringup.runner.config import ModelConfig
+from bringup.runner.rope import apply_rope, inverse_frequencies, rope_tables
+
+# attend(q [B, kvH, G*Q, hd], k [B, kvH, L, hd], v [B, kvH, L, hd], mask [B, 1, G*Q, L] | None, scale)
+AttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None", float], torch.Tensor]
+
+
+@dataclass
+class AttentionMetadata:
+    """Where the step's tokens go in the cache and which cached slots each sequence reads."""
+
+    slot_mapping: torch.Tensor  # [T] cache slot of each new token
+    context_slots: torch.Tensor  # [B, L] cache slots of each sequence's context (padded)
+    mask: torch.Tensor | None  # [B, 1, G*Q, L] True = attend; None when no masking is needed
+    query_index: torch.Tensor | None  # [B, Q] flat token index of each query (None: all seqs have Q)
+    output_index: torch.Tensor | None  # [T] row of each token in the [B*Q] attention output
+    num_queries: int  # Q
+
+
+def matmul_softmax_attention(q, k, v, mask, scale):  # type: ignore[no-untyped-def]
+    """Plain attention: matmul, masked softmax in float32, matmul."""
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, transposed: bool) -> torch.Tensor:
+    if transposed:
+        return torch.matmul(x, w) if b is None else torch.addmm(b, x, w)
+    return F.linear(x, w, b)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * xf.to(x.dtype)
+
+
+class DecoderModel(nn.Module):
+    """Weights as plain buffers; forward over flattened tokens with a paged KV cache."""
+
+    def __init__(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+                 transposed: bool = False) -> None:
+        super().__init__()
+        self.config, self.dtype, self.transposed = config, dtype, transposed
+        self.device = torch.device(device)
+        self.weights: dict[str, torch.Tensor | None] = {}
+        self.attend: AttendFn = matmul_softmax_attention
+        self.k_caches: list[torch.Tensor] = []
+        self.v_caches: list[torch.Tensor] = []
+        c = config
+        cos, sin = rope_tables(inverse_frequencies(c.head_dim, c.rope_theta, c.rope_scaling),
+                               c.max_position_embeddings)
+        self.rope_cos, self.rope_sin = cos.to(self.device, dtype), sin.to(self.device, dtype)
+        self.scale = c.head_dim**-0.5
+
+    # ---------------------------------------------------------------- weights
+    def load_hf_tensors(self, get: Callable[[str], torch.Tensor | None]) -> None:
+        """Fill the weights from Hugging Face tensor names; `get(name)` returns None when absent."""
+        c = self.config
+
+        def need(name: str) -> torch.Tensor:
+            t = get(name)
+            if t is None:
+                raise KeyError(name)
+            return t
+
+        def proj(*names: str, bias: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+            w = torch.cat([need(n + ".weight") for n in names], 0)
+            b = torch.cat([need(n + ".bias") for n in names], 0) if bias else None
+            return self._place(w, linear_weight=True), None if b is None else self._place(b)
+
+        layers = []
+        for i in range(c.num_layers):
+            p = f"model.layers.{i}."
+            a, m = p + "self_attn.", p + "mlp."
+            wqkv, bqkv = proj(a + "q_proj", a + "k_proj", a + "v_proj", bias=c.qkv_bias)
+            wo, bo = proj(a + "o_proj", bias=c.o_bias)
+            wgu, bgu = proj(m + "gate_proj", m + "up_proj", bias=c.mlp_bias)
+            wd, bd = proj(m + "down_proj", bias=c.mlp_bias)
+            layers.append((self._place(need(p + "input_layernorm.weight")), wqkv, bqkv, wo, bo,
+                           self._place(need(p + "post_attention_layernorm.weight")), wgu, bgu, wd, bd))
+        self.layers = layers
+        embed = need("model.embed_tokens.weight")
+        self.embed = self._place(embed)
+        head = get("lm_head.weight")
+        if head is None or c.tie_word_embeddings:
+            head = embed
+        self.lm_head = self.embed if (head is embed and not self.transposed) else self._place(
+            head, linear_weight=True)
+        self.final_norm = self._place(need("model.norm.weight"))
+
+    def _place(self, t: torch.Tensor, linear_weight: bool = False) -> torch.Tensor:
+        t = t.to(self.device, self.dtype)
+        return t.t().contiguous() if (linear_weight and self.transposed) else t.contiguous()
+
+    def weight_bytes(self) -> int:
+        seen: dict[int, int] = {}
+        for t in [self.embed, self.lm_head, self.final_norm, *(x for layer in self.layers for x in layer)]:
+            if t is not None:
+                seen[t.data_ptr()] = t.numel() * t.element_size()
+        return sum(seen.values())
+
+    # ---------------------------------------------------------------- forward
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
+                ) -> torch.Tensor:
+        """Hidden states [T, hidden] for flattened tokens; writes their K/V into the cache."""
+        c, tr = self.config, self.transposed
+        x = self.embed[input_ids]
+        cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
+        for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layers):
+            h = self._attention(rms_norm(x, n1, c.rms_norm_eps), wqkv, bqkv, cos, sin, meta, i)
+            x = x + linear(h, wo, bo, tr)
+            gate, up = linear(rms_norm(x, n2, c.rms_norm_eps), wgu, bgu, tr).chunk(2, dim=-1)
+            x = x + linear(F.silu(gate) * up, wd, bd, tr)
+        return rms_norm(x, self.final_norm, c.rms_norm_eps)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return linear(hidden, self.lm_head, None, self.transposed).float()
+
+    def _attention(self, x, wqkv, bqkv, cos, sin, meta: AttentionMetadata, layer: int):  # type: ignore[no-untyped-def]
+        c = self.config
+        T, H, KV, D, G = x.shape[0], c.num_heads, c.num_kv_heads, c.head_dim, c.num_queries_per_kv
+        qkv = linear(x, wqkv, bqkv, self.transposed)
+        qk = apply_rope(qkv[:, : (H + KV) * D].view(T, H + KV, D), cos, sin)  # q and k rotated together
+        q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D:]
+        k_cache, v_cache = self.k_caches[layer], self.v_caches[layer]
+        k_cache.index_copy_(0, meta.slot_mapping, k)
+        v_cache.index_copy_(0, meta.slot_mapping, v.view(T, KV, D))
+        keys = k_cache[meta.context_slots].transpose(1, 2)  # [B, KV, L, D]
+        values = v_cache[meta.context_slots].transpose(1, 2)
+        B, Q = keys.shape[0], meta.num_queries
+        qb = q.view(B, Q, H, D) if meta.query_index is None else q[meta.query_index]
+        qg = qb.view(B, Q, KV, G, D).permute(0, 2, 3, 1, 4).reshape(B, KV, G * Q, D)
+        out = self.attend(qg, keys, values, meta.mask, self.scale)
+        out = out.view(B, KV, G, Q, D).permute(0, 3, 1, 2, 4).reshape(B * Q, H * D)
+        return out if meta.output_index is None else out[meta.output_index]
+
+
+def hf_tensor_names(config: ModelConfig) -> list[str]:
+    """Hugging Face names of every tensor the model reads (lm_head only when untied)."""
+    names = ["model.embed_tokens.weight", "model.norm.weight"]
+    if not config.tie_word_embeddings:
+        names.append("lm_head.weight")
+    for i in range(config.num_layers):
+        p = f"model.layers.{i}."
+        names += [p + "input_layernorm.weight", p + "post_attention_layernorm.weight"]
+        for n in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            names.append(f"{p}self_attn.{n}.weight")
+        for n in ("gate_proj", "up_proj", "down_proj"):
+            names.append(f"{p}mlp.{n}.weight")
+    return names
+

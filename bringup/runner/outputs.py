@@ -1,0 +1,26 @@
+"""What the engine hands back per request and step (the engine API's contract)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclass
+class TokenLogprob:
+    token_id: int
+    logprob: float
+    top: list[tuple[int, float]]
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt_token_ids: list[int]
+    token_ids: list[int]  # all generated so far
+    text: str  # detokenised generated text so far (a matched stop string is cut off)
+    logprobs: list[TokenLogprob] | None
+    finished: bool
+    finish_reason: FinishReason | None

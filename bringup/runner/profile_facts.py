@@ -1,0 +1,89 @@
+"""Conservative reads of a capability profile: missing sections mean "not verified", never "fine"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+from bringup.profiles.schema import Profile
+
+
+@dataclass
+class OpVerdict:
+    """Op cases of some ops at one dtype: how many passed, which failed."""
+
+    passed: int
+    failed: list[str]
+
+    @property
+    def verified(self) -> bool:
+        return self.passed > 0 and not self.failed
+
+    def describe(self) -> str:
+        if self.failed:
+            return f"{len(self.failed)} op case(s) failed ({', '.join(self.failed[:3])})"
+        return f"{self.passed} op case(s) passed" if self.passed else "no op cases recorded"
+
+
+class ProfileFacts:
+    def __init__(self, profile: Profile | None) -> None:
+        self.profile = profile
+
+    def capability(self, group: str, name: str, dtype: str | None = None) -> tuple[str, str]:
+        """(status, evidence-or-reason); 'unknown' when the profile does not say. With `dtype`, a
+        capability whose details list per-dtype results counts only if that dtype passed."""
+        caps = self.profile.capabilities if self.profile else None
+        cap = caps.groups().get(group, {}).get(name) if caps else None
+        if cap is None:
+            return "unknown", f"capabilities.{group}.{name} not in the profile"
+        per_dtype = cap.details.get("dtypes") if isinstance(cap.details, dict) else None
+        if cap.status == "supported" and dtype and isinstance(per_dtype, dict):
+            result = str(per_dtype.get(dtype, "not checked"))
+            if not result.startswith("pass"):
+                return "unsupported", f"at {dtype}: {result}"
+        return cap.status, cap.evidence or cap.reason or ""
+
+    def ops(self, dtype: str, names: set[str]) -> OpVerdict:
+        records = [r for r in (self.profile.ops if self.profile else []) if r.dtype == dtype and r.op in names]
+        failed = [f"{r.op} {r.case}: {r.status}" for r in records if r.status != "pass"]
+        return OpVerdict(passed=sum(r.status == "pass" for r in records), failed=failed)
+
+    def ops_for_dtype(self, dtype: str) -> OpVerdict:
+        return self.ops(dtype, {r.op for r in (self.profile.ops if self.profile else [])})
+
+    def compiled(self, dtype: str, backend: str) -> tuple[list[Any], list[Any]]:
+        """(passing, failing) compiled records of this dtype and backend."""
+        records = [r for r in (self.profile.compiled if self.profile else [])
+                   if r.dtype == dtype and r.backend == backend]
+        return [r for r in records if r.status == "pass"], [r for r in records if r.status != "pass"]
+
+    def bench_records(self, group: str) -> list[dict[str, Any]]:
+        """Records of one bench group as plain dicts ([] without a bench section or group)."""
+        bench = self.profile.bench if self.profile else None
+        if bench is None:
+            return []
+        found = bench.model_dump().get("groups", {}).get(group)
+        if isinstance(found, dict):
+            found = found.get("records", [])
+        return [r for r in (found or []) if isinstance(r, dict) and r.get("status", "ok") == "ok"]
+
+    def bench_tflops(self, dtype: str) -> float | None:
+        """Best measured matmul TFLOP/s for a dtype (bench ceilings, else the matmul group)."""
+        bench = self.profile.bench if self.profile else None
+        ceilings = (bench.model_dump().get("ceilings") or {}) if bench else {}
+        if ceilings.get("tflops", {}).get(dtype):
+            return float(ceilings["tflops"][dtype])
+        rates = [r["tflops"] for r in self.bench_records("matmul") if r.get("dtype") == dtype and r.get("tflops")]
+        return max(rates) if rates else None
+
+    def bench_gbps(self) -> float | None:
+        bench = self.profile.bench if self.profile else None
+        ceilings = (bench.model_dump().get("ceilings") or {}) if bench else {}
+        return ceilings.get("gbps")
+
+    def linear_vs_matmul_speedup(self, dtype: str) -> tuple[float, int] | None:
+        """Median speed-up of F.linear[out,in] over x @ W[in,out] for decode GEMMs, and how many."""
+        speedups = [r["speedup"] for r in self.bench_records("matmul")
+                    if r.get("name") == "linear" and r.get("dtype") == dtype and r.get("speedup")]
+        return (median(speedups), len(speedups)) if speedups else None

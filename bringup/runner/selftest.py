@@ -1,0 +1,110 @@
+"""End-to-end numerical self-test: the runner on its device vs the same model on CPU in float64."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from bringup.runner.batch_inputs import SeqChunk
+from bringup.runner.builtin import load_builtin
+from bringup.runner.engine import LLMEngine
+from bringup.runner.executor import Executor
+from bringup.runner.kv_cache import allocate_kv_cache
+from bringup.runner.loader import load_model
+from bringup.runner.plan import Choice
+from bringup.runner.sequence import Sequence
+
+FIXED_PROMPT = "The quick brown fox jumps over the lazy dog. Bringing up a new accelerator, step by step:"
+
+# max |logit error| allowed, as a multiple of the reference logits' RMS: a few units of the dtype's
+# rounding (float32 2^-24, float16 2^-11, bfloat16 2^-8) amplified through the layers' accumulations.
+THRESHOLDS = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 1.2e-1}
+
+
+@dataclass
+class SelftestResult:
+    passed: bool
+    max_abs_err: float
+    reference_rms: float
+    threshold: float
+    top1_agreement: float
+    near_ties: int
+    steps: int
+    prompt_tokens: int
+    seconds: float
+
+
+def reference_model(engine: LLMEngine, model_dir: Path | None):  # type: ignore[no-untyped-def]
+    """The same weights on the CPU in float64, eager, plain attention."""
+    config = engine.executor.model.config
+    cpu = torch.device("cpu")
+    model = (load_builtin(torch.float64, cpu, False) if model_dir is None
+             else load_model(model_dir, config, torch.float64, cpu, False))
+    return model
+
+
+def run_selftest(engine: LLMEngine, model_dir: Path | None, steps: int) -> SelftestResult:
+    start = time.perf_counter()
+    prompt = engine.tokenizer.encode(FIXED_PROMPT)[: engine.max_model_len // 2]
+    steps = min(steps, engine.max_model_len - len(prompt) - 1)
+    ref = _reference_greedy(engine, model_dir, prompt, steps)  # [steps, vocab] float64 and the tokens
+    tokens, ref_logits = ref
+    dev_logits = _device_teacher_forced(engine, tokens, len(prompt), steps)
+    err = (dev_logits - ref_logits).abs().max().item()
+    rms = ref_logits.pow(2).mean().sqrt().item()
+    threshold = THRESHOLDS.get(engine.plan.dtype.value, 1e-1) * max(rms, 1.0)
+    dev_top, ref_top = dev_logits.argmax(-1), ref_logits.argmax(-1)
+    agree = (dev_top == ref_top)
+    gap = ref_logits.max(-1).values - ref_logits.gather(-1, dev_top.unsqueeze(-1)).squeeze(-1)
+    near_ties = int((~agree & (gap <= threshold)).sum())
+    real_disagreements = int((~agree).sum()) - near_ties
+    return SelftestResult(
+        passed=err <= threshold and real_disagreements == 0, max_abs_err=err, reference_rms=rms,
+        threshold=threshold, top1_agreement=float(agree.double().mean()), near_ties=near_ties, steps=steps,
+        prompt_tokens=len(prompt), seconds=time.perf_counter() - start)
+
+
+def _reference_greedy(engine: LLMEngine, model_dir: Path | None, prompt: list[int], steps: int
+                      ) -> tuple[list[int], torch.Tensor]:
+    """Greedy tokens and per-step logits of the float64 CPU model."""
+    model = reference_model(engine, model_dir)
+    size = engine.plan.block_size
+    blocks = -(-(len(prompt) + steps) // size)
+    allocate_kv_cache(model, blocks, size)
+    plan = _reference_plan(engine)
+    executor = Executor(model, plan, engine.fallbacks)
+    tokens, rows = list(prompt), []
+    table = list(range(blocks))
+    start = 0
+    for _ in range(steps):
+        logits = executor.run_chunks([SeqChunk(tokens, start, table)])
+        rows.append(logits[0].double())
+        start = len(tokens)
+        tokens.append(int(logits[0].argmax()))
+    return tokens, torch.stack(rows)
+
+
+def _reference_plan(engine: LLMEngine):  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    return replace(engine.plan, device="cpu", dtype=Choice("float64", "reference"),
+                   attention=Choice(["matmul_softmax"], "reference"), compiled=Choice(None, "reference"))
+
+
+def _device_teacher_forced(engine: LLMEngine, tokens: list[int], n_prompt: int, steps: int) -> torch.Tensor:
+    """The runner's logits for each step, fed the reference tokens: prefill, then paged decode steps."""
+    seq = Sequence("selftest", list(tokens), n_prompt, params=None, arrival=-1)  # type: ignore[arg-type]
+    engine.blocks.grow(seq, len(tokens))
+    try:
+        rows, start = [], 0
+        for k in range(steps):
+            end = n_prompt + k
+            logits = engine.executor.run_chunks([SeqChunk(tokens[:end], start, seq.block_table)])
+            rows.append(logits[0].double())
+            start = end
+        return torch.stack(rows)
+    finally:
+        engine.blocks.free(seq)

@@ -1,0 +1,115 @@
+"""Engine start-up: device → profile → plan → weights → KV cache → warm-up, with the global fallback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from bringup.backends.registry import backend_for
+from bringup.backends.select import select_device
+from bringup.errors import BringupError, StrictFallbackError
+from bringup.fallbacks import FallbackRecorder
+from bringup.log import get_logger
+from bringup.profiles.schema import DeviceSection, Profile
+from bringup.profiles.store import default_profile_path, load_profile, same_device
+from bringup.runner.builtin import BUILTIN_NAME, builtin_config, load_builtin
+from bringup.runner.config import ModelConfig
+from bringup.runner.executor import Executor
+from bringup.runner.kv_cache import allocate_kv_cache
+from bringup.runner.kv_sizing import size_kv_cache
+from bringup.runner.layout import IN_OUT, OUT_IN, choose_layout
+from bringup.runner.loader import load_model, read_config, safetensors_files
+from bringup.runner.plan import Choice, ExecutionPlan, build_plan
+from bringup.runner.profile_facts import ProfileFacts
+from bringup.runner.tokenizer import ByteTokenizer, HFTokenizer
+
+if TYPE_CHECKING:
+    from bringup.runner.engine import EngineOptions, LLMEngine
+
+log = get_logger("runner.startup")
+
+
+def read_profile(path: Path | None, device: torch.device, info: Any) -> tuple[Profile | None, str]:
+    """The profile if it exists and belongs to this device; otherwise None and why (a label)."""
+    path = path or default_profile_path(info)
+    if not Path(path).exists():
+        return None, f"{path} does not exist"
+    profile = load_profile(Path(path))
+    current = DeviceSection.model_validate(info.to_dict())
+    if profile.device is not None and not same_device(profile.device, current):
+        return None, f"{path} was recorded for {profile.device.id} ({profile.device.name}), not {device}"
+    return profile, str(path)
+
+
+def start_engine(cls: type[LLMEngine], options: EngineOptions) -> LLMEngine:
+    if options.max_model_len is not None and options.max_model_len < 2:
+        raise BringupError(f"--max-model-len {options.max_model_len} is too small; it must be at least 2 tokens")
+    if options.max_num_seqs is not None and options.max_num_seqs < 1:
+        raise BringupError(f"max_num_seqs {options.max_num_seqs} must be at least 1")
+    recorder = FallbackRecorder(strict=options.strict)
+    config = builtin_config() if options.model_dir is None else read_config(Path(options.model_dir))
+    if options.model_dir is not None:
+        safetensors_files(Path(options.model_dir))  # refuse pickle-only or weightless dirs before anything else
+    tokenizer = ByteTokenizer() if options.model_dir is None else HFTokenizer(Path(options.model_dir),
+                                                                              config.eos_token_ids)
+    selection = select_device(options.device, _profile_device(options.profile_path))
+    device = selection.device
+    try:
+        return _start_on(cls, options, device, selection.info, config, tokenizer, recorder)
+    except (BringupError, StrictFallbackError):
+        raise
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+        if device.type == "cpu":
+            raise
+        if not options.allow_cpu_fallback:
+            raise BringupError(f"device {device} failed while starting the runner ({why}); fix the device "
+                               "set-up, or pass --allow-cpu-fallback to run on the CPU") from None
+        recorder.record("global", "device", wanted=str(device), instead="cpu", why=why)
+        cpu = torch.device("cpu")
+        return _start_on(cls, options, cpu, backend_for(cpu).device_info(0), config, tokenizer, recorder)
+
+
+def _profile_device(path: Path | None) -> str | None:
+    if path is None or not Path(path).exists():
+        return None
+    profile = load_profile(Path(path))
+    return profile.device.id if profile.device else None
+
+
+def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device, info: Any,
+              config: ModelConfig, tokenizer: Any, recorder: FallbackRecorder) -> LLMEngine:
+    profile, label = read_profile(options.profile_path, device, info)
+    facts = ProfileFacts(profile)
+    plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len)
+    dtype = getattr(torch, plan.dtype.value)
+    plan.weight_layout = choose_layout(facts, dtype, device, config)
+    if options.weight_layout is not None:
+        if options.weight_layout not in (IN_OUT, OUT_IN):
+            raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
+        plan.weight_layout = Choice(options.weight_layout, f"forced by the caller (measured: "
+                                                           f"{plan.weight_layout.evidence})")
+    transposed = plan.weight_layout.value == IN_OUT
+    if options.model_dir is None:
+        model, name = load_builtin(dtype, device, transposed), BUILTIN_NAME
+    else:
+        model = load_model(Path(options.model_dir), config, dtype, device, transposed)
+        name = Path(options.model_dir).resolve().name
+    _, free = backend_for(device).memory(device.index or 0)
+    plan.kv_blocks = size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
+                                   plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
+                                   model.weight_bytes())
+    allocate_kv_cache(model, plan.kv_blocks.value, plan.block_size)
+    executor = Executor(model, plan, recorder)
+    executor.warm_up()
+    _log_plan(plan)
+    eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
+    return cls(executor=executor, tokenizer=tokenizer, plan=plan, fallbacks=recorder, model_name=name,
+               eos_token_ids=eos)
+
+
+def _log_plan(plan: ExecutionPlan) -> None:
+    for setting, value, evidence in plan.rows():
+        log.info("plan %s = %s (%s)", setting, value, evidence)

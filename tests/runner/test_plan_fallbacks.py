@@ -1,0 +1,115 @@
+"""Execution plan from a profile, and fallbacks under real faults (no mocks)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from bringup.backends.registry import device_info
+from bringup.errors import BringupError, StrictFallbackError
+from bringup.profiles.schema import Capabilities, Capability
+from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
+from bringup.profiles.store import update_profile
+from bringup.runner.engine import EngineOptions, LLMEngine
+from bringup.runner.sampling_params import SamplingParams
+
+GREEDY = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+
+
+def _ok(evidence: str = "executed check") -> Capability:
+    return Capability(status="supported", evidence=evidence)
+
+
+def _op(op: str, dtype: str, status: str = "pass") -> OpCaseRecord:
+    return OpCaseRecord(op=op, dtype=dtype, case="case", status=status)
+
+
+def write_profile(path, capabilities: Capabilities, ops=(), compiled=(), info=None):
+    def mutate(p):
+        p.capabilities, p.ops, p.compiled = capabilities, list(ops), list(compiled)
+
+    update_profile(path, info or device_info("cpu"), mutate, stage="probe", status="complete", force=True)
+    return path
+
+
+def engine(path, **kw) -> LLMEngine:
+    return LLMEngine.create(EngineOptions(device="cpu", profile_path=path, max_model_len=64, max_num_seqs=2, **kw))
+
+
+def test_no_profile_is_conservative_and_says_so(tmp_path, bringup_logs):
+    e = engine(tmp_path / "missing.yaml")
+    assert (e.plan.dtype.value, e.plan.attention.value, e.plan.compiled.value) == ("float32", ["matmul_softmax"],
+                                                                                   None)
+    assert any("no usable profile" in r.getMessage() for r in bringup_logs.records)
+    assert e.plan.to_dict()["weight_layout"]["evidence"]
+
+
+def test_profile_of_another_device_is_not_used(tmp_path, bringup_logs):
+    other = replace(device_info("cpu"), name="Some Other Accelerator", backend="cuda", id="cuda:0")
+    path = write_profile(tmp_path / "other.yaml", Capabilities(dtypes={"bfloat16": _ok()}), info=other)
+    e = engine(path)
+    assert e.plan.dtype.value == "float32" and "recorded for cuda:0" in e.plan.warnings[0]
+
+
+def test_low_precision_only_when_supported_and_ops_pass(tmp_path):
+    caps = Capabilities(dtypes={"bfloat16": _ok()}, attention={"sdpa_math": _ok()})
+    good = [_op("matmul", "bfloat16"), _op("softmax", "bfloat16")]
+    e = engine(write_profile(tmp_path / "good.yaml", caps, good))
+    assert e.plan.dtype.value == "bfloat16" and e.plan.attention.value == ["sdpa_math", "matmul_softmax"]
+    assert e.executor.model.embed.dtype == torch.bfloat16
+    bad = engine(write_profile(tmp_path / "bad.yaml", caps, [*good, _op("rms_norm", "bfloat16", "fail")]))
+    assert bad.plan.dtype.value == "float32" and "failed" in bad.plan.dtype.evidence
+
+
+def test_attention_op_fallback_on_a_real_runtime_fault(tmp_path, bringup_logs):
+    # the CPU has no memory-efficient SDPA kernel: a profile claiming it makes it raise at run time
+    caps = Capabilities(attention={"sdpa_efficient": _ok("wrongly claimed"), "sdpa_math": _ok()})
+    path = write_profile(tmp_path / "p.yaml", caps)
+    e = engine(path)
+    assert e.plan.attention.value[:2] == ["sdpa_efficient", "sdpa_math"]
+    assert e.stats()["fallbacks"]["op"] == 1 and e.executor.attention.current == "sdpa_math"
+    assert any("fallback[op] attention: wanted sdpa_efficient, using sdpa_math" in r.getMessage()
+               for r in bringup_logs.records)
+    plain = engine(tmp_path / "none.yaml")
+    prompt = e.tokenizer.encode("fallback")
+    assert e.generate([prompt], GREEDY)[0].token_ids == plain.generate([prompt], GREEDY)[0].token_ids
+    with pytest.raises(StrictFallbackError, match="sdpa_efficient"):
+        engine(path, strict=True)
+
+
+def test_every_attention_path_failed_is_a_clear_error(tmp_path):
+    caps = Capabilities(attention={n: Capability(status="unsupported", reason="probe failed")
+                                   for n in ("sdpa_flash", "sdpa_efficient", "sdpa_math")})
+    path = write_profile(tmp_path / "p.yaml", caps, [_op("softmax", "float32", "fail")])
+    with pytest.raises(BringupError, match=r"every attention path failed.*must pass"):
+        engine(path)
+
+
+def test_compiled_path_falls_back_to_eager_when_compile_fails(tmp_path):
+    from torch._dynamo import register_backend
+
+    @register_backend(name="bringup_test_broken")
+    def broken(gm, example_inputs):  # a compiler backend that really fails
+        raise RuntimeError("injected compiler failure")
+
+    caps = Capabilities(compile={"bringup_test_broken": _ok()})
+    compiled = [CompiledRecord(target="decoder_block", dtype="float32", backend="bringup_test_broken",
+                               status="pass", speedup=1.5)]
+    path = write_profile(tmp_path / "p.yaml", caps, compiled=compiled)
+    e = engine(path)
+    assert e.plan.compiled.value == "bringup_test_broken"
+    assert e.stats()["fallbacks"]["path"] == 1 and e.executor.compiled is None
+    assert e.generate([[5, 6, 7]], GREEDY)[0].finish_reason == "length"
+    with pytest.raises(StrictFallbackError, match=r"torch\.compile"):
+        engine(path, strict=True)
+
+
+def test_attention_capability_counts_only_for_the_dtypes_it_passed(tmp_path):
+    per_dtype = {"dtypes": {"float32": "fail: error 0.3 > tolerance 1e-05", "bfloat16": "pass"}}
+    caps = Capabilities(attention={"sdpa_math": Capability(status="supported", evidence="probe", details=per_dtype),
+                                   "sdpa_flash": _ok()})
+    e = engine(write_profile(tmp_path / "p.yaml", caps))
+    assert e.plan.attention.value == ["sdpa_flash", "matmul_softmax"]
+    assert "sdpa_math unsupported" in e.plan.attention.evidence
