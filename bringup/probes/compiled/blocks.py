@@ -1,7 +1,7 @@
 """Composite blocks compared eager vs compiled: the pieces an LLM decoder is made of.
 
-`llama_decoder_layer` is a Llama-style layer assembled from the same pieces here; the runner's own
-decoder layer should replace it once bringup.runner exposes one (see DECODER_LAYER_NOTE).
+`llama_decoder_layer` is a Llama-style layer assembled from the same pieces here;
+`runner_decoder_layer` is the runner's own layer (bringup.runner.model), see runner_layer.py.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from bringup.probes.compiled import runner_layer
 from bringup.probes.ops.catalog_attention import apply_rotary, attention_reference, rotary_tables
 from bringup.probes.ops.catalog_reduce import rms_norm_composite
 from bringup.probes.ops.inputs import randn, uniform
 
-DECODER_LAYER_NOTE = ("llama_decoder_layer is assembled here from the catalog's pieces; the runner's own layer "
-                      "is not compared yet (bringup.runner did not expose one when this stage was written)")
+DECODER_LAYER_NOTE = ("runner_decoder_layer runs layer 0 of the runner's built-in model through "
+                      "DecoderModel.forward (paged KV write + attention); llama_decoder_layer is the same "
+                      "architecture assembled from the catalog's pieces")
 
 
 @dataclass(frozen=True)
@@ -27,8 +29,11 @@ class Block:
     name: str
     description: str
     inputs: Callable[[torch.Generator], list[Any]]
-    fn: Callable[..., torch.Tensor]
+    fn: Callable[..., torch.Tensor] | None = None
     ref: Callable[..., torch.Tensor] | None = None
+    # build(dtype, device) -> fn, for blocks whose weights live inside (the runner's model); the
+    # reference is build(float64, cpu). Their inputs are integer tensors (token ids, positions).
+    build: Callable[[torch.dtype, torch.device], Callable[..., torch.Tensor]] | None = None
 
 
 def _rms_norm_linear_inputs(g: torch.Generator) -> list[Any]:
@@ -112,5 +117,7 @@ BLOCKS: dict[str, Block] = {
         Block("llama_decoder_layer", "Llama-style layer: RMSNorm, q/k/v, rotary, causal GQA SDPA (4q/2kv heads), "
               "o_proj, residual, RMSNorm, SwiGLU, residual on [2,37,256]", _decoder_inputs, llama_decoder_layer,
               llama_decoder_layer_ref),
+        Block("runner_decoder_layer", "the runner's DecoderModel with its first layer: 37-token prefill with "
+              "paged KV writes, 8q/4kv heads, hidden 256", runner_layer.inputs, build=runner_layer.build),
     )
 }

@@ -50,11 +50,17 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:400]
 
 
-def _target(task: dict[str, Any]) -> tuple[Callable[..., Any], Callable[..., Any], list[Any], tuple, Any]:
+def _target(task: dict[str, Any], device: torch.device
+            ) -> tuple[Callable[..., Any], Callable[..., Any], list[Any], tuple, Any]:
     """(fn, reference fn, raw inputs, keep_dtype positions, layout) for an op case or a block."""
     if task.get("case") is None:
         block = BLOCKS[task["target"]]
-        return block.fn, block.ref or block.fn, block.inputs(generator("block", block.name)), (), None
+        raw = block.inputs(generator("block", block.name))
+        if block.build is not None:
+            dtype = dtype_from_name(task["dtype"])
+            return block.build(dtype, device), block.build(torch.float64, torch.device("cpu")), raw, (), None
+        assert block.fn is not None
+        return block.fn, block.ref or block.fn, raw, (), None
     spec = load_catalog().get(task["target"])
     case = spec.case(task["case"])
     if case.judge == "multinomial":
@@ -99,7 +105,7 @@ def run_compiled(task: dict[str, Any], device: torch.device) -> dict[str, Any]:
     record: dict[str, Any] = {"target": task["target"], "case": task.get("case"), "dtype": task["dtype"],
                               "backend": task["backend"], "status": "error", "ladder": {}}
     try:
-        fn, ref_fn, raw, keep, layout = _target(task)
+        fn, ref_fn, raw, keep, layout = _target(task, device)
         dev_args, ref_args = prepare_inputs(raw, dtype_from_name(task["dtype"]), device, keep, layout)
         eager_out = _call(fn, dev_args, device)
     except Exception as exc:

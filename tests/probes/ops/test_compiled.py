@@ -10,12 +10,12 @@ from tests.probes.ops.conftest import PLUGIN
 from tests.probes.ops.faulty_ops import PERTURB_BACKEND
 
 
-def test_perturbing_backend_is_a_mismatch_and_the_ladder_names_it(tmp_path, monkeypatch):
+def test_perturbing_backend_on_the_runners_layer_is_a_mismatch_and_the_ladder_names_it(tmp_path, monkeypatch):
     monkeypatch.setenv(PLUGINS_ENV, PLUGIN)
     import tests.probes.ops.faulty_ops  # noqa: F401  registers the backend in this (in-process) run
 
     result = run_cli(["verify-ops", "--no-isolate", "--json", "--compiled", "--compile-backend", PERTURB_BACKEND,
-                      "--op", "swiglu_mlp", "--dtype", "float32", "--profile", str(tmp_path / "p.yaml")])
+                      "--op", "runner_decoder_layer", "--dtype", "float32", "--profile", str(tmp_path / "p.yaml")])
     assert result.code == 1, result.stderr
     (rec,) = json.loads(result.stdout)["compiled"]
     assert rec["status"] == "mismatch" and rec["failing_backend"] == PERTURB_BACKEND
@@ -24,7 +24,8 @@ def test_perturbing_backend_is_a_mismatch_and_the_ladder_names_it(tmp_path, monk
     assert rec["compiled_err"] > rec["allowed"] > rec["eager_err"]
     assert rec["compile_s"] > 0 and rec["speedup"] > 0
     stored = load_profile(tmp_path / "p.yaml").compiled
-    assert [(r.target, r.status, r.failing_backend) for r in stored] == [("swiglu_mlp", "mismatch", PERTURB_BACKEND)]
+    assert [(r.target, r.status, r.failing_backend) for r in stored] == [
+        ("runner_decoder_layer", "mismatch", PERTURB_BACKEND)]
 
 
 def test_inductor_block_passes_with_one_cache_dir(tmp_path, inductor_cache_dir):
