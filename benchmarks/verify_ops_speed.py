@@ -42,6 +42,32 @@ def run_mode(isolate: bool, extra: list[str], workdir: Path) -> tuple[float, flo
     return seconds, cpu_s, len(doc["cases"]), doc["summary"]["ops"]
 
 
+def interleaved_overhead(chunk: int = 40) -> tuple[float, float, int]:
+    """Executor-level A/B: the same cases in chunks, alternating in-process and one long-lived worker.
+
+    Alternating cancels drifting load from other work on the machine; worker start-up is included
+    once (as in a real run). Returns (in-process s, isolated s, cases).
+    """
+    sys.path.insert(0, str(REPO))
+    from bringup.probes.ops.catalog import load_catalog, select_cases
+    from bringup.probes.ops.runner import op_task
+    from bringup.probes.ops.stage import worker_env
+    from bringup.probes.ops.worker import InProcessExecutor, IsolatedExecutor
+
+    tasks = [op_task(k) for k in select_cases(load_catalog(), None, list(DTYPES), None)]
+    inproc, isolated = InProcessExecutor("cpu"), IsolatedExecutor("cpu", 300.0, worker_env(None))
+    spent = {False: 0.0, True: 0.0}
+    for i in range(0, len(tasks), chunk):
+        for mode, executor in ((True, isolated), (False, inproc)) if (i // chunk) % 2 else \
+                ((False, inproc), (True, isolated)):
+            start = time.perf_counter()
+            for task in tasks[i:i + chunk]:
+                executor.run(task)
+            spent[mode] += time.perf_counter() - start
+    isolated.close()
+    return spent[False], spent[True], len(tasks)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--op", action="append", default=[], help="restrict to these ops (repeatable)")
@@ -65,6 +91,9 @@ def main() -> None:
           "CPU (goal <= 25 %)")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           "(wall times inflate when other work shares the CPUs)")
+    t_a, t_b, n = interleaved_overhead()
+    print(f"interleaved A/B over {n} cases (chunks alternate; start-up included): in-process {t_a:.1f} s, "
+          f"isolated {t_b:.1f} s, overhead {100 * (t_b - t_a) / t_a:+.1f} % (goal <= 25 %)")
 
 
 if __name__ == "__main__":
