@@ -53,9 +53,8 @@ def main() -> None:
         err_console.print("interrupted; the profile on disk is the last complete write")
         sys.exit(130)
 
-from bringup.cli import generate  # noqa: E402
+
+from bringup.cli import generate, selftest  # noqa: E402  (runner commands)
 
 app.command("generate")(generate.command)
-from bringup.cli import selftest  # noqa: E402
-
 app.command("selftest")(selftest.command)
