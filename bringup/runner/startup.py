@@ -87,13 +87,13 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len)
     dtype = getattr(torch, plan.dtype.value)
     _, free = backend_for(device).memory(device.index or 0)
-    layout, plan.weight_layout = choose_layout(facts, dtype, device, config, free)
-    if options.weight_layout is not None:
-        if options.weight_layout not in (IN_OUT, OUT_IN):
-            raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
+    if options.weight_layout is None:
+        layout, plan.weight_layout = choose_layout(facts, dtype, device, config, free)
+    elif options.weight_layout in (IN_OUT, OUT_IN):
         layout = WeightLayout(options.weight_layout, options.weight_layout, 0)
-        plan.weight_layout = Choice(options.weight_layout, f"forced by the caller (measured: "
-                                                           f"{plan.weight_layout.evidence})")
+        plan.weight_layout = Choice(options.weight_layout, "forced by the caller, not measured")
+    else:
+        raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
     if options.model_dir is None:
         model, name = load_builtin(dtype, device, layout), BUILTIN_NAME
     else:
