@@ -7,7 +7,16 @@ import typer
 from rich.text import Text
 
 from bringup import __version__
-from bringup.cli import devices, probe, profile_cmd
+from bringup.cli import (
+    bench,
+    devices,
+    generate,
+    probe,
+    profile_cmd,
+    selftest,
+    serve,
+    verify_collectives,
+)
 from bringup.cli.output import err_console
 from bringup.errors import BringupError
 
@@ -22,7 +31,6 @@ app = typer.Typer(
 )
 
 
-
 def show_version(value: bool) -> None:
     if value:
         print(f"bringup {__version__}")
@@ -35,11 +43,16 @@ def root(
         bool, typer.Option("--version", callback=show_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """Stages: devices → probe → verify-ops → bench; then generate / serve from the profile."""
+    """Stages: devices → probe → verify-ops → bench → selftest (or `all`); then generate / serve from the profile."""
 
 
 app.command("devices")(devices.command)
 app.command("probe")(probe.command)
+app.command("bench")(bench.command)
+app.command("selftest")(selftest.command)
+app.command("generate")(generate.command)
+app.command("serve")(serve.command)
+app.command("verify-collectives")(verify_collectives.command)
 app.add_typer(profile_cmd.app, name="profile")
 
 
@@ -52,9 +65,3 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted; the profile on disk is the last complete write")
         sys.exit(130)
-
-
-from bringup.cli import generate, selftest  # noqa: E402  (runner commands)
-
-app.command("generate")(generate.command)
-app.command("selftest")(selftest.command)

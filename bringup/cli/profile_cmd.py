@@ -70,10 +70,10 @@ def diff(before: ProfileArg, after: ProfileArg, json_out: JsonOption = False) ->
         console.print("no differences")
     else:
         table = Table(title=f"{before} → {after}", title_justify="left")
-        for col in ("section", "key", "before", "after"):
+        for col in ("section", "key", "before", "after", "note"):
             table.add_column(col, overflow="fold")
         for c in changes:
-            table.add_row(c.section, c.key, str(c.before), str(c.after))
+            table.add_row(c.section, c.key, str(c.before), str(c.after), c.note)
         console.print(table)
     if capability_changed:
         raise typer.Exit(1)

@@ -3,6 +3,7 @@
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from bringup.profiles.bench_diff import diff_bench
 from bringup.profiles.schema import Profile
 
 VOLATILE_DEVICE_FIELDS = {"memory_free_bytes"}
@@ -14,6 +15,7 @@ class Change:
     key: str
     before: Any
     after: Any
+    note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,6 +76,20 @@ def compiled_changes(a: Profile, b: Profile) -> list[Change]:
     return diff_mappings("compiled", statuses(a), statuses(b))
 
 
+def bench_changes(a: Profile, b: Profile) -> list[Change]:
+    """Only measurements that moved beyond both runs' noise, or exist in one profile alone."""
+    changes = []
+    for row in diff_bench(a.bench, b.bench):
+        verdict = row["verdict"]
+        if verdict in ("same", "not comparable"):
+            continue
+        note = verdict
+        if "ratio" in row:
+            note = f"{verdict}: time x{row['ratio']:.3f} (noise ±{row['noise_pct']:.1f}%)"
+        changes.append(Change("bench", f"{row['group']} {row['key']}", row["a_median_s"], row["b_median_s"], note))
+    return changes
+
+
 def diff_profiles(a: Profile, b: Profile) -> list[Change]:
     return (
         device_changes(a, b)
@@ -81,4 +97,5 @@ def diff_profiles(a: Profile, b: Profile) -> list[Change]:
         + capability_changes(a, b)
         + ops_changes(a, b)
         + compiled_changes(a, b)
+        + bench_changes(a, b)
     )

@@ -20,6 +20,9 @@ from bringup.profiles.schema import SCHEMA_VERSION, DeviceSection, Profile, Stag
 
 log = get_logger("profile")
 LOCK_TIMEOUT_S = 60.0
+# libyaml's safe loader/dumper are 5x faster on large profiles (thousands of op records); same safety.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class DeviceLike(Protocol):
@@ -54,7 +57,7 @@ def describe_validation_error(path: Path, error: ValidationError) -> str:
 
 def parse_profile(path: Path, text: str) -> Profile:
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -142,7 +145,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def render_yaml(profile: Profile) -> str:
-    return yaml.safe_dump(profile.to_document(), sort_keys=False, allow_unicode=True, width=120)
+    return yaml.dump(profile.to_document(), Dumper=SAFE_DUMPER, sort_keys=False, allow_unicode=True, width=120)
 
 
 def lock_for(path: Path) -> FileLock:

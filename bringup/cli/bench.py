@@ -1,0 +1,241 @@
+"""`bringup bench`: baseline microbenchmarks with a trustworthy harness, % of peak, regressions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
+from bringup.cli.output import console, print_json, progress
+from bringup.errors import BringupError
+from bringup.log import get_logger
+from bringup.probes.bench.export import rows as export_rows
+from bringup.probes.bench.export import to_csv
+from bringup.probes.bench.stage import GROUPS, BenchOptions, run_bench_stage, select_groups
+from bringup.profiles.bench_diff import diff_bench, regressions
+from bringup.profiles.schema import DeviceSection, Profile
+from bringup.profiles.sections.bench import BenchGroup, BenchRecord, BenchSection
+from bringup.profiles.store import check_identity, load_profile, load_profile_or_none
+
+log = get_logger("bench")
+GROUP_LIST = ", ".join(GROUPS)
+
+
+def load_baseline(path: Path | None) -> BenchSection | None:
+    if path is None:
+        return None
+    found = load_profile(path)
+    if found.bench is None or not found.bench.groups:
+        raise BringupError(f"baseline {path} has no bench results; run `bringup bench --profile {path}` "
+                           "on the baseline setup first")
+    return found.bench
+
+
+def existing_profile(path: Path, info: Any, force: bool) -> Profile | None:
+    """The profile to read capabilities/ops from; refuses another device's profile before any work."""
+    try:
+        found = load_profile_or_none(path)
+    except BringupError:
+        if force:
+            return None
+        raise
+    if found is not None and not force:
+        check_identity(path, found, DeviceSection.model_validate(info.to_dict()))
+    return found
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def fmt_rate(record: BenchRecord) -> str:
+    """TFLOP/s for compute kernels (GFLOP/s under 1 TFLOP/s), GB/s for pure data movement."""
+    if record.tflops is not None and record.name not in ("scale", "add", "triad", "dot"):
+        return f"{record.tflops * 1000:.3g} GFLOP/s" if record.tflops < 1 else f"{record.tflops:.3g} TFLOP/s"
+    return f"{record.gbps:.3g} GB/s" if record.gbps is not None else ""
+
+
+def fmt_pct(value: float | None) -> str:
+    return "" if value is None else f"{value:.0f}%"
+
+
+def fmt_peak(record: BenchRecord) -> str:
+    """% of the measured ceiling, then % of the datasheet peak when the device is known."""
+    parts = [fmt_pct(record.pct_measured) or "-"]
+    if record.pct_datasheet is not None:
+        parts.append(fmt_pct(record.pct_datasheet))
+    return " / ".join(parts) if record.pct_measured is not None or record.pct_datasheet is not None else ""
+
+
+def record_note(record: BenchRecord) -> str:
+    notes = []
+    if record.noisy:
+        notes.append("[red]noisy[/]")
+    if record.verified is False:
+        notes.append("[yellow]unverified[/]")
+    if record.speedup is not None:
+        notes.append(f"{record.speedup:.2f}x vs plain")
+    if record.bound:
+        notes.append("mem" if record.bound == "memory" else "compute")
+    return " ".join(notes)
+
+
+def group_table(name: str, group: BenchGroup) -> Table:
+    title = f"{name} — {group.status}" + (f" ({group.reason})" if group.reason else "")
+    table = Table(title=title, title_justify="left", show_lines=False)
+    peak_title = "% peak (run / sheet)" if any(r.pct_datasheet is not None for r in group.records) else "% peak"
+    for column in ("measurement", "median ±IQR/med", "reps", "rate", peak_title, "note"):
+        table.add_column(column, justify="left" if column in ("measurement", "note") else "right",
+                         overflow="fold")
+    for r in group.records:
+        if r.status != "ok":
+            continue
+        rel = f" ±{100 * r.iqr_s / r.median_s:.0f}%" if r.median_s and r.iqr_s is not None else ""
+        table.add_row(r.key, fmt_time(r.median_s) + rel, str(r.reps), fmt_rate(r), fmt_peak(r), record_note(r))
+    if group.notes:
+        table.caption = "; ".join(group.notes)
+        table.caption_justify = "left"
+    return table
+
+
+def not_measured_lines(group: BenchGroup) -> list[str]:
+    """Records that were not measured, one line per (status, reason) with their keys."""
+    by_reason: dict[tuple[str, str], list[str]] = {}
+    for r in group.records:
+        if r.status != "ok":
+            by_reason.setdefault((r.status, r.reason or ""), []).append(r.key)
+    return [f"  [yellow]{status}[/] {', '.join(keys)}: {reason}" for (status, reason), keys in by_reason.items()]
+
+
+def print_group(name: str, group: BenchGroup) -> None:
+    if any(r.status == "ok" for r in group.records):
+        console.print(group_table(name, group))
+    else:
+        console.print(f"[bold]{name}[/] — {group.status}" + (f": {group.reason}" if group.reason else ""))
+    for line in not_measured_lines(group):
+        console.print(line, highlight=False)
+
+
+def baseline_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="against baseline (ratio = time now / time in baseline)", title_justify="left")
+    for column in ("group", "measurement", "baseline", "now", "ratio", "change", "noise", "verdict"):
+        table.add_column(column, justify="left" if column in ("group", "measurement", "verdict") else "right",
+                         no_wrap=column != "measurement", overflow="fold")
+    colours = {"slower": "red", "faster": "green"}
+    for row in rows:
+        verdict = row["verdict"]
+        table.add_row(
+            row["group"], row["key"], fmt_time(row.get("a_median_s")), fmt_time(row.get("b_median_s")),
+            f"{row['ratio']:.3f}" if "ratio" in row else "",
+            f"{row['change_pct']:+.1f}%" if "change_pct" in row else "",
+            f"±{row['noise_pct']:.1f}%" if "noise_pct" in row else "",
+            f"[{colours[verdict]}]{verdict}[/]" if verdict in colours else verdict,
+        )
+    return table
+
+
+def command(
+    quick: Annotated[bool, typer.Option("--quick", help="Small sizes and short budgets (about a minute on a "
+                                        "2-core CPU); the default is the full run.")] = False,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help=f"Run only these groups (repeat or "
+                                                       f"comma-separate): {GROUP_LIST}.")] = None,
+    skip: Annotated[Optional[list[str]], typer.Option("--skip", help="Leave these groups out.")] = None,
+    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write every measurement of this run "
+                                                     "as CSV to this file ('-' for stdout).")] = None,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Compare with the bench results in "
+                                                     "another profile (another driver, another machine).")] = None,
+    fail_on_regression: Annotated[Optional[float], typer.Option(
+        "--fail-on-regression", metavar="PCT", help="With --baseline: exit 1 when any measurement is slower "
+        "by more than PCT percent beyond the two runs' noise.")] = None,
+    flush_cache: Annotated[bool, typer.Option("--flush-cache", help="Flush the last-level cache before every "
+                                              "repetition (cold-cache numbers).")] = False,
+    threshold: Annotated[Optional[float], typer.Option("--threshold", help="Stop repeating once IQR/median "
+                                                       "is at or under this (default: the preset's).")] = None,
+    budget: Annotated[Optional[float], typer.Option("--budget", help="Seconds per measurement before giving "
+                                                    "up on stability (default: the preset's).")] = None,
+    include_unverified: Annotated[bool, typer.Option("--include-unverified", help="Also time op cases that "
+                                                     "did not pass verify-ops, marked unverified.")] = False,
+    device: DeviceOption = None,
+    profile: ProfileOption = None,
+    json: JsonOption = False,
+    verbose: VerboseOption = False,
+    force: ForceOption = False,
+) -> None:
+    """Measure the device's baselines: matmul TFLOP/s per supported dtype, memory bandwidth, host
+    transfers, dispatch latency, attention per SDPA backend, per-op latency of verified ops, and
+    eager vs compiled blocks — each as % of datasheet peak (known devices) and of this run's
+    measured ceilings. Results go to the profile's `bench` section with the harness settings.
+
+    Example: bringup bench --quick --only matmul,bandwidth --baseline profiles/last-week.yaml
+    --fail-on-regression 10
+    """
+    if fail_on_regression is not None and baseline is None:
+        raise BringupError("--fail-on-regression needs --baseline OTHER.yaml to compare against")
+    if csv_path is not None and str(csv_path) == "-" and json:
+        raise BringupError("--csv - and --json both write to stdout; give --csv a file path")
+    if threshold is not None and not 0 < threshold < 1:
+        raise BringupError(f"--threshold {threshold} must be between 0 and 1 (a fraction, e.g. 0.05)")
+    if budget is not None and budget <= 0:
+        raise BringupError(f"--budget {budget} must be a positive number of seconds")
+    options = BenchOptions(quick=quick, only=tuple(only or ()), skip=tuple(skip or ()), flush_cache=flush_cache,
+                           threshold=threshold, budget_s=budget, include_unverified=include_unverified)
+    select_groups(options)  # bad --only/--skip fail before any device work
+    base_section = load_baseline(baseline)
+    ctx = stage_context(device, profile, json, verbose, force=force)
+    found = existing_profile(ctx.profile_path, ctx.info, force)
+    with progress(json) as bar:
+        task = bar.add_task("bench", total=len(select_groups(options)[0]))
+        run = run_bench_stage(ctx.device, ctx.info, ctx.profile_path, found, options, force=force,
+                              on_step=lambda text: bar.update(task, description=text),
+                              on_group_done=lambda _name, _group: bar.advance(task))
+    section, chosen, left_out, settings = run.section, run.chosen, run.left_out, run.settings
+    current = run.current
+
+    compared = diff_bench(BenchSection(groups={n: g for n, g in base_section.groups.items() if n in chosen}),
+                          current) if base_section else []
+    failed = regressions(compared, fail_on_regression) if fail_on_regression is not None else []
+
+    if csv_path is not None:
+        text = to_csv(section, chosen)
+        if str(csv_path) == "-":
+            print(text, end="")
+        else:
+            csv_path.write_text(text, encoding="utf-8")
+            log.info("wrote %s", csv_path)
+    if json:
+        print_json({
+            "device": ctx.info.to_dict(), "profile": str(ctx.profile_path), "preset": options.preset.name,
+            "settings": settings.model_dump(), "groups": {n: current.groups[n].model_dump() for n in chosen},
+            "left_out": left_out, "ceilings": section.ceilings.model_dump() if section.ceilings else None,
+            "datasheet": section.datasheet.model_dump() if section.datasheet else None,
+            "datasheet_reason": section.datasheet_reason, "measurements": len(export_rows(current)),
+            "baseline": {"path": str(baseline), "rows": compared} if baseline else None,
+            "regressions": failed,
+        })
+    elif not (csv_path is not None and str(csv_path) == "-"):
+        for name in chosen:
+            print_group(name, current.groups[name])
+        for name, why in left_out.items():
+            console.print(f"[dim]{name}: left out — {why}[/]")
+        if section.ceilings:
+            tf = ", ".join(f"{d} {v:.3g} TFLOP/s" for d, v in section.ceilings.tflops.items()) or "none"
+            gbps = section.ceilings.gbps
+            bw = f"{gbps:.3g} GB/s ({section.ceilings.gbps_kernel})" if gbps else "none"
+            console.print(f"measured ceilings: matmul {tf}; bandwidth {bw}")
+        console.print(f"datasheet: {section.datasheet.name} — {section.datasheet.source}" if section.datasheet
+                      else f"datasheet: {section.datasheet_reason}")
+        if compared:
+            console.print(baseline_table(compared))
+        console.print(f"profile: {ctx.profile_path}")
+    if failed:
+        log.error("%d measurement(s) slower than the baseline by more than %g%% beyond noise: %s", len(failed),
+                  fail_on_regression, "; ".join(f"{r['group']}/{r['key']} {r['change_pct']:+.1f}%" for r in failed))
+        raise typer.Exit(1)

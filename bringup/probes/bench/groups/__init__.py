@@ -1,0 +1,1 @@
+"""One module per benchmark group; each exposes `run(ctx) -> BenchGroup`."""

@@ -1,0 +1,36 @@
+"""Per-rank runtime helpers shared by the spawned workers and torchrun mode."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+
+def device_for_rank(device_type: str, local_rank: int) -> torch.device:
+    """CPU ranks share the CPU; accelerator ranks get one device each, by local rank."""
+    if device_type == "cpu":
+        return torch.device("cpu")
+    device = torch.device(device_type, local_rank)
+    module = getattr(torch, device_type, None)
+    set_device = getattr(module, "set_device", None)
+    if set_device is not None:
+        set_device(device)
+    return device
+
+
+def make_synchronize(device: torch.device) -> Callable[[], None]:
+    """A no-argument device sync (a no-op on the CPU, where collectives return when done)."""
+    if device.type == "cpu":
+        return lambda: None
+    from bringup.backends.registry import synchronize
+
+    return lambda: synchronize(device)
+
+
+def monitor_group(backend: str) -> dist.ProcessGroup | None:
+    """A gloo group for monitored_barrier (gloo only); None means the default group is already gloo."""
+    if backend == "gloo":
+        return None
+    return dist.new_group(backend="gloo")

@@ -1,0 +1,67 @@
+"""What request handlers need: the async engine, the tokenizer, limits and names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bringup.log import get_logger
+from bringup.runner.server.async_engine import AsyncEngine
+from bringup.runner.server.errors import APIError, error_body
+from bringup.runner.server.generation import Preparer
+from bringup.runner.server.metrics import ServerMetrics
+
+log = get_logger("serve")
+
+
+@dataclass
+class ServerConfig:
+    """Server settings that are not the engine's."""
+
+    served_model_name: str | None = None  # None: the engine's model_name
+    api_key: str | None = None
+    max_queue: int = 64
+    drain_timeout_s: float = 60.0
+    profile_path: Path | None = None
+    extra_model_names: list[str] = field(default_factory=list)
+
+
+def vocab_size_of(engine: Any) -> int | None:
+    """The model's vocabulary size, wherever the runner keeps it (None when it does not say)."""
+    candidates = [
+        getattr(engine, "vocab_size", None),
+        getattr(getattr(engine, "config", None), "vocab_size", None),
+        getattr(getattr(getattr(engine, "model", None), "config", None), "vocab_size", None),
+        getattr(engine.tokenizer, "vocab_size", None),
+    ]
+    for value in candidates:
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+class ServerContext:
+    def __init__(self, engine: Any, config: ServerConfig, metrics: ServerMetrics | None = None) -> None:
+        self.llm = engine
+        self.config = config
+        self.metrics = metrics or ServerMetrics()
+        self.engine = AsyncEngine(engine, max_queue=config.max_queue, metrics=self.metrics)
+        self.tokenizer = engine.tokenizer
+        self.model_name = config.served_model_name or engine.model_name
+        self.max_model_len = int(engine.max_model_len)
+        self.generation_defaults = dict(getattr(engine.tokenizer, "generation_defaults", {}) or {})
+        self.preparer = Preparer(engine.tokenizer, self.max_model_len, vocab_size_of(engine))
+
+    def check_model(self, name: str) -> None:
+        if name != self.model_name:
+            raise APIError(404, f"the model `{name}` does not exist on this server; it serves "
+                                f"`{self.model_name}` (see GET /v1/models)", param="model",
+                           code="model_not_found")
+
+    def stream_error(self, exc: Exception) -> dict:
+        """The SSE error event for a failure after streaming began."""
+        if isinstance(exc, APIError):
+            return exc.body()
+        log.exception("stream failed", exc_info=exc)
+        return error_body(500, f"internal server error: {type(exc).__name__}: {exc}")

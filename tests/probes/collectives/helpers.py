@@ -1,0 +1,37 @@
+"""Shared helpers for the collectives tests: a small plan, a launch, and the no-orphan check."""
+
+import psutil
+
+from bringup.probes.collectives.backend_choice import BackendChoice
+from bringup.probes.collectives.launcher import LaunchOutcome, launch
+from bringup.probes.collectives.plan import Plan
+from bringup.probes.collectives.report import build_section
+from bringup.profiles.sections.collectives import CollectivesSection
+
+GLOO = BackendChoice("gloo", "test", "cpu")
+
+
+def small_plan(timeout_s: float = 30.0, **overrides) -> Plan:
+    fields = dict(backend="gloo", device_type="cpu", dtypes=["float32"], sizes=[4096], warmup=1, iters=2,
+                  timeout_s=timeout_s)
+    fields.update(overrides)
+    return Plan(**fields)
+
+
+def run(plan: Plan, world: int, **kwargs) -> tuple[LaunchOutcome, CollectivesSection]:
+    outcome = launch(plan, world, startup_timeout_s=120.0, **kwargs)
+    return outcome, build_section(plan, outcome, GLOO, kwargs.get("start_method", "fork"))
+
+
+def assert_no_process_left(outcome: LaunchOutcome) -> None:
+    """No child of this test process survives, and no rank pid is still a live process."""
+    children = psutil.Process().children(recursive=True)
+    assert children == [], f"left behind: {children}"
+    assert len(outcome.pids) == outcome.world_size
+    for pid in outcome.pids.values():
+        if psutil.pid_exists(pid):
+            try:
+                status = psutil.Process(pid).status()
+            except psutil.NoSuchProcess:
+                continue
+            raise AssertionError(f"rank pid {pid} is still alive ({status})")
