@@ -116,3 +116,25 @@ def test_attention_capability_counts_only_for_the_dtypes_it_passed(tmp_path):
     e = engine(write_profile(tmp_path / "p.yaml", caps))
     assert e.plan.attention.value == ["sdpa_flash", "matmul_softmax"]
     assert "sdpa_math unsupported" in e.plan.attention.evidence
+
+
+def _bench(matmul_records: list[dict], tflops: dict[str, float]):
+    from bringup.profiles.sections.bench import BenchGroup, BenchRecord, BenchSection, MeasuredCeilings
+
+    return BenchSection(groups={"matmul": BenchGroup(records=[BenchRecord(**r) for r in matmul_records])},
+                        ceilings=MeasuredCeilings(tflops=tflops))
+
+
+def test_bench_numbers_decide_layout_and_dtype(tmp_path):
+    caps = Capabilities(dtypes={"bfloat16": _ok()})
+    ops = [_op("matmul", "bfloat16"), _op("softmax", "bfloat16")]
+    linear_2x_faster = {"key": "k", "name": "linear", "dtype": "float32", "speedup": 2.0}
+    path = write_profile(tmp_path / "p.yaml", caps, ops)
+
+    def add_bench(p):
+        p.bench = _bench([linear_2x_faster], {"float32": 2.0, "bfloat16": 1.0})
+
+    update_profile(path, device_info("cpu"), add_bench, stage="bench", status="complete")
+    e = engine(path)
+    assert e.plan.dtype.value == "float32" and "not faster than float32" in e.plan.dtype.evidence
+    assert e.executor.model.layout.small == "out_in" and "1 row from bench: 2.00" in e.plan.weight_layout.evidence
