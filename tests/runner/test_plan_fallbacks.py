@@ -138,3 +138,10 @@ def test_bench_numbers_decide_layout_and_dtype(tmp_path):
     e = engine(path)
     assert e.plan.dtype.value == "float32" and "not faster than float32" in e.plan.dtype.evidence
     assert e.executor.model.layout.small == "out_in" and "1 row from bench: 2.00" in e.plan.weight_layout.evidence
+
+
+def test_all_planned_attention_failing_at_run_time_is_one_clear_error(tmp_path):
+    caps = Capabilities(attention={"sdpa_efficient": _ok("wrongly claimed")})  # the CPU has no such kernel
+    path = write_profile(tmp_path / "p.yaml", caps, [_op("softmax", "float32", "fail")])
+    with pytest.raises(BringupError, match="every planned attention implementation failed at run time"):
+        engine(path)
