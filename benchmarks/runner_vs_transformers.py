@@ -18,6 +18,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -107,12 +110,28 @@ def copy_bandwidth_gbps(nbytes: int = 256 * 2**20, reps: int = 8) -> float:
     return 2 * nbytes / best_of(lambda: dst.copy_(src), reps) / 1e9
 
 
+def bench_bandwidth_gbps(tmp: Path, threads: int | None) -> tuple[float, str] | None:
+    """Best bandwidth of `bringup bench --only bandwidth --quick` run now, on the same CPU; None if it fails."""
+    profile = tmp / "bench-profile.yaml"
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    cmd = [sys.executable, "-m", "bringup", "bench", "--only", "bandwidth", "--quick", "--device", "cpu",
+           "--profile", str(profile), "--json"]
+    if subprocess.run(cmd, env=env, capture_output=True, timeout=600).returncode != 0:
+        return None
+    from bringup.profiles.store import load_profile
+
+    ceilings = load_profile(profile).bench.ceilings  # type: ignore[union-attr]
+    return (ceilings.gbps, f"bench {ceilings.gbps_kernel or ''}") if ceilings and ceilings.gbps else None
+
+
 def bytes_per_decode_token(engine: LLMEngine) -> int:
-    """Weights streamed per token: everything except the embedding table (one row is read)."""
+    """Weights streamed per decode token: the one-token layout's linear weights, norms and head
+    (the embedding table is not streamed: one row is read)."""
     m = engine.executor.model
-    embed = m.embed.numel() * m.embed.element_size()
-    shared = m.lm_head.data_ptr() == m.embed.data_ptr()
-    return m.weight_bytes() - (0 if shared else embed)
+    kind = m.layout.for_tokens(1)
+    tensors = [m.final_norm, m.heads[kind], *(t for layer in m.layer_sets[kind] for t in layer)]
+    seen = {t.data_ptr(): t.numel() * t.element_size() for t in tensors if t is not None}
+    return sum(seen.values())
 
 
 def memory_flatness(requests: int) -> dict:
@@ -151,27 +170,29 @@ def main() -> None:
                                                 max_num_seqs=8))
         ours_1, ours_8 = runner_rates(engine, reps)
         layout = engine.plan.weight_layout.value
-        other = "out_in" if layout == "in_out" else "in_out"
+        per_token = bytes_per_decode_token(engine)
         del engine
         gc.collect()
-        alt = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", max_model_len=256,
-                                             max_num_seqs=8, weight_layout=other))
-        alt_1, _ = runner_rates(alt, reps)
-        per_token = bytes_per_decode_token(alt)
-        del alt
+        plain = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", max_model_len=256,
+                                               max_num_seqs=8, weight_layout="out_in"))
+        plain_1, plain_8 = runner_rates(plain, reps)
+        del plain
         gc.collect()
         hf_1, hf_8 = hf_rates(hf, reps)
-        gbps = copy_bandwidth_gbps()
+        copy_gbps = copy_bandwidth_gbps()
+        bench = bench_bandwidth_gbps(model_dir, args.threads)
+        gbps, source = bench if bench else (copy_gbps, "copy")
         del hf
         gc.collect()
     roofline = gbps * 1e9 / per_token
     result = {
         "threads": torch.get_num_threads(),
         "batch1_decode_tok_s": {"runner": ours_1, "transformers": hf_1, "ratio": ours_1 / hf_1, "target": 1.5},
-        "layout": {"chosen": layout, "batch1_decode_tok_s": ours_1, "other": other,
-                   "other_batch1_decode_tok_s": alt_1},
+        "layout": {"chosen": layout, "plain_out_in_batch1_decode_tok_s": plain_1,
+                   "plain_out_in_batch8_total_tok_s": plain_8},
         "batch8_total_tok_s": {"runner": ours_8, "transformers": hf_8, "ratio": ours_8 / hf_8, "target": 2.0},
-        "roofline": {"copy_gbps": gbps, "weight_bytes_per_token": per_token, "roofline_tok_s": roofline,
+        "roofline": {"gbps": gbps, "gbps_source": source, "copy_gbps": copy_gbps,
+                     "weight_bytes_per_token": per_token, "roofline_tok_s": roofline,
                      "pct": 100 * ours_1 / roofline, "target_pct": 60},
         "memory": memory_flatness(200 if args.quick else 1000),
     }
@@ -184,12 +205,14 @@ def main() -> None:
     print(f"{'batch-1 decode tokens/s':34} {b1['runner']:10.1f} {b1['transformers']:13.1f} {b1['ratio']:6.2f}x "
           f"{'1.5x':>7}")
     lay = result["layout"]
-    print(f"{'  same runner, ' + lay['other'] + ' weights':34} {lay['other_batch1_decode_tok_s']:10.1f} "
-          f"{'':13} {ours_1 / lay['other_batch1_decode_tok_s']:6.2f}x   (plan chose {lay['chosen']} by measurement)")
+    print(f"{'  same runner, plain F.linear layout':34} {lay['plain_out_in_batch1_decode_tok_s']:10.1f} "
+          f"{'':13} {ours_1 / lay['plain_out_in_batch1_decode_tok_s']:6.2f}x   (plan: {lay['chosen']})")
     print(f"{'8 concurrent, total output tok/s':34} {b8['runner']:10.1f} {b8['transformers']:13.1f} "
           f"{b8['ratio']:6.2f}x {'2.0x':>7}")
+    print(f"{'  same runner, plain F.linear layout':34} {lay['plain_out_in_batch8_total_tok_s']:10.1f} "
+          f"{'':13} {b8['runner'] / lay['plain_out_in_batch8_total_tok_s']:6.2f}x")
     print(f"{'batch-1 decode, % memory roofline':34} {rf['pct']:9.1f}% {'':13} {'':7} {'60%':>7}   "
-          f"(copy {rf['copy_gbps']:.1f} GB/s ÷ {rf['weight_bytes_per_token'] / 1e6:.0f} MB/token = "
+          f"({rf['gbps_source']} {rf['gbps']:.1f} GB/s ÷ {rf['weight_bytes_per_token'] / 1e6:.0f} MB/token = "
           f"{rf['roofline_tok_s']:.1f} tok/s)")
     print(f"{'RSS over ' + str(mem['requests']) + ' sequential requests':34} {mem['rss_before_mib']:.0f} → "
           f"{mem['rss_after_mib']:.0f} MiB ({mem['growth_pct']:+.1f}%), KV blocks in use after: "

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from bringup.errors import StrictFallbackError
+from bringup.errors import BringupError, StrictFallbackError
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model import AttendFn, matmul_softmax_attention
 
@@ -35,8 +35,8 @@ IMPLEMENTATIONS: dict[str, Callable[[], AttendFn]] = {
 }
 
 
-class AttentionUnavailableError(RuntimeError):
-    """Every planned attention implementation failed at run time."""
+class AttentionUnavailableError(BringupError):
+    """Every planned attention implementation failed at run time (the environment cannot run attention)."""
 
 
 class AttentionDispatcher:
@@ -64,7 +64,8 @@ class AttentionDispatcher:
         why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         if self.index + 1 >= len(self.names):
             raise AttentionUnavailableError(
-                f"every planned attention implementation failed ({', '.join(self.names)}); last: {why}") from exc
+                f"every planned attention implementation failed at run time ({', '.join(self.names)}; last: {why}); "
+                "re-run `bringup probe` and `bringup verify-ops` on this device to update the profile") from exc
         self.recorder.record("op", "attention", wanted=self.current, instead=self.names[self.index + 1], why=why)
         self.index += 1
         self._fn = IMPLEMENTATIONS[self.current]()

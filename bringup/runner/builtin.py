@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from bringup.runner.config import ModelConfig
-from bringup.runner.model import DecoderModel, hf_tensor_names
+from bringup.runner.model import DecoderModel, WeightLayout, hf_tensor_names
 from bringup.runner.tokenizer import ByteTokenizer
 
 BUILTIN_NAME = "bringup-builtin-llama-2.5m"
@@ -50,8 +50,8 @@ def builtin_tensors(config: ModelConfig) -> dict[str, torch.Tensor]:
     return out
 
 
-def load_builtin(dtype: torch.dtype, device: torch.device | str, transposed: bool) -> DecoderModel:
+def load_builtin(dtype: torch.dtype, device: torch.device | str, layout: WeightLayout | None = None) -> DecoderModel:
     config = builtin_config()
-    model = DecoderModel(config, dtype, device, transposed)
+    model = DecoderModel(config, dtype, device, layout)
     model.load_hf_tensors(builtin_tensors(config).get)
     return model

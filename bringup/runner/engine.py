@@ -137,7 +137,10 @@ class LLMEngine:
         final: dict[str, RequestOutput] = {}
         pending = set(ids)
         while pending:
-            for out in self.step():
+            outputs = self.step()
+            if not outputs:
+                raise RuntimeError(f"the scheduler made no progress with {len(pending)} request(s) pending")
+            for out in outputs:
                 if out.finished and out.request_id in pending:
                     final[out.request_id] = out
                     pending.discard(out.request_id)

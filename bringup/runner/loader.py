@@ -12,7 +12,7 @@ from safetensors import safe_open
 
 from bringup.errors import BringupError
 from bringup.runner.config import ModelConfig
-from bringup.runner.model import DecoderModel
+from bringup.runner.model import DecoderModel, WeightLayout
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
@@ -60,10 +60,10 @@ def safetensors_files(model_dir: Path) -> list[Path]:
 
 
 def load_model(model_dir: Path, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
-               transposed: bool) -> DecoderModel:
+               layout: WeightLayout | None = None) -> DecoderModel:
     """Build the decoder and fill it from the directory's safetensors files."""
     files = safetensors_files(model_dir)
-    model = DecoderModel(config, dtype, device, transposed)
+    model = DecoderModel(config, dtype, device, layout)
     with ExitStack() as stack:
         handles = [stack.enter_context(safe_open(str(f), framework="pt")) for f in files]
         where = {name: h for h in handles for name in h.keys()}  # noqa: SIM118 (safe_open has no __iter__)

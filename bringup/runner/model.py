@@ -56,15 +56,39 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * xf.to(x.dtype)
 
 
+@dataclass(frozen=True)
+class WeightLayout:
+    """Linear-weight layout per step size: `small` for steps of at most `switch_tokens` tokens, else `large`.
+
+    "in_out" stores W as [in, out] and computes x @ W; "out_in" stores [out, in] for F.linear. When the
+    two differ, both copies are kept (twice the linear weights' memory) and each step uses the faster.
+    """
+
+    small: str = "out_in"
+    large: str = "out_in"
+    switch_tokens: int = 0
+
+    @property
+    def kinds(self) -> list[str]:
+        return sorted({self.small, self.large})
+
+    def for_tokens(self, tokens: int) -> str:
+        return self.small if tokens <= self.switch_tokens else self.large
+
+    def describe(self) -> str:
+        if self.small == self.large:
+            return self.small
+        return f"{self.small} for steps of <= {self.switch_tokens} tokens, else {self.large}"
+
+
 class DecoderModel(nn.Module):
     """Weights as plain buffers; forward over flattened tokens with a paged KV cache."""
 
     def __init__(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
-                 transposed: bool = False) -> None:
+                 layout: WeightLayout | None = None) -> None:
         super().__init__()
-        self.config, self.dtype, self.transposed = config, dtype, transposed
+        self.config, self.dtype, self.layout = config, dtype, layout or WeightLayout()
         self.device = torch.device(device)
-        self.weights: dict[str, torch.Tensor | None] = {}
         self.attend: AttendFn = matmul_softmax_attention
         self.k_caches: list[torch.Tensor] = []
         self.v_caches: list[torch.Tensor] = []
@@ -77,7 +101,7 @@ class DecoderModel(nn.Module):
     # ---------------------------------------------------------------- weights
     def load_hf_tensors(self, get: Callable[[str], torch.Tensor | None]) -> None:
         """Fill the weights from Hugging Face tensor names; `get(name)` returns None when absent."""
-        c = self.config
+        c, kinds = self.config, self.layout.kinds
 
         def need(name: str) -> torch.Tensor:
             t = get(name)
@@ -85,38 +109,41 @@ class DecoderModel(nn.Module):
                 raise KeyError(name)
             return t
 
-        def proj(*names: str, bias: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        def proj(*names: str, bias: bool) -> dict[str, tuple[torch.Tensor, torch.Tensor | None]]:
             w = torch.cat([need(n + ".weight") for n in names], 0)
-            b = torch.cat([need(n + ".bias") for n in names], 0) if bias else None
-            return self._place(w, linear_weight=True), None if b is None else self._place(b)
+            b = self._place(torch.cat([need(n + ".bias") for n in names], 0)) if bias else None
+            return {kind: (self._place(w, kind), b) for kind in kinds}
 
-        layers = []
+        self.layer_sets: dict[str, list[tuple]] = {kind: [] for kind in kinds}
         for i in range(c.num_layers):
             p = f"model.layers.{i}."
             a, m = p + "self_attn.", p + "mlp."
-            wqkv, bqkv = proj(a + "q_proj", a + "k_proj", a + "v_proj", bias=c.qkv_bias)
-            wo, bo = proj(a + "o_proj", bias=c.o_bias)
-            wgu, bgu = proj(m + "gate_proj", m + "up_proj", bias=c.mlp_bias)
-            wd, bd = proj(m + "down_proj", bias=c.mlp_bias)
-            layers.append((self._place(need(p + "input_layernorm.weight")), wqkv, bqkv, wo, bo,
-                           self._place(need(p + "post_attention_layernorm.weight")), wgu, bgu, wd, bd))
-        self.layers = layers
+            qkv = proj(a + "q_proj", a + "k_proj", a + "v_proj", bias=c.qkv_bias)
+            o = proj(a + "o_proj", bias=c.o_bias)
+            gate_up = proj(m + "gate_proj", m + "up_proj", bias=c.mlp_bias)
+            down = proj(m + "down_proj", bias=c.mlp_bias)
+            n1 = self._place(need(p + "input_layernorm.weight"))
+            n2 = self._place(need(p + "post_attention_layernorm.weight"))
+            for kind in kinds:
+                self.layer_sets[kind].append((n1, *qkv[kind], *o[kind], n2, *gate_up[kind], *down[kind]))
         embed = need("model.embed_tokens.weight")
         self.embed = self._place(embed)
         head = get("lm_head.weight")
         if head is None or c.tie_word_embeddings:
             head = embed
-        self.lm_head = self.embed if (head is embed and not self.transposed) else self._place(
-            head, linear_weight=True)
+        self.heads = {kind: self.embed if (head is embed and kind == "out_in") else self._place(head, kind)
+                      for kind in kinds}
         self.final_norm = self._place(need("model.norm.weight"))
 
-    def _place(self, t: torch.Tensor, linear_weight: bool = False) -> torch.Tensor:
+    def _place(self, t: torch.Tensor, kind: str | None = None) -> torch.Tensor:
         t = t.to(self.device, self.dtype)
-        return t.t().contiguous() if (linear_weight and self.transposed) else t.contiguous()
+        return t.t().contiguous() if kind == "in_out" else t.contiguous()
 
     def weight_bytes(self) -> int:
         seen: dict[int, int] = {}
-        for t in [self.embed, self.lm_head, self.final_norm, *(x for layer in self.layers for x in layer)]:
+        tensors = [self.embed, self.final_norm, *self.heads.values(),
+                   *(x for layers in self.layer_sets.values() for layer in layers for x in layer)]
+        for t in tensors:
             if t is not None:
                 seen[t.data_ptr()] = t.numel() * t.element_size()
         return sum(seen.values())
@@ -125,23 +152,26 @@ class DecoderModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
                 ) -> torch.Tensor:
         """Hidden states [T, hidden] for flattened tokens; writes their K/V into the cache."""
-        c, tr = self.config, self.transposed
+        c = self.config
+        kind = self.layout.for_tokens(input_ids.shape[0])
+        tr = kind == "in_out"
         x = self.embed[input_ids]
         cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
-        for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layers):
-            h = self._attention(rms_norm(x, n1, c.rms_norm_eps), wqkv, bqkv, cos, sin, meta, i)
+        for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layer_sets[kind]):
+            h = self._attention(rms_norm(x, n1, c.rms_norm_eps), wqkv, bqkv, tr, cos, sin, meta, i)
             x = x + linear(h, wo, bo, tr)
             gate, up = linear(rms_norm(x, n2, c.rms_norm_eps), wgu, bgu, tr).chunk(2, dim=-1)
             x = x + linear(F.silu(gate) * up, wd, bd, tr)
         return rms_norm(x, self.final_norm, c.rms_norm_eps)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return linear(hidden, self.lm_head, None, self.transposed).float()
+        kind = self.layout.for_tokens(hidden.shape[0])
+        return linear(hidden, self.heads[kind], None, kind == "in_out").float()
 
-    def _attention(self, x, wqkv, bqkv, cos, sin, meta: AttentionMetadata, layer: int):  # type: ignore[no-untyped-def]
+    def _attention(self, x, wqkv, bqkv, tr, cos, sin, meta: AttentionMetadata, layer: int):  # type: ignore[no-untyped-def]
         c = self.config
         T, H, KV, D, G = x.shape[0], c.num_heads, c.num_kv_heads, c.head_dim, c.num_queries_per_kv
-        qkv = linear(x, wqkv, bqkv, self.transposed)
+        qkv = linear(x, wqkv, bqkv, tr)
         qk = apply_rope(qkv[:, : (H + KV) * D].view(T, H + KV, D), cos, sin)  # q and k rotated together
         q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D:]
         k_cache, v_cache = self.k_caches[layer], self.v_caches[layer]

@@ -25,6 +25,10 @@ SDPA_IMPLEMENTATIONS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math
 PLAIN_ATTENTION = "matmul_softmax"
 SDPA_OPS = {"scaled_dot_product_attention", "sdpa"}
 PLAIN_OPS = {"matmul", "bmm", "softmax"}
+# ops the decoder runs (verify-ops names); a low-precision dtype needs these verified, not every op
+RUNNER_OPS = {"matmul", "linear", "addmm", "bmm", "softmax", "log_softmax", "rms_norm", "silu", "mul", "add",
+              "embedding", "rotary", "index_copy", "index_select", "cat", "masked_fill", "rsqrt", "mean", "pow",
+              "cast", "argmax", "multinomial"}
 DEFAULT_MAX_MODEL_LEN = 4096
 DEFAULT_MAX_NUM_SEQS = 16
 BLOCK_SIZE = 16
@@ -102,7 +106,7 @@ def choose_dtype(facts: ProfileFacts) -> Choice:
         if status != "supported":
             rejected.append(f"{name} capability {status}")
             continue
-        ops = facts.ops_for_dtype(name)
+        ops = facts.ops(name, RUNNER_OPS)
         if not ops.verified:
             rejected.append(f"{name} {ops.describe()}")
             continue

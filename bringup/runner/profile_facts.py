@@ -49,9 +49,6 @@ class ProfileFacts:
         failed = [f"{r.op} {r.case}: {r.status}" for r in records if r.status != "pass"]
         return OpVerdict(passed=sum(r.status == "pass" for r in records), failed=failed)
 
-    def ops_for_dtype(self, dtype: str) -> OpVerdict:
-        return self.ops(dtype, {r.op for r in (self.profile.ops if self.profile else [])})
-
     def compiled(self, dtype: str, backend: str) -> tuple[list[Any], list[Any]]:
         """(passing, failing) compiled records of this dtype and backend."""
         records = [r for r in (self.profile.compiled if self.profile else [])

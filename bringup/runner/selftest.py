@@ -41,8 +41,8 @@ def reference_model(engine: LLMEngine, model_dir: Path | None):  # type: ignore[
     """The same weights on the CPU in float64, eager, plain attention."""
     config = engine.executor.model.config
     cpu = torch.device("cpu")
-    model = (load_builtin(torch.float64, cpu, False) if model_dir is None
-             else load_model(model_dir, config, torch.float64, cpu, False))
+    model = (load_builtin(torch.float64, cpu) if model_dir is None
+             else load_model(model_dir, config, torch.float64, cpu))
     return model
 
 

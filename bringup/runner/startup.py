@@ -21,6 +21,7 @@ from bringup.runner.kv_cache import allocate_kv_cache
 from bringup.runner.kv_sizing import size_kv_cache
 from bringup.runner.layout import IN_OUT, OUT_IN, choose_layout
 from bringup.runner.loader import load_model, read_config, safetensors_files
+from bringup.runner.model import WeightLayout
 from bringup.runner.plan import Choice, ExecutionPlan, build_plan
 from bringup.runner.profile_facts import ProfileFacts
 from bringup.runner.tokenizer import ByteTokenizer, HFTokenizer
@@ -85,19 +86,20 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     facts = ProfileFacts(profile)
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len)
     dtype = getattr(torch, plan.dtype.value)
-    plan.weight_layout = choose_layout(facts, dtype, device, config)
-    if options.weight_layout is not None:
-        if options.weight_layout not in (IN_OUT, OUT_IN):
-            raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
-        plan.weight_layout = Choice(options.weight_layout, f"forced by the caller (measured: "
-                                                           f"{plan.weight_layout.evidence})")
-    transposed = plan.weight_layout.value == IN_OUT
-    if options.model_dir is None:
-        model, name = load_builtin(dtype, device, transposed), BUILTIN_NAME
-    else:
-        model = load_model(Path(options.model_dir), config, dtype, device, transposed)
-        name = Path(options.model_dir).resolve().name
     _, free = backend_for(device).memory(device.index or 0)
+    if options.weight_layout is None:
+        layout, plan.weight_layout = choose_layout(facts, dtype, device, config, free)
+    elif options.weight_layout in (IN_OUT, OUT_IN):
+        layout = WeightLayout(options.weight_layout, options.weight_layout, 0)
+        plan.weight_layout = Choice(options.weight_layout, "forced by the caller, not measured")
+    else:
+        raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
+    if options.model_dir is None:
+        model, name = load_builtin(dtype, device, layout), BUILTIN_NAME
+    else:
+        model = load_model(Path(options.model_dir), config, dtype, device, layout)
+        name = Path(options.model_dir).resolve().name
+    _, free = backend_for(device).memory(device.index or 0)  # after the weights are in place
     plan.kv_blocks = size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
                                    plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
                                    model.weight_bytes())

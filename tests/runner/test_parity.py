@@ -38,3 +38,25 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, case):
     out = engine.generate([prompt], SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True))[0]
     assert out.token_ids == ref_tokens
     assert engine.stats()["kv_blocks_used"] == 0
+
+
+def test_dual_layout_matches_transformers_in_prefill_and_decode(tmp_path):
+    """Weights kept in both layouts: prefill (many rows) uses [out, in], decode (one row) [in, out]."""
+    from bringup.runner.batch_inputs import build_inputs
+    from bringup.runner.kv_cache import allocate_kv_cache
+    from bringup.runner.loader import load_model, read_config
+    from bringup.runner.model import WeightLayout
+
+    hf = make_hf_model(tmp_path, arch="qwen2", tied=True)
+    config = read_config(tmp_path)
+    model = load_model(tmp_path, config, torch.float32, "cpu", WeightLayout("in_out", "out_in", 1))
+    allocate_kv_cache(model, 4, 16)
+    prompt = torch.randint(2, 320, (20,), generator=torch.Generator().manual_seed(3)).tolist()
+    with torch.no_grad():
+        ref = hf(torch.tensor([prompt])).logits[0]
+    ours = []
+    for chunk in (SeqChunk(prompt[:19], 0, [0, 1]), SeqChunk(prompt, 19, [0, 1])):
+        inputs = build_inputs([chunk], 16, config.num_queries_per_kv, torch.device("cpu"))
+        with torch.inference_mode():
+            ours.append(model.logits(model(inputs.input_ids, inputs.positions, inputs.meta)))
+    assert (torch.cat(ours) - ref).abs().max().item() <= 1e-4

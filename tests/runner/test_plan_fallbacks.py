@@ -56,9 +56,12 @@ def test_profile_of_another_device_is_not_used(tmp_path, bringup_logs):
 def test_low_precision_only_when_supported_and_ops_pass(tmp_path):
     caps = Capabilities(dtypes={"bfloat16": _ok()}, attention={"sdpa_math": _ok()})
     good = [_op("matmul", "bfloat16"), _op("softmax", "bfloat16")]
-    e = engine(write_profile(tmp_path / "good.yaml", caps, good))
+    e = engine(write_profile(tmp_path / "good.yaml", caps, good), weight_layout="out_in")  # skip bf16 timing
     assert e.plan.dtype.value == "bfloat16" and e.plan.attention.value == ["sdpa_math", "matmul_softmax"]
     assert e.executor.model.embed.dtype == torch.bfloat16
+    unused = [*good, _op("_scaled_mm", "bfloat16", "unsupported")]  # an op the runner never calls
+    assert engine(write_profile(tmp_path / "unused.yaml", caps, unused), weight_layout="out_in"
+                  ).plan.dtype.value == "bfloat16"
     bad = engine(write_profile(tmp_path / "bad.yaml", caps, [*good, _op("rms_norm", "bfloat16", "fail")]))
     assert bad.plan.dtype.value == "float32" and "failed" in bad.plan.dtype.evidence
 
@@ -113,3 +116,32 @@ def test_attention_capability_counts_only_for_the_dtypes_it_passed(tmp_path):
     e = engine(write_profile(tmp_path / "p.yaml", caps))
     assert e.plan.attention.value == ["sdpa_flash", "matmul_softmax"]
     assert "sdpa_math unsupported" in e.plan.attention.evidence
+
+
+def _bench(matmul_records: list[dict], tflops: dict[str, float]):
+    from bringup.profiles.sections.bench import BenchGroup, BenchRecord, BenchSection, MeasuredCeilings
+
+    return BenchSection(groups={"matmul": BenchGroup(records=[BenchRecord(**r) for r in matmul_records])},
+                        ceilings=MeasuredCeilings(tflops=tflops))
+
+
+def test_bench_numbers_decide_layout_and_dtype(tmp_path):
+    caps = Capabilities(dtypes={"bfloat16": _ok()})
+    ops = [_op("matmul", "bfloat16"), _op("softmax", "bfloat16")]
+    linear_2x_faster = {"key": "k", "name": "linear", "dtype": "float32", "speedup": 2.0}
+    path = write_profile(tmp_path / "p.yaml", caps, ops)
+
+    def add_bench(p):
+        p.bench = _bench([linear_2x_faster], {"float32": 2.0, "bfloat16": 1.0})
+
+    update_profile(path, device_info("cpu"), add_bench, stage="bench", status="complete")
+    e = engine(path)
+    assert e.plan.dtype.value == "float32" and "not faster than float32" in e.plan.dtype.evidence
+    assert e.executor.model.layout.small == "out_in" and "1 row from bench: 2.00" in e.plan.weight_layout.evidence
+
+
+def test_all_planned_attention_failing_at_run_time_is_one_clear_error(tmp_path):
+    caps = Capabilities(attention={"sdpa_efficient": _ok("wrongly claimed")})  # the CPU has no such kernel
+    path = write_profile(tmp_path / "p.yaml", caps, [_op("softmax", "float32", "fail")])
+    with pytest.raises(BringupError, match="every planned attention implementation failed at run time"):
+        engine(path)
