@@ -5,8 +5,7 @@ VENV ?= .venv
 
 run:
 	VENV=$(VENV) scripts/setup-venv.sh
-	$(VENV)/bin/bringup devices
-	$(VENV)/bin/bringup probe
+	$(VENV)/bin/bringup all
 
 test:
 	VENV=$(VENV) scripts/setup-venv.sh dev

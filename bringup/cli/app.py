@@ -8,6 +8,7 @@ from rich.text import Text
 
 from bringup import __version__
 from bringup.cli import (
+    all_cmd,
     bench,
     devices,
     generate,
@@ -55,6 +56,7 @@ app.command("selftest")(selftest.command)
 app.command("generate")(generate.command)
 app.command("serve")(serve.command)
 app.command("verify-collectives")(verify_collectives.command)
+app.command("all")(all_cmd.command)
 app.add_typer(profile_cmd.app, name="profile")
 
 
