@@ -25,10 +25,11 @@ SDPA_IMPLEMENTATIONS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math
 PLAIN_ATTENTION = "matmul_softmax"
 SDPA_OPS = {"scaled_dot_product_attention", "sdpa"}
 PLAIN_OPS = {"matmul", "bmm", "softmax"}
-# ops the decoder runs (verify-ops names); a low-precision dtype needs these verified, not every op
+# ops the decoder runs in the model dtype (verify-ops names); a low-precision dtype needs these verified, not
+# every op. Sampling (argmax, multinomial, sort, cumsum) runs on float32 logits on the CPU, so it is not listed.
 RUNNER_OPS = {"matmul", "linear", "addmm", "bmm", "softmax", "log_softmax", "rms_norm", "silu", "mul", "add",
               "embedding", "rotary", "index_copy", "index_select", "cat", "masked_fill", "rsqrt", "mean", "pow",
-              "cast", "argmax", "multinomial"}
+              "cast"}
 DEFAULT_MAX_MODEL_LEN = 4096
 DEFAULT_MAX_NUM_SEQS = 16
 BLOCK_SIZE = 16

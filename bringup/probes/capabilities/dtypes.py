@@ -69,6 +69,17 @@ def check_float_dtype(device: torch.device, name: str) -> dict[str, Any]:
     )
 
 
+def int8_matmul(da: torch.Tensor, db: torch.Tensor) -> tuple[torch.Tensor, str]:
+    """Plain `@` where the device implements it, else torch._int_mm (int8 x int8 -> int32, the LLM path)."""
+    try:
+        return da @ db, "int8 @"
+    except (NotImplementedError, RuntimeError) as plain_error:
+        int_mm = getattr(torch, "_int_mm", None)
+        if int_mm is None:
+            raise plain_error from None
+        return int_mm(da, db), f"torch._int_mm ({error_text(plain_error)[:60]} for plain @)"
+
+
 def check_int8(device: torch.device) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(3)
     a = torch.randint(-1, 2, (32, 16), generator=gen, dtype=torch.int8)
@@ -78,7 +89,8 @@ def check_int8(device: torch.device) -> dict[str, Any]:
     expected_add = a.long() + c.long()
     try:
         da, db, dc = a.to(device), b.to(device), c.to(device)
-        got_mm = (da @ db).cpu().long()
+        product, path = int8_matmul(da, db)
+        got_mm = product.cpu().long()
         got_add = (da + dc).cpu().long()
     except Exception as exc:
         return unsupported(f"int8 matmul/add raised {error_text(exc)}")
@@ -86,7 +98,7 @@ def check_int8(device: torch.device) -> dict[str, Any]:
     wrong_add = int((got_add != expected_add).sum())
     if wrong_mm or wrong_add:
         return unsupported(f"int8 results wrong: {wrong_mm} matmul and {wrong_add} add elements differ")
-    return supported("int8 matmul 32x16@16x24 and add: exact against int64 reference")
+    return supported(f"int8 matmul 32x16@16x24 via {path} and add: exact against int64 reference", matmul=path)
 
 
 def dtype_checks() -> dict[str, Callable[[torch.device], dict[str, Any]]]:
