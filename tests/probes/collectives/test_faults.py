@@ -11,7 +11,7 @@ import pytest
 
 from bringup.probes.collectives.launcher import launch
 from tests.cli.run_cli import run_cli
-from tests.probes.collectives.helpers import assert_no_process_left, run, small_plan
+from tests.probes.collectives.helpers import assert_no_process_left, new_children, run, small_plan
 
 K = 5  # corrupted elements
 
@@ -73,7 +73,7 @@ def test_ctrl_c_ends_every_rank():
     seen: dict[str, object] = {}
 
     def interrupt_after_first_case(n: int) -> None:
-        seen["pids"] = list(psutil.Process().children(recursive=True))
+        seen["pids"] = new_children()
         os.kill(os.getpid(), signal.SIGINT)
 
     plan = small_plan(timeout_s=600.0)
@@ -82,5 +82,5 @@ def test_ctrl_c_ends_every_rank():
                on_case_done=interrupt_after_first_case)
     ranks = seen["pids"]
     assert len(ranks) == 3  # the zygote and its two forked ranks
-    assert psutil.Process().children(recursive=True) == []
+    assert new_children() == []
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks)
