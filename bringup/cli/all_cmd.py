@@ -39,7 +39,7 @@ class Stage:
 STAGES = [
     Stage("devices", ["devices"]),
     Stage("probe", ["probe"]),
-    Stage("verify-ops", ["verify-ops", "--resume"]),
+    Stage("verify-ops", ["verify-ops", "--resume", "--compiled"]),
     Stage("bench", ["bench", "--quick"]),
     Stage("selftest", ["selftest"], takes_model=True),
 ]

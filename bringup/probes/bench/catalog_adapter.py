@@ -64,7 +64,9 @@ def compiled_block_resolver() -> tuple[BlockResolver | None, str | None]:
             return case_function(catalog_module, inputs, target, label, dtype, device)
         block = blocks.BLOCKS[target]
         raw = block.inputs(inputs.generator("block", block.name))
-        args, _reference = inputs.prepare_inputs(raw, inputs.dtype_from_name(dtype), device)
-        return block.fn, args
+        torch_dtype = inputs.dtype_from_name(dtype)
+        args, _reference = inputs.prepare_inputs(raw, torch_dtype, device)
+        fn = block.build(torch_dtype, device) if block.build is not None else block.fn
+        return fn, args
 
     return resolve, None
