@@ -9,22 +9,12 @@ import torch
 from bringup.backends.base import Backend, DeviceInfo
 
 
-def _cpu_model_name() -> str:
+def cpuinfo_field(name: str) -> str | None:
+    """The first `name : value` line of /proc/cpuinfo, or None where there is no such file or line."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _cpu_vendor() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
+                if line.startswith(name):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
@@ -63,8 +53,8 @@ class CpuBackend(Backend):
         return DeviceInfo(
             id="cpu",
             backend="cpu",
-            name=_cpu_model_name(),
-            vendor=_cpu_vendor(),
+            name=cpuinfo_field("model name") or platform.processor() or platform.machine(),
+            vendor=cpuinfo_field("vendor_id"),
             arch=platform.machine(),
             integrated=None,
             memory_total_bytes=total,

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from bringup.runner.server.async_engine import Sequence
 from bringup.runner.server.context import ServerContext
 from bringup.runner.server.errors import APIError
-from bringup.runner.server.generation import Job, SSEResponse, Subscription, final_outputs, new_id, sampling_params
+from bringup.runner.server.generation import Job, Subscription, new_id, respond, sampling_params, usage
 from bringup.runner.server.logprobs import LogprobFormatter
 from bringup.runner.server.schemas import (
     AssistantMessage,
@@ -23,7 +23,7 @@ from bringup.runner.server.schemas import (
     ChatDelta,
     Usage,
 )
-from bringup.runner.server.streaming import DONE, SSE_HEADERS, TextStream, sse
+from bringup.runner.server.streaming import DONE, TextStream, sse
 
 
 async def render_prompt(body: ChatCompletionRequest, ctx: ServerContext) -> list[int]:
@@ -55,29 +55,17 @@ async def build_job(body: ChatCompletionRequest, ctx: ServerContext) -> Job:
     return job
 
 
-def usage(job: Job, outputs: list[Any]) -> Usage:
-    completion = sum(len(o.token_ids) for o in outputs)
-    return Usage(prompt_tokens=job.prompt_tokens, completion_tokens=completion,
-                 total_tokens=job.prompt_tokens + completion)
 
 
 async def create_chat_completion(body: ChatCompletionRequest, request: Request, ctx: ServerContext):
     ctx.check_model(body.model)
     job = await build_job(body, ctx)
-    ctx.engine.admit()
-    sub = Subscription(ctx.engine, job)
-    try:
-        await sub.start()
-    except BaseException:
-        sub.close()
-        raise
+    include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
+    result = await respond(job, ctx, request, body.stream,
+                           lambda sub: stream(sub, body, ctx, include_usage))
     if body.stream:
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return SSEResponse(stream(sub, body, ctx, include_usage), on_close=sub.close, headers=SSE_HEADERS)
-    try:
-        finals = await final_outputs(sub, request)
-    finally:
-        sub.close()
+        return result
+    finals = result
     fmt = LogprobFormatter(ctx.tokenizer)
     choices = [
         ChatChoice(index=i, message=AssistantMessage(content=out.text), finish_reason=out.finish_reason,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,8 @@ from starlette.responses import StreamingResponse
 from bringup.runner.sampling_params import SamplingParams
 from bringup.runner.server.async_engine import AsyncEngine, EngineFailure, Sequence
 from bringup.runner.server.errors import APIError
-from bringup.runner.server.schemas import SamplingFields
+from bringup.runner.server.schemas import SamplingFields, Usage
+from bringup.runner.server.streaming import SSE_HEADERS
 
 # A prompt longer than this many characters per context token cannot fit: reject it before
 # spending time tokenising it.
@@ -153,6 +154,30 @@ class Subscription:
         if self.pending:
             self.engine.abort(sorted(self.pending))
         self.engine.release()
+
+
+async def respond(job: Job, ctx: Any, request: Request, stream: bool,
+                  make_stream: Callable[[Subscription], AsyncIterator[bytes]]) -> SSEResponse | list[Any]:
+    """Admit the job; stream it (an SSE response) or wait for every choice's final output."""
+    ctx.engine.admit()
+    sub = Subscription(ctx.engine, job)
+    try:
+        await sub.start()
+    except BaseException:
+        sub.close()
+        raise
+    if stream:
+        return SSEResponse(make_stream(sub), on_close=sub.close, headers=SSE_HEADERS)
+    try:
+        return await final_outputs(sub, request)
+    finally:
+        sub.close()
+
+
+def usage(job: Job, outputs: list[Any]) -> Usage:
+    completion = sum(len(o.token_ids) for o in outputs)
+    return Usage(prompt_tokens=job.prompt_tokens, completion_tokens=completion,
+                 total_tokens=job.prompt_tokens + completion)
 
 
 async def final_outputs(sub: Subscription, request: Request) -> list[Any]:
