@@ -40,7 +40,7 @@ STAGES = [
     Stage("devices", ["devices"]),
     Stage("probe", ["probe"]),
     Stage("verify-ops", ["verify-ops", "--resume", "--compiled"]),
-    Stage("bench", ["bench", "--quick"]),
+    Stage("bench", ["bench", "--quick", "--only", "matmul,bandwidth,transfer,dispatch,attention,ops,e2e"]),
     Stage("selftest", ["selftest"], takes_model=True),
 ]
 STAGE_NAMES = [s.name for s in STAGES]

@@ -165,8 +165,13 @@ def choose_compiled(facts: ProfileFacts, dtype: str) -> Choice:
         if not speedups or median(speedups) <= 1.0:
             notes.append(f"{backend}: not measured faster than eager")
             continue
+        decode = facts.e2e_compiled_decode_speedup()
+        if decode is not None and decode <= 1.0:
+            notes.append(f"{backend}: blocks pass, but bench e2e decode compiled runs at {decode:.2f}x of eager")
+            continue
+        e2e = f"; bench e2e decode {decode:.2f}x" if decode is not None else ""
         return Choice(backend, f"{len(passing)} compiled block(s) passed at {dtype}; median speed-up "
-                               f"{median(speedups):.2f}x over eager")
+                               f"{median(speedups):.2f}x over eager{e2e}")
     return Choice(None, "eager: " + ("; ".join(notes) or "no compile backend supported"))
 
 

@@ -65,6 +65,11 @@ class ProfileFacts:
             found = found.get("records", [])
         return [r for r in (found or []) if isinstance(r, dict) and r.get("status", "ok") == "ok"]
 
+    def e2e_compiled_decode_speedup(self) -> float | None:
+        """Eager time / compiled time of the runner's own decode in bench e2e (None when not measured)."""
+        decode = next((r for r in self.bench_records("e2e") if r.get("key") == "decode_b1"), None)
+        return decode.get("speedup") if decode else None
+
     def bench_tflops(self, dtype: str) -> float | None:
         """Best measured matmul TFLOP/s for a dtype (bench ceilings, else the matmul group)."""
         bench = self.profile.bench if self.profile else None

@@ -14,7 +14,7 @@ from bringup.errors import BringupError
 from bringup.log import get_logger
 from bringup.probes.bench.cache import CacheFlusher, llc_size
 from bringup.probes.bench.context import BenchContext
-from bringup.probes.bench.groups import attention, bandwidth, compiled, dispatch, matmul, ops, transfer
+from bringup.probes.bench.groups import attention, bandwidth, compiled, dispatch, e2e, matmul, ops, transfer
 from bringup.probes.bench.harness import Harness, HarnessSettings
 from bringup.probes.bench.presets import PRESETS, Preset
 from bringup.probes.bench.records import short_error
@@ -33,12 +33,15 @@ GROUPS: dict[str, Callable[[BenchContext], BenchGroup]] = {
     "attention": attention.run,
     "ops": ops.run,
     "compiled": compiled.run,
+    "e2e": e2e.run,
 }
 # Finished groups are written to the profile (stage status partial) at least this often, and always at
 # the end: an interrupted run keeps what it measured, without paying a profile rewrite per small group.
 CHECKPOINT_EVERY_S = 10.0
 QUICK_EXCLUDES = {"compiled": "the quick preset skips compiled blocks (compilation alone can take minutes on "
-                              "a small CPU); run the full preset or --only compiled"}
+                              "a small CPU); run the full preset or --only compiled",
+                  "e2e": "the quick preset skips the runner's end-to-end tokens/s (building, warming and maybe "
+                         "compiling the runner takes tens of seconds); run the full preset or --only e2e"}
 
 
 @dataclass
