@@ -17,7 +17,7 @@ import torch
 
 from bringup.backends.registry import synchronize
 from bringup.runner.config import ModelConfig
-from bringup.runner.linear_kinds import IN_OUT, OUT_IN, PACKED, PLAIN_KINDS, packed_check, place
+from bringup.runner.linear_kinds import IN_OUT, OUT_IN, PACKED, PLAIN_KINDS, SLICES, packed_check, place
 from bringup.runner.linear_kinds import apply as linear
 from bringup.runner.model import WeightLayout
 from bringup.runner.plan import Choice
@@ -36,7 +36,7 @@ def choose_layout(facts: ProfileFacts, dtype: torch.dtype, device: torch.device,
     k, n = config.hidden_size, 2 * config.intermediate_size
     budget = STREAM_BYTES if free_bytes is None else min(STREAM_BYTES, free_bytes // 16)
     packed_why = packed_check(device, dtype)
-    kinds = PLAIN_KINDS if packed_why else (*PLAIN_KINDS, PACKED)
+    kinds = (*PLAIN_KINDS, SLICES) if packed_why else (*PLAIN_KINDS, SLICES, PACKED)
     times = time_layouts(device, dtype, k, n, ROWS, budget, kinds)  # cached per process: a property of the device
     notes = [f"seconds per 1x{k}x{n} {name} product, weights streamed from memory, by rows: "
              + ", ".join(f"{m}:" + "/".join(f"{kind} {t * 1e6:.0f}us" for kind, t in row.items())
@@ -49,6 +49,8 @@ def choose_layout(facts: ProfileFacts, dtype: torch.dtype, device: torch.device,
         one[IN_OUT] = one[OUT_IN] * bench[0]  # bench's speed-up of F.linear over x@W is the same time ratio
         notes.append(f"1 row from bench: {bench[0]:.2f} (median of {bench[1]} decode GEMMs)")
     small = _winner(one, OUT_IN)
+    if bench is None:  # without bench's verdict, column slices summed in parallel may beat both
+        small = _winner({small: one[small], SLICES: times[1][SLICES]}, small)
     switch, large = 1, small
     for m in list(times)[1:]:
         if _winner(times[m], small) != small:
