@@ -29,6 +29,7 @@ import psutil
 import torch
 
 from bringup.runner.engine import EngineOptions, LLMEngine
+from bringup.runner.linear_kinds import storage_key
 from bringup.runner.sampling_params import SamplingParams
 
 PROMPT, NEW = 64, 64
@@ -130,7 +131,7 @@ def bytes_per_decode_token(engine: LLMEngine) -> int:
     m = engine.executor.model
     kind = m.layout.for_tokens(1)
     tensors = [m.final_norm, m.heads[kind], *(t for layer in m.layer_sets[kind] for t in layer)]
-    seen = {t.data_ptr(): t.numel() * t.element_size() for t in tensors if t is not None}
+    seen = {storage_key(t): t.numel() * t.element_size() for t in tensors if t is not None}
     return sum(seen.values())
 
 

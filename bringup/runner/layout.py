@@ -1,4 +1,5 @@
-"""Choose the weight layout by measurement: `x @ W[in, out]` or `F.linear(x, W[out, in])`, per step size.
+"""Choose the weight layout by measurement: `x @ W[in, out]`, `F.linear(x, W[out, in])` or oneDNN's
+pre-packed weights (when they run and match F.linear here), per step size.
 
 Which one streams a GEMM faster is a property of the device and its kernels, and it can flip with the
 number of rows (tokens in the step): on some CPUs `x @ W[in, out]` is 2x faster for one decode token
@@ -13,15 +14,16 @@ import functools
 import time
 
 import torch
-import torch.nn.functional as F
 
 from bringup.backends.registry import synchronize
 from bringup.runner.config import ModelConfig
+from bringup.runner.linear_kinds import IN_OUT, OUT_IN, PACKED, PLAIN_KINDS, SLICES, packed_check, place
+from bringup.runner.linear_kinds import apply as linear
 from bringup.runner.model import WeightLayout
 from bringup.runner.plan import Choice
 from bringup.runner.profile_facts import ProfileFacts
 
-IN_OUT, OUT_IN = "in_out", "out_in"
+__all__ = ["IN_OUT", "OUT_IN", "PACKED", "choose_layout", "time_layouts"]
 ROWS = (1, 2, 4, 8, 16, 32, 64)
 MARGIN = 0.9  # a layout wins at a row count when it takes under 90 % of the other's time
 SLOW_PASS_S = 0.3  # a pass this slow is measured once, and larger row counts are not timed
@@ -33,23 +35,30 @@ def choose_layout(facts: ProfileFacts, dtype: torch.dtype, device: torch.device,
     name = str(dtype).removeprefix("torch.")
     k, n = config.hidden_size, 2 * config.intermediate_size
     budget = STREAM_BYTES if free_bytes is None else min(STREAM_BYTES, free_bytes // 16)
-    times = time_layouts(device, dtype, k, n, ROWS, budget)  # cached per process: a property of the device
-    ratios = {m: t_matmul / t_linear for m, (t_matmul, t_linear) in times.items()}  # < 1: x@W faster
-    notes = [f"x@W÷F.linear time, 1x{k}x{n} {name} weights streamed from memory, by rows: "
-             + ", ".join(f"{m}:{r:.2f}" for m, r in ratios.items())]
+    packed_why = packed_check(device, dtype)
+    kinds = (*PLAIN_KINDS, SLICES) if packed_why else (*PLAIN_KINDS, SLICES, PACKED)
+    times = time_layouts(device, dtype, k, n, ROWS, budget, kinds)  # cached per process: a property of the device
+    notes = [f"seconds per 1x{k}x{n} {name} product, weights streamed from memory, by rows: "
+             + ", ".join(f"{m}:" + "/".join(f"{kind} {t * 1e6:.0f}us" for kind, t in row.items())
+                         for m, row in times.items())]
+    if packed_why:
+        notes.append(f"{PACKED} not tried: {packed_why}")
+    one = {kind: times[1][kind] for kind in PLAIN_KINDS}  # one row: x@W or F.linear (bench compares these two)
     bench = facts.linear_vs_matmul_speedup(name)
     if bench is not None:
-        ratios[1] = bench[0]  # bench's speed-up of F.linear over x@W is the same time ratio
+        one[IN_OUT] = one[OUT_IN] * bench[0]  # bench's speed-up of F.linear over x@W is the same time ratio
         notes.append(f"1 row from bench: {bench[0]:.2f} (median of {bench[1]} decode GEMMs)")
-    small = _winner(ratios[1]) or OUT_IN
-    other = IN_OUT if small == OUT_IN else OUT_IN
-    switch = 1
-    for m in list(ratios)[1:]:
-        if _winner(ratios[m]) == other:
+    small = _winner(one, OUT_IN)
+    if bench is None:  # without bench's verdict, column slices summed in parallel may beat both
+        small = _winner({small: one[small], SLICES: times[1][SLICES]}, small)
+    switch, large = 1, small
+    for m in list(times)[1:]:
+        if _winner(times[m], small) != small:
             break
         switch = m
-    above = [_winner(ratios[m]) for m in ratios if m > switch]
-    large = other if above and above.count(other) > above.count(small) else small
+    above = [_winner(times[m], small) for m in times if m > switch]
+    if above:
+        large = max(set(above), key=above.count)
     if large != small:
         extra = linear_weight_bytes(config, dtype)
         if free_bytes is None or free_bytes < 4 * extra:
@@ -61,12 +70,10 @@ def choose_layout(facts: ProfileFacts, dtype: torch.dtype, device: torch.device,
     return layout, Choice(layout.describe(), "; ".join(notes))
 
 
-def _winner(ratio: float) -> str | None:
-    if ratio < MARGIN:
-        return IN_OUT
-    if ratio > 1 / MARGIN:
-        return OUT_IN
-    return None
+def _winner(seconds: dict[str, float], incumbent: str) -> str:
+    """The fastest kind when it takes under MARGIN of the incumbent's time; otherwise the incumbent."""
+    best = min(seconds, key=seconds.__getitem__)
+    return best if seconds[best] < MARGIN * seconds[incumbent] else incumbent
 
 
 def linear_weight_bytes(config: ModelConfig, dtype: torch.dtype) -> int:
@@ -79,36 +86,36 @@ def linear_weight_bytes(config: ModelConfig, dtype: torch.dtype) -> int:
 
 @functools.lru_cache(maxsize=16)
 def time_layouts(device: torch.device, dtype: torch.dtype, k: int, n: int, rows: tuple[int, ...],
-                 stream_bytes: int = STREAM_BYTES, passes: int = 2) -> dict[int, tuple[float, float]]:
-    """Seconds per [rows, k] x [k, n] product for both layouts, cycling through enough weight copies
-    (`stream_bytes` per layout) that they come from memory rather than cache, as in a real decode."""
+                 stream_bytes: int = STREAM_BYTES, kinds: tuple[str, ...] = PLAIN_KINDS,
+                 passes: int = 2) -> dict[int, dict[str, float]]:
+    """Seconds per [rows, k] x [k, n] product for each kind, cycling through enough weight copies
+    (`stream_bytes` per kind) that they come from memory rather than cache, as in a real decode."""
     size = k * n * torch.empty((), dtype=dtype).element_size()
     copies = max(2, min(256, stream_bytes // size))
-    w_in_out = [torch.full((k, n), 0.01, dtype=dtype, device=device) for _ in range(copies)]
-    w_out_in = [w.t().contiguous() for w in w_in_out]
+    out_in = [torch.full((n, k), 0.01, dtype=dtype, device=device) for _ in range(copies)]
+    weights = {kind: [place(w, kind) for w in out_in] if kind != OUT_IN else out_in for kind in kinds}
 
-    def one_pass(fn, weights) -> float:  # type: ignore[no-untyped-def]
+    def one_pass(x: torch.Tensor, kind: str) -> float:
         synchronize(device)
         start = time.perf_counter()
-        for w in weights:
-            fn(w)
+        for w in weights[kind]:
+            linear(x, w, None, kind)
         synchronize(device)
-        return (time.perf_counter() - start) / len(weights)
+        return (time.perf_counter() - start) / copies
 
-    out: dict[int, tuple[float, float]] = {}
+    out: dict[int, dict[str, float]] = {}
     with torch.inference_mode():
         for m in rows:
             x = torch.full((m, k), 0.01, dtype=dtype, device=device)
-            best = [float("inf"), float("inf")]
-            for p in range(passes + 1):  # alternate the layouts so drifting load hits both alike
-                times = [one_pass(lambda w: torch.matmul(x, w), w_in_out),  # noqa: B023
-                         one_pass(lambda w: F.linear(x, w), w_out_in)]  # noqa: B023
-                slow = max(times) * copies > SLOW_PASS_S
+            best = dict.fromkeys(kinds, float("inf"))
+            for p in range(passes + 1):  # alternate the kinds so drifting load hits them alike
+                times = {kind: one_pass(x, kind) for kind in kinds}
+                slow = max(times.values()) * copies > SLOW_PASS_S
                 if p or slow:  # pass 0 only warms up, unless it is slow enough to judge on its own
-                    best = [min(b, t) for b, t in zip(best, times)]
+                    best = {kind: min(best[kind], t) for kind, t in times.items()}
                 if slow:
                     break
-            out[m] = (best[0], best[1])
-            if min(best) * copies > SLOW_PASS_S:  # more rows only take longer: enough evidence
+            out[m] = best
+            if min(best.values()) * copies > SLOW_PASS_S:  # more rows only take longer: enough evidence
                 break
     return out

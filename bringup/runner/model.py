@@ -4,8 +4,8 @@ Tokens of all sequences in a step are flattened into one [T] batch. Each layer w
 into the paged cache (by slot) and reads each sequence's context back through its slots, so the
 same forward serves prefill, decode and a mix of both.
 
-Weights may be stored `[out, in]` (F.linear) or `[in, out]` (`x @ W`); the execution plan picks the
-layout that measured faster on the device.
+Weights may be stored `[out, in]` (F.linear), `[in, out]` (`x @ W`) or pre-packed (oneDNN); the
+execution plan picks the layout that measured faster on the device, per step size.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from bringup.runner.config import ModelConfig
+from bringup.runner.linear_kinds import apply as linear
+from bringup.runner.linear_kinds import place, storage_key
 from bringup.runner.rope import apply_rope, inverse_frequencies, rope_tables
 
 # attend(q [B, kvH, G*Q, hd], k [B, kvH, L, hd], v [B, kvH, L, hd], mask [B, 1, G*Q, L] | None, scale)
@@ -44,10 +46,6 @@ def matmul_softmax_attention(q, k, v, mask, scale):  # type: ignore[no-untyped-d
     return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
 
 
-def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, transposed: bool) -> torch.Tensor:
-    if transposed:
-        return torch.matmul(x, w) if b is None else torch.addmm(b, x, w)
-    return F.linear(x, w, b)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -60,8 +58,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 class WeightLayout:
     """Linear-weight layout per step size: `small` for steps of at most `switch_tokens` tokens, else `large`.
 
-    "in_out" stores W as [in, out] and computes x @ W; "out_in" stores [out, in] for F.linear. When the
-    two differ, both copies are kept (twice the linear weights' memory) and each step uses the faster.
+    "in_out" stores W as [in, out] and computes x @ W; "out_in" stores [out, in] for F.linear; "packed"
+    pre-packs it for oneDNN. When the two differ, both copies are kept (twice the linear weights' memory)
+    and each step uses the faster.
     """
 
     small: str = "out_in"
@@ -137,7 +136,7 @@ class DecoderModel(nn.Module):
 
     def _place(self, t: torch.Tensor, kind: str | None = None) -> torch.Tensor:
         t = t.to(self.device, self.dtype)
-        return t.t().contiguous() if kind == "in_out" else t.contiguous()
+        return t.contiguous() if kind is None else place(t, kind)
 
     def weight_bytes(self) -> int:
         seen: dict[int, int] = {}
@@ -145,7 +144,7 @@ class DecoderModel(nn.Module):
                    *(x for layers in self.layer_sets.values() for layer in layers for x in layer)]
         for t in tensors:
             if t is not None:
-                seen[t.data_ptr()] = t.numel() * t.element_size()
+                seen[storage_key(t)] = t.numel() * t.element_size()
         return sum(seen.values())
 
     # ---------------------------------------------------------------- forward
@@ -154,24 +153,23 @@ class DecoderModel(nn.Module):
         """Hidden states [T, hidden] for flattened tokens; writes their K/V into the cache."""
         c = self.config
         kind = self.layout.for_tokens(input_ids.shape[0])
-        tr = kind == "in_out"
         x = self.embed[input_ids]
         cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
         for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layer_sets[kind]):
-            h = self._attention(rms_norm(x, n1, c.rms_norm_eps), wqkv, bqkv, tr, cos, sin, meta, i)
-            x = x + linear(h, wo, bo, tr)
-            gate, up = linear(rms_norm(x, n2, c.rms_norm_eps), wgu, bgu, tr).chunk(2, dim=-1)
-            x = x + linear(F.silu(gate) * up, wd, bd, tr)
+            h = self._attention(rms_norm(x, n1, c.rms_norm_eps), wqkv, bqkv, kind, cos, sin, meta, i)
+            x = x + linear(h, wo, bo, kind)
+            gate, up = linear(rms_norm(x, n2, c.rms_norm_eps), wgu, bgu, kind).chunk(2, dim=-1)
+            x = x + linear(F.silu(gate) * up, wd, bd, kind)
         return rms_norm(x, self.final_norm, c.rms_norm_eps)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         kind = self.layout.for_tokens(hidden.shape[0])
-        return linear(hidden, self.heads[kind], None, kind == "in_out").float()
+        return linear(hidden, self.heads[kind], None, kind).float()
 
-    def _attention(self, x, wqkv, bqkv, tr, cos, sin, meta: AttentionMetadata, layer: int):  # type: ignore[no-untyped-def]
+    def _attention(self, x, wqkv, bqkv, kind, cos, sin, meta: AttentionMetadata, layer: int):  # type: ignore[no-untyped-def]
         c = self.config
         T, H, KV, D, G = x.shape[0], c.num_heads, c.num_kv_heads, c.head_dim, c.num_queries_per_kv
-        qkv = linear(x, wqkv, bqkv, tr)
+        qkv = linear(x, wqkv, bqkv, kind)
         qk = apply_rope(qkv[:, : (H + KV) * D].view(T, H + KV, D), cos, sin)  # q and k rotated together
         q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D:]
         k_cache, v_cache = self.k_caches[layer], self.v_caches[layer]

@@ -1,4 +1,10 @@
-"""Turn a step's logits into next tokens: penalties, temperature, top-k, top-p, min-p, seeded draws."""
+"""Turn a step's logits into next tokens: penalties, temperature, top-k, top-p, min-p, seeded draws.
+
+Sampling is robust to extreme parameters: logits are scaled in float64 (a temperature of 1e-8 does
+not overflow), the most probable token always survives the filters (top_p=1e-300 does not mask
+every token), and a row whose distribution is still unusable falls back to argmax — one bad request
+never fails the step for its neighbours.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import torch
 
 from bringup.runner.outputs import TokenLogprob
 from bringup.runner.sequence import Sequence
+
+MIN_TEMPERATURE = 1e-30  # smaller temperatures are this one: float64 logits / 1e-30 stay finite
 
 
 def sample(logits: torch.Tensor, seqs: list[Sequence]) -> list[tuple[int, TokenLogprob | None]]:
@@ -24,8 +32,10 @@ def _sample_row(row: torch.Tensor, seq: Sequence) -> tuple[int, TokenLogprob | N
     if p.greedy:
         token = int(row.argmax())
     else:
-        probs = torch.softmax(filter_logits(row / p.temperature, p.top_k, p.top_p, p.min_p), dim=-1)
-        token = int(torch.multinomial(probs, 1, generator=seq.generator))
+        scaled = row.double() / max(p.temperature, MIN_TEMPERATURE)
+        probs = torch.softmax(filter_logits(scaled, p.top_k, p.top_p, p.min_p), dim=-1)
+        usable = bool(torch.isfinite(probs).all()) and float(probs.sum()) > 0.0
+        token = int(torch.multinomial(probs, 1, generator=seq.generator)) if usable else int(scaled.argmax())
     return token, (None if p.logprobs is None else _logprob(row, token, p.logprobs))
 
 
@@ -38,6 +48,7 @@ def filter_logits(row: torch.Tensor, top_k: int, top_p: float, min_p: float) -> 
         sorted_logits, order = torch.sort(row, descending=True)
         probs = torch.softmax(sorted_logits, dim=-1)
         drop = probs.cumsum(-1) - probs >= top_p  # keep the smallest prefix whose mass reaches top_p
+        drop[0] = False  # ... and never less than the most probable token
         row = row.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
     if min_p > 0.0:
         probs = torch.softmax(row, dim=-1)

@@ -64,3 +64,26 @@ def test_repetition_penalty_changes_greedy_choice(builtin_engine):
                                                     repetition_penalty=50.0))[0]
     assert plain.token_ids != penalised.token_ids
     assert len(set(penalised.token_ids)) == len(penalised.token_ids)  # a harsh penalty never repeats
+
+
+def test_extreme_top_p_and_temperature_still_sample_without_harming_a_neighbour(builtin_engine):
+    e = builtin_engine
+    prompt, other = e.tokenizer.encode("extreme "), e.tokenizer.encode("a well-behaved neighbour")
+    row = torch.log(torch.tensor([0.5, 0.25, 0.15, 0.1]))
+    assert torch.isfinite(filter_logits(row, 0, 1e-300, 0.0)).tolist() == [True, False, False, False]
+    neighbour = SamplingParams(max_tokens=6, temperature=0.8, seed=5, ignore_eos=True)
+    alone = e.generate([other], neighbour)[0].token_ids
+    extreme = SamplingParams(max_tokens=6, temperature=1e-8, top_p=1e-300, seed=1, ignore_eos=True)
+    e.add_request("extreme", prompt, extreme)
+    e.add_request("neighbour", other, neighbour)
+    final: dict = {}
+    while e.has_unfinished():
+        for out in e.step():
+            if out.finished:
+                final[out.request_id] = out
+    good = final["neighbour"]
+    assert len(final["extreme"].token_ids) == 6 and final["extreme"].finish_reason == "length"
+    assert good.token_ids == alone
+    greedy = e.generate([prompt], SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))[0]
+    assert final["extreme"].token_ids == greedy.token_ids  # a near-zero temperature is greedy
+    assert e.stats()["kv_blocks_used"] == 0
