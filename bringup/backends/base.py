@@ -67,6 +67,3 @@ class Backend(ABC):
         return [self.device_info(i) for i in range(self.device_count())]
 
 
-def torch_module(name: str) -> Any | None:
-    """torch.<name> when this torch build has it, else None."""
-    return getattr(torch, name, None)

@@ -79,11 +79,6 @@ class ProfileFacts:
         rates = [r["tflops"] for r in self.bench_records("matmul") if r.get("dtype") == dtype and r.get("tflops")]
         return max(rates) if rates else None
 
-    def bench_gbps(self) -> float | None:
-        bench = self.profile.bench if self.profile else None
-        ceilings = (bench.model_dump().get("ceilings") or {}) if bench else {}
-        return ceilings.get("gbps")
-
     def linear_vs_matmul_speedup(self, dtype: str) -> tuple[float, int] | None:
         """Median speed-up of F.linear[out,in] over x @ W[in,out] for decode GEMMs, and how many."""
         speedups = [r["speedup"] for r in self.bench_records("matmul")

@@ -51,9 +51,6 @@ class RankProcesses:
         """Update exit_codes for ranks that ended."""
         raise NotImplementedError
 
-    def all_exited(self, world_size: int) -> bool:
-        return len(self.exit_codes) >= world_size
-
     def _track(self, pid: int) -> None:
         with contextlib.suppress(psutil.Error):
             self._handles.append(psutil.Process(pid))

@@ -45,10 +45,6 @@ def consolidate_faults(faults: list[Fault]) -> list[CollectiveFault]:
     return primaries
 
 
-def culprit_ranks(faults: list[CollectiveFault]) -> list[int]:
-    return sorted({f.rank for f in faults if f.culprit and f.rank is not None})
-
-
 def _case_record(case: CaseSpec, reports: list[dict[str, Any]], world_size: int, expected_reports: int,
                  status_if_missing: str) -> CollectiveCaseRecord:
     first = reports[0] if reports else {}

@@ -55,6 +55,3 @@ class CaseOutcome:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseOutcome:
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})

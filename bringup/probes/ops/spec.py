@@ -70,9 +70,6 @@ class CaseKey:
     dtype: str
     case: str
 
-    def as_tuple(self) -> tuple[str, str, str]:
-        return (self.op, self.dtype, self.case)
-
     def __str__(self) -> str:
         return f"{self.op}[{self.dtype}] {self.case}"
 
