@@ -1,7 +1,8 @@
 """Attention implementations and the dispatcher that falls back from one to the next (op fallback).
 
-Every implementation takes q [B, kvH, G*Q, hd] and the sequence's K/V read from the paged cache
-[B, kvH, L, hd]; grouped-query heads are folded into the query rows, so K/V are never repeated.
+Every implementation takes q [kvH, B, G*Q, hd] and the sequences' K/V gathered from the paged cache
+[kvH, B, L, hd] (to SDPA, kv heads are the batch and sequences the heads; attention is independent per
+pair either way); grouped-query heads are folded into the query rows, so K/V are never repeated.
 """
 
 from __future__ import annotations

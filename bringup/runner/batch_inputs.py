@@ -61,7 +61,7 @@ def build_inputs(chunks: list[SeqChunk], block_size: int, queries_per_kv: int,
         key = torch.arange(L)
         m = (key.view(1, 1, L) <= q_pos.unsqueeze(-1)) & (key.view(1, L) < torch.tensor(ctx_len).view(B, 1)
                                                            ).unsqueeze(1)
-        mask = m.view(B, 1, 1, Q, L).expand(B, 1, queries_per_kv, Q, L).reshape(B, 1, queries_per_kv * Q, L)
+        mask = m.view(1, B, 1, Q, L).expand(1, B, queries_per_kv, Q, L).reshape(1, B, queries_per_kv * Q, L)
         mask = mask.to(device)
     meta = AttentionMetadata(
         slot_mapping=slot_mapping.to(device), context_slots=ctx_slots.to(device), mask=mask,

@@ -1,4 +1,4 @@
-"""The paged KV cache: per layer one K and one V tensor of [num_blocks * block_size, kv_heads, head_dim].
+"""The paged KV cache: per layer one K and one V tensor of [kv_heads, num_blocks * block_size, head_dim].
 
 A token's slot is `block * block_size + offset`; sequences address the cache only through their
 block tables. The cache is allocated once, at engine start, and never grows.
@@ -18,9 +18,14 @@ def bytes_per_block(config: ModelConfig, block_size: int, dtype: torch.dtype) ->
     return 2 * config.num_layers * block_size * config.num_kv_heads * config.head_dim * elem
 
 
+def cache_shape(config: ModelConfig, slots: int) -> tuple[int, int, int]:
+    """Head-major: a sequence's context for one head is a gather of whole rows of one [slots, head_dim] plane."""
+    return (config.num_kv_heads, slots, config.head_dim)
+
+
 def allocate_kv_cache(model: DecoderModel, num_blocks: int, block_size: int) -> None:
     """Allocate the cache once and attach it to the model."""
     c = model.config
-    shape = (num_blocks * block_size, c.num_kv_heads, c.head_dim)
+    shape = cache_shape(c, num_blocks * block_size)
     model.k_caches = [torch.zeros(shape, dtype=model.dtype, device=model.device) for _ in range(c.num_layers)]
     model.v_caches = [torch.zeros(shape, dtype=model.dtype, device=model.device) for _ in range(c.num_layers)]

@@ -1,5 +1,6 @@
-"""Choose the weight layout by measurement: `x @ W[in, out]`, `F.linear(x, W[out, in])` or oneDNN's
-pre-packed weights (when they run and match F.linear here), per step size.
+"""Choose the weight layout by measurement, per step size: `x @ W[in, out]`, `F.linear(x, W[out, in])`,
+and where they run and match F.linear here, oneDNN's pre-packed weights, column slices, or bringup's
+host panel kernel.
 
 Which one streams a GEMM faster is a property of the device and its kernels, and it can flip with the
 number of rows (tokens in the step): on some CPUs `x @ W[in, out]` is 2x faster for one decode token
@@ -16,15 +17,16 @@ import time
 import torch
 
 from bringup.backends.registry import synchronize
+from bringup.runner import panel_kernel
 from bringup.runner.config import ModelConfig
-from bringup.runner.linear_kinds import IN_OUT, OUT_IN, PACKED, PLAIN_KINDS, SLICES, packed_check, place
+from bringup.runner.linear_kinds import IN_OUT, OUT_IN, PACKED, PANELS, PLAIN_KINDS, SLICES, packed_check, place
 from bringup.runner.linear_kinds import apply as linear
 from bringup.runner.model import WeightLayout
 from bringup.runner.plan import Choice
 from bringup.runner.profile_facts import ProfileFacts
 
-__all__ = ["IN_OUT", "OUT_IN", "PACKED", "choose_layout", "time_layouts"]
-ROWS = (1, 2, 4, 8, 16, 32, 64)
+__all__ = ["IN_OUT", "OUT_IN", "PACKED", "PANELS", "choose_layout", "time_layouts"]
+ROWS = (1, 2, 4, 8, 16, 32, 64, 256)
 MARGIN = 0.9  # a layout wins at a row count when it takes under 90 % of the other's time
 SLOW_PASS_S = 0.3  # a pass this slow is measured once, and larger row counts are not timed
 STREAM_BYTES = 96 * 2**20  # weight bytes cycled per layout while timing: beyond a typical last-level cache
@@ -35,22 +37,24 @@ def choose_layout(facts: ProfileFacts, dtype: torch.dtype, device: torch.device,
     name = str(dtype).removeprefix("torch.")
     k, n = config.hidden_size, 2 * config.intermediate_size
     budget = STREAM_BYTES if free_bytes is None else min(STREAM_BYTES, free_bytes // 16)
-    packed_why = packed_check(device, dtype)
-    kinds = (*PLAIN_KINDS, SLICES) if packed_why else (*PLAIN_KINDS, SLICES, PACKED)
+    skipped = {PACKED: packed_check(device, dtype), PANELS: _panels_why_not(device, dtype, config)}
+    kinds = (*PLAIN_KINDS, SLICES, *(kind for kind, why in skipped.items() if why is None))
     times = time_layouts(device, dtype, k, n, ROWS, budget, kinds)  # cached per process: a property of the device
     notes = [f"seconds per 1x{k}x{n} {name} product, weights streamed from memory, by rows: "
              + ", ".join(f"{m}:" + "/".join(f"{kind} {t * 1e6:.0f}us" for kind, t in row.items())
                          for m, row in times.items())]
-    if packed_why:
-        notes.append(f"{PACKED} not tried: {packed_why}")
+    notes += [f"{kind} not tried: {why}" for kind, why in skipped.items() if why]
     one = {kind: times[1][kind] for kind in PLAIN_KINDS}  # one row: x@W or F.linear (bench compares these two)
     bench = facts.linear_vs_matmul_speedup(name)
     if bench is not None:
         one[IN_OUT] = one[OUT_IN] * bench[0]  # bench's speed-up of F.linear over x@W is the same time ratio
         notes.append(f"1 row from bench: {bench[0]:.2f} (median of {bench[1]} decode GEMMs)")
-    small = _winner(one, OUT_IN)
-    if bench is None:  # without bench's verdict, column slices summed in parallel may beat both
-        small = _winner({small: one[small], SLICES: times[1][SLICES]}, small)
+    plain = _winner(one, OUT_IN)
+    notes.append(f"plain winner at 1 row: {plain}")
+    extras = [kind for kind in kinds if kind not in PLAIN_KINDS]  # timed only here, so judged on these timings
+    small = _winner({plain: times[1][plain], **{kind: times[1][kind] for kind in extras}}, plain)
+    if small != plain:
+        notes.append(f"{small} beats {plain} at 1 row ({times[1][small] * 1e6:.0f}us vs {times[1][plain] * 1e6:.0f}us)")
     switch, large = 1, small
     for m in list(times)[1:]:
         if _winner(times[m], small) != small:
@@ -68,6 +72,15 @@ def choose_layout(facts: ProfileFacts, dtype: torch.dtype, device: torch.device,
             notes.append(f"both copies kept (+{extra / 2**20:.0f} MiB)")
     layout = WeightLayout(small, large, switch if large != small else 0)
     return layout, Choice(layout.describe(), "; ".join(notes))
+
+
+def _panels_why_not(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> str | None:
+    c = config  # the head may have any width: it is padded with zero columns and the logits cut back
+    outs = {(c.num_heads + 2 * c.num_kv_heads) * c.head_dim, c.hidden_size, 2 * c.intermediate_size}
+    odd = sorted(o for o in outs if o % panel_kernel.PANEL)
+    if odd:
+        return f"layer output sizes {odd} are not multiples of {panel_kernel.PANEL}"
+    return panel_kernel.check(device, dtype)
 
 
 def _winner(seconds: dict[str, float], incumbent: str) -> str:

@@ -1,6 +1,7 @@
 """Ways to store and apply a linear weight: `[in, out]` for `x @ W`, `[out, in]` for F.linear,
-pre-packed for the device's oneDNN inner product, or as column slices summed by `embedding_bag`.
-The layout chooser times them; the model uses the faster.
+pre-packed for the device's oneDNN inner product, as column slices summed by `embedding_bag`, or as
+16-column panels for bringup's own host kernel (panel_kernel.py). The layout chooser times them; the
+model uses the faster.
 
 "slices": W [in, out] cut into P column slices stacked as a [P*in, out/P] table; `embedding_bag`
 (mode sum, per-sample weights = x) computes each slice's x @ W_p as one bag, and bags run in
@@ -14,7 +15,9 @@ import functools
 import torch
 import torch.nn.functional as F
 
-IN_OUT, OUT_IN, PACKED, SLICES = "in_out", "out_in", "packed", "slices"
+from bringup.runner import panel_kernel
+
+IN_OUT, OUT_IN, PACKED, SLICES, PANELS = "in_out", "out_in", "packed", "slices", "panels"
 PLAIN_KINDS = (IN_OUT, OUT_IN)
 SLICE_COUNTS = (8, 4, 2, 1)  # the most column slices that divide `out`
 
@@ -25,6 +28,8 @@ def place(w: torch.Tensor, kind: str) -> torch.Tensor:
         return w.t().contiguous()
     if kind == PACKED:
         return torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None)
+    if kind == PANELS:
+        return panel_kernel.pack(w)
     if kind == SLICES:
         p = next(n for n in SLICE_COUNTS if w.shape[0] % n == 0)
         return torch.cat(w.t().chunk(p, 1), 0).contiguous()  # [p*in, out/p]
@@ -39,6 +44,8 @@ def apply(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, kind: str) -
         return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
     if kind == SLICES:
         return _slices(x, w, b)
+    if kind == PANELS:
+        return panel_kernel.apply(x, w, b)
     return F.linear(x, w, b)
 
 

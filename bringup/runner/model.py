@@ -2,7 +2,9 @@
 
 Tokens of all sequences in a step are flattened into one [T] batch. Each layer writes its new K/V
 into the paged cache (by slot) and reads each sequence's context back through its slots, so the
-same forward serves prefill, decode and a mix of both.
+same forward serves prefill, decode and a mix of both. The cache is head-major ([kvH, slots, hd]):
+one index_select gathers every sequence's context contiguously, and attention runs batched over
+(kv head, sequence) with the grouped query heads folded into the query rows.
 
 Weights may be stored `[out, in]` (F.linear), `[in, out]` (`x @ W`) or pre-packed (oneDNN); the
 execution plan picks the layout that measured faster on the device, per step size.
@@ -22,7 +24,7 @@ from bringup.runner.linear_kinds import apply as linear
 from bringup.runner.linear_kinds import place, storage_key
 from bringup.runner.rope import apply_rope, inverse_frequencies, rope_tables
 
-# attend(q [B, kvH, G*Q, hd], k [B, kvH, L, hd], v [B, kvH, L, hd], mask [B, 1, G*Q, L] | None, scale)
+# attend(q [kvH, B, G*Q, hd], k [kvH, B, L, hd], v [kvH, B, L, hd], mask [1, B, G*Q, L] | None, scale)
 AttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None", float], torch.Tensor]
 
 
@@ -32,7 +34,7 @@ class AttentionMetadata:
 
     slot_mapping: torch.Tensor  # [T] cache slot of each new token
     context_slots: torch.Tensor  # [B, L] cache slots of each sequence's context (padded)
-    mask: torch.Tensor | None  # [B, 1, G*Q, L] True = attend; None when no masking is needed
+    mask: torch.Tensor | None  # [1, B, G*Q, L] True = attend; None when no masking is needed
     query_index: torch.Tensor | None  # [B, Q] flat token index of each query (None: all seqs have Q)
     output_index: torch.Tensor | None  # [T] row of each token in the [B*Q] attention output
     num_queries: int  # Q
@@ -164,7 +166,7 @@ class DecoderModel(nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         kind = self.layout.for_tokens(hidden.shape[0])
-        return linear(hidden, self.heads[kind], None, kind).float()
+        return linear(hidden, self.heads[kind], None, kind)[:, : self.config.vocab_size].float()  # panels pad
 
     def _attention(self, x, wqkv, bqkv, kind, cos, sin, meta: AttentionMetadata, layer: int):  # type: ignore[no-untyped-def]
         c = self.config
@@ -172,16 +174,17 @@ class DecoderModel(nn.Module):
         qkv = linear(x, wqkv, bqkv, kind)
         qk = apply_rope(qkv[:, : (H + KV) * D].view(T, H + KV, D), cos, sin)  # q and k rotated together
         q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D:]
-        k_cache, v_cache = self.k_caches[layer], self.v_caches[layer]
-        k_cache.index_copy_(0, meta.slot_mapping, k)
-        v_cache.index_copy_(0, meta.slot_mapping, v.view(T, KV, D))
-        keys = k_cache[meta.context_slots].transpose(1, 2)  # [B, KV, L, D]
-        values = v_cache[meta.context_slots].transpose(1, 2)
-        B, Q = keys.shape[0], meta.num_queries
+        k_cache, v_cache = self.k_caches[layer], self.v_caches[layer]  # [KV, slots, D]
+        k_cache.index_copy_(1, meta.slot_mapping, k.transpose(0, 1))
+        v_cache.index_copy_(1, meta.slot_mapping, v.view(T, KV, D).transpose(0, 1))
+        B, L, Q = meta.context_slots.shape[0], meta.context_slots.shape[1], meta.num_queries
+        flat_slots = meta.context_slots.reshape(-1)
+        keys = k_cache.index_select(1, flat_slots).view(KV, B, L, D)
+        values = v_cache.index_select(1, flat_slots).view(KV, B, L, D)
         qb = q.view(B, Q, H, D) if meta.query_index is None else q[meta.query_index]
-        qg = qb.view(B, Q, KV, G, D).permute(0, 2, 3, 1, 4).reshape(B, KV, G * Q, D)
+        qg = qb.view(B, Q, KV, G, D).permute(2, 0, 3, 1, 4).reshape(KV, B, G * Q, D)
         out = self.attend(qg, keys, values, meta.mask, self.scale)
-        out = out.view(B, KV, G, Q, D).permute(0, 3, 1, 2, 4).reshape(B * Q, H * D)
+        out = out.view(KV, B, G, Q, D).permute(1, 3, 0, 2, 4).reshape(B * Q, H * D)
         return out if meta.output_index is None else out[meta.output_index]
 
 

@@ -40,7 +40,8 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, case):
     assert engine.stats()["kv_blocks_used"] == 0
 
 
-@pytest.mark.parametrize(("small", "large"), [("in_out", "out_in"), ("in_out", "packed"), ("slices", "out_in")])
+@pytest.mark.parametrize(("small", "large"), [("in_out", "out_in"), ("in_out", "packed"), ("slices", "out_in"),
+                                                    ("panels", "packed")])
 def test_dual_layout_matches_transformers_in_prefill_and_decode(tmp_path, small, large):
     """Weights kept in two layouts: prefill (many rows) uses `large`, decode (one row) `small`."""
     from bringup.runner.batch_inputs import build_inputs

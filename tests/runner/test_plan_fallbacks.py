@@ -137,7 +137,9 @@ def test_bench_numbers_decide_layout_and_dtype(tmp_path):
     update_profile(path, device_info("cpu"), add_bench, stage="bench", status="complete")
     e = engine(path)
     assert e.plan.dtype.value == "float32" and "not faster than float32" in e.plan.dtype.evidence
-    assert e.executor.model.layout.small == "out_in" and "1 row from bench: 2.00" in e.plan.weight_layout.evidence
+    small, evidence = e.executor.model.layout.small, e.plan.weight_layout.evidence
+    assert "1 row from bench: 2.00" in evidence and "plain winner at 1 row: out_in" in evidence
+    assert small == "out_in" or f"{small} beats out_in at 1 row" in evidence  # a kind only timed at start-up
 
 
 def test_all_planned_attention_failing_at_run_time_is_one_clear_error(tmp_path):

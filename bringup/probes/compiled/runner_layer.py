@@ -27,17 +27,18 @@ def inputs(g: torch.Generator) -> list[Any]:
 def build(dtype: torch.dtype, device: torch.device) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """fn(input_ids [T], positions [T]) -> hidden [T, hidden] through one runner decoder layer."""
     from bringup.runner.builtin import builtin_config, builtin_tensors
+    from bringup.runner.kv_cache import cache_shape
     from bringup.runner.model import AttentionMetadata, DecoderModel
 
     full = builtin_config()
     config = dataclasses.replace(full, num_layers=1)
     model = DecoderModel(config, dtype, device)
     model.load_hf_tensors(builtin_tensors(full).get)
-    kv_shape = (TOKENS, config.num_kv_heads, config.head_dim)
+    kv_shape = cache_shape(config, TOKENS)
     model.k_caches = [torch.zeros(kv_shape, dtype=dtype, device=device)]
     model.v_caches = [torch.zeros(kv_shape, dtype=dtype, device=device)]
     causal = torch.arange(TOKENS)[None, :] <= torch.arange(TOKENS)[:, None]  # [Q, L]
-    mask = causal.repeat(config.num_queries_per_kv, 1)[None, None].to(device)  # rows ordered (group, query)
+    mask = causal.repeat(config.num_queries_per_kv, 1)[None, None].to(device)  # [1, 1, G*Q, L], rows (group, query)
     slots = torch.arange(TOKENS, device=device)
     meta = AttentionMetadata(slot_mapping=slots, context_slots=slots[None], mask=mask, query_index=None,
                              output_index=None, num_queries=TOKENS)

@@ -1,0 +1,69 @@
+"""bringup's host panel kernel: exact enough against F.linear, honest about why it cannot run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bringup.runner import panel_kernel
+from bringup.runner.builtin import load_builtin
+from bringup.runner.model import WeightLayout
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5, 6, 7, 13])
+@pytest.mark.parametrize("out_features", [48, 40])  # 40: the last panel is padded with zero columns
+def test_matches_f_linear_for_any_row_count_and_width(rows, out_features):
+    gen = torch.Generator().manual_seed(rows * 100 + out_features)
+    w, x = torch.randn(out_features, 72, generator=gen), torch.randn(rows, 72, generator=gen)
+    panels = panel_kernel.pack(w)
+    assert panels.shape == (3, 72, 16)
+    bias = torch.randn(48, generator=gen)
+    got = panel_kernel.apply(x, panels, bias)
+    assert got.shape == (rows, 48)
+    want = F.linear(x, torch.cat([w, w.new_zeros(48 - out_features, 72)]), bias)
+    assert (got - want).abs().max().item() <= 1e-5
+    assert torch.equal(got[:, out_features:], bias[out_features:].expand(rows, -1))  # zero weights: bias only
+    strided = torch.randn(rows, 144, generator=gen)[:, ::2]  # rows with a stride, not contiguous
+    assert (panel_kernel.apply(strided, panels, None) - F.linear(strided, panels.transpose(1, 2).reshape(48, 72))
+            ).abs().max().item() <= 1e-5
+
+
+def test_a_bias_that_does_not_cover_the_padded_width_is_refused():
+    panels = panel_kernel.pack(torch.ones(40, 8))
+    with pytest.raises(ValueError, match="bias has 40 values for 48 panel columns"):
+        panel_kernel.apply(torch.ones(1, 8), panels, torch.ones(40))
+
+
+def test_check_says_why_the_kernel_cannot_be_used():
+    assert panel_kernel.check(torch.device("cpu"), torch.float32) is None
+    assert "not in host memory" in panel_kernel.check(torch.device("meta"), torch.float32)
+    assert "float32 only" in panel_kernel.check(torch.device("cpu"), torch.bfloat16)
+
+
+def test_a_compiler_that_fails_makes_the_kernel_unavailable_with_its_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXX", "false")  # a real compiler invocation that fails
+    monkeypatch.setenv("BRINGUP_KERNEL_CACHE", str(tmp_path))
+    panel_kernel.library.cache_clear()
+    try:
+        why = panel_kernel.check(torch.device("cpu"), torch.float32)
+    finally:
+        panel_kernel.library.cache_clear()
+    assert why is not None and "false failed to build panel_linear.cpp" in why
+    assert list(tmp_path.iterdir()) == []  # no partial library left behind
+
+
+def test_builtin_model_with_panels_matches_the_plain_layout():
+    """The built-in vocabulary (264) is not a multiple of 16: the head is padded and the logits cut back."""
+    plain, panels = (load_builtin(torch.float32, "cpu", WeightLayout(kind, kind)) for kind in ("out_in", "panels"))
+    hidden = torch.randn(3, plain.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        want, got = plain.logits(hidden), panels.logits(hidden)
+    assert got.shape == want.shape == (3, 264)
+    assert (got - want).abs().max().item() <= 1e-4
+
+
+def test_under_torch_compile_the_kernel_is_one_opaque_op(inductor_cache_dir):
+    w, x = torch.randn(32, 24), torch.randn(3, 24)
+    fn = torch.compile(lambda a, p: panel_kernel.apply(a, p, None).relu() * 2, fullgraph=True)
+    assert (fn(x, panel_kernel.pack(w)) - F.linear(x, w).relu() * 2).abs().max().item() <= 1e-5
