@@ -51,6 +51,8 @@ def matmul_softmax_attention(q, k, v, mask, scale):  # type: ignore[no-untyped-d
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    if x.dtype == torch.float32:  # the fused op: one call instead of eight, the same float32 arithmetic
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
     xf = x.float()
     xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     return weight * xf.to(x.dtype)
