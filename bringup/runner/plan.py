@@ -33,6 +33,8 @@ RUNNER_OPS = {"matmul", "linear", "addmm", "bmm", "softmax", "log_softmax", "rms
 DEFAULT_MAX_MODEL_LEN = 4096
 DEFAULT_MAX_NUM_SEQS = 16
 BLOCK_SIZE = 16
+# a step of this many tokens already keeps a GEMM efficient; larger steps only stall the running decodes
+STEP_TOKENS_FOR_SEVERAL_PROMPTS = 2048
 
 
 @dataclass
@@ -89,8 +91,11 @@ def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: Mod
     limit = choose_max_model_len(config, max_model_len)
     seqs = Choice(max_num_seqs, "requested (engine option)") if max_num_seqs else Choice(
         DEFAULT_MAX_NUM_SEQS, "default (no measured batch limit yet)")
-    tokens = Choice(max(limit.value, seqs.value),
-                    "max(max_model_len, max_num_seqs): a whole prompt fits one step")
+    several = min(STEP_TOKENS_FOR_SEVERAL_PROMPTS, seqs.value * limit.value)
+    tokens = Choice(max(limit.value, seqs.value, several),
+                    f"max(max_model_len, max_num_seqs, min({STEP_TOKENS_FOR_SEVERAL_PROMPTS}, max_num_seqs × "
+                    "max_model_len)): a whole prompt fits one step, and short prompts arriving together "
+                    "prefill together")
     return ExecutionPlan(
         device=device, profile=profile_label, dtype=dtype, attention=choose_attention(facts, dtype.value),
         compiled=choose_compiled(facts, dtype.value), max_model_len=limit, max_num_seqs=seqs,
