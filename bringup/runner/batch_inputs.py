@@ -67,6 +67,7 @@ def build_inputs(chunks: list[SeqChunk], block_size: int, queries_per_kv: int,
         slot_mapping=slot_mapping.to(device), context_slots=ctx_slots.to(device), mask=mask,
         query_index=None if query_index is None else query_index.to(device),
         output_index=None if output_index is None else output_index.to(device), num_queries=Q,
+        context_lens=torch.tensor(ctx_len, dtype=torch.long, device=device),
     )
     return BatchInputs(torch.tensor(ids, dtype=torch.long, device=device), positions.to(device), meta,
                        (starts[1:] - 1).to(device))

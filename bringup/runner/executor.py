@@ -7,7 +7,7 @@ import torch
 from bringup.errors import StrictFallbackError
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
-from bringup.runner.attention import AttentionDispatcher
+from bringup.runner.attention import PAGED_DECODE, AttentionDispatcher, DecodeAttention
 from bringup.runner.batch_inputs import BatchInputs, SeqChunk, build_inputs
 from bringup.runner.model import DecoderModel
 from bringup.runner.plan import ExecutionPlan
@@ -19,8 +19,11 @@ log = get_logger("runner.executor")
 class Executor:
     def __init__(self, model: DecoderModel, plan: ExecutionPlan, recorder: FallbackRecorder) -> None:
         self.model, self.plan, self.recorder = model, plan, recorder
-        self.attention = AttentionDispatcher(plan.attention.value, recorder)
+        names = [name for name in plan.attention.value if name != PAGED_DECODE]
+        self.attention = AttentionDispatcher(names, recorder)
         model.attend = self.attention
+        if PAGED_DECODE in plan.attention.value:
+            model.decode_attend = DecodeAttention(recorder, instead=f"gather + {names[0]}")
         self.compiled = None
         if plan.compiled.value:
             self.compiled = torch.compile(model.forward, backend=plan.compiled.value, dynamic=True)

@@ -38,6 +38,7 @@ class AttentionMetadata:
     query_index: torch.Tensor | None  # [B, Q] flat token index of each query (None: all seqs have Q)
     output_index: torch.Tensor | None  # [T] row of each token in the [B*Q] attention output
     num_queries: int  # Q
+    context_lens: torch.Tensor | None = None  # [B] context length of each sequence (int64)
 
 
 def matmul_softmax_attention(q, k, v, mask, scale):  # type: ignore[no-untyped-def]
@@ -93,6 +94,9 @@ class DecoderModel(nn.Module):
         self.config, self.dtype, self.layout = config, dtype, layout or WeightLayout()
         self.device = torch.device(device)
         self.attend: AttendFn = matmul_softmax_attention
+        # decode steps (one query per sequence) may attend straight from the cache: (q [B, H, D], k_cache,
+        # v_cache, context_slots, context_lens, scale) -> [B, H*D], or None to use the gather path this time
+        self.decode_attend: Callable[..., torch.Tensor | None] | None = None
         self.k_caches: list[torch.Tensor] = []
         self.v_caches: list[torch.Tensor] = []
         c = config
@@ -180,6 +184,11 @@ class DecoderModel(nn.Module):
         k_cache.index_copy_(1, meta.slot_mapping, k.transpose(0, 1))
         v_cache.index_copy_(1, meta.slot_mapping, v.view(T, KV, D).transpose(0, 1))
         B, L, Q = meta.context_slots.shape[0], meta.context_slots.shape[1], meta.num_queries
+        if self.decode_attend is not None and Q == 1 and meta.query_index is None and meta.context_lens is not None:
+            out = self.decode_attend(q.reshape(T, H, D), k_cache, v_cache, meta.context_slots, meta.context_lens,
+                                     self.scale)
+            if out is not None:
+                return out
         flat_slots = meta.context_slots.reshape(-1)
         keys = k_cache.index_select(1, flat_slots).view(KV, B, L, D)
         values = v_cache.index_select(1, flat_slots).view(KV, B, L, D)

@@ -1,92 +1,35 @@
-"""The "panels" linear kernel for host memory: built once with the system C++ compiler, loaded with ctypes.
+"""The "panels" linear kernel for host memory (kernels/panel_linear.cpp, built by host_build).
 
 One-row (decode) products are memory-bound; a BLAS GEMV may stream the weights on one core. This kernel
 stores W as panels of 16 output columns ([k][16] each, contiguous) and splits the panels across the
-process's OpenMP threads, so every core streams weights (kernels/panel_linear.cpp). It is one of the
-layouts the start-up chooser times against the others; it is used only where it measured faster and
-its result matched F.linear.
-
-The library is built with `-O3 -march=native -fopenmp` into a per-user cache keyed by the source, the
-compiler, the flags and the CPU, so a rebuild happens only when one of those changes. Under
-torch.compile the kernel is an opaque custom op (`bringup::panel_linear`).
+process's OpenMP threads, so every core streams weights. It is one of the layouts the start-up chooser
+times against the others; it is used only where it measured faster and its result matched F.linear.
+Under torch.compile the kernel is an opaque custom op (`bringup::panel_linear`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
-import platform
-import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-SOURCE = Path(__file__).parent / "kernels" / "panel_linear.cpp"
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
+from bringup.runner.host_build import KernelUnavailable, first_line, load
+
 PANEL = 16
-BUILD_TIMEOUT_S = 180
-
-
-class KernelUnavailable(RuntimeError):
-    """The kernel cannot be built or loaded here; the message says why."""
-
-
-def cache_dir() -> Path:
-    if os.environ.get("BRINGUP_KERNEL_CACHE"):
-        return Path(os.environ["BRINGUP_KERNEL_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "bringup" / "kernels"
-
-
-def _compiler() -> str:
-    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
-        if name and shutil.which(name):
-            return str(shutil.which(name))
-    raise KernelUnavailable("no C++ compiler found (set CXX, or install g++)")
-
-
-def _cpu_signature() -> str:
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        flags = platform.processor()
-    return f"{platform.machine()} {flags}"
 
 
 @functools.lru_cache(maxsize=1)
 def library() -> ctypes.CDLL:
-    """Build (once per source, compiler and CPU) and load the kernel library; KernelUnavailable if impossible."""
-    compiler = _compiler()
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-    key = hashlib.sha256("\n".join([SOURCE.read_text(), compiler, version, *FLAGS, _cpu_signature()])
-                         .encode()).hexdigest()[:16]
-    target = cache_dir() / f"panel_linear-{key}.so"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-        os.close(fd)
-        try:
-            done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True,
-                                  timeout=BUILD_TIMEOUT_S)
-            if done.returncode != 0:
-                last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-                raise KernelUnavailable(f"{Path(compiler).name} failed to build {SOURCE.name}: {last}")
-            os.replace(tmp, target)  # atomic: a concurrent or interrupted build never leaves a partial library
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    lib = ctypes.CDLL(str(target))  # torch is imported, so its OpenMP runtime is the one the kernel joins
+    lib = load("panel_linear.cpp")
     fn = lib.bringup_panel_linear
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                    ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     fn.restype = None
     if lib.bringup_panel_width() != PANEL:
-        raise KernelUnavailable(f"{target} has panel width {lib.bringup_panel_width()}, expected {PANEL}")
+        raise KernelUnavailable(f"the panel library has width {lib.bringup_panel_width()}, expected {PANEL}")
     return lib
 
 
@@ -145,5 +88,5 @@ def check(device: torch.device, dtype: torch.dtype) -> str | None:
     except KernelUnavailable as exc:
         return str(exc)
     except (OSError, subprocess.SubprocessError) as exc:
-        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}"
+        return first_line(exc)
     return None if worst <= 1e-4 else f"panels result differs from F.linear by {worst:.2g}"

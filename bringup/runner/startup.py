@@ -22,6 +22,7 @@ from bringup.runner.kv_sizing import size_kv_cache
 from bringup.runner.layout import IN_OUT, OUT_IN, choose_layout
 from bringup.runner.loader import load_model, read_config, safetensors_files
 from bringup.runner.model import WeightLayout
+from bringup.runner.paged_decode import with_paged_decode
 from bringup.runner.plan import Choice, ExecutionPlan, build_plan
 from bringup.runner.profile_facts import ProfileFacts
 from bringup.runner.tokenizer import ByteTokenizer, HFTokenizer
@@ -86,6 +87,7 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     facts = ProfileFacts(profile)
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len)
     dtype = getattr(torch, plan.dtype.value)
+    plan.attention = with_paged_decode(plan.attention, device, dtype, config)
     _, free = backend_for(device).memory(device.index or 0)
     if options.weight_layout is None:
         layout, plan.weight_layout = choose_layout(facts, dtype, device, config, free)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bringup.runner import panel_kernel
+from bringup.runner import host_build, panel_kernel
 from bringup.runner.builtin import load_builtin
 from bringup.runner.model import WeightLayout
 
@@ -44,11 +44,14 @@ def test_check_says_why_the_kernel_cannot_be_used():
 def test_a_compiler_that_fails_makes_the_kernel_unavailable_with_its_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("CXX", "false")  # a real compiler invocation that fails
     monkeypatch.setenv("BRINGUP_KERNEL_CACHE", str(tmp_path))
-    panel_kernel.library.cache_clear()
+    clear = [panel_kernel.library.cache_clear, host_build.load.cache_clear]
+    for fn in clear:
+        fn()
     try:
         why = panel_kernel.check(torch.device("cpu"), torch.float32)
     finally:
-        panel_kernel.library.cache_clear()
+        for fn in clear:
+            fn()
     assert why is not None and "false failed to build panel_linear.cpp" in why
     assert list(tmp_path.iterdir()) == []  # no partial library left behind
 

@@ -1,0 +1,82 @@
+"""Build bringup's own host (CPU) kernels once with the system C++ compiler and load them with ctypes.
+
+Each library is compiled with `-O3 -march=native -fopenmp` into a per-user cache keyed by the source, the
+compiler, the flags and the CPU, so a rebuild happens only when one of those changes. The build goes to a
+temporary file renamed into place, so a concurrent or interrupted build never leaves a partial library.
+torch is imported first, so the kernels join torch's OpenMP runtime (the same `libgomp.so.1`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch  # noqa: F401  (loaded before any kernel library: its OpenMP runtime is the one they use)
+
+KERNELS = Path(__file__).parent / "kernels"
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
+BUILD_TIMEOUT_S = 180
+
+
+class KernelUnavailable(RuntimeError):
+    """A kernel cannot be built or loaded here; the message says why."""
+
+
+def cache_dir() -> Path:
+    if os.environ.get("BRINGUP_KERNEL_CACHE"):
+        return Path(os.environ["BRINGUP_KERNEL_CACHE"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "bringup" / "kernels"
+
+
+def _compiler() -> str:
+    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if name and shutil.which(name):
+            return str(shutil.which(name))
+    raise KernelUnavailable("no C++ compiler found (set CXX, or install g++)")
+
+
+def _cpu_signature() -> str:
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        flags = platform.processor()
+    return f"{platform.machine()} {flags}"
+
+
+@functools.lru_cache(maxsize=8)
+def load(source_name: str) -> ctypes.CDLL:
+    """The library built from kernels/<source_name> (built now if not cached); KernelUnavailable if impossible."""
+    source = KERNELS / source_name
+    compiler = _compiler()
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    key = hashlib.sha256("\n".join([source.read_text(), compiler, version, *FLAGS, _cpu_signature()])
+                         .encode()).hexdigest()[:16]
+    target = cache_dir() / f"{source.stem}-{key}.so"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        os.close(fd)
+        try:
+            done = subprocess.run([compiler, *FLAGS, str(source), "-o", tmp], capture_output=True, text=True,
+                                  timeout=BUILD_TIMEOUT_S)
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+                raise KernelUnavailable(f"{Path(compiler).name} failed to build {source.name}: {last}")
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return ctypes.CDLL(str(target))
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:160] if text else ''}"

@@ -1,0 +1,76 @@
+"""Paged decode attention: the same numbers as the gather path, and an op fallback when it faults."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bringup.errors import StrictFallbackError
+from bringup.runner import paged_decode
+from bringup.runner.attention import DecodeAttention
+from bringup.runner.engine import EngineOptions, LLMEngine
+from bringup.runner.sampling_params import SamplingParams
+
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+PROMPTS = ["paged", "a longer prompt for a ragged decode batch", "mid length one"]
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "head_dim"), [(8, 4, 32), (12, 4, 64), (6, 6, 24)])
+def test_matches_the_gather_path_for_ragged_contexts(heads, kv_heads, head_dim):
+    args = paged_decode._case(heads, kv_heads, head_dim, batch=6, length=70, slots=512, seed=heads,
+                              device=torch.device("cpu"))
+    assert args[4].tolist() != [70] * 6  # contexts of different lengths
+    with torch.inference_mode():
+        got = paged_decode.attend(*args, 0.125)
+        want = paged_decode.gather_reference(*args, 0.125)
+    assert got.shape == (6, heads * head_dim)
+    assert (got - want).abs().max().item() <= 1e-5
+
+
+def test_check_says_why_it_cannot_be_used():
+    assert paged_decode.check(torch.device("cpu"), torch.float32, 8, 4, 32) is None
+    assert "not in host memory" in paged_decode.check(torch.device("meta"), torch.float32, 8, 4, 32)
+    assert "float32 only" in paged_decode.check(torch.device("cpu"), torch.float16, 8, 4, 32)
+
+
+def _engine(strict: bool = False) -> LLMEngine:
+    return LLMEngine.create(EngineOptions(device="cpu", max_model_len=96, max_num_seqs=4, strict=strict))
+
+
+def _tokens(engine: LLMEngine) -> list[list[int]]:
+    return [o.token_ids for o in engine.generate([engine.tokenizer.encode(p) for p in PROMPTS], GREEDY)]
+
+
+def test_decode_steps_from_the_cache_give_the_gather_path_tokens():
+    on, off = _engine(), _engine()
+    on.executor.model.decode_attend = DecodeAttention(on.fallbacks, instead="gather + matmul_softmax")
+    off.executor.model.decode_attend = None
+    assert _tokens(on) == _tokens(off)
+    assert on.stats()["fallbacks"]["op"] == 0 and on.stats()["kv_blocks_used"] == 0
+
+
+def test_a_kernel_fault_at_run_time_is_an_op_fallback_to_the_gather_path(monkeypatch, bringup_logs):
+    reference = _engine()
+    reference.executor.model.decode_attend = None
+    want = _tokens(reference)
+    faulty = _engine()
+    faulty.executor.model.decode_attend = DecodeAttention(faulty.fallbacks, instead="gather + matmul_softmax")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected: the paged decode kernel faulted")
+
+    monkeypatch.setattr(paged_decode, "run", broken)
+    assert _tokens(faulty) == want
+    assert faulty.stats()["fallbacks"]["op"] == 1
+    assert any("wanted paged_decode, using gather + matmul_softmax" in r.getMessage() and "injected" in r.getMessage()
+               for r in bringup_logs.records)
+    with pytest.raises(StrictFallbackError, match="paged_decode"):  # at warm-up already, when planned
+        strict = _engine(strict=True)
+        strict.executor.model.decode_attend = DecodeAttention(strict.fallbacks, instead="gather + matmul_softmax")
+        _tokens(strict)
+
+
+def test_under_torch_compile_it_is_one_opaque_op(inductor_cache_dir):
+    args = paged_decode._case(8, 4, 32, batch=3, length=20, slots=64, seed=1, device=torch.device("cpu"))
+    fn = torch.compile(lambda *a: paged_decode.attend(*a, 0.2) * 2, fullgraph=True)
+    assert (fn(*args) - 2 * paged_decode.gather_reference(*args, 0.2)).abs().max().item() <= 1e-5
