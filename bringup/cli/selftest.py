@@ -50,7 +50,7 @@ def command(
     fell_back = engine.plan.device != str(ctx.device)
     section = SelftestSection(
         status="pass" if result.passed and not fell_back else "fail", model=engine.model_name,
-        device=engine.plan.device, dtype=engine.plan.dtype.value, attention=engine.executor.attention.current,
+        device=engine.plan.device, dtype=engine.plan.dtype.value, attention=engine.executor.attention_in_use,
         compiled=engine.plan.compiled.value if engine.executor.compiled is not None else None,
         weight_layout=engine.plan.weight_layout.value, prompt_tokens=result.prompt_tokens, steps=result.steps,
         max_abs_err=result.max_abs_err, reference_rms=result.reference_rms, threshold=result.threshold,

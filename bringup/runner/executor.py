@@ -28,6 +28,14 @@ class Executor:
         if plan.compiled.value:
             self.compiled = torch.compile(model.forward, backend=plan.compiled.value, dynamic=True)
 
+    @property
+    def attention_in_use(self) -> str:
+        """The attention implementations running now (after any op fallback)."""
+        decode = self.model.decode_attend
+        if isinstance(decode, DecodeAttention) and decode.enabled:
+            return f"{PAGED_DECODE} (decode steps) + {self.attention.current}"
+        return self.attention.current
+
     def run(self, seqs: list[Sequence]) -> torch.Tensor:
         """Logits [B, vocab] (float32, CPU) of each sequence's last new token."""
         chunks = [SeqChunk(s.token_ids, s.num_cached_tokens, s.block_table) for s in seqs]

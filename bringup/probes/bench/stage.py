@@ -170,10 +170,13 @@ def run_bench_stage(device: torch.device, info: DeviceInfo, profile_path: Path, 
                               stage="bench", status=status, force=force)
 
     pending: dict[str, BenchGroup] = {}
+    measured: dict[str, BenchGroup] = {}
     last_write = time.perf_counter()
     saved: Profile | None = None
     for index, name in enumerate(chosen):
-        pending[name] = run_group(name, ctx, settings)
+        if profile is not None and measured:  # later groups (e2e plans the runner) see this run's numbers
+            ctx.profile = profile.model_copy(update={"bench": merge(profile.bench, measured, info.name)})
+        pending[name] = measured[name] = run_group(name, ctx, settings)
         on_group_done(name, pending[name])
         last = index == len(chosen) - 1
         if last or time.perf_counter() - last_write >= CHECKPOINT_EVERY_S:
