@@ -2,7 +2,7 @@
 //
 // W is stored as panels of 16 output columns, each panel [k][16] contiguous, so one pass over a panel
 // streams 64 bytes per input element and feeds up to six rows from registers; the panel is prefetched
-// 2 KiB ahead so the stream keeps flowing while the rows compute. Panels are split across
+// 2 KiB ahead, non-temporally (read once per step: it should not evict what the rest of the step uses). Panels are split across
 // OpenMP threads (the process's runtime, shared with torch), so a one-row product uses every core.
 // Built at run time with the host compiler (-O3 -march=native); see bringup/runner/panel_kernel.py.
 #include <cstdint>
@@ -19,7 +19,7 @@ static inline void tile(const float* x, int64_t ldx, const float* panel, int64_t
   vec8 acc[ROWS][2];
   for (int r = 0; r < ROWS; ++r) acc[r][0] = acc[r][1] = vec8{};
   for (int64_t i = 0; i < k; ++i) {
-    __builtin_prefetch(panel + (i + PREFETCH_AHEAD) * PANEL);
+    __builtin_prefetch(panel + (i + PREFETCH_AHEAD) * PANEL, 0, 0);
     vec8 w0, w1;
     std::memcpy(&w0, panel + i * PANEL, sizeof w0);
     std::memcpy(&w1, panel + i * PANEL + 8, sizeof w1);
