@@ -77,9 +77,14 @@ def test_ctrl_c_ends_every_rank():
         os.kill(os.getpid(), signal.SIGINT)
 
     plan = small_plan(timeout_s=600.0)
-    with pytest.raises(KeyboardInterrupt):
-        launch(plan, 2, fault_spec="rank=1:hang:op=all_reduce_max",
-               on_case_done=interrupt_after_first_case)
+    # a shell that starts us in the background ignores SIGINT, and Python then never raises KeyboardInterrupt
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            launch(plan, 2, fault_spec="rank=1:hang:op=all_reduce_max",
+                   on_case_done=interrupt_after_first_case)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     ranks = seen["pids"]
     assert len(ranks) == 3  # the zygote and its two forked ranks
     assert new_children() == []
