@@ -29,18 +29,21 @@ __all__ = ["IN_OUT", "OUT_IN", "PACKED", "PANELS", "choose_layout", "time_layout
 ROWS = (1, 2, 4, 8, 16, 32, 64, 256)
 MARGIN = 0.9  # a layout wins at a row count when it takes under 90 % of the other's time
 SLOW_PASS_S = 0.3  # a pass this slow is measured once, and larger row counts are not timed
-STREAM_BYTES = 96 * 2**20  # weight bytes cycled per layout while timing: beyond a typical last-level cache
+STREAM_BYTES = 96 * 2**20  # at most this many weight bytes cycled per layout while timing: beyond a typical LLC
 
 
 def choose_layout(facts: ProfileFacts, dtype: torch.dtype, device: torch.device, config: ModelConfig,
                   free_bytes: int | None) -> tuple[WeightLayout, Choice]:
     name = str(dtype).removeprefix("torch.")
     k, n = config.hidden_size, 2 * config.intermediate_size
-    budget = STREAM_BYTES if free_bytes is None else min(STREAM_BYTES, free_bytes // 16)
+    budget = min(STREAM_BYTES, linear_weight_bytes(config, dtype))  # a small model stays in cache, as it runs
+    if free_bytes is not None:
+        budget = min(budget, free_bytes // 16)
     skipped = {PACKED: packed_check(device, dtype), PANELS: _panels_why_not(device, dtype, config)}
     kinds = (*PLAIN_KINDS, SLICES, *(kind for kind, why in skipped.items() if why is None))
     times = time_layouts(device, dtype, k, n, ROWS, budget, kinds)  # cached per process: a property of the device
-    notes = [f"seconds per 1x{k}x{n} {name} product, weights streamed from memory, by rows: "
+    notes = [f"seconds per 1x{k}x{n} {name} product, weights cycled through {budget / 2**20:.0f} MiB (the "
+             f"model's linear weights, at most {STREAM_BYTES / 2**20:.0f} MiB), by rows: "
              + ", ".join(f"{m}:" + "/".join(f"{kind} {t * 1e6:.0f}us" for kind, t in row.items())
                          for m, row in times.items())]
     notes += [f"{kind} not tried: {why}" for kind, why in skipped.items() if why]
