@@ -9,3 +9,9 @@ class BringupError(Exception):
 
 class StrictFallbackError(BringupError):
     """A fallback happened while --strict was set."""
+
+
+def exception_line(exc: BaseException, limit: int = 200) -> str:
+    """`Type: first line of the message` (at most `limit` characters of it), for logs and plan evidence."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:limit] if lines else ''}"

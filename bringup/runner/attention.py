@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from bringup.errors import BringupError, StrictFallbackError
+from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model import AttendFn, matmul_softmax_attention
 
@@ -63,7 +63,7 @@ class AttentionDispatcher:
                 self._advance(exc)
 
     def _advance(self, exc: Exception) -> None:
-        why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        why = exception_line(exc)
         if self.index + 1 >= len(self.names):
             raise AttentionUnavailableError(
                 f"every planned attention implementation failed at run time ({', '.join(self.names)}; last: {why}); "
@@ -91,7 +91,7 @@ class DecodeAttention:
         except StrictFallbackError:
             raise
         except Exception as exc:
-            why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            why = exception_line(exc)
             self.enabled = False
             self.recorder.record("op", "decode attention", wanted=PAGED_DECODE, instead=self.instead, why=why)
             return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from bringup.errors import StrictFallbackError
+from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.runner.attention import PAGED_DECODE, AttentionDispatcher, DecodeAttention
@@ -57,9 +57,8 @@ class Executor:
             except StrictFallbackError:
                 raise
             except Exception as exc:
-                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
                 self.recorder.record("path", "model forward", wanted=f"torch.compile({self.plan.compiled.value})",
-                                     instead="eager", why=f"{type(exc).__name__}: {first}")
+                                     instead="eager", why=exception_line(exc))
                 self.compiled = None
         return self.model(inputs.input_ids, inputs.positions, inputs.meta)
 

@@ -16,9 +16,12 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-import torch  # noqa: F401  (loaded before any kernel library: its OpenMP runtime is the one they use)
+import torch  # loaded before any kernel library: its OpenMP runtime is the one they use
+
+from bringup.errors import exception_line
 
 KERNELS = Path(__file__).parent / "kernels"
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
@@ -77,6 +80,19 @@ def load(source_name: str) -> ctypes.CDLL:
     return ctypes.CDLL(str(target))
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:160] if text else ''}"
+
+def check_host_kernel(device: torch.device, dtype: torch.dtype, worst_error: Callable[[], float],
+                      mismatch: str) -> str | None:
+    """None when a float32 host kernel builds, runs here and `worst_error()` (its largest difference from
+    the reference path) is within 1e-4; otherwise why not."""
+    if device.type != "cpu":
+        return f"a host-memory kernel; tensors on {device} are not in host memory"
+    if dtype != torch.float32:
+        return f"built for float32 only, not {dtype}"
+    try:
+        worst = worst_error()
+    except KernelUnavailable as exc:
+        return str(exc)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return exception_line(exc, 160)
+    return None if worst <= 1e-4 else f"{mismatch} by {worst:.2g}"

@@ -15,6 +15,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from bringup.errors import exception_line
 from bringup.runner import panel_kernel
 
 IN_OUT, OUT_IN, PACKED, SLICES, PANELS = "in_out", "out_in", "packed", "slices", "panels"
@@ -76,7 +77,7 @@ def packed_check(device: torch.device, dtype: torch.dtype) -> str | None:
             got = apply(x.to(device), place(w.to(device), PACKED), b.to(device), PACKED).cpu()
         err = (got - F.linear(x, w, b)).abs().max().item()
     except Exception as exc:  # no oneDNN in this build, or not for this device
-        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ''}"
+        return exception_line(exc, 120)
     return None if err <= 1e-4 else f"packed result differs from F.linear by {err:.2g}"
 
 

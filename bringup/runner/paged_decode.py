@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import subprocess
 import time
 
 import torch
 
+from bringup.runner.attention import PAGED_DECODE as NAME
 from bringup.runner.config import ModelConfig
-from bringup.runner.host_build import KernelUnavailable, first_line, load
+from bringup.runner.host_build import check_host_kernel, load
+from bringup.runner.layout import MARGIN  # the same 90 % rule as the weight layouts
 from bringup.runner.model import matmul_softmax_attention
 from bringup.runner.plan import Choice
-
-NAME = "paged_decode"
-MARGIN = 0.9  # used only when it takes under 90 % of the gather path's time
 
 
 @functools.lru_cache(maxsize=1)
@@ -95,22 +93,17 @@ def _case(heads: int, kv_heads: int, head_dim: int, batch: int, length: int, slo
 
 def check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int) -> str | None:
     """None when the kernel builds, runs here and matches the gather path; otherwise why not."""
-    if device.type != "cpu":
-        return f"a host-memory kernel; tensors on {device} are not in host memory"
-    if dtype != torch.float32:
-        return f"built for float32 only, not {dtype}"
-    try:
+
+    def worst_error() -> float:
         worst = 0.0
         for seed, (batch, length) in enumerate(((1, 1), (3, 37), (5, 130))):
             args = _case(heads, kv_heads, head_dim, batch, length, 256, seed, device)
             with torch.inference_mode():
                 worst = max(worst, (attend(*args, head_dim**-0.5) - gather_reference(*args, head_dim**-0.5)
                                     ).abs().max().item())
-    except KernelUnavailable as exc:
-        return str(exc)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return first_line(exc)
-    return None if worst <= 1e-4 else f"paged decode differs from matmul-softmax by {worst:.2g}"
+        return worst
+
+    return check_host_kernel(device, dtype, worst_error, "paged decode differs from matmul-softmax")
 
 
 def time_against_gather(device: torch.device, heads: int, kv_heads: int, head_dim: int, batch: int = 8,

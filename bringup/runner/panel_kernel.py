@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import subprocess
 
 import torch
 import torch.nn.functional as F
 
-from bringup.runner.host_build import KernelUnavailable, first_line, load
+from bringup.runner.host_build import KernelUnavailable, check_host_kernel, load
 
 PANEL = 16
 
@@ -74,19 +73,14 @@ def apply(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> t
 
 def check(device: torch.device, dtype: torch.dtype) -> str | None:
     """None when the kernel builds, runs here and matches F.linear; otherwise why not."""
-    if device.type != "cpu":
-        return f"a host-memory kernel; tensors on {device} are not in host memory"
-    if dtype != torch.float32:
-        return f"built for float32 only, not {dtype}"
-    try:
+
+    def worst_error() -> float:
         gen = torch.Generator().manual_seed(0)
         w, b = torch.randn(48, 40, generator=gen), torch.randn(48, generator=gen)
         worst = 0.0
         for rows in (1, 3, 6, 11):
             x = torch.randn(rows, 40, generator=gen)
             worst = max(worst, (apply(x, pack(w), b) - F.linear(x, w, b)).abs().max().item())
-    except KernelUnavailable as exc:
-        return str(exc)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return first_line(exc)
-    return None if worst <= 1e-4 else f"panels result differs from F.linear by {worst:.2g}"
+        return worst
+
+    return check_host_kernel(device, dtype, worst_error, "panels result differs from F.linear")

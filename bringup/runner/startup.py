@@ -9,7 +9,7 @@ import torch
 
 from bringup.backends.registry import backend_for
 from bringup.backends.select import select_device
-from bringup.errors import BringupError, StrictFallbackError
+from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.profiles.schema import DeviceSection, Profile
@@ -63,7 +63,7 @@ def start_engine(cls: type[LLMEngine], options: EngineOptions) -> LLMEngine:
     except (BringupError, StrictFallbackError):
         raise
     except Exception as exc:
-        why = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+        why = exception_line(exc)
         if device.type == "cpu":
             raise
         if not options.allow_cpu_fallback:
