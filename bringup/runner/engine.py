@@ -11,6 +11,7 @@ import torch
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.block_manager import BlockManager
 from bringup.runner.executor import Executor
+from bringup.runner.measurements import StartupMeasurements
 from bringup.runner.outputs import RequestOutput
 from bringup.runner.plan import ExecutionPlan
 from bringup.runner.sampling import sample
@@ -29,6 +30,7 @@ class EngineOptions:
     max_num_seqs: int | None = None
     max_model_len: int | None = None
     weight_layout: str | None = None  # "in_out" | "out_in" to override the measured choice (benchmarks)
+    measurements: StartupMeasurements | None = None  # given as data (tests, replays) instead of timed here
 
 
 class LLMEngine:

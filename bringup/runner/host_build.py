@@ -32,6 +32,25 @@ class KernelUnavailable(RuntimeError):
     """A kernel cannot be built or loaded here; the message says why."""
 
 
+class HostKernelInputError(ValueError):
+    """A host kernel was handed something it cannot read safely; raised before any pointer reaches C++."""
+
+
+def require_host_tensor(name: str, t: torch.Tensor, dtype: torch.dtype, dims: int, contiguous: bool = False) -> None:
+    """HostKernelInputError unless `t` is a dense host tensor of `dtype` with `dims` dimensions (and contiguous)."""
+    if t.device.type != "cpu":
+        raise HostKernelInputError(f"{name} is on {t.device}; a host kernel reads host (cpu) memory only")
+    if t.layout != torch.strided:
+        raise HostKernelInputError(f"{name} has layout {t.layout}; a host kernel reads dense (torch.strided) tensors")
+    if t.dtype != dtype:
+        raise HostKernelInputError(f"{name} is {t.dtype}; the kernel reads {dtype} only")
+    if t.dim() != dims:
+        raise HostKernelInputError(f"{name} has shape {list(t.shape)}; expected {dims} dimensions")
+    if contiguous and not t.is_contiguous():
+        raise HostKernelInputError(f"{name} is not contiguous (strides {list(t.stride())}); the kernel reads it "
+                                   "as one dense block")
+
+
 def cache_dir() -> Path:
     if os.environ.get("BRINGUP_KERNEL_CACHE"):
         return Path(os.environ["BRINGUP_KERNEL_CACHE"])
@@ -78,7 +97,6 @@ def load(source_name: str) -> ctypes.CDLL:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return ctypes.CDLL(str(target))
-
 
 
 def check_host_kernel(device: torch.device, dtype: torch.dtype, worst_error: Callable[[], float],

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -25,28 +26,45 @@ from bringup.runner.model import WeightLayout
 from bringup.runner.plan import Choice
 from bringup.runner.profile_facts import ProfileFacts
 
-__all__ = ["IN_OUT", "OUT_IN", "PACKED", "PANELS", "choose_layout", "time_layouts"]
+__all__ = ["IN_OUT", "OUT_IN", "PACKED", "PANELS", "LayoutTimings", "choose_layout", "measure_layouts", "time_layouts"]
 ROWS = (1, 2, 4, 8, 16, 32, 64, 256)
 MARGIN = 0.9  # a layout wins at a row count when it takes under 90 % of the other's time
 SLOW_PASS_S = 0.3  # a pass this slow is measured once, and larger row counts are not timed
 STREAM_BYTES = 96 * 2**20  # at most this many weight bytes cycled per layout while timing: beyond a typical LLC
 
 
-def choose_layout(facts: ProfileFacts, dtype: torch.dtype, device: torch.device, config: ModelConfig,
-                  free_bytes: int | None) -> tuple[WeightLayout, Choice]:
-    name = str(dtype).removeprefix("torch.")
-    k, n = config.hidden_size, 2 * config.intermediate_size
+@dataclass(frozen=True)
+class LayoutTimings:
+    """Seconds per [rows, k] x [k, n] product of each weight kind timed on the device, by row count; the kinds
+    not timed, with why; and how many weight bytes were cycled. Measured at start-up, or given as data."""
+
+    times: dict[int, dict[str, float]]
+    skipped: dict[str, str] = field(default_factory=dict)
+    stream_bytes: int = STREAM_BYTES
+
+
+def measure_layouts(dtype: torch.dtype, device: torch.device, config: ModelConfig,
+                    free_bytes: int | None) -> LayoutTimings:
+    """Time every kind that can run here on the shape of the model's MLP input projection."""
     budget = min(STREAM_BYTES, linear_weight_bytes(config, dtype))  # a small model stays in cache, as it runs
     if free_bytes is not None:
         budget = min(budget, free_bytes // 16)
-    skipped = {PACKED: packed_check(device, dtype), PANELS: _panels_why_not(device, dtype, config)}
-    kinds = (*PLAIN_KINDS, SLICES, *(kind for kind, why in skipped.items() if why is None))
-    times = time_layouts(device, dtype, k, n, ROWS, budget, kinds)  # cached per process: a property of the device
-    notes = [f"seconds per 1x{k}x{n} {name} product, weights cycled through {budget / 2**20:.0f} MiB (the "
-             f"model's linear weights, at most {STREAM_BYTES / 2**20:.0f} MiB), by rows: "
+    why_not = {PACKED: packed_check(device, dtype), PANELS: _panels_why_not(device, dtype, config)}
+    kinds = (*PLAIN_KINDS, SLICES, *(kind for kind, why in why_not.items() if why is None))
+    times = time_layouts(device, dtype, config.hidden_size, 2 * config.intermediate_size, ROWS, budget, kinds)
+    return LayoutTimings(times, {kind: why for kind, why in why_not.items() if why}, budget)
+
+
+def choose_layout(facts: ProfileFacts, timings: LayoutTimings, dtype: torch.dtype, config: ModelConfig,
+                  free_bytes: int | None) -> tuple[WeightLayout, Choice]:
+    """The kind for one-row steps and the kind for larger steps, from the timings (and bench's one-row ratio)."""
+    name = str(dtype).removeprefix("torch.")
+    k, n, times = config.hidden_size, 2 * config.intermediate_size, timings.times
+    notes = [f"seconds per 1x{k}x{n} {name} product, weights cycled through {timings.stream_bytes / 2**20:.0f} "
+             f"MiB (the model's linear weights, at most {STREAM_BYTES / 2**20:.0f} MiB), by rows: "
              + ", ".join(f"{m}:" + "/".join(f"{kind} {t * 1e6:.0f}us" for kind, t in row.items())
                          for m, row in times.items())]
-    notes += [f"{kind} not tried: {why}" for kind, why in skipped.items() if why]
+    notes += [f"{kind} not tried: {why}" for kind, why in timings.skipped.items()]
     one = {kind: times[1][kind] for kind in PLAIN_KINDS}  # one row: x@W or F.linear (bench compares these two)
     bench = facts.linear_vs_matmul_speedup(name)
     if bench is not None:
@@ -54,7 +72,7 @@ def choose_layout(facts: ProfileFacts, dtype: torch.dtype, device: torch.device,
         notes.append(f"1 row from bench: {bench[0]:.2f} (median of {bench[1]} decode GEMMs)")
     plain = _winner(one, OUT_IN)
     notes.append(f"plain winner at 1 row: {plain}")
-    extras = [kind for kind in kinds if kind not in PLAIN_KINDS]  # timed only here, so judged on these timings
+    extras = [kind for kind in times[1] if kind not in PLAIN_KINDS]  # timed only here, so judged on these timings
     small = _winner({plain: times[1][plain], **{kind: times[1][kind] for kind in extras}}, plain)
     if small != plain:
         notes.append(f"{small} beats {plain} at 1 row ({times[1][small] * 1e6:.0f}us vs {times[1][plain] * 1e6:.0f}us)")

@@ -16,8 +16,7 @@ import time
 import torch
 
 from bringup.runner.attention import PAGED_DECODE as NAME
-from bringup.runner.config import ModelConfig
-from bringup.runner.host_build import check_host_kernel, load
+from bringup.runner.host_build import HostKernelInputError, check_host_kernel, load, require_host_tensor
 from bringup.runner.layout import MARGIN  # the same 90 % rule as the weight layouts
 from bringup.runner.model import matmul_softmax_attention
 from bringup.runner.plan import Choice
@@ -36,7 +35,8 @@ def library() -> ctypes.CDLL:
 def run(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_slots: torch.Tensor,
         context_lens: torch.Tensor, scale: float) -> torch.Tensor:
     """q [B, H, D] against caches [KV, S, D] through context_slots [B, L] (first context_lens[b]) → [B, H*D]."""
-    q = q.contiguous()
+    check_inputs(q, k_cache, v_cache, context_slots, context_lens)  # before the library loads or a pointer leaves
+    q, context_lens = q.contiguous(), context_lens.contiguous()
     B, H, D = q.shape
     KV, S, _ = k_cache.shape
     if context_slots.stride(-1) != 1:
@@ -46,6 +46,57 @@ def run(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_s
                                    context_slots.data_ptr(), context_slots.stride(0), context_lens.data_ptr(),
                                    scale, out.data_ptr())
     return out
+
+
+def check_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_slots: torch.Tensor,
+                 context_lens: torch.Tensor) -> None:
+    """HostKernelInputError unless the kernel can read every argument safely: host memory, the dtypes the C++
+    reads (float32 data, int64 slots and lengths), shapes that agree, and only slots inside the caches."""
+    require_host_tensor("q", q, torch.float32, dims=3)
+    require_host_tensor("k_cache", k_cache, torch.float32, dims=3, contiguous=True)
+    require_host_tensor("v_cache", v_cache, torch.float32, dims=3, contiguous=True)
+    require_host_tensor("context_slots", context_slots, torch.int64, dims=2)
+    require_host_tensor("context_lens", context_lens, torch.int64, dims=1)
+    _check_shapes(q, k_cache, v_cache, context_slots, context_lens)
+    _check_context(context_slots, context_lens, k_cache.shape[1])
+
+
+def _check_shapes(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_slots: torch.Tensor,
+                  context_lens: torch.Tensor) -> None:
+    (batch, heads, head_dim), (kv_heads, _, cache_dim) = q.shape, k_cache.shape
+    if v_cache.shape != k_cache.shape:
+        raise HostKernelInputError(f"v_cache has shape {list(v_cache.shape)}; expected the k_cache shape "
+                                   f"{list(k_cache.shape)}")
+    if head_dim != cache_dim:
+        raise HostKernelInputError(f"q has head_dim {head_dim} but the caches have head_dim {cache_dim}")
+    if kv_heads < 1 or heads % kv_heads:
+        raise HostKernelInputError(f"q has {heads} heads, not a multiple of the caches' {kv_heads} kv heads")
+    if context_slots.shape[0] != batch:
+        raise HostKernelInputError(f"context_slots has {context_slots.shape[0]} rows for {batch} queries in q")
+    if context_lens.shape[0] != batch:
+        raise HostKernelInputError(f"context_lens has {context_lens.shape[0]} lengths for {batch} queries in q")
+
+
+def _check_context(context_slots: torch.Tensor, context_lens: torch.Tensor, slots_total: int) -> None:
+    """Every length in [1, L] and every slot the kernel reads (the first context_lens[b] of row b) in [0, S)."""
+    if context_lens.numel() == 0:
+        return
+    shortest, longest = (int(v) for v in context_lens.aminmax())
+    width = context_slots.shape[1]
+    if shortest < 1 or longest > width:
+        raise HostKernelInputError(f"context_lens holds lengths {shortest}..{longest}; each must be in [1, {width}] "
+                                   f"(context_slots has {width} columns)")
+    read = context_slots[:, :longest]
+    low, high = (int(v) for v in read.aminmax())
+    if low >= 0 and high < slots_total:  # the usual case: even the padding past shorter contexts is a valid slot
+        return
+    if shortest < longest:  # padding is never read: count it as the row's first slot, which is read anyway
+        read = torch.where(torch.arange(longest) < context_lens.unsqueeze(1), read, read[:, :1])
+    outside = (read < 0) | (read >= slots_total)
+    if outside.any():
+        row, column = outside.nonzero()[0].tolist()
+        raise HostKernelInputError(f"context_slots row {row} reads slot {int(read[row, column])}; slots must be in "
+                                   f"[0, {slots_total}) for caches of {slots_total} slots")
 
 
 @torch.library.custom_op("bringup::paged_decode", mutates_args=())
@@ -123,7 +174,7 @@ def time_against_gather(device: torch.device, heads: int, kv_heads: int, head_di
 
 
 @functools.lru_cache(maxsize=16)
-def _verdict(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int
+def verdict(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int
              ) -> tuple[bool, str]:
     why = check(device, dtype, heads, kv_heads, head_dim)
     if why is not None:
@@ -135,9 +186,8 @@ def _verdict(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int
     return False, f"not faster: {timing}"
 
 
-def with_paged_decode(attention: Choice, device: torch.device, dtype: torch.dtype, config: ModelConfig) -> Choice:
+def with_paged_decode(attention: Choice, use: bool, why: str) -> Choice:
     """The plan's attention list with paged_decode first (decode steps) when it checked out and is faster."""
-    use, why = _verdict(device, dtype, config.num_heads, config.num_kv_heads, config.head_dim)
     if use:
         return Choice([NAME, *attention.value], f"{NAME} for decode steps: {why}; {attention.evidence}")
     return Choice(attention.value, f"{attention.evidence}; {NAME} not used: {why}")

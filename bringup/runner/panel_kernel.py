@@ -15,7 +15,13 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from bringup.runner.host_build import KernelUnavailable, check_host_kernel, load
+from bringup.runner.host_build import (
+    HostKernelInputError,
+    KernelUnavailable,
+    check_host_kernel,
+    load,
+    require_host_tensor,
+)
 
 PANEL = 16
 
@@ -34,6 +40,7 @@ def library() -> ctypes.CDLL:
 
 def pack(w: torch.Tensor) -> torch.Tensor:
     """W [n, k] (float32, host) as panels [ceil(n/16), k, 16]; output columns past n are zero."""
+    require_host_tensor("w", w, torch.float32, dims=2)
     n, k = w.shape
     pad = -n % PANEL
     if pad:
@@ -43,16 +50,35 @@ def pack(w: torch.Tensor) -> torch.Tensor:
 
 def run(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x [m, k] @ W^T + bias as [m, 16 * panels] (the padded width)."""
+    check_inputs(x, panels, bias)  # before the library loads or a pointer leaves
     if x.stride(-1) != 1:
         x = x.contiguous()
     m, k = x.shape
     n = panels.shape[0] * PANEL
-    if bias is not None and bias.numel() != n:
-        raise ValueError(f"bias has {bias.numel()} values for {n} panel columns; pad it like the weight")
     y = torch.empty(m, n, dtype=x.dtype, device=x.device)
     library().bringup_panel_linear(x.data_ptr(), m, x.stride(0), panels.data_ptr(), k, n,
                                    None if bias is None else bias.data_ptr(), y.data_ptr(), n)
     return y
+
+
+def check_inputs(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> None:
+    """HostKernelInputError unless the kernel can read every argument safely: float32 host tensors, panels as
+    `pack` makes them, rows as long as the packed weight's k, and a bias covering the padded width."""
+    require_host_tensor("x", x, torch.float32, dims=2)
+    require_host_tensor("panels", panels, torch.float32, dims=3, contiguous=True)
+    if panels.shape[2] != PANEL:
+        raise HostKernelInputError(f"panels has shape {list(panels.shape)}; expected [num_panels, k, {PANEL}] "
+                                   "as pack() makes it")
+    if x.shape[1] != panels.shape[1]:
+        raise HostKernelInputError(f"x has {x.shape[1]} features per row but the packed weight has k={panels.shape[1]}")
+    if bias is not None:
+        _check_bias(bias, panels.shape[0] * PANEL)
+
+
+def _check_bias(bias: torch.Tensor, width: int) -> None:
+    require_host_tensor("bias", bias, torch.float32, dims=1, contiguous=True)
+    if bias.numel() != width:
+        raise HostKernelInputError(f"bias has {bias.numel()} values for {width} panel columns; pad it like the weight")
 
 
 @torch.library.custom_op("bringup::panel_linear", mutates_args=())

@@ -21,6 +21,7 @@ from bringup.runner.kv_cache import allocate_kv_cache
 from bringup.runner.kv_sizing import size_kv_cache
 from bringup.runner.layout import IN_OUT, OUT_IN, choose_layout
 from bringup.runner.loader import load_model, read_config, safetensors_files
+from bringup.runner.measurements import StartupMeasurements, measure
 from bringup.runner.model import WeightLayout
 from bringup.runner.paged_decode import with_paged_decode
 from bringup.runner.plan import Choice, ExecutionPlan, build_plan
@@ -87,10 +88,10 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     facts = ProfileFacts(profile)
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len)
     dtype = getattr(torch, plan.dtype.value)
-    plan.attention = with_paged_decode(plan.attention, device, dtype, config)
-    _, free = backend_for(device).memory(device.index or 0)
+    measured = options.measurements or measure(device, dtype, config)
+    plan.attention = with_paged_decode(plan.attention, *measured.paged_decode)
     if options.weight_layout is None:
-        layout, plan.weight_layout = choose_layout(facts, dtype, device, config, free)
+        layout, plan.weight_layout = choose_layout(facts, measured.layouts, dtype, config, measured.free_bytes)
     elif options.weight_layout in (IN_OUT, OUT_IN):
         layout = WeightLayout(options.weight_layout, options.weight_layout, 0)
         plan.weight_layout = Choice(options.weight_layout, "forced by the caller, not measured")
@@ -101,9 +102,9 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     else:
         model = load_model(Path(options.model_dir), config, dtype, device, layout)
         name = Path(options.model_dir).resolve().name
-    _, free = backend_for(device).memory(device.index or 0)  # after the weights are in place
     plan.kv_blocks = size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
-                                   plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
+                                   plan.max_model_len.value, plan.max_num_batched_tokens.value,
+                                   _free_after_weights(device, options.measurements, model.weight_bytes()),
                                    model.weight_bytes())
     allocate_kv_cache(model, plan.kv_blocks.value, plan.block_size)
     executor = Executor(model, plan, recorder)
@@ -112,6 +113,13 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
     return cls(executor=executor, tokenizer=tokenizer, plan=plan, fallbacks=recorder, model_name=name,
                eos_token_ids=eos)
+
+
+def _free_after_weights(device: torch.device, given: StartupMeasurements | None, weight_bytes: int) -> int | None:
+    """Free device memory now that the weights are in place: read from the device, or derived from given data."""
+    if given is None:
+        return backend_for(device).memory(device.index or 0)[1]
+    return None if given.free_bytes is None else given.free_bytes - weight_bytes
 
 
 def _log_plan(plan: ExecutionPlan) -> None:

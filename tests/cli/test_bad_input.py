@@ -2,15 +2,12 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from bringup.backends.base import DeviceInfo
 from bringup.profiles.store import update_profile
 from tests.cli.run_cli import run_cli
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def assert_one_line_error(result, *fragments: str) -> None:
@@ -73,8 +70,8 @@ def test_unknown_probe_check(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["devices", "--device", "nope"], ["profile", "validate", "/nonexistent.yaml"]])
-def test_real_process_exit_code_and_single_line(args):
-    proc = subprocess.run([sys.executable, "-m", "bringup", *args], capture_output=True, text=True, cwd=REPO,
+def test_real_process_exit_code_and_single_line(args, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bringup", *args], capture_output=True, text=True, cwd=tmp_path,
                           timeout=120)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr

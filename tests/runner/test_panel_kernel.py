@@ -9,8 +9,10 @@ import torch.nn.functional as F
 from bringup.runner import host_build, panel_kernel
 from bringup.runner.builtin import load_builtin
 from bringup.runner.model import WeightLayout
+from tests.runner.host_compiler import needs_compiler
 
 
+@needs_compiler
 @pytest.mark.parametrize("rows", [1, 2, 5, 6, 7, 13])
 @pytest.mark.parametrize("out_features", [48, 40])  # 40: the last panel is padded with zero columns
 def test_matches_f_linear_for_any_row_count_and_width(rows, out_features):
@@ -35,8 +37,12 @@ def test_a_bias_that_does_not_cover_the_padded_width_is_refused():
         panel_kernel.apply(torch.ones(1, 8), panels, torch.ones(40))
 
 
-def test_check_says_why_the_kernel_cannot_be_used():
+@needs_compiler
+def test_check_passes_where_the_kernel_builds():
     assert panel_kernel.check(torch.device("cpu"), torch.float32) is None
+
+
+def test_check_says_why_the_kernel_cannot_be_used():
     assert "not in host memory" in panel_kernel.check(torch.device("meta"), torch.float32)
     assert "float32 only" in panel_kernel.check(torch.device("cpu"), torch.bfloat16)
 
@@ -56,6 +62,7 @@ def test_a_compiler_that_fails_makes_the_kernel_unavailable_with_its_reason(tmp_
     assert list(tmp_path.iterdir()) == []  # no partial library left behind
 
 
+@needs_compiler
 def test_builtin_model_with_panels_matches_the_plain_layout():
     """The built-in vocabulary (264) is not a multiple of 16: the head is padded and the logits cut back."""
     plain, panels = (load_builtin(torch.float32, "cpu", WeightLayout(kind, kind)) for kind in ("out_in", "panels"))
@@ -66,6 +73,7 @@ def test_builtin_model_with_panels_matches_the_plain_layout():
     assert (got - want).abs().max().item() <= 1e-4
 
 
+@needs_compiler
 def test_under_torch_compile_the_kernel_is_one_opaque_op(inductor_cache_dir):
     w, x = torch.randn(32, 24), torch.randn(3, 24)
     fn = torch.compile(lambda a, p: panel_kernel.apply(a, p, None).relu() * 2, fullgraph=True)

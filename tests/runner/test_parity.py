@@ -24,7 +24,7 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, case):
         assert (tmp_path / "model.safetensors.index.json").is_file()
     hf.generation_config.eos_token_id = None
     engine = LLMEngine.create(EngineOptions(model_dir=tmp_path, device="cpu", max_model_len=128,
-                                            max_num_seqs=2))
+                                            max_num_seqs=2, profile_path=tmp_path / "absent.yaml"))
     prompt = torch.randint(2, 320, (40,), generator=torch.Generator().manual_seed(7)).tolist()
 
     with torch.no_grad():
