@@ -104,9 +104,12 @@ def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: Mod
 
 
 def choose_dtype(facts: ProfileFacts) -> Choice:
+    """The fastest low-precision dtype that is verified and measured faster than float32 (the first verified
+    one when bench has not measured them); float32 otherwise."""
     if facts.profile is None:
         return Choice("float32", "no profile: conservative default")
-    rejected = []
+    rejected, usable = [], []
+    full = facts.bench_tflops("float32")
     for name in LOW_PRECISION:
         status, evidence = facts.capability("dtypes", name)
         if status != "supported":
@@ -116,13 +119,18 @@ def choose_dtype(facts: ProfileFacts) -> Choice:
         if not ops.verified:
             rejected.append(f"{name} {ops.describe()}")
             continue
-        low, full = facts.bench_tflops(name), facts.bench_tflops("float32")
+        low = facts.bench_tflops(name)
         if low is not None and full is not None and low <= full:
             rejected.append(f"{name} matmul {low:.3g} TFLOP/s not faster than float32 {full:.3g}")
             continue
         speed = f"; matmul {low:.3g} vs float32 {full:.3g} TFLOP/s" if low and full else ""
-        return Choice(name, f"supported ({evidence}); {ops.describe()}{speed}")
-    return Choice("float32", "float32 because " + "; ".join(rejected))
+        usable.append((low or 0.0, name, f"supported ({evidence}); {ops.describe()}{speed}"))
+    if not usable:
+        return Choice("float32", "float32 because " + "; ".join(rejected))
+    best = max(usable, key=lambda u: u[0])  # max keeps the first of equals: LOW_PRECISION order without bench
+    others = [f"{name} also usable{f' ({low:.3g} TFLOP/s)' if low else ''}" for low, name, _ in usable
+              if name != best[1]]
+    return Choice(best[1], "; ".join([best[2], *others, *rejected]))
 
 
 def choose_attention(facts: ProfileFacts, dtype: str) -> Choice:
