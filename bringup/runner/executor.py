@@ -9,6 +9,8 @@ from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.runner.attention import PAGED_DECODE, AttentionDispatcher, DecodeAttention
 from bringup.runner.batch_inputs import BatchInputs, SeqChunk, build_inputs
+from bringup.runner.linear_kinds import OUT_IN
+from bringup.runner.linear_kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
 from bringup.runner.model import DecoderModel
 from bringup.runner.plan import ExecutionPlan
 from bringup.runner.sequence import Sequence
@@ -45,10 +47,22 @@ class Executor:
         m = self.model
         inputs = build_inputs(chunks, self.plan.block_size, m.config.num_queries_per_kv, m.device)
         with torch.inference_mode():
-            hidden = self._forward(inputs)
-            if not all_positions:
-                hidden = hidden[inputs.last_index]
-            return m.logits(hidden).cpu()
+            try:
+                return self._logits(inputs, all_positions)
+            except StrictFallbackError:
+                raise
+            except Exception as exc:
+                if HOST_KIND not in m.layout.kinds:
+                    raise
+                self.recorder.record("op", "linear", wanted=HOST_KIND, instead=OUT_IN, why=exception_line(exc))
+                m.replace_kind(HOST_KIND, OUT_IN)
+                return self._logits(inputs, all_positions)  # rewrites the same K/V into the same slots
+
+    def _logits(self, inputs: BatchInputs, all_positions: bool) -> torch.Tensor:
+        hidden = self._forward(inputs)
+        if not all_positions:
+            hidden = hidden[inputs.last_index]
+        return self.model.logits(hidden).cpu()
 
     def _forward(self, inputs: BatchInputs) -> torch.Tensor:
         if self.compiled is not None:

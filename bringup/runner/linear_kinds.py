@@ -37,6 +37,17 @@ def place(w: torch.Tensor, kind: str) -> torch.Tensor:
     return w.contiguous()
 
 
+def to_out_in(w: torch.Tensor, kind: str) -> torch.Tensor:
+    """A weight stored for `kind` back as [out, in] (panels keep their zero padding rows)."""
+    if kind == OUT_IN:
+        return w
+    if kind == IN_OUT:
+        return w.t().contiguous()
+    if kind == PANELS:
+        return panel_kernel.unpack(w)
+    raise ValueError(f"weights stored as {kind!r} cannot be converted back to [out, in]")
+
+
 def apply(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, kind: str) -> torch.Tensor:
     """x [T, in] times a weight stored for `kind`, plus the bias."""
     if kind == IN_OUT:

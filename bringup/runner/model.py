@@ -21,7 +21,7 @@ from torch import nn
 
 from bringup.runner.config import ModelConfig
 from bringup.runner.linear_kinds import apply as linear
-from bringup.runner.linear_kinds import place, storage_key
+from bringup.runner.linear_kinds import place, storage_key, to_out_in
 from bringup.runner.rope import apply_rope, inverse_frequencies, rope_tables
 
 # attend(q [kvH, B, G*Q, hd], k [kvH, B, L, hd], v [kvH, B, L, hd], mask [1, B, G*Q, L] | None, scale)
@@ -141,6 +141,17 @@ class DecoderModel(nn.Module):
         self.heads = {kind: self.embed if (head is embed and kind == "out_in") else self._place(head, kind)
                       for kind in kinds}
         self.final_norm = self._place(need("model.norm.weight"))
+
+    def replace_kind(self, old: str, new: str) -> None:
+        """Serve with `new` weights every step that `old` served (an op fallback from a faulting layout)."""
+        if new not in self.layer_sets:
+            weights = {1, 3, 6, 8}  # wqkv, wo, wgu, wd in each layer's tuple
+            self.layer_sets[new] = [tuple(place(to_out_in(t, old), new) if i in weights else t
+                                          for i, t in enumerate(layer)) for layer in self.layer_sets[old]]
+            self.heads[new] = place(to_out_in(self.heads[old], old), new)
+        del self.layer_sets[old], self.heads[old]
+        small, large = (new if k == old else k for k in (self.layout.small, self.layout.large))
+        self.layout = WeightLayout(small, large, self.layout.switch_tokens if small != large else 0)
 
     def _place(self, t: torch.Tensor, kind: str | None = None) -> torch.Tensor:
         t = t.to(self.device, self.dtype)

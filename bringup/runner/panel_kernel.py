@@ -48,6 +48,11 @@ def pack(w: torch.Tensor) -> torch.Tensor:
     return w.reshape(-1, PANEL, k).transpose(1, 2).contiguous()
 
 
+def unpack(panels: torch.Tensor) -> torch.Tensor:
+    """The weight [16 * num_panels, k] that `pack` stored (padding columns become zero rows)."""
+    return panels.transpose(1, 2).reshape(-1, panels.shape[1]).contiguous()
+
+
 def run(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x [m, k] @ W^T + bias as [m, 16 * panels] (the padded width)."""
     check_inputs(x, panels, bias)  # before the library loads or a pointer leaves

@@ -78,3 +78,33 @@ def test_under_torch_compile_the_kernel_is_one_opaque_op(inductor_cache_dir):
     w, x = torch.randn(32, 24), torch.randn(3, 24)
     fn = torch.compile(lambda a, p: panel_kernel.apply(a, p, None).relu() * 2, fullgraph=True)
     assert (fn(x, panel_kernel.pack(w)) - F.linear(x, w).relu() * 2).abs().max().item() <= 1e-5
+
+
+def test_a_panel_kernel_fault_at_run_time_is_an_op_fallback_to_f_linear(tmp_path, monkeypatch, bringup_logs):
+    from bringup.errors import StrictFallbackError
+    from bringup.runner.engine import EngineOptions, LLMEngine
+    from bringup.runner.sampling_params import SamplingParams
+    from tests.runner.stated import layout_times, stated
+
+    def engine(panels_faster: bool, strict: bool = False) -> LLMEngine:
+        times = layout_times(in_out=2.0, out_in=2.0, panels=1.0) if panels_faster else None
+        return LLMEngine.create(EngineOptions(device="cpu", profile_path=tmp_path / "absent.yaml", max_model_len=64,
+                                              max_num_seqs=2, strict=strict, measurements=stated(times)))
+
+    greedy = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
+    prompts = [[5, 6, 7, 8], [9, 10]]
+    want = [o.token_ids for o in engine(panels_faster=False).generate(prompts, greedy)]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected: the panel kernel faulted")
+
+    monkeypatch.setattr(panel_kernel, "run", broken)
+    faulty = engine(panels_faster=True)  # the fault surfaces at warm-up, before any request
+    assert faulty.plan.weight_layout.value == "panels"
+    assert faulty.executor.model.layout == WeightLayout("out_in", "out_in", 0)
+    assert [o.token_ids for o in faulty.generate(prompts, greedy)] == want
+    assert faulty.stats()["fallbacks"]["op"] == 1
+    assert any("wanted panels, using out_in" in r.getMessage() and "injected" in r.getMessage()
+               for r in bringup_logs.records)
+    with pytest.raises(StrictFallbackError, match="panels"):
+        engine(panels_faster=True, strict=True)
