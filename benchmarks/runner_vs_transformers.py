@@ -10,7 +10,12 @@ vocab 32000), float32, 64 prompt tokens + 64 new tokens, greedy, on the CPU:
      read per token                                             (target ≥ 60 %). This machine's memory
      bandwidth drifts with its neighbours (27–54 GB/s within minutes), so each bench run is paired with
      the better of two decode runs right after it and the median pair is reported, every pair printed.
+     transformers' batch-1 decode is set against the same (median) bandwidth and its own weight bytes.
   4. resident memory over 1,000 sequential requests (built-in model): flat within a few percent
+
+The output starts with the machine (CPU model, AVX-512 BF16 / VNNI / AMX, torch and its CPU capability) and
+the runner's plan (dtype, weight layout, attention implementations, compiled or eager): the figures hold for
+that machine and plan only.
 
 Usage: PYTHONPATH=. python benchmarks/runner_vs_transformers.py [--quick] [--json]
 """
@@ -30,9 +35,14 @@ from pathlib import Path
 import psutil
 import torch
 
-from bringup.runner.engine import EngineOptions, LLMEngine
-from bringup.runner.linear_kinds import storage_key
-from bringup.runner.sampling_params import SamplingParams
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # benchmarks.machine without PYTHONPATH=.
+
+from benchmarks.machine import header_lines, machine_facts, plan_facts, plan_line  # noqa: E402
+from bringup.runner.engine import EngineOptions, LLMEngine  # noqa: E402
+from bringup.runner.linear_kinds import storage_key  # noqa: E402
+from bringup.runner.sampling_params import SamplingParams  # noqa: E402
 
 PROMPT, NEW = 64, 64
 CONFIG = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
@@ -152,6 +162,24 @@ def bytes_per_decode_token(engine: LLMEngine) -> int:
     return sum(seen.values())
 
 
+def hf_bytes_per_decode_token(model) -> int:  # type: ignore[no-untyped-def]
+    """transformers' weights streamed per decode token: every parameter but the input embedding table."""
+    embedding = model.get_input_embeddings().weight
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p is not embedding)
+
+
+def roofline_side(decode_tok_s: float, gbps: float, weight_bytes: int) -> dict:
+    """One side's batch-1 decode against the memory roofline: bandwidth ÷ weight bytes read per token."""
+    roofline = gbps * 1e9 / weight_bytes
+    return {"decode_tok_s": decode_tok_s, "weight_bytes_per_token": weight_bytes, "roofline_tok_s": roofline,
+            "pct": 100 * decode_tok_s / roofline}
+
+
+def say(lines: list[str], quiet: bool) -> None:
+    if not quiet:
+        print("\n".join(lines), flush=True)
+
+
 def memory_flatness(requests: int) -> dict:
     engine = LLMEngine.create(EngineOptions(device="cpu", max_model_len=256, max_num_seqs=4))
     params = SamplingParams(max_tokens=8, temperature=0.8, seed=0)
@@ -181,11 +209,15 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     reps = 1 if args.quick else 3
+    machine = machine_facts("cpu")
+    say(header_lines(machine), args.json)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp)
         hf = build_model_dir(model_dir)
         engine = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", max_model_len=256,
                                                 max_num_seqs=8))
+        plan = plan_facts(engine.plan.to_dict())
+        say([plan_line(plan), ""], args.json)
         ours_1, ours_8 = runner_rates(engine, reps)
         layout = engine.plan.weight_layout.value
         per_token = bytes_per_decode_token(engine)
@@ -198,6 +230,7 @@ def main() -> None:
         del plain
         gc.collect()
         hf_1, hf_8 = hf_rates(hf, reps)
+        hf_per_token = hf_bytes_per_decode_token(hf)
         copy_gbps = copy_bandwidth_gbps()
         del hf
         gc.collect()
@@ -209,6 +242,8 @@ def main() -> None:
     gbps, source = median["gbps"], median["source"]
     roofline = gbps * 1e9 / per_token
     result = {
+        "machine": machine,
+        "plan": plan,
         "threads": torch.get_num_threads(),
         "batch1_decode_tok_s": {"runner": ours_1, "transformers": hf_1, "ratio": ours_1 / hf_1, "target": 1.5},
         "layout": {"chosen": layout, "plain_out_in_batch1_decode_tok_s": plain_1,
@@ -217,7 +252,7 @@ def main() -> None:
         "roofline": {"gbps": gbps, "gbps_source": source, "copy_gbps": copy_gbps,
                      "weight_bytes_per_token": per_token, "roofline_tok_s": roofline,
                      "decode_tok_s": median["decode_tok_s"], "pct": median["pct"], "target_pct": 60,
-                     "pairs": pairs},
+                     "pairs": pairs, "transformers": roofline_side(hf_1, gbps, hf_per_token)},
         "memory": memory_flatness(200 if args.quick else 1000),
     }
     if args.json:
@@ -235,9 +270,13 @@ def main() -> None:
           f"{b8['ratio']:6.2f}x {'2.0x':>7}")
     print(f"{'  same runner, plain F.linear layout':34} {lay['plain_out_in_batch8_total_tok_s']:10.1f} "
           f"{'':13} {b8['runner'] / lay['plain_out_in_batch8_total_tok_s']:6.2f}x")
-    print(f"{'batch-1 decode, % memory roofline':34} {rf['pct']:9.1f}% {'':13} {'':7} {'60%':>7}   "
-          f"(median pair: {rf['decode_tok_s']:.1f} tok/s vs {rf['gbps_source']} {rf['gbps']:.1f} GB/s ÷ "
+    hf_rf = rf["transformers"]
+    print(f"{'batch-1 decode, % memory roofline':34} {rf['pct']:9.1f}% {hf_rf['pct']:12.1f}% {'':7} {'60%':>7}   "
+          f"(runner, median pair: {rf['decode_tok_s']:.1f} tok/s vs {rf['gbps_source']} {rf['gbps']:.1f} GB/s ÷ "
           f"{rf['weight_bytes_per_token'] / 1e6:.0f} MB/token = {rf['roofline_tok_s']:.1f} tok/s)")
+    print(f"{'':34} {'':10} {'':13} {'':7} {'':7}   (transformers: {hf_rf['decode_tok_s']:.1f} tok/s vs the same "
+          f"{rf['gbps']:.1f} GB/s ÷ {hf_rf['weight_bytes_per_token'] / 1e6:.0f} MB/token = "
+          f"{hf_rf['roofline_tok_s']:.1f} tok/s)")
     print(f"{'  every (bench, decode) pair':34} " + ", ".join(
         f"{p['gbps']:.1f} GB/s → {p['decode_tok_s']:.1f} tok/s = {p['pct']:.0f}%" for p in rf["pairs"]))
     print(f"{'RSS over ' + str(mem['requests']) + ' sequential requests':34} {mem['rss_before_mib']:.0f} → "

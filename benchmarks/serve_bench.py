@@ -11,7 +11,9 @@ otherwise), so it runs offline:
     python benchmarks/serve_bench.py --num-prompts 64 --concurrency 16 --request-rate 8
     python benchmarks/serve_bench.py --url http://127.0.0.1:8000 --json-out serve.json
 
-Prints a table (or only JSON with --json).
+Prints the machine (CPU, ISA features, torch, device) and the server's plan (from /v1/plan), then a table
+(or only JSON with --json, where both are under "machine" and "plan"). With --url the machine is this
+client's, which need not be the server's.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ import httpx
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # benchmarks.machine when run as `python benchmarks/serve_bench.py`
+
+from benchmarks.machine import header_lines, machine_facts, plan_facts, plan_line  # noqa: E402
 
 
 @dataclass
@@ -174,6 +180,29 @@ def print_table(summary: dict) -> None:
         Console(stderr=True).print(f"[red]error:[/] {error}")
 
 
+def server_plan(url: str, headers: dict[str, str]) -> dict | None:
+    """The server's plan (dtype, weight layout, attention, compiled, device) from /v1/plan; None if it has none."""
+    try:
+        response = httpx.get(f"{url}/v1/plan", headers=headers, timeout=30)
+        response.raise_for_status()
+        return response.json()["plan"]
+    except (httpx.HTTPError, KeyError, ValueError):
+        return None
+
+
+def describe_setup(url: str, headers: dict[str, str], local_device: str | None) -> tuple[dict, list[str]]:
+    """(machine and plan facts for the JSON, the header lines): the local server's device, or a remote one's."""
+    machine = machine_facts(local_device)
+    plan = server_plan(url, headers)
+    lines = header_lines(machine)
+    if local_device is None:
+        where = f" on its device {plan.get('device')}" if plan else ""
+        lines.append(f"server:  {url}{where} — the lines above describe this client's machine, not the server's")
+    facts = {"machine": machine, "plan": plan_facts(plan) if plan else None}
+    lines.append(plan_line(facts["plan"]) if plan else "plan:    not available (the server has no /v1/plan)")
+    return facts, lines
+
+
 def start_local_server(device: str, max_num_seqs: int | None) -> tuple[str, subprocess.Popen]:
     """`bringup serve` on the built-in model as a child process on a free port (no profile: the
     conservative plan). A separate process keeps this client's work off the server's interpreter."""
@@ -225,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     url = url.rstrip("/")
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     try:
+        setup, header = describe_setup(url, headers, args.device if server is not None else None)
+        if not args.json:
+            print("\n".join(header), flush=True)
         model = args.model or httpx.get(f"{url}/v1/models", headers=headers, timeout=30).json()["data"][0]["id"]
         prompts = make_prompts(args.num_prompts, args.prompt_words, args.seed)
         results, duration = asyncio.run(run_load(url, model, prompts, args.output_len, args.request_rate,
@@ -235,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             server.wait(60)
     summary = summarize(results, duration, args)
     summary["config"]["model"] = model
+    summary.update(setup)
     if args.json_out:
         args.json_out.write_text(json.dumps(summary, indent=2))
     if args.json:

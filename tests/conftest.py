@@ -22,6 +22,7 @@ HERMETIC_ENV = {
     "TORCHINDUCTOR_CACHE_DIR": RUN_DIR / "inductor",
     "TRITON_CACHE_DIR": RUN_DIR / "triton",
     "BRINGUP_KERNEL_CACHE": RUN_DIR / "kernels",
+    "HYPOTHESIS_STORAGE_DIRECTORY": RUN_DIR / "hypothesis",
 }
 # variables that would steer a test towards a device or a profile of the machine it runs on
 UNSET = ("BRINGUP_DEVICE",)

@@ -45,48 +45,80 @@ def default_profile_path(info: DeviceLike) -> Path:
     return Path.cwd() / "profiles" / f"{device_slug(info.id, name)}.yaml"
 
 
+def printable(text: str) -> str:
+    """`text` with each non-printable character (newline, CR, NUL, ESC, NEL ...) as its escape: one line, always."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+def field_part(part: str | int) -> str:
+    """One step of a field path: plain keys as they are, others quoted so escapes and dots show (`'a\\nb'`)."""
+    if isinstance(part, int):
+        return str(part)
+    plain = bool(part) and part.isprintable() and "." not in part and part.strip() == part
+    return part if plain else repr(part)
+
+
+def field_path(loc: tuple[str | int, ...]) -> str:
+    return ".".join(field_part(part) for part in loc) or "(document)"
+
+
 def describe_validation_error(path: Path, error: ValidationError) -> str:
     first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(document)"
     more = len(error.errors()) - 1
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     got = first.get("input")
     got_text = f", got {str(got)[:60]!r}" if got is not None and not isinstance(got, dict | list) else ""
-    return f"profile {path}: field {where}: {first['msg']}{got_text}{tail}; fix the file or re-run the stage"
+    return (
+        f"profile {path}: field {field_path(first['loc'])}: {first['msg']}{got_text}{tail}; "
+        "fix the file or re-run the stage"
+    )
+
+
+def loading_error(message: str) -> BringupError:
+    """A profile-loading error, escaped to one line whatever the file name or content put into it."""
+    return BringupError(printable(message))
+
+
+def describe_yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    position = getattr(exc, "position", None)  # a ReaderError has a character offset, not a mark
+    if mark is not None:
+        where = f" at line {mark.line + 1}, column {mark.column + 1}"
+    else:
+        where = f" at character {position + 1}" if isinstance(position, int) else ""
+    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or type(exc).__name__
+    return f"profile {path} is not valid YAML{where}: {problem}; fix or delete the file"
 
 
 def parse_profile(path: Path, text: str) -> Profile:
     try:
         document = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise BringupError(f"profile {path} is not valid YAML{where}: {problem}; fix or delete the file") from None
+        raise loading_error(describe_yaml_error(path, exc)) from None
     if not isinstance(document, dict):
-        raise BringupError(
+        raise loading_error(
             f"profile {path} must be a YAML mapping with a 'schema' key, got {type(document).__name__}; "
             "fix or delete the file"
         )
     schema = document.get("schema")
     if schema != SCHEMA_VERSION:
-        raise BringupError(
-            f"profile {path} has schema {schema!r}, this bringup reads {SCHEMA_VERSION!r}; "
+        raise loading_error(
+            f"profile {path} has schema {repr(schema)[:80]}, this bringup reads {SCHEMA_VERSION!r}; "
             "re-run the stages into a new file, or pass --force to overwrite it"
         )
     try:
         return Profile.model_validate(document)
     except ValidationError as exc:
-        raise BringupError(describe_validation_error(path, exc)) from None
+        raise loading_error(describe_validation_error(path, exc)) from None
 
 
 def load_profile(path: Path) -> Profile:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BringupError(f"profile {path} does not exist; run `bringup devices` or `bringup all` first") from None
+        raise loading_error(f"profile {path} does not exist; run `bringup devices` or `bringup all` first") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise BringupError(f"profile {path} cannot be read: {exc}") from None
+        raise loading_error(f"profile {path} cannot be read: {exc}") from None
     return parse_profile(Path(path), text)
 
 
