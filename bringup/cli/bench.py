@@ -163,6 +163,8 @@ def command(
                                                     "up on stability (default: the preset's).")] = None,
     include_unverified: Annotated[bool, typer.Option("--include-unverified", help="Also time op cases that "
                                                      "did not pass verify-ops, marked unverified.")] = False,
+    e2e_dtype: Annotated[str, typer.Option("--e2e-dtype", help="dtype of the runner in the e2e group: auto (the "
+                                          "plan's choice) or float32, bfloat16, float16.")] = "auto",
     device: DeviceOption = None,
     profile: ProfileOption = None,
     json: JsonOption = False,
@@ -186,7 +188,8 @@ def command(
     if budget is not None and budget <= 0:
         raise BringupError(f"--budget {budget} must be a positive number of seconds")
     options = BenchOptions(quick=quick, only=tuple(only or ()), skip=tuple(skip or ()), flush_cache=flush_cache,
-                           threshold=threshold, budget_s=budget, include_unverified=include_unverified)
+                           threshold=threshold, budget_s=budget, include_unverified=include_unverified,
+                           e2e_dtype=None if e2e_dtype == "auto" else e2e_dtype)
     select_groups(options)  # bad --only/--skip fail before any device work
     base_section = load_baseline(baseline)
     ctx = stage_context(device, profile, json, verbose, force=force)

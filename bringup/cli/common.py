@@ -27,6 +27,14 @@ ProfileOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of tables.")]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs.")]
 StrictOption = Annotated[bool, typer.Option("--strict", help="Treat any fallback as an error.")]
+DtypeOption = Annotated[
+    str,
+    typer.Option("--dtype", help="Model dtype: auto (the plan's choice from the profile) or float32, bfloat16, "
+                 "float16. A dtype the profile says does not run correctly here is refused unless --force."),
+]
+ForceDtypeOption = Annotated[
+    bool, typer.Option("--force", help="Run a --dtype even though the profile says it does not run correctly here.")
+]
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema version.")
 ]

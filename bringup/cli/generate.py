@@ -10,7 +10,15 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from bringup.cli.common import DeviceOption, JsonOption, ProfileOption, StrictOption, VerboseOption
+from bringup.cli.common import (
+    DeviceOption,
+    DtypeOption,
+    ForceDtypeOption,
+    JsonOption,
+    ProfileOption,
+    StrictOption,
+    VerboseOption,
+)
 from bringup.cli.output import console, err_console, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging
@@ -37,6 +45,8 @@ def command(
     chat: Annotated[bool, typer.Option(help="Wrap the prompt as a user message with the chat template.")] = False,
     max_model_len: Annotated[Optional[int], typer.Option(help="Cap the context length.")] = None,
     allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
+    dtype: DtypeOption = "auto",
+    force: ForceDtypeOption = False,
     device: DeviceOption = None,
     profile: ProfileOption = None,
     strict: StrictOption = False,
@@ -51,7 +61,7 @@ def command(
     configure_logging(verbose, quiet=json)
     engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
                                             allow_cpu_fallback=allow_cpu_fallback, max_model_len=max_model_len,
-                                            max_num_seqs=1))
+                                            max_num_seqs=1, dtype=dtype, force=force))
     given = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
                  repetition_penalty=repetition_penalty, seed=seed, stop=stop)
     params = sampling_params(engine.tokenizer.generation_defaults, given, ignore_eos)

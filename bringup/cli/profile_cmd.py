@@ -8,6 +8,7 @@ from rich.table import Table
 
 from bringup.cli.common import JsonOption
 from bringup.cli.output import console, format_bytes, print_json
+from bringup.cli.profile_diff_render import plan_rows, render_diff
 from bringup.profiles.diff import diff_profiles
 from bringup.profiles.store import load_profile
 
@@ -57,23 +58,23 @@ def validate(path: ProfileArg, json_out: JsonOption = False) -> None:
 
 
 @app.command("diff")
-def diff(before: ProfileArg, after: ProfileArg, json_out: JsonOption = False) -> None:
-    """Show what changed from BEFORE to AFTER ("what changed since it last worked").
+def diff(before: ProfileArg, after: ProfileArg, json_out: JsonOption = False,
+         details: Annotated[bool, typer.Option("--details", help="List every bench measurement that moved, not "
+                                               "only the largest.")] = False) -> None:
+    """Show what changed from BEFORE to AFTER ("what changed since it last worked"): device, environment,
+    capability statuses, op and compiled verdicts, the runner plan each gives, and bench measurements that
+    moved beyond both runs' noise.
 
     Exit code 1 when any capability status differs, so scripts can gate on it.
     """
-    changes = diff_profiles(load_profile(before), load_profile(after))
+    a, b = load_profile(before), load_profile(after)
+    changes = diff_profiles(a, b)
+    plans = plan_rows(a, b)
     capability_changed = any(c.section == "capabilities" for c in changes)
     if json_out:
-        print_json({"changes": [c.to_dict() for c in changes], "capabilities_differ": capability_changed})
-    elif not changes:
-        console.print("no differences")
+        print_json({"changes": [c.to_dict() for c in changes], "capabilities_differ": capability_changed,
+                    "plan": [{"setting": k, "before": x, "after": y} for k, x, y in plans]})
     else:
-        table = Table(title=f"{before} → {after}", title_justify="left")
-        for col in ("section", "key", "before", "after", "note"):
-            table.add_column(col, overflow="fold")
-        for c in changes:
-            table.add_row(c.section, c.key, str(c.before), str(c.after), c.note)
-        console.print(table)
+        render_diff(str(before), str(after), changes, plans, details)
     if capability_changed:
         raise typer.Exit(1)

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from bringup.cli.common import (
     DeviceOption,
-    ForceOption,
+    DtypeOption,
     JsonOption,
     ProfileOption,
     StrictOption,
@@ -29,10 +29,13 @@ def command(
     model: ModelOption = None,
     steps: Annotated[int, typer.Option(min=1, help="Greedy steps to compare (teacher-forced).")] = 16,
     allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
+    dtype: DtypeOption = "auto",
     device: DeviceOption = None,
     profile: ProfileOption = None,
     strict: StrictOption = False,
-    force: ForceOption = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema "
+                                        "version, and run a --dtype the profile says does not run correctly "
+                                        "here.")] = False,
     json: JsonOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -45,7 +48,7 @@ def command(
     ctx = stage_context(device, profile, json, verbose, strict, force)
     engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=ctx.profile_path, device=str(ctx.device),
                                             strict=strict, allow_cpu_fallback=allow_cpu_fallback,
-                                            max_model_len=512, max_num_seqs=1))
+                                            max_model_len=512, max_num_seqs=1, dtype=dtype, force=force))
     result = run_selftest(engine, model, steps)
     fell_back = engine.plan.device != str(ctx.device)
     section = SelftestSection(

@@ -10,7 +10,15 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from bringup.cli.common import DeviceOption, JsonOption, ProfileOption, StrictOption, VerboseOption
+from bringup.cli.common import (
+    DeviceOption,
+    DtypeOption,
+    ForceDtypeOption,
+    JsonOption,
+    ProfileOption,
+    StrictOption,
+    VerboseOption,
+)
 from bringup.cli.output import console, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
@@ -44,6 +52,8 @@ def command(
                                                  "aborting them.", min=0.0)] = 60.0,
     allow_cpu_fallback: Annotated[bool, typer.Option(help="If the device cannot run the model, run on the CPU "
                                                      "instead of refusing (a global fallback).")] = False,
+    dtype: DtypeOption = "auto",
+    force: ForceDtypeOption = False,
     strict: StrictOption = False,
     json: JsonOption = False,
     verbose: VerboseOption = False,
@@ -69,7 +79,7 @@ def command(
 
     options = EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
                             allow_cpu_fallback=allow_cpu_fallback, max_num_seqs=max_num_seqs,
-                            max_model_len=max_model_len)
+                            max_model_len=max_model_len, dtype=dtype, force=force)
     engine = LLMEngine.create(options)
     profile_used = profile_path_in_use(engine, profile)
     config = ServerConfig(served_model_name=served_model_name, api_key=api_key, max_queue=max_queue,

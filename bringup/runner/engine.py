@@ -31,6 +31,8 @@ class EngineOptions:
     max_model_len: int | None = None
     weight_layout: str | None = None  # "in_out" | "out_in" to override the measured choice (benchmarks)
     measurements: StartupMeasurements | None = None  # given as data (tests, replays) instead of timed here
+    dtype: str | None = None  # None or "auto": the plan's choice; else a dtype name (--dtype)
+    force: bool = False  # run a --dtype the profile says does not run correctly here
 
 
 class LLMEngine:
@@ -103,15 +105,25 @@ class LLMEngine:
 
     def _check_finished(self, seq: Sequence, token: int) -> None:
         p = seq.params
-        seq.text = self.tokenizer.decode(seq.output_token_ids)
-        cut = [i for i in (seq.text.find(s) for s in p.stop) if i >= 0]
-        if (not p.ignore_eos and token in self.eos_token_ids) or token in p.stop_token_ids:
+        by_token = (not p.ignore_eos and token in self.eos_token_ids) or token in p.stop_token_ids
+        at_length = len(seq.output_token_ids) >= p.max_tokens or len(seq.token_ids) >= self.max_model_len
+        settled = len(seq.text)
+        seq.text += self._new_text(seq, token, last=by_token or at_length)
+        cut = None if by_token else _stop_string_at(seq.text, settled, p.stop)
+        if by_token:
             seq.finish_reason = "stop"
-        elif cut:
-            seq.text = seq.text[: min(cut)]
+        elif cut is not None:
+            seq.text = seq.text[:cut]
             seq.finish_reason = "stop"
-        elif len(seq.output_token_ids) >= p.max_tokens or len(seq.token_ids) >= self.max_model_len:
+        elif at_length:
             seq.finish_reason = "length"
+
+    def _new_text(self, seq: Sequence, token: int, last: bool) -> str:
+        """The text the token settles (all that is left when it is the last one), decoded incrementally."""
+        if seq.detokenizer is None:
+            seq.detokenizer = self.tokenizer.detokenizer()
+        text = seq.detokenizer.add(token)
+        return text + seq.detokenizer.flush() if last else text
 
     @staticmethod
     def _output(seq: Sequence) -> RequestOutput:
@@ -147,3 +159,12 @@ class LLMEngine:
                     final[out.request_id] = out
                     pending.discard(out.request_id)
         return [final[i] for i in ids]
+
+
+def _stop_string_at(text: str, settled: int, stops: list[str]) -> int | None:
+    """Where the first stop string starts in text, searching only where one could end after `settled`."""
+    if not stops:
+        return None
+    start = max(0, settled - max(len(s) for s in stops) + 1)
+    hits = [i for i in (text.find(s, start) for s in stops) if i >= 0]
+    return min(hits) if hits else None

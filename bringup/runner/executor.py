@@ -39,7 +39,7 @@ class Executor:
         return self.attention.current
 
     def run(self, seqs: list[Sequence]) -> torch.Tensor:
-        """Logits [B, vocab] (float32, CPU) of each sequence's last new token."""
+        """Logits [B, vocab] (float32, on the model's device) of each sequence's last new token."""
         chunks = [SeqChunk(s.token_ids, s.num_cached_tokens, s.block_table) for s in seqs]
         return self.run_chunks(chunks)
 
@@ -62,12 +62,14 @@ class Executor:
         hidden = self._forward(inputs)
         if not all_positions:
             hidden = hidden[inputs.last_index]
-        return self.model.logits(hidden).cpu()
+        return self.model.logits(hidden)
 
     def _forward(self, inputs: BatchInputs) -> torch.Tensor:
-        if self.compiled is not None:
+        """The compiled forward for decode steps (one query per sequence: few shapes, launch-bound), the eager
+        forward for prefill (many tokens, GEMM-bound), so the compiled graph does not recompile per prompt."""
+        if self.compiled is not None and is_decode(inputs):
             try:
-                return self.compiled(inputs.input_ids, inputs.positions, inputs.meta)
+                return self.compiled(*decode_arguments(inputs))
             except StrictFallbackError:
                 raise
             except Exception as exc:
@@ -77,7 +79,29 @@ class Executor:
         return self.model(inputs.input_ids, inputs.positions, inputs.meta)
 
     def warm_up(self) -> None:
-        """Run a 2-token prefill and a decode on block 0 so fallbacks surface before any request."""
-        tokens = [0, 0, 0]
+        """Run a prefill and decodes on the first blocks so fallbacks surface before any request; a compiled
+        forward meets the decode shapes it will see (one sequence, and several with ragged contexts) here, so
+        it compiles at start-up, not on a request."""
+        tokens = [0] * 8
         self.run_chunks([SeqChunk(tokens[:2], 0, [0])])
-        self.run_chunks([SeqChunk(tokens, 2, [0])])
+        self.run_chunks([SeqChunk(tokens[:3], 2, [0])])
+        if self.compiled is not None and self.plan.kv_blocks.value >= 3:
+            self.run_chunks([SeqChunk(tokens[:5], 0, [1]), SeqChunk(tokens[:7], 0, [2])])
+            self.run_chunks([SeqChunk(tokens[:6], 5, [1]), SeqChunk(tokens[:8], 7, [2])])
+            self.run_chunks([SeqChunk(tokens[:7], 6, [1]), SeqChunk(tokens[:3], 2, [0]), SeqChunk(tokens[:4], 3, [2])])
+
+
+def is_decode(inputs: BatchInputs) -> bool:
+    return inputs.meta.num_queries == 1 and inputs.meta.query_index is None
+
+
+def decode_arguments(inputs: BatchInputs) -> tuple:
+    """The forward's arguments with the batch and context dimensions marked dynamic: one compiled graph serves
+    every batch size above one and every context length."""
+    meta = inputs.meta
+    for tensor, dims in ((inputs.input_ids, (0,)), (inputs.positions, (0,)), (meta.slot_mapping, (0,)),
+                         (meta.context_slots, (0, 1)), (meta.context_lens, (0,)), (meta.mask, (1, 3))):
+        if tensor is not None:
+            for dim in dims:
+                torch._dynamo.maybe_mark_dynamic(tensor, dim)
+    return inputs.input_ids, inputs.positions, meta

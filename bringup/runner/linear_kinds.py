@@ -37,6 +37,9 @@ def place(w: torch.Tensor, kind: str) -> torch.Tensor:
     return w.contiguous()
 
 
+CONVERTIBLE = (OUT_IN, IN_OUT, PANELS, PACKED)  # kinds `to_out_in` can turn back into [out, in]
+
+
 def to_out_in(w: torch.Tensor, kind: str) -> torch.Tensor:
     """A weight stored for `kind` back as [out, in] (panels keep their zero padding rows)."""
     if kind == OUT_IN:
@@ -45,6 +48,8 @@ def to_out_in(w: torch.Tensor, kind: str) -> torch.Tensor:
         return w.t().contiguous()
     if kind == PANELS:
         return panel_kernel.unpack(w)
+    if kind == PACKED:
+        return w.to_dense()
     raise ValueError(f"weights stored as {kind!r} cannot be converted back to [out, in]")
 
 

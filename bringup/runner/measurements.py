@@ -14,6 +14,7 @@ import torch
 from bringup.backends.registry import backend_for
 from bringup.runner import paged_decode
 from bringup.runner.config import ModelConfig
+from bringup.runner.confirm import DecodeTimings
 from bringup.runner.layout import LayoutTimings, measure_layouts
 
 
@@ -22,6 +23,7 @@ class StartupMeasurements:
     layouts: LayoutTimings
     paged_decode: tuple[bool, str]  # use the paged decode kernel for decode steps, and the evidence either way
     free_bytes: int | None  # free device memory before the weights are loaded (None: the backend cannot say)
+    decode: DecodeTimings | None = None  # decode steps of the served model (timed after loading unless given)
 
 
 def measure(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> StartupMeasurements:

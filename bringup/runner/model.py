@@ -142,16 +142,29 @@ class DecoderModel(nn.Module):
                       for kind in kinds}
         self.final_norm = self._place(need("model.norm.weight"))
 
+    def add_kind(self, new: str, source: str) -> None:
+        """Also keep the linear weights stored for `new`, converted from the copy stored for `source`."""
+        if new in self.layer_sets:
+            return
+        weights = {1, 3, 6, 8}  # wqkv, wo, wgu, wd in each layer's tuple
+        self.layer_sets[new] = [tuple(place(to_out_in(t, source), new) if i in weights else t
+                                      for i, t in enumerate(layer)) for layer in self.layer_sets[source]]
+        self.heads[new] = place(to_out_in(self.heads[source], source), new)
+
+    def use_layout(self, layout: WeightLayout) -> None:
+        """Serve with `layout` (its kinds must be stored) and free the copies it does not use."""
+        missing = set(layout.kinds) - set(self.layer_sets)
+        if missing:
+            raise ValueError(f"weights are not stored as {sorted(missing)}")
+        for kind in set(self.layer_sets) - set(layout.kinds):
+            del self.layer_sets[kind], self.heads[kind]
+        self.layout = layout
+
     def replace_kind(self, old: str, new: str) -> None:
         """Serve with `new` weights every step that `old` served (an op fallback from a faulting layout)."""
-        if new not in self.layer_sets:
-            weights = {1, 3, 6, 8}  # wqkv, wo, wgu, wd in each layer's tuple
-            self.layer_sets[new] = [tuple(place(to_out_in(t, old), new) if i in weights else t
-                                          for i, t in enumerate(layer)) for layer in self.layer_sets[old]]
-            self.heads[new] = place(to_out_in(self.heads[old], old), new)
-        del self.layer_sets[old], self.heads[old]
+        self.add_kind(new, old)
         small, large = (new if k == old else k for k in (self.layout.small, self.layout.large))
-        self.layout = WeightLayout(small, large, self.layout.switch_tokens if small != large else 0)
+        self.use_layout(WeightLayout(small, large, self.layout.switch_tokens if small != large else 0))
 
     def _place(self, t: torch.Tensor, kind: str | None = None) -> torch.Tensor:
         t = t.to(self.device, self.dtype)

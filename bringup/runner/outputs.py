@@ -20,7 +20,7 @@ class RequestOutput:
     request_id: str
     prompt_token_ids: list[int]
     token_ids: list[int]  # all generated so far
-    text: str  # detokenised generated text so far (a matched stop string is cut off)
+    text: str  # generated text decided so far; later steps only append (or cut off a matched stop string)
     logprobs: list[TokenLogprob] | None
     finished: bool
     finish_reason: FinishReason | None

@@ -21,6 +21,7 @@ from bringup.runner.profile_facts import ProfileFacts
 log = get_logger("runner.plan")
 
 LOW_PRECISION = ("bfloat16", "float16")
+RUNNER_DTYPES = ("float32", *LOW_PRECISION)
 SDPA_IMPLEMENTATIONS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math")
 PLAIN_ATTENTION = "matmul_softmax"
 SDPA_OPS = {"scaled_dot_product_attention", "sdpa"}
@@ -37,14 +38,16 @@ BLOCK_SIZE = 16
 STEP_TOKENS_FOR_SEVERAL_PROMPTS = 2048
 
 
-@dataclass
+@dataclass(frozen=True)
 class Choice:
     value: Any
     evidence: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExecutionPlan:
+    """Every setting the executor follows, with its evidence; built once at start-up, then frozen."""
+
     device: str
     profile: str
     dtype: Choice
@@ -80,14 +83,16 @@ class ExecutionPlan:
 
 
 def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: ModelConfig,
-               max_num_seqs: int | None, max_model_len: int | None) -> ExecutionPlan:
+               max_num_seqs: int | None, max_model_len: int | None, dtype: str | None = None,
+               force: bool = False) -> ExecutionPlan:
+    """The draft plan from the profile; `dtype` (None or "auto": the plan's choice) as --dtype asks."""
     warnings = []
     if facts.profile is None:
         warnings.append(f"no usable profile ({profile_label}): conservative plan (float32, plain attention, "
                         "eager); run `bringup all` to measure this device")
         for w in warnings:
             log.warning(w)
-    dtype = choose_dtype(facts)
+    dtype_choice = choose_dtype(facts) if dtype in (None, "auto") else requested_dtype(facts, dtype, force)
     limit = choose_max_model_len(config, max_model_len)
     seqs = Choice(max_num_seqs, "requested (engine option)") if max_num_seqs else Choice(
         DEFAULT_MAX_NUM_SEQS, "default (no measured batch limit yet)")
@@ -97,8 +102,8 @@ def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: Mod
                     "max_model_len)): a whole prompt fits one step, and short prompts arriving together "
                     "prefill together")
     return ExecutionPlan(
-        device=device, profile=profile_label, dtype=dtype, attention=choose_attention(facts, dtype.value),
-        compiled=choose_compiled(facts, dtype.value), max_model_len=limit, max_num_seqs=seqs,
+        device=device, profile=profile_label, dtype=dtype_choice, attention=choose_attention(facts, dtype_choice.value),
+        compiled=choose_compiled(facts, dtype_choice.value), max_model_len=limit, max_num_seqs=seqs,
         max_num_batched_tokens=tokens, warnings=warnings,
     )
 
@@ -131,6 +136,26 @@ def choose_dtype(facts: ProfileFacts) -> Choice:
     others = [f"{name} also usable{f' ({low:.3g} TFLOP/s)' if low else ''}" for low, name, _ in usable
               if name != best[1]]
     return Choice(best[1], "; ".join([best[2], *others, *rejected]))
+
+
+def requested_dtype(facts: ProfileFacts, name: str, force: bool) -> Choice:
+    """The dtype the user asked for; BringupError when the profile says it cannot run here (unless `force`)."""
+    if name not in RUNNER_DTYPES:
+        raise BringupError(f"--dtype {name!r} is not one the runner serves; use auto or one of "
+                           f"{', '.join(RUNNER_DTYPES)}")
+    if facts.profile is None:
+        return Choice(name, "requested with --dtype; no profile to check it against")
+    status, evidence = facts.capability("dtypes", name)
+    ops = facts.ops(name, RUNNER_OPS)
+    problems = ([f"capabilities.dtypes.{name} is {status} ({evidence})"] if status == "unsupported" else []) + (
+        [ops.describe()] if ops.failed else [])
+    if problems and not force:
+        raise BringupError(f"--dtype {name}: the profile says it does not run correctly here ({'; '.join(problems)}); "
+                           "choose another dtype, or pass --force to run it anyway")
+    if problems:
+        log.warning("--dtype %s forced although %s", name, "; ".join(problems))
+        return Choice(name, f"requested with --dtype --force although {'; '.join(problems)}")
+    return Choice(name, f"requested with --dtype; capability {status} ({evidence}); {ops.describe()}")
 
 
 def choose_attention(facts: ProfileFacts, dtype: str) -> Choice:

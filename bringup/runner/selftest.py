@@ -80,7 +80,7 @@ def _reference_greedy(engine: LLMEngine, model_dir: Path | None, prompt: list[in
     table = list(range(blocks))
     start = 0
     for _ in range(steps):
-        logits = executor.run_chunks([SeqChunk(tokens, start, table)])
+        logits = executor.run_chunks([SeqChunk(tokens, start, table)]).cpu()
         rows.append(logits[0].double())
         start = len(tokens)
         tokens.append(int(logits[0].argmax()))
@@ -102,7 +102,7 @@ def _device_teacher_forced(engine: LLMEngine, tokens: list[int], n_prompt: int, 
         rows, start = [], 0
         for k in range(steps):
             end = n_prompt + k
-            logits = engine.executor.run_chunks([SeqChunk(tokens[:end], start, seq.block_table)])
+            logits = engine.executor.run_chunks([SeqChunk(tokens[:end], start, seq.block_table)]).cpu()
             rows.append(logits[0].double())
             start = end
         return torch.stack(rows)

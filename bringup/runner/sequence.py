@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from bringup.runner.detokenizer import Detokenizer
 from bringup.runner.outputs import FinishReason, TokenLogprob
 from bringup.runner.sampling_params import SamplingParams
 
@@ -29,7 +30,8 @@ class Sequence:
     num_cached_tokens: int = 0  # tokens whose K/V is in the cache
     generator: torch.Generator | None = None
     logprobs: list[TokenLogprob] | None = None
-    text: str = ""
+    text: str = ""  # the generated text that later tokens cannot change
+    detokenizer: Detokenizer | None = None  # the incremental decode of the output, made at the first token
     finish_reason: FinishReason | None = None
     num_preemptions: int = 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from bringup.profiles.schema import DeviceSection, Profile
 from bringup.profiles.store import default_profile_path, load_profile, same_device
 from bringup.runner.builtin import BUILTIN_NAME, builtin_config, load_builtin
 from bringup.runner.config import ModelConfig
+from bringup.runner.confirm import apply_confirmed, confirm_plan, measure_decode
 from bringup.runner.executor import Executor
 from bringup.runner.kv_cache import allocate_kv_cache
 from bringup.runner.kv_sizing import size_kv_cache
@@ -86,29 +88,36 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
               config: ModelConfig, tokenizer: Any, recorder: FallbackRecorder) -> LLMEngine:
     profile, label = read_profile(options.profile_path, device, info)
     facts = ProfileFacts(profile)
-    plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len)
+    plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len,
+                      options.dtype, options.force)
     dtype = getattr(torch, plan.dtype.value)
     measured = options.measurements or measure(device, dtype, config)
-    plan.attention = with_paged_decode(plan.attention, *measured.paged_decode)
+    plan = replace(plan, attention=with_paged_decode(plan.attention, *measured.paged_decode))
     if options.weight_layout is None:
-        layout, plan.weight_layout = choose_layout(facts, measured.layouts, dtype, config, measured.free_bytes)
+        layout, layout_choice = choose_layout(facts, measured.layouts, dtype, config, measured.free_bytes)
     elif options.weight_layout in (IN_OUT, OUT_IN):
         layout = WeightLayout(options.weight_layout, options.weight_layout, 0)
-        plan.weight_layout = Choice(options.weight_layout, "forced by the caller, not measured")
+        layout_choice = Choice(options.weight_layout, "forced by the caller, not measured")
     else:
         raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
+    plan = replace(plan, weight_layout=layout_choice)
     if options.model_dir is None:
         model, name = load_builtin(dtype, device, layout), BUILTIN_NAME
     else:
         model = load_model(Path(options.model_dir), config, dtype, device, layout)
         name = Path(options.model_dir).resolve().name
-    plan.kv_blocks = size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
-                                   plan.max_model_len.value, plan.max_num_batched_tokens.value,
-                                   _free_after_weights(device, options.measurements, model.weight_bytes()),
-                                   model.weight_bytes())
+    free = _free_after_weights(device, options.measurements, model.weight_bytes())
+    plan = replace(plan, kv_blocks=size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
+                                                 plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
+                                                 model.weight_bytes()))
     allocate_kv_cache(model, plan.kv_blocks.value, plan.block_size)
     executor = Executor(model, plan, recorder)
     executor.warm_up()
+    seqs_requested = options.max_num_seqs is not None
+    timings = measured.decode if options.measurements else measure_decode(executor, plan, free, not seqs_requested)
+    plan = confirm_plan(plan, timings, seqs_requested)
+    apply_confirmed(executor, plan)
+    executor.plan = plan
     _log_plan(plan)
     eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
     return cls(executor=executor, tokenizer=tokenizer, plan=plan, fallbacks=recorder, model_name=name,

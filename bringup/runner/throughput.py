@@ -10,13 +10,14 @@ from bringup.runner.sampling_params import SamplingParams
 
 
 def measure_throughput(device: str, profile_path: Path | None = None, model_dir: Path | None = None,
-                       prompt_tokens: int = 64, new_tokens: int = 32, reps: int = 3) -> dict:
+                       prompt_tokens: int = 64, new_tokens: int = 32, reps: int = 3, dtype: str | None = None) -> dict:
     """Batch-1 greedy generation; prefill tokens/s from the first step, decode tokens/s from the rest.
 
     Best of `reps` runs after one warm-up; the plan the runner used is returned with the numbers.
     """
     engine = LLMEngine.create(EngineOptions(model_dir=model_dir, profile_path=profile_path, device=device,
-                                            max_num_seqs=1, max_model_len=prompt_tokens + new_tokens + 1))
+                                            max_num_seqs=1, max_model_len=prompt_tokens + new_tokens + 1,
+                                            dtype=dtype))
     prompt = [(7 * i) % (engine.vocab_size - 1) + 1 for i in range(prompt_tokens)]
     params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
     best_prefill = best_decode = 0.0

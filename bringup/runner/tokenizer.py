@@ -1,6 +1,7 @@
 """Tokenizers: a Hugging Face `tokenizer.json` (via `tokenizers`) and the built-in byte-level one.
 
-Both expose encode / decode / apply_chat_template / eos_token_ids / generation_defaults.
+Both expose encode / decode / detokenizer (incremental decode) / apply_chat_template / eos_token_ids /
+generation_defaults.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bringup.errors import BringupError
 from bringup.log import get_logger
+from bringup.runner.detokenizer import ByteDetokenizer, WindowDetokenizer
 
 log = get_logger("runner.tokenizer")
 
@@ -74,6 +76,10 @@ class ByteTokenizer:
         out.append(buf.decode("utf-8", errors="replace"))
         return "".join(out)
 
+    def detokenizer(self) -> ByteDetokenizer:
+        """Incremental decode of generated ids (special tokens skipped), equal to decode() once flushed."""
+        return ByteDetokenizer(self.offset)
+
     def apply_chat_template(self, messages: list[dict]) -> str:
         return render_chat(self.CHAT_TEMPLATE, messages, bos_token="<|bos|>", eos_token="<|eos|>")
 
@@ -95,6 +101,7 @@ class HFTokenizer:
         cfg = _read_json(model_dir / "tokenizer_config.json")
         gen = _read_json(model_dir / "generation_config.json")
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
+        self.special_token_ids = frozenset(i for i, t in self._tok.get_added_tokens_decoder().items() if t.special)
         self.bos_token = _token_text(cfg.get("bos_token"))
         self.eos_token = _token_text(cfg.get("eos_token"))
         self.bos_token_id = self._id(self.bos_token)
@@ -111,6 +118,10 @@ class HFTokenizer:
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def detokenizer(self) -> WindowDetokenizer:
+        """Incremental decode of generated ids (special tokens skipped) over a short window of tokens."""
+        return WindowDetokenizer(self.decode, skipped=self.special_token_ids)
 
     def apply_chat_template(self, messages: list[dict]) -> str:
         template = self.chat_template

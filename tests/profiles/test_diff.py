@@ -1,3 +1,5 @@
+import json
+
 from bringup.profiles.diff import diff_profiles
 from bringup.profiles.schema import Capabilities, Capability, DeviceSection, EnvironmentSection, Profile
 from bringup.profiles.sections.ops import OpCaseRecord
@@ -36,3 +38,22 @@ def test_diff_cli_exit_code(tmp_path):
     assert run_cli(["profile", "diff", str(a), str(b)]).code == 1
     same_caps = run_cli(["profile", "diff", str(a), str(c), "--json"])
     assert same_caps.code == 0 and '"capabilities_differ": false' in same_caps.stdout
+
+
+def test_diff_between_reference_machines_reads_as_a_summary():
+    import re
+    from pathlib import Path
+
+    refs = sorted((Path(__file__).resolve().parents[2] / "reference" / "profiles").glob("*.yaml"))[:2]
+    result = run_cli(["profile", "diff", str(refs[0]), str(refs[1])])
+    assert result.code in (0, 1), result.stderr[-1500:]
+    out = result.stdout
+    assert re.search(r"bench: \d+ faster, \d+ slower beyond both runs' noise", out)
+    assert re.search(r"\d(\.\d+)? (ns|µs|ms|s) ", out)
+    assert not re.search(r"0\.000\d{6,}", out)  # no raw seconds with a dozen digits
+    moved = len(re.findall(r"x (slower|faster)", out))
+    assert 0 < moved <= 12  # the largest moves; --details lists them all
+    detailed = run_cli(["profile", "diff", str(refs[0]), str(refs[1]), "--details"]).stdout
+    assert len(re.findall(r"x (slower|faster)", detailed)) >= moved
+    data = json.loads(run_cli(["profile", "diff", str(refs[0]), str(refs[1]), "--json"]).stdout)
+    assert {"changes", "capabilities_differ", "plan"} <= set(data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bringup.runner.confirm import DecodeTimings
 from bringup.runner.layout import LayoutTimings
 from bringup.runner.measurements import StartupMeasurements
 
@@ -15,8 +16,9 @@ def layout_times(**per_row_kind: float) -> LayoutTimings:
 
 
 def stated(layouts: LayoutTimings | None = None, paged_decode: tuple[bool, str] | None = None,
-           free_bytes: int | None = 16 * GIB) -> StartupMeasurements:
-    """Plain F.linear wins every row count, no paged decode kernel, 16 GiB free: unless told otherwise."""
+           free_bytes: int | None = 16 * GIB, decode: DecodeTimings | None = None) -> StartupMeasurements:
+    """Plain F.linear wins every row count, no paged decode kernel, 16 GiB free, the draft plan not checked on
+    the model's decode steps: unless told otherwise."""
     return StartupMeasurements(layouts=layouts or layout_times(in_out=2.0, out_in=1.0),
                                paged_decode=paged_decode or (False, "not measured: given as data"),
-                               free_bytes=free_bytes)
+                               free_bytes=free_bytes, decode=decode)

@@ -31,7 +31,7 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, case):
         ref_logits = hf(torch.tensor([prompt])).logits[0]
         ref_tokens = hf.generate(torch.tensor([prompt]), max_new_tokens=32, do_sample=False,
                                  pad_token_id=0)[0, len(prompt):].tolist()
-    ours = engine.executor.run_chunks([SeqChunk(prompt, 0, [0, 1, 2])], all_positions=True)
+    ours = engine.executor.run_chunks([SeqChunk(prompt, 0, [0, 1, 2])], all_positions=True).cpu()
     err = (ours - ref_logits).abs().max().item()
     assert err <= 1e-4, f"max abs logits error {err}"
 

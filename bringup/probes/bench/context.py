@@ -25,6 +25,7 @@ class BenchContext:
     profile: Profile | None
     llc: CacheSize
     include_unverified: bool = False
+    e2e_dtype: str | None = None  # the e2e group's runner dtype (None: the plan's choice)
     on_step: Callable[[str], None] = field(default=lambda _text: None)
 
     def free_memory_bytes(self) -> int | None:

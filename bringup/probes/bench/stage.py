@@ -53,6 +53,7 @@ class BenchOptions:
     threshold: float | None = None
     budget_s: float | None = None
     include_unverified: bool = False
+    e2e_dtype: str | None = None
 
     @property
     def preset(self) -> Preset:
@@ -103,7 +104,8 @@ def build_context(device: torch.device, info: DeviceInfo, profile: Profile | Non
     harness = Harness.for_device(device, settings, flush=flusher)
     model = HarnessSettingsModel(**settings.to_dict(), flush_bytes=flusher.nbytes if flusher else None)
     ctx = BenchContext(device=device, info=info, harness=harness, preset=options.preset, profile=profile,
-                       llc=llc, include_unverified=options.include_unverified, on_step=on_step)
+                       llc=llc, include_unverified=options.include_unverified, on_step=on_step,
+                       e2e_dtype=options.e2e_dtype)
     return ctx, model
 
 

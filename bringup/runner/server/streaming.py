@@ -21,32 +21,30 @@ def sse(payload: Any) -> str:
 class TextStream:
     """Turns the engine's cumulative text into deltas that are never taken back.
 
-    Text that might still change is held back until it can't: the tail that could be the start of
-    a stop string (the engine cuts a matched stop string off) and a trailing replacement character
-    (an incomplete multi-byte character that the next token completes).
+    The engine's text holds only decided characters (an incomplete multi-byte character waits inside
+    the engine; bytes that can never be valid arrive as U+FFFD at once), so each step's new text is sent
+    at once, except a tail that could be the start of a stop string: the engine cuts a matched stop
+    string off, so that tail is held until it can't be one.
     """
 
     def __init__(self, stop: list[str]) -> None:
         self.stop = stop
-        self.sent = ""
+        self.sent = 0  # characters of the text already sent
 
     def delta(self, text: str, finished: bool) -> str:
-        if not text.startswith(self.sent):
-            return ""  # the engine rewrote text already sent; nothing safe to add
-        end = len(text) if finished else len(text) - self._unsettled_tail(text)
-        if end <= len(self.sent):
+        end = len(text) if finished else len(text) - self._stop_prefix_tail(text)
+        if end <= self.sent:
             return ""
-        piece = text[len(self.sent):end]
-        self.sent += piece
+        piece = text[self.sent:end]
+        self.sent = end
         return piece
 
-    def _unsettled_tail(self, text: str) -> int:
+    def _stop_prefix_tail(self, text: str) -> int:
+        """The length of the longest end of text that is a proper prefix of a stop string."""
         hold = 0
-        stripped = text.rstrip("\ufffd")
-        hold = len(text) - len(stripped)
         for stop in self.stop:
-            for k in range(min(len(stop) - 1, len(stripped)), 0, -1):
-                if stripped.endswith(stop[:k]):
-                    hold = max(hold, len(text) - len(stripped) + k)
+            for k in range(min(len(stop) - 1, len(text)), hold, -1):
+                if text.endswith(stop[:k]):
+                    hold = k
                     break
         return hold

@@ -32,7 +32,7 @@ def measure(ctx: BenchContext, profile: Profile | None, new_tokens: int, reps: i
             profile_path = Path(tmp) / "profile.yaml"
             profile_path.write_text(render_yaml(profile), encoding="utf-8")
         return measure_throughput(str(ctx.device), profile_path, prompt_tokens=PROMPT_TOKENS,
-                                  new_tokens=new_tokens, reps=reps)
+                                  new_tokens=new_tokens, reps=reps, dtype=ctx.e2e_dtype)
 
 
 def without_compiled_checks(profile: Profile) -> Profile:

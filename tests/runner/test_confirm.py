@@ -1,0 +1,86 @@
+"""The draft plan's workload-dependent choices are kept only where the served model's decode steps say so."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from bringup.runner.builtin import builtin_config
+from bringup.runner.confirm import COMPILED, LAYOUT, PAGED, DecodeTimings, confirm_plan, knee
+from bringup.runner.engine import EngineOptions, LLMEngine
+from bringup.runner.plan import Choice, build_plan
+from bringup.runner.profile_facts import ProfileFacts
+from tests.runner.stated import stated
+
+HOW = "stated as data"
+
+
+def draft():
+    plan = build_plan(ProfileFacts(None), "none", "cpu", builtin_config(), None, None)
+    return replace(plan, compiled=Choice("inductor", "profile: 5 blocks 1.2x"),
+                   attention=Choice(["paged_decode", "matmul_softmax"], "kernel faster on a synthetic step"),
+                   weight_layout=Choice("panels", "start-up timing: panels 41us vs out_in 123us"))
+
+
+def test_a_candidate_slower_on_this_model_is_replaced_by_its_plain_path():
+    timings = DecodeTimings({COMPILED: (0.050, 0.010), PAGED: (0.0095, 0.010), LAYOUT: (0.0093, 0.010)}, how=HOW)
+    plan = confirm_plan(draft(), timings, seqs_requested=True)
+    assert plan.compiled.value is None
+    assert plan.compiled.evidence.startswith("eager: compiled (inductor) not faster on this model: 50.00 ms vs "
+                                             "10.00 ms plain per decode step (stated as data)")
+    assert "profile said: profile: 5 blocks 1.2x" in plan.compiled.evidence
+    assert plan.attention.value == ["matmul_softmax"]  # 95 % of the plain time: not under the 90 % margin
+    assert plan.weight_layout.value == "out_in" and "panels not faster on this model" in plan.weight_layout.evidence
+
+
+def test_a_candidate_faster_on_this_model_is_kept_and_says_so():
+    timings = DecodeTimings({COMPILED: (0.005, 0.010), PAGED: (0.008, 0.010), LAYOUT: (0.004, 0.010)}, how=HOW)
+    plan = confirm_plan(draft(), timings, seqs_requested=True)
+    assert (plan.compiled.value, plan.attention.value[0], plan.weight_layout.value) == (
+        "inductor", "paged_decode", "panels")
+    for choice in (plan.compiled, plan.attention, plan.weight_layout):
+        assert choice.evidence.startswith("confirmed on this model: ")
+
+
+def test_a_candidate_that_could_not_be_timed_keeps_the_draft_and_says_why():
+    plan = confirm_plan(draft(), DecodeTimings(skipped={LAYOUT: "no room for a second copy"}, how=HOW), True)
+    assert plan.weight_layout.value == "panels"
+    assert plan.weight_layout.evidence.endswith("not confirmed on this model: no room for a second copy")
+
+
+def test_no_timings_leave_the_draft_as_it_is():
+    assert confirm_plan(draft(), None, seqs_requested=False) == draft()
+
+
+def test_the_batch_limit_is_the_knee_of_decode_tokens_per_second():
+    by_batch = {1: 0.010, 2: 0.011, 4: 0.012, 8: 0.020, 16: 0.040}  # tokens/s 100, 182, 333, 400, 400
+    choice = knee(by_batch)
+    assert choice.value == 8 and "doubling past 8 gains under 15%" in choice.evidence
+    assert confirm_plan(draft(), DecodeTimings(by_batch=by_batch, how=HOW), seqs_requested=False
+                        ).max_num_seqs.value == 8
+    assert confirm_plan(draft(), DecodeTimings(by_batch=by_batch, how=HOW), seqs_requested=True
+                        ).max_num_seqs == draft().max_num_seqs  # the caller's limit stands
+    still_growing = knee({1: 0.01, 2: 0.01, 4: 0.01})
+    assert still_growing.value == 4 and "still grew at the largest batch timed" in still_growing.evidence
+
+
+def test_the_engine_runs_what_the_confirmed_plan_kept(tmp_path):
+    slower = DecodeTimings({PAGED: (0.02, 0.01)}, how=HOW)
+    engine = LLMEngine.create(EngineOptions(device="cpu", profile_path=tmp_path / "none.yaml", max_model_len=64,
+                                            max_num_seqs=2, measurements=stated(paged_decode=(True, "stated"),
+                                                                                decode=slower)))
+    assert engine.plan.attention.value == ["matmul_softmax"]
+    assert engine.executor.model.decode_attend is None and engine.executor.plan is engine.plan
+
+
+@pytest.mark.slow
+def test_an_engine_measuring_for_itself_confirms_on_the_served_model(tmp_path):
+    engine = LLMEngine.create(EngineOptions(device="cpu", profile_path=tmp_path / "none.yaml", max_model_len=256))
+    assert "on this model" in engine.plan.max_num_seqs.evidence  # the knee, measured at start-up
+    assert engine.scheduler.max_num_seqs == engine.plan.max_num_seqs.value
+    attention = engine.plan.attention.evidence
+    if "paged_decode" in attention and "paged_decode not used:" not in attention:  # the start-up check passed it
+        assert "on this model" in attention
+    if engine.plan.weight_layout.value != "out_in":
+        assert "on this model" in engine.plan.weight_layout.evidence  # confirmed, or why it could not be
