@@ -40,9 +40,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # benchmarks.machine without PYTHONPATH=.
 
 from benchmarks.machine import header_lines, machine_facts, plan_facts, plan_line  # noqa: E402
-from bringup.runner.engine import EngineOptions, LLMEngine  # noqa: E402
-from bringup.runner.linear_kinds import storage_key  # noqa: E402
-from bringup.runner.sampling_params import SamplingParams  # noqa: E402
+from bringup.runner.engine.engine import EngineOptions, LLMEngine  # noqa: E402
+from bringup.runner.engine.sampling_params import SamplingParams  # noqa: E402
+from bringup.runner.model.linear_kinds import storage_key  # noqa: E402
 
 PROMPT, NEW = 64, 64
 CONFIG = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,

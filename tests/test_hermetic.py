@@ -22,7 +22,7 @@ from bringup.errors import BringupError
 from bringup.profiles.schema import Capabilities, Capability
 from bringup.profiles.sections.bench import BenchSection, MeasuredCeilings
 from bringup.profiles.store import default_profile_path, update_profile
-from bringup.runner.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from tests.runner.test_plan_fallbacks import _op
 
 REPO = Path(__file__).resolve().parents[1]

@@ -101,7 +101,7 @@ def summary_facts(profile: Profile | None) -> dict[str, Any]:
 
 
 def runner_plan(profile_path: Path, device: str, model: Path | None) -> list[tuple[str, str, str]]:
-    from bringup.runner.engine import EngineOptions, LLMEngine
+    from bringup.runner.engine.engine import EngineOptions, LLMEngine
 
     engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile_path, device=device,
                                             max_num_seqs=8, max_model_len=512))

@@ -22,8 +22,8 @@ from bringup.cli.common import (
 from bringup.cli.output import console, err_console, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging
-from bringup.runner.engine import EngineOptions, LLMEngine
-from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.sampling_params import SamplingParams
 
 ModelOption = Annotated[Optional[Path], typer.Option(
     "--model", "-m", help="Hugging Face style model directory (config.json, *.safetensors, tokenizer.json); "

@@ -87,9 +87,9 @@ def _bench(rows: list[Change], details: bool) -> None:
 
 def plan_rows(a: Profile, b: Profile) -> list[tuple[str, str, str]]:
     """The plan settings that differ between the two profiles, for the built-in model (no device needed)."""
-    from bringup.runner.builtin import builtin_config
-    from bringup.runner.plan import build_plan
-    from bringup.runner.profile_facts import ProfileFacts
+    from bringup.runner.model.builtin import builtin_config
+    from bringup.runner.plan.plan import build_plan
+    from bringup.runner.plan.profile_facts import ProfileFacts
 
     def settings(p: Profile) -> dict[str, str]:
         try:

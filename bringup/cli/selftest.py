@@ -21,7 +21,7 @@ from bringup.cli.generate import ModelOption
 from bringup.cli.output import console, print_json
 from bringup.profiles.sections.selftest import SelftestSection
 from bringup.profiles.store import update_profile
-from bringup.runner.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.selftest import run_selftest
 
 

@@ -71,11 +71,11 @@ def command(
     if host not in LOOPBACK and not api_key:
         log.warning("binding %s without --api-key: anyone who can reach this address can use the server", host)
     sock = bind(host, port)
-    from bringup.runner.engine import EngineOptions, LLMEngine
-    from bringup.runner.server.app import create_app
-    from bringup.runner.server.context import ServerConfig
-    from bringup.runner.server.plan_info import profile_path_in_use
-    from bringup.runner.server.runtime import make_server
+    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    from bringup.serve.app import create_app
+    from bringup.serve.context import ServerConfig
+    from bringup.serve.plan_info import profile_path_in_use
+    from bringup.serve.runtime import make_server
 
     options = EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
                             allow_cpu_fallback=allow_cpu_fallback, max_num_seqs=max_num_seqs,
@@ -121,7 +121,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def _plan_dict(engine: Any) -> dict:
-    from bringup.runner.server.plan_info import plan_dict
+    from bringup.serve.plan_info import plan_dict
 
     return plan_dict(engine)
 

@@ -33,6 +33,7 @@ from bringup.probes.ops.stage import (
 )
 from bringup.probes.ops.worker import InProcessExecutor, IsolatedExecutor, WorkerStartError
 from bringup.profiles.schema import Profile
+from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
 from bringup.profiles.store import load_profile_or_none, now_iso, update_profile
 
 log = get_logger("verify-ops")
@@ -114,7 +115,7 @@ def command(
 
     started = now_iso()
 
-    def write(batch: list[dict[str, Any]], final: bool) -> None:
+    def write(batch: list[VerifyOpsRecord], final: bool) -> None:
         def mutate(p: Profile) -> None:
             merge_results(p, batch)
         update_profile(ctx.profile_path, ctx.info, mutate, stage=STAGE,
@@ -139,7 +140,7 @@ def _cache_dir(option: Path | None, profile_path: Path) -> Path:
 
 
 def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout: float, cache_dir: Path | None,
-             checkpoint_every: float, json_out: bool, write) -> list[dict[str, Any]]:
+             checkpoint_every: float, json_out: bool, write) -> list[VerifyOpsRecord]:
     import os
 
     saved_cache_env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
@@ -150,7 +151,7 @@ def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout
     executor = (IsolatedExecutor(device_id, timeout, worker_env(cache_dir)) if isolate
                 else InProcessExecutor(device_id))
     checkpointer = Checkpointer(lambda batch, final: write(batch, final), interval_s=checkpoint_every)
-    results: list[dict[str, Any]] = []
+    results: list[VerifyOpsRecord] = []
     try:
         with progress(json_out) as bar:
             bar_task = bar.add_task("verify-ops", total=len(tasks))
@@ -158,11 +159,11 @@ def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout
             def on_start(task: dict[str, Any], label: str) -> None:
                 bar.update(bar_task, description=label[:70])
 
-            def on_result(task: dict[str, Any], result: dict[str, Any]) -> None:
+            def on_result(task: dict[str, Any], result: VerifyOpsRecord) -> None:
                 results.append(result)
                 checkpointer.add(result)
-                if result["status"] in ("crashed", "timeout", "fail", "error", "mismatch", "compile_error"):
-                    log.warning("%s: %s %s", label_of(result), result["status"], result.get("message") or "")
+                if result.failing:
+                    log.warning("%s: %s %s", label_of(result), result.status, result.message or "")
                 bar.advance(bar_task)
 
             run_tasks(tasks, executor, on_result, on_start)
@@ -182,23 +183,25 @@ def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout
     return results
 
 
-def label_of(result: dict[str, Any]) -> str:
-    if "op" in result:
-        return f"{result['op']}[{result['dtype']}] {result['case']}"
-    return f"compiled {result['target']}[{result['dtype']}] {result.get('case') or ''}".rstrip()
+def label_of(record: VerifyOpsRecord) -> str:
+    if isinstance(record, OpCaseRecord):
+        return f"{record.op}[{record.dtype}] {record.case}"
+    return f"compiled {record.target}[{record.dtype}] {record.case or ''}".rstrip()
 
 
-def _report(results: list[dict[str, Any]], summary, json_out: bool, device_id: str, profile_path: Path) -> None:
+def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: str, profile_path: Path) -> None:
+    cases = [r for r in results if isinstance(r, OpCaseRecord)]
+    compared = [r for r in results if isinstance(r, CompiledRecord)]
     if json_out:
         print_json({"device": device_id, "profile": str(profile_path), "verified": summary.verified,
                     "summary": {"ops": dict(summary.op_counts), "compiled": dict(summary.compiled_counts)},
-                    "cases": [r for r in results if "op" in r],
-                    "compiled": [r for r in results if "op" not in r]})
+                    "cases": [r.model_dump() for r in cases],
+                    "compiled": [r.model_dump() for r in compared]})
         return
-    if any("op" in r for r in results):
-        console.print(matrix_table(results))
-    if any("op" not in r for r in results):
-        console.print(compiled_table(results))
+    if cases:
+        console.print(matrix_table(cases))
+    if compared:
+        console.print(compiled_table(compared))
     unsupported = unsupported_table(results)
     if unsupported is not None:
         console.print(unsupported)

@@ -10,6 +10,7 @@ from rich.table import Table
 from bringup.probes.compiled.blocks import BLOCKS, DECODER_LAYER_NOTE
 from bringup.probes.ops.spec import Catalog
 from bringup.probes.ops.tolerances import ACCUM_REASON, EXACT_REASON, TABLE
+from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
 
 
 def catalog_rows(catalog: Catalog) -> list[dict[str, Any]]:
@@ -55,17 +56,15 @@ def catalog_tables(catalog: Catalog, verbose: bool) -> list[Table]:
     return [ops, blocks, tols]
 
 
-def matrix_table(results: list[dict[str, Any]]) -> Table:
+def matrix_table(cases: list[OpCaseRecord]) -> Table:
     """op x dtype: 'passed/total' per cell, red when anything failed, dim when nothing ran."""
     cells: dict[tuple[str, str], list[str]] = defaultdict(list)
     ops: dict[str, None] = {}
     dtypes: dict[str, None] = {}
-    for r in results:
-        if "op" not in r:
-            continue
-        ops.setdefault(r["op"], None)
-        dtypes.setdefault(r["dtype"], None)
-        cells[(r["op"], r["dtype"])].append(r["status"])
+    for r in cases:
+        ops.setdefault(r.op, None)
+        dtypes.setdefault(r.dtype, None)
+        cells[(r.op, r.dtype)].append(r.status)
     table = Table(title="op x dtype (passed/run)", title_justify="left")
     table.add_column("op")
     for dt in dtypes:
@@ -98,52 +97,50 @@ def _fmt(x: Any) -> str:
     return "" if x is None else f"{x:.2g}" if isinstance(x, float) else str(x)
 
 
-def failing_table(failing: list[dict[str, Any]]) -> Table:
+def failing_table(failing: list[VerifyOpsRecord]) -> Table:
     table = Table(title=f"failing cases ({len(failing)})", title_justify="left")
     for col in ("case", "status", "max_abs", "max_rel", "nmse", "worst index", "tolerance", "message"):
         table.add_column(col, overflow="fold")
     for r in failing:
-        if "op" in r:
-            name = f"{r['op']}[{r['dtype']}] {r['case']}"
-            tol = f"rtol={_fmt(r.get('rtol'))} atol={_fmt(r.get('atol'))}" if r.get("rtol") is not None else ""
-            table.add_row(name, f"[red]{r['status']}[/]", _fmt(r.get("max_abs")), _fmt(r.get("max_rel")),
-                          _fmt(r.get("nmse")), _fmt(r.get("worst_index")), tol, r.get("message") or "")
+        if isinstance(r, OpCaseRecord):
+            name = f"{r.op}[{r.dtype}] {r.case}"
+            tol = f"rtol={_fmt(r.rtol)} atol={_fmt(r.atol)}" if r.rtol is not None else ""
+            table.add_row(name, f"[red]{r.status}[/]", _fmt(r.max_abs), _fmt(r.max_rel),
+                          _fmt(r.nmse), _fmt(r.worst_index), tol, r.message or "")
         else:
-            name = f"compiled {r['target']}[{r['dtype']}] {r.get('case') or ''} ({r['backend']})"
-            table.add_row(name, f"[red]{r['status']}[/]", "", "", "", "",
-                          f"allowed RMSE {_fmt(r.get('allowed'))}",
-                          f"{r.get('message') or ''} first failing rung: {r.get('failing_backend')}")
+            name = f"compiled {r.target}[{r.dtype}] {r.case or ''} ({r.backend})"
+            table.add_row(name, f"[red]{r.status}[/]", "", "", "", "",
+                          f"allowed RMSE {_fmt(r.allowed)}",
+                          f"{r.message or ''} first failing rung: {r.failing_backend}")
     return table
 
 
-def compiled_table(results: list[dict[str, Any]]) -> Table:
+def compiled_table(compared: list[CompiledRecord]) -> Table:
     table = Table(title="eager vs compiled (RMSE against float64)", title_justify="left")
     for col in ("target", "dtype", "backend", "status", "eager", "compiled", "allowed", "compile s",
                 "speedup", "breaks at"):
         table.add_column(col, overflow="fold")
-    for r in results:
-        if "op" in r:
-            continue
-        style = "green" if r["status"] == "pass" else "yellow" if r["status"] == "unsupported" else "red"
-        name = r["target"] + (f" {r['case']}" if r.get("case") else "")
-        table.add_row(name, r["dtype"], r["backend"], f"[{style}]{r['status']}[/]", _fmt(r.get("eager_err")),
-                      _fmt(r.get("compiled_err")), _fmt(r.get("allowed")), _fmt(r.get("compile_s")),
-                      _fmt(r.get("speedup")), r.get("failing_backend") or "")
+    for r in compared:
+        style = "green" if r.status == "pass" else "yellow" if r.status == "unsupported" else "red"
+        name = r.target + (f" {r.case}" if r.case else "")
+        table.add_row(name, r.dtype, r.backend, f"[{style}]{r.status}[/]", _fmt(r.eager_err),
+                      _fmt(r.compiled_err), _fmt(r.allowed), _fmt(r.compile_s),
+                      _fmt(r.speedup), r.failing_backend or "")
     return table
 
 
-def unsupported_table(results: list[dict[str, Any]]) -> Table | None:
+def unsupported_table(results: list[VerifyOpsRecord]) -> Table | None:
     """One row per op x dtype with unsupported cases: how many, and the first reason given."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[VerifyOpsRecord]] = defaultdict(list)
     for r in results:
-        if r["status"] == "unsupported":
-            name = r["op"] if "op" in r else f"compiled {r['target']}"
-            groups[(name, r["dtype"])].append(r)
+        if r.status == "unsupported":
+            name = r.op if isinstance(r, OpCaseRecord) else f"compiled {r.target}"
+            groups[(name, r.dtype)].append(r)
     if not groups:
         return None
     table = Table(title="unsupported (not counted as verified)", title_justify="left")
     for col in ("op", "dtype", "cases", "reason (first case)"):
         table.add_column(col, overflow="fold")
     for (name, dtype), rows in groups.items():
-        table.add_row(name, dtype, str(len(rows)), (rows[0].get("message") or "")[:160])
+        table.add_row(name, dtype, str(len(rows)), (rows[0].message or "")[:160])
     return table

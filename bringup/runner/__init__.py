@@ -1,8 +1,15 @@
-"""The bundled inference runner: a Llama-family decoder planned from the capability profile.
+"""The bundled inference runner: Llama-family decoders served with a plan derived from the capability profile.
 
-Reading order: engine.py (request lifecycle; `LLMEngine.create` → startup.py) → scheduler.py
-(continuous batching over block_manager.py) → executor.py (runs model.py per the plan, op/path
-fallbacks; attention.py) → plan.py (every choice with its evidence, read via profile_facts.py;
-layout.py and kv_sizing.py decide by measurement). Weights: loader.py (safetensors) or builtin.py;
-text: tokenizer.py; sampling.py; selftest.py compares the device against CPU float64.
+Reading order:
+  engine/  the request lifecycle: engine.py (`LLMEngine`: add, step, abort) → scheduler.py (continuous
+           batching over block_manager.py's KV blocks) → executor.py (one step through the model, op and path
+           fallbacks) → sampling.py (the next tokens, batched on the device).
+  model/   what runs: decoder.py (the decoder over a paged KV cache), attention.py, rope.py, linear_kinds.py
+           (weight layouts), loader.py (safetensors) or builtin.py, tokenizer.py and detokenizer.py.
+  plan/    what to run: startup.py (device → profile → draft plan → weights → KV cache → confirmation) builds
+           plan.py's `ExecutionPlan` once from profile_facts.py and measurements.py, confirm.py checks it on the
+           served model; then it is frozen.
+  host/    optional CPU-only kernels (panels linear, paged decode) the plan picks only where measured faster.
+selftest.py compares the device against float64 on the CPU; throughput.py times a plan end to end.
+The HTTP server is bringup/serve/.
 """

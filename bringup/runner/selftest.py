@@ -8,14 +8,14 @@ from pathlib import Path
 
 import torch
 
-from bringup.runner.batch_inputs import SeqChunk
-from bringup.runner.builtin import load_builtin
-from bringup.runner.engine import LLMEngine
-from bringup.runner.executor import Executor
-from bringup.runner.kv_cache import allocate_kv_cache
-from bringup.runner.loader import load_model
-from bringup.runner.plan import Choice
-from bringup.runner.sequence import Sequence
+from bringup.runner.engine.batch_inputs import SeqChunk
+from bringup.runner.engine.engine import LLMEngine
+from bringup.runner.engine.executor import Executor
+from bringup.runner.engine.sequence import Sequence
+from bringup.runner.model.builtin import load_builtin
+from bringup.runner.model.kv_cache import allocate_kv_cache
+from bringup.runner.model.loader import load_model
+from bringup.runner.plan.plan import Choice
 
 FIXED_PROMPT = "The quick brown fox jumps over the lazy dog. Bringing up a new accelerator, step by step:"
 

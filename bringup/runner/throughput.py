@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bringup.runner.engine import EngineOptions, LLMEngine
-from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.sampling_params import SamplingParams
 
 
 def measure_throughput(device: str, profile_path: Path | None = None, model_dir: Path | None = None,

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from bringup.runner.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bringup.runner.confirm import DecodeTimings
-from bringup.runner.layout import LayoutTimings
-from bringup.runner.measurements import StartupMeasurements
+from bringup.runner.plan.confirm import DecodeTimings
+from bringup.runner.plan.layout import LayoutTimings
+from bringup.runner.plan.measurements import StartupMeasurements
 
 GIB = 2**30
 ROWS = (1, 2, 4, 8, 16, 32, 64, 256)

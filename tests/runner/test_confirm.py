@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from bringup.runner.builtin import builtin_config
-from bringup.runner.confirm import COMPILED, LAYOUT, PAGED, DecodeTimings, confirm_plan, knee
-from bringup.runner.engine import EngineOptions, LLMEngine
-from bringup.runner.plan import Choice, build_plan
-from bringup.runner.profile_facts import ProfileFacts
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.model.builtin import builtin_config
+from bringup.runner.plan.confirm import COMPILED, LAYOUT, PAGED, DecodeTimings, confirm_plan, knee
+from bringup.runner.plan.plan import Choice, build_plan
+from bringup.runner.plan.profile_facts import ProfileFacts
 from tests.runner.stated import stated
 
 HOW = "stated as data"

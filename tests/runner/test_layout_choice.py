@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from bringup.runner.builtin import builtin_config
-from bringup.runner.layout import LayoutTimings, choose_layout, linear_weight_bytes
-from bringup.runner.model import WeightLayout
-from bringup.runner.profile_facts import ProfileFacts
+from bringup.runner.model.builtin import builtin_config
+from bringup.runner.model.decoder import WeightLayout
+from bringup.runner.plan.layout import LayoutTimings, choose_layout, linear_weight_bytes
+from bringup.runner.plan.profile_facts import ProfileFacts
 from tests.runner.stated import GIB, ROWS, layout_times
 
 CONFIG = builtin_config()

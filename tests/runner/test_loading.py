@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from bringup.errors import BringupError
-from bringup.runner.builtin import builtin_config, builtin_tensors
-from bringup.runner.config import ModelConfig
-from bringup.runner.tokenizer import ByteTokenizer, HFTokenizer
+from bringup.runner.model.builtin import builtin_config, builtin_tensors
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
 from tests.runner.hf_fixtures import save_tokenizer
 
 

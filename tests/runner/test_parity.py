@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bringup.runner.batch_inputs import SeqChunk
-from bringup.runner.engine import EngineOptions, LLMEngine
-from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.engine.batch_inputs import SeqChunk
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.sampling_params import SamplingParams
 from tests.runner.hf_fixtures import make_hf_model
 
 CASES = {
@@ -44,14 +44,14 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, case):
                                                     ("panels", "packed")])
 def test_dual_layout_matches_transformers_in_prefill_and_decode(tmp_path, small, large):
     """Weights kept in two layouts: prefill (many rows) uses `large`, decode (one row) `small`."""
-    from bringup.runner.batch_inputs import build_inputs
-    from bringup.runner.kv_cache import allocate_kv_cache
-    from bringup.runner.loader import load_model, read_config
-    from bringup.runner.model import WeightLayout
+    from bringup.runner.engine.batch_inputs import build_inputs
+    from bringup.runner.model.decoder import WeightLayout
+    from bringup.runner.model.kv_cache import allocate_kv_cache
+    from bringup.runner.model.loader import load_model, read_config
 
     hf = make_hf_model(tmp_path, arch="qwen2", tied=True)
     config = read_config(tmp_path)
-    from bringup.runner.linear_kinds import packed_check
+    from bringup.runner.model.linear_kinds import packed_check
 
     if large == "packed" and packed_check(torch.device("cpu"), torch.float32):
         pytest.skip(f"packed weights do not run here: {packed_check(torch.device('cpu'), torch.float32)}")

@@ -3,8 +3,8 @@
 from bringup.profiles.schema import Capabilities, Capability, Profile
 from bringup.profiles.sections.bench import BenchGroup, BenchRecord, BenchSection
 from bringup.profiles.sections.ops import CompiledRecord
-from bringup.runner.plan import choose_compiled
-from bringup.runner.profile_facts import ProfileFacts
+from bringup.runner.plan.plan import choose_compiled
+from bringup.runner.plan.profile_facts import ProfileFacts
 
 
 def profile_with_e2e(decode_speedup: float | None) -> Profile:

@@ -12,8 +12,8 @@ from bringup.errors import BringupError, StrictFallbackError
 from bringup.profiles.schema import Capabilities, Capability
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 from bringup.profiles.store import update_profile
-from bringup.runner.engine import EngineOptions, LLMEngine
-from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.sampling_params import SamplingParams
 from tests.runner.stated import layout_times, stated
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
@@ -57,8 +57,8 @@ def test_a_paged_decode_kernel_measured_faster_leads_the_attention_list(tmp_path
 
 
 def test_kv_cache_is_sized_from_the_free_memory_measured_at_start_up(tmp_path):
-    from bringup.runner.kv_cache import bytes_per_block
-    from bringup.runner.kv_sizing import MEMORY_FRACTION, activation_estimate
+    from bringup.runner.model.kv_cache import bytes_per_block
+    from bringup.runner.plan.kv_sizing import MEMORY_FRACTION, activation_estimate
 
     roomy = engine(tmp_path / "missing.yaml", max_model_len=1024, max_num_seqs=16)
     assert roomy.plan.kv_blocks.value == 16 * 1024 // 16  # everything that can ever be used

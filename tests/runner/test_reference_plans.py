@@ -15,13 +15,13 @@ import torch
 
 from bringup.profiles.schema import Profile
 from bringup.profiles.store import load_profile
-from bringup.runner.builtin import builtin_config
-from bringup.runner.config import ModelConfig
-from bringup.runner.kv_cache import bytes_per_block
-from bringup.runner.kv_sizing import size_kv_cache
-from bringup.runner.layout import linear_weight_bytes
-from bringup.runner.plan import LOW_PRECISION, PLAIN_ATTENTION, PLAIN_OPS, RUNNER_OPS, build_plan
-from bringup.runner.profile_facts import ProfileFacts
+from bringup.runner.model.builtin import builtin_config
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.kv_cache import bytes_per_block
+from bringup.runner.plan.kv_sizing import size_kv_cache
+from bringup.runner.plan.layout import linear_weight_bytes
+from bringup.runner.plan.plan import LOW_PRECISION, PLAIN_ATTENTION, PLAIN_OPS, RUNNER_OPS, build_plan
+from bringup.runner.plan.profile_facts import ProfileFacts
 
 REFERENCE = Path(__file__).resolve().parents[2] / "reference" / "profiles"
 PROFILES = sorted(REFERENCE.glob("*.yaml"))

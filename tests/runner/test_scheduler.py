@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.runner.block_manager import BlockManager
-from bringup.runner.engine import LLMEngine
-from bringup.runner.sampling_params import SamplingParams
-from bringup.runner.scheduler import Scheduler
-from bringup.runner.sequence import Sequence
+from bringup.runner.engine.block_manager import BlockManager
+from bringup.runner.engine.engine import LLMEngine
+from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.engine.scheduler import Scheduler
+from bringup.runner.engine.sequence import Sequence
 
 
 def _seq(i: int, n: int) -> Sequence:

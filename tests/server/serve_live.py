@@ -13,11 +13,11 @@ from pathlib import Path
 
 import httpx
 
-from bringup.runner.engine import EngineOptions, LLMEngine
-from bringup.runner.server.app import create_app
-from bringup.runner.server.context import ServerConfig
-from bringup.runner.server.metrics import parse_metrics
-from bringup.runner.server.runtime import DrainingServer, make_server
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.serve.app import create_app
+from bringup.serve.context import ServerConfig
+from bringup.serve.metrics import parse_metrics
+from bringup.serve.runtime import DrainingServer, make_server
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "test-key"

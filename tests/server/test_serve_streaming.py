@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-import bringup.runner.engine as engine_module
+import bringup.runner.engine.engine as engine_module
 from tests.server.serve_live import LiveServer, start_server
 
 

@@ -1,7 +1,7 @@
 """Composite blocks compared eager vs compiled: the pieces an LLM decoder is made of.
 
 `llama_decoder_layer` is a Llama-style layer assembled from the same pieces here;
-`runner_decoder_layer` is the runner's own layer (bringup.runner.model), see runner_layer.py.
+`runner_decoder_layer` is the runner's own layer (bringup.runner.model.decoder), see runner_layer.py.
 """
 
 from __future__ import annotations

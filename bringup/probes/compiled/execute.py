@@ -14,10 +14,11 @@ import torch
 from bringup.probes.compiled.blocks import BLOCKS
 from bringup.probes.compiled.rule import judge, rmse
 from bringup.probes.ops.catalog import load_catalog
+from bringup.probes.ops.error_kinds import is_unsupported_error
 from bringup.probes.ops.inputs import dtype_from_name, generator, prepare_inputs
 from bringup.probes.ops.metrics import flatten_outputs
-from bringup.probes.ops.outcome import is_unsupported_error
 from bringup.probes.ops.sync import synchronize
+from bringup.profiles.sections.ops import CompiledRecord
 
 LADDER: tuple[str, ...] = ("eager", "aot_eager", "aot_eager_decomp_partition")
 TIMING_BUDGET_S = 0.2
@@ -100,51 +101,53 @@ def _numel(result: Any) -> int:
     return sum(t.numel() for t in flatten_outputs(result))
 
 
-def run_compiled(task: dict[str, Any], device: torch.device) -> dict[str, Any]:
+def run_compiled(task: dict[str, Any], device: torch.device) -> CompiledRecord:
+    """Compare eager and compiled with the float64 reference into the profile record; bisect a failure."""
     started = time.perf_counter()
-    record: dict[str, Any] = {"target": task["target"], "case": task.get("case"), "dtype": task["dtype"],
-                              "backend": task["backend"], "status": "error", "ladder": {}}
+    record = CompiledRecord(target=task["target"], case=task.get("case"), dtype=task["dtype"],
+                            backend=task["backend"], status="error")
     try:
         fn, ref_fn, raw, keep, layout = _target(task, device)
         dev_args, ref_args = prepare_inputs(raw, dtype_from_name(task["dtype"]), device, keep, layout)
         eager_out = _call(fn, dev_args, device)
     except Exception as exc:
-        record["status"] = "unsupported" if is_unsupported_error(exc) else "error"
-        record["message"] = f"eager run: {_short(exc)}"
+        record.status = "unsupported" if is_unsupported_error(exc) else "error"
+        record.message = f"eager run: {_short(exc)}"
         return record
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             reference = ref_fn(*ref_args)
     except Exception as exc:
-        record["message"] = f"float64 reference failed: {_short(exc)}"
+        record.message = f"float64 reference failed: {_short(exc)}"
         return record
 
     eager_err = rmse(eager_out, reference)
     numel = _numel(reference)
-    record["eager_err"] = eager_err if math.isfinite(eager_err) else None
+    record.eager_err = eager_err if math.isfinite(eager_err) else None
     backend = task["backend"]
     try:
         compiled, out, compile_s = compile_and_run(fn, backend, dev_args, device)
-        record["compile_s"] = compile_s
+        record.compile_s = compile_s
     except Exception as exc:
-        record["status"], record["message"] = "compile_error", f"torch.compile(backend={backend!r}): {_short(exc)}"
+        record.status, record.message = "compile_error", f"torch.compile(backend={backend!r}): {_short(exc)}"
         compiled = None
     if compiled is not None:
         verdict = judge(task["dtype"], eager_err, rmse(out, reference), numel)
-        record.update(compiled_err=verdict.compiled_err if math.isfinite(verdict.compiled_err) else None,
-                      allowed=verdict.allowed, k=verdict.k, status="pass" if verdict.accepted else "mismatch")
+        record.compiled_err = verdict.compiled_err if math.isfinite(verdict.compiled_err) else None
+        record.allowed, record.k = verdict.allowed, verdict.k
+        record.status = "pass" if verdict.accepted else "mismatch"
         if not verdict.accepted:
-            record["message"] = (f"compiled RMSE {verdict.compiled_err:.3g} > {verdict.k:g} * eager RMSE "
-                                 f"{eager_err:.3g} + tol/10 = {verdict.allowed:.3g}")
+            record.message = (f"compiled RMSE {verdict.compiled_err:.3g} > {verdict.k:g} * eager RMSE "
+                              f"{eager_err:.3g} + tol/10 = {verdict.allowed:.3g}")
         if task.get("timing", True):
-            record["eager_s"] = steady_seconds(fn, dev_args, device)
-            record["compiled_s"] = steady_seconds(compiled, dev_args, device)
-            record["speedup"] = record["eager_s"] / record["compiled_s"] if record["compiled_s"] > 0 else None
-    if record["status"] != "pass" and task.get("ladder", True):
-        record["ladder"], record["failing_backend"] = bisect(fn, dev_args, reference, eager_err, numel, task, device)
+            eager_s, compiled_s = steady_seconds(fn, dev_args, device), steady_seconds(compiled, dev_args, device)
+            record.eager_s, record.compiled_s = eager_s, compiled_s
+            record.speedup = eager_s / compiled_s if compiled_s > 0 else None
+    if record.status != "pass" and task.get("ladder", True):
+        record.ladder, record.failing_backend = bisect(fn, dev_args, reference, eager_err, numel, task, device)
     torch._dynamo.reset()
-    record["seconds"] = time.perf_counter() - started
+    record.seconds = time.perf_counter() - started
     return record
 
 

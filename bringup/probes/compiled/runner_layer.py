@@ -1,6 +1,6 @@
 """The runner's own decoder layer as a compiled block: layer 0 of the built-in reference model.
 
-It runs `bringup.runner.model.DecoderModel.forward` with one layer over a 37-token prefill of one
+It runs `bringup.runner.model.decoder.DecoderModel.forward` with one layer over a 37-token prefill of one
 sequence, writing K/V into a small paged cache and attending through the runner's own metadata, so
 eager vs compiled is judged on exactly the code the runner executes. The float64 reference is the
 same model built in float64 (its RMSNorm and softmax statistics are float32 by design).
@@ -18,7 +18,7 @@ TOKENS = 37
 
 
 def inputs(g: torch.Generator) -> list[Any]:
-    from bringup.runner.builtin import builtin_config
+    from bringup.runner.model.builtin import builtin_config
 
     vocab = builtin_config().vocab_size
     return [torch.randint(0, vocab, (TOKENS,), generator=g), torch.arange(TOKENS)]
@@ -26,9 +26,9 @@ def inputs(g: torch.Generator) -> list[Any]:
 
 def build(dtype: torch.dtype, device: torch.device) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """fn(input_ids [T], positions [T]) -> hidden [T, hidden] through one runner decoder layer."""
-    from bringup.runner.builtin import builtin_config, builtin_tensors
-    from bringup.runner.kv_cache import cache_shape
-    from bringup.runner.model import AttentionMetadata, DecoderModel
+    from bringup.runner.model.builtin import builtin_config, builtin_tensors
+    from bringup.runner.model.decoder import AttentionMetadata, DecoderModel
+    from bringup.runner.model.kv_cache import cache_shape
 
     full = builtin_config()
     config = dataclasses.replace(full, num_layers=1)

@@ -10,14 +10,15 @@ from typing import Any
 
 import torch
 
+from bringup.probes.ops.error_kinds import is_unsupported_error
 from bringup.probes.ops.guard import guarded_output
 from bringup.probes.ops.inputs import changed_inputs, dtype_from_name, generator, prepare_inputs, snapshot
 from bringup.probes.ops.metrics import Comparison, compare_tensor, flatten_outputs, merge, rms
-from bringup.probes.ops.outcome import CaseOutcome, is_unsupported_error
 from bringup.probes.ops.spec import CaseKey, CaseSpec, Catalog
 from bringup.probes.ops.statistics import judge_multinomial
 from bringup.probes.ops.sync import synchronize
 from bringup.probes.ops.tolerances import Tolerance, exact, tolerance_for
+from bringup.profiles.sections.ops import OpCaseRecord
 
 TRACE_ENV = "BRINGUP_OPS_TRACE"  # a file path: every case executed is appended (tests prove "no case twice")
 
@@ -65,29 +66,29 @@ def _judge_multinomial(result: Any, ref_args: list[Any], case: CaseSpec) -> tupl
     return comp, f"chi-square {verdict.statistic:.1f} vs critical {verdict.critical:.1f} (alpha=1e-6)"
 
 
-def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> CaseOutcome:
-    """Execute one case and judge it; never raises for problems of the op under test."""
+def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> OpCaseRecord:
+    """Execute one case and judge it into its profile record; never raises for problems of the op under test."""
     _trace(key)
-    outcome = CaseOutcome(op=key.op, dtype=key.dtype, case=key.case, status="error")
+    record = OpCaseRecord(op=key.op, dtype=key.dtype, case=key.case, status="error")
     spec = catalog.get(key.op)
     case = spec.case(key.case)
     try:
         dtype = dtype_from_name(key.dtype)
     except ValueError as exc:
-        outcome.status, outcome.message = "unsupported", f"this torch has no dtype: {exc}"
-        return outcome
+        record.status, record.message = "unsupported", f"this torch has no dtype: {exc}"
+        return record
 
     try:
         raw = case.inputs(generator(key.op, key.case))
     except Exception as exc:
-        outcome.message = f"building the inputs failed (a catalog bug): {_short(exc)}"
-        return outcome
+        record.message = f"building the inputs failed (a catalog bug): {_short(exc)}"
+        return record
     try:
         dev_args, ref_args = prepare_inputs(raw, dtype, device, case.keep_dtype, case.layout)
     except Exception as exc:  # casting to the dtype or moving it to the device: the dtype is rejected
-        outcome.status = "unsupported"
-        outcome.message = f"{key.dtype} inputs on {device} rejected: {_short(exc)}"
-        return outcome
+        record.status = "unsupported"
+        record.message = f"{key.dtype} inputs on {device} rejected: {_short(exc)}"
+        return record
 
     before = snapshot(dev_args)
     torch.manual_seed(1234)
@@ -98,23 +99,23 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> CaseOutcom
             start = time.perf_counter()
             result = case.fn(*dev_args)
             synchronize(device)
-            outcome.seconds = time.perf_counter() - start
+            record.seconds = time.perf_counter() - start
     except Exception as exc:
-        outcome.status = "unsupported" if is_unsupported_error(exc) else "error"
+        record.status = "unsupported" if is_unsupported_error(exc) else "error"
         notes = "; ".join(str(w.message).splitlines()[0] for w in caught[:3])
-        outcome.message = _short(exc) + (f" (warnings: {notes})" if notes else "")
-        if outcome.status == "error" and exc.__traceback__ is not None:
+        record.message = _short(exc) + (f" (warnings: {notes})" if notes else "")
+        if record.status == "error" and exc.__traceback__ is not None:
             frame = traceback.extract_tb(exc.__traceback__)[-1]
-            outcome.message += f" (at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
-        return outcome
+            record.message += f" (at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
+        return record
 
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             reference = (case.ref or case.fn)(*ref_args)
     except Exception as exc:
-        outcome.status, outcome.message = "error", f"float64 reference failed: {_short(exc)}"
-        return outcome
+        record.status, record.message = "error", f"float64 reference failed: {_short(exc)}"
+        return record
 
     problems: list[str] = []
     note = None
@@ -131,14 +132,14 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> CaseOutcom
     if case.out is not None and isinstance(result, torch.Tensor):
         problems.extend(_guard_check(case, dev_args, result, reference, tol))
 
-    outcome.max_abs, outcome.max_rel, outcome.nmse = comp.max_abs, comp.max_rel, comp.nmse
-    outcome.worst_index, outcome.worst_output = comp.worst_index, comp.worst_output
+    record.max_abs, record.max_rel, record.nmse = comp.max_abs, comp.max_rel, comp.nmse
+    record.worst_index, record.worst_output = comp.worst_index, comp.worst_output
     if tol is not None:
-        outcome.rtol, outcome.atol = tol.rtol, tol.atol
-    outcome.status = "pass" if comp.passed and not problems else "fail"
+        record.rtol, record.atol = tol.rtol, tol.atol
+    record.status = "pass" if comp.passed and not problems else "fail"
     if problems or note:
-        outcome.message = "; ".join([*problems, *([note] if note else [])])[:600]
-    return outcome
+        record.message = "; ".join([*problems, *([note] if note else [])])[:600]
+    return record
 
 
 def _guard_check(case: CaseSpec, dev_args: list[Any], result: torch.Tensor, reference: Any,

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bringup.probes.ops.tasks import task_label
+from bringup.profiles.sections.ops import VerifyOpsRecord
 
-Result = dict[str, Any]
+Result = VerifyOpsRecord
 Task = dict[str, Any]
 
 
@@ -25,13 +26,6 @@ def op_task(key: Any, timeout_s: float | None = None) -> Task:
     if timeout_s:
         task["timeout_s"] = timeout_s
     return task
-
-
-def task_key(task_or_result: dict[str, Any]) -> tuple[str, ...]:
-    """The resume key: (op, dtype, case) for op cases, (target, dtype, backend) for compiled ones."""
-    if "op" in task_or_result:
-        return ("op", task_or_result["op"], task_or_result["dtype"], task_or_result["case"])
-    return ("compiled", task_or_result["target"], task_or_result["dtype"], task_or_result["backend"])
 
 
 @dataclass
@@ -61,7 +55,7 @@ class Checkpointer:
 
     def add(self, result: Result) -> None:
         self.pending.append(result)
-        if result.get("status") in ("crashed", "timeout") or self.due():
+        if result.status in ("crashed", "timeout") or self.due():
             self.flush(final=False)
 
     def flush(self, final: bool) -> None:

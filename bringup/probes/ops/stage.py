@@ -13,14 +13,12 @@ from typing import Any
 from bringup.probes.compiled.blocks import BLOCKS
 from bringup.probes.compiled.execute import check_backend
 from bringup.probes.ops.catalog import load_catalog, select_cases
-from bringup.probes.ops.outcome import FAILING_STATUSES
-from bringup.probes.ops.runner import op_task, task_key
+from bringup.probes.ops.runner import op_task
 from bringup.probes.ops.spec import DEFAULT_FLOAT_DTYPES
 from bringup.profiles.schema import Profile
-from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
+from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
 
 STAGE = "verify-ops"
-COMPILED_FAILING: frozenset[str] = frozenset({"mismatch", "compile_error", "error", "crashed", "timeout"})
 
 
 @dataclass
@@ -68,20 +66,28 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
     return Plan(op_tasks, compiled_tasks)
 
 
+def record_key(record: VerifyOpsRecord) -> tuple[str, ...]:
+    """The resume key of a record: what `key_of` gives for the task that produced it."""
+    if isinstance(record, OpCaseRecord):
+        return ("op", *record.key())
+    key = ("compiled", record.target, record.dtype, record.backend)
+    return key if record.case is None else (*key, record.case)
+
+
+def key_of(task: dict[str, Any]) -> tuple[str, ...]:
+    """The resume key of a task: (op, dtype, case) for op cases, (target, dtype, backend[, case]) for compiled."""
+    if task["kind"] == "op":
+        return ("op", task["op"], task["dtype"], task["case"])
+    key = ("compiled", task["target"], task["dtype"], task["backend"])
+    return key if task.get("case") is None else (*key, task["case"])
+
+
+def _records(profile: Profile | None) -> list[VerifyOpsRecord]:
+    return [*profile.ops, *profile.compiled] if profile is not None else []
+
+
 def recorded_keys(profile: Profile | None) -> set[tuple[str, ...]]:
-    if profile is None:
-        return set()
-    keys = {("op", *r.key()) for r in profile.ops}
-    keys |= {("compiled", r.target, r.dtype, r.backend) if r.case is None else
-             ("compiled", r.target, r.dtype, r.backend, r.case) for r in profile.compiled}
-    return keys
-
-
-def key_of(task_or_result: dict[str, Any]) -> tuple[str, ...]:
-    key = task_key(task_or_result)
-    if key[0] == "compiled" and task_or_result.get("case") is not None:
-        key = (*key, task_or_result["case"])
-    return key
+    return {record_key(r) for r in _records(profile)}
 
 
 def drop_recorded(plan: Plan, profile: Profile | None) -> Plan:
@@ -93,39 +99,30 @@ def drop_recorded(plan: Plan, profile: Profile | None) -> Plan:
     return Plan(keep_ops, keep_compiled, skipped)
 
 
-def merge_results(profile: Profile, results: list[dict[str, Any]]) -> None:
+def merge_results(profile: Profile, results: list[VerifyOpsRecord]) -> None:
     """Replace records with the same key, append new ones (the profile keeps other runs' records)."""
-    ops = {r.key(): r for r in profile.ops}
-    compiled = {r.key(): r for r in profile.compiled}
-    for result in results:
-        if "op" in result:
-            rec = OpCaseRecord.model_validate(result)
-            ops[rec.key()] = rec
+    ops: dict[tuple, OpCaseRecord] = {r.key(): r for r in profile.ops}
+    compiled: dict[tuple, CompiledRecord] = {r.key(): r for r in profile.compiled}
+    for record in results:
+        if isinstance(record, OpCaseRecord):
+            ops[record.key()] = record
         else:
-            crec = CompiledRecord.model_validate(result)
-            compiled[crec.key()] = crec
+            compiled[record.key()] = record
     profile.ops = list(ops.values())
     profile.compiled = list(compiled.values())
 
 
-def records_for(plan_keys: list[tuple[str, ...]], profile: Profile | None) -> list[dict[str, Any]]:
+def records_for(plan_keys: list[tuple[str, ...]], profile: Profile | None) -> list[VerifyOpsRecord]:
     """Records of the given keys already in the profile (what --resume did not re-run)."""
-    if profile is None or not plan_keys:
-        return []
     wanted = set(plan_keys)
-    out = [r.model_dump() for r in profile.ops if ("op", *r.key()) in wanted]
-    for r in profile.compiled:
-        key = ("compiled", r.target, r.dtype, r.backend) + (() if r.case is None else (r.case,))
-        if key in wanted:
-            out.append(r.model_dump())
-    return out
+    return [r for r in _records(profile) if record_key(r) in wanted]
 
 
 @dataclass
 class Summary:
     op_counts: Counter
     compiled_counts: Counter
-    failing: list[dict[str, Any]]
+    failing: list[VerifyOpsRecord]
     verified: bool  # at least one case really passed
 
     @property
@@ -142,13 +139,13 @@ class Summary:
         return text
 
 
-def summarize(results: list[dict[str, Any]]) -> Summary:
-    op_results = [r for r in results if "op" in r]
-    compiled_results = [r for r in results if "op" not in r]
-    failing = [r for r in op_results if r["status"] in FAILING_STATUSES]
-    failing += [r for r in compiled_results if r["status"] in COMPILED_FAILING]
-    verified = any(r["status"] == "pass" for r in results)
-    return Summary(Counter(r["status"] for r in op_results), Counter(r["status"] for r in compiled_results),
+def summarize(results: list[VerifyOpsRecord]) -> Summary:
+    op_results = [r for r in results if isinstance(r, OpCaseRecord)]
+    compiled_results = [r for r in results if isinstance(r, CompiledRecord)]
+    failing: list[VerifyOpsRecord] = [r for r in op_results if r.failing]
+    failing += [r for r in compiled_results if r.failing]
+    verified = any(r.status == "pass" for r in results)
+    return Summary(Counter(r.status for r in op_results), Counter(r.status for r in compiled_results),
                    failing, verified)
 
 

@@ -1,14 +1,18 @@
-"""Tasks a worker executes: one op case, or one eager-vs-compiled comparison. Plain dicts in and out."""
+"""Tasks a worker executes: one op case, or one eager-vs-compiled comparison. A task is a plain dict (it
+crosses the worker pipe as JSON); its result is the profile record itself (OpCaseRecord or CompiledRecord)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from bringup.probes.ops.catalog import load_catalog
 from bringup.probes.ops.execute import run_case
 from bringup.probes.ops.spec import CaseKey
+from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
+
+FailureStatus = Literal["error", "crashed", "timeout"]
 
 
 def task_label(task: dict[str, Any]) -> str:
@@ -17,7 +21,12 @@ def task_label(task: dict[str, Any]) -> str:
     return f"compiled {task['target']}[{task['dtype']}] {task['backend']}"
 
 
-def execute_task(task: dict[str, Any], device: torch.device) -> dict[str, Any]:
+def record_type(task: dict[str, Any]) -> type[OpCaseRecord] | type[CompiledRecord]:
+    """The record a task's result is (how the parent reads a result back from the worker pipe)."""
+    return OpCaseRecord if task["kind"] == "op" else CompiledRecord
+
+
+def execute_task(task: dict[str, Any], device: torch.device) -> VerifyOpsRecord:
     """Run a task in this process; problems of the code under test come back as statuses, not raises."""
     try:
         return _dispatch(task, device)
@@ -25,10 +34,10 @@ def execute_task(task: dict[str, Any], device: torch.device) -> dict[str, Any]:
         return failure_result(task, "error", f"unexpected {type(exc).__name__}: {str(exc)[:300]}", None)
 
 
-def _dispatch(task: dict[str, Any], device: torch.device) -> dict[str, Any]:
+def _dispatch(task: dict[str, Any], device: torch.device) -> VerifyOpsRecord:
     if task["kind"] == "op":
         key = CaseKey(task["op"], task["dtype"], task["case"])
-        return run_case(key, load_catalog(), device).to_dict()
+        return run_case(key, load_catalog(), device)
     if task["kind"] == "compiled":
         from bringup.probes.compiled.execute import run_compiled
 
@@ -36,10 +45,11 @@ def _dispatch(task: dict[str, Any], device: torch.device) -> dict[str, Any]:
     raise ValueError(f"unknown task kind {task['kind']!r}")
 
 
-def failure_result(task: dict[str, Any], status: str, message: str, seconds: float | None) -> dict[str, Any]:
+def failure_result(task: dict[str, Any], status: FailureStatus, message: str,
+                   seconds: float | None) -> VerifyOpsRecord:
     """The record for a task whose worker crashed or timed out (no metrics: nothing came back)."""
     if task["kind"] == "op":
-        return {"op": task["op"], "dtype": task["dtype"], "case": task["case"], "status": status,
-                "message": message, "seconds": seconds}
-    return {"target": task["target"], "case": task.get("case"), "dtype": task["dtype"], "backend": task["backend"],
-            "status": status, "message": message, "seconds": seconds}
+        return OpCaseRecord(op=task["op"], dtype=task["dtype"], case=task["case"], status=status,
+                            message=message, seconds=seconds)
+    return CompiledRecord(target=task["target"], case=task.get("case"), dtype=task["dtype"], backend=task["backend"],
+                          status=status, message=message, seconds=seconds)

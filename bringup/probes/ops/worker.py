@@ -1,9 +1,10 @@
 """Crash isolation: a long-lived worker subprocess that runs tasks sent as JSON lines over a pipe.
 
-The parent (WorkerPool) sends one task per line on the worker's stdin and waits for one JSON line on
-a private pipe, with a deadline. A worker that dies (signal, abort, exit) yields a `crashed` result
-naming the signal; one that misses the deadline is killed and yields `timeout`. Either way the next
-task starts a fresh worker. The worker's own stdout/stderr go to the parent's stderr.
+The parent (IsolatedExecutor) sends one task per line on the worker's stdin and waits for one JSON line on
+a private pipe, with a deadline: the result record's model_dump, read back with model_validate. A worker
+that dies (signal, abort, exit) yields a `crashed` result naming the signal; one that misses the deadline
+is killed and yields `timeout`. Either way the next task starts a fresh worker. The worker's own
+stdout/stderr go to the parent's stderr.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import Any
 
 import torch
 
-from bringup.probes.ops.outcome import poisons_device
-from bringup.probes.ops.tasks import execute_task, failure_result
+from bringup.probes.ops.error_kinds import poisons_device
+from bringup.probes.ops.tasks import execute_task, failure_result, record_type
+from bringup.profiles.sections.ops import VerifyOpsRecord
 
 STARTUP_TIMEOUT_S = 300.0
 
@@ -80,7 +82,7 @@ class WorkerProcess:
             raise TimeoutError(f"worker did not start within {timeout:.0f} s")
 
     def request(self, task: dict[str, Any], timeout: float) -> dict[str, Any] | None:
-        """Send a task; its result, or None on timeout. WorkerDied when the worker dies."""
+        """Send a task; its result as sent (a record's model_dump), or None on timeout. WorkerDied when it dies."""
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(json.dumps(task).encode() + b"\n")
@@ -153,12 +155,12 @@ class IsolatedExecutor:
                     "Try --no-isolate to see it in-process") from exc
         return self.worker
 
-    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+    def run(self, task: dict[str, Any]) -> VerifyOpsRecord:
         worker = self._ensure_worker()
         timeout = float(task.get("timeout_s") or self.timeout_s)
         start = time.monotonic()
         try:
-            result = worker.request(task, timeout)
+            sent = worker.request(task, timeout)
         except WorkerDied:
             code = worker.returncode()
             self.worker = None
@@ -166,12 +168,13 @@ class IsolatedExecutor:
             how = _signal_name(code) if code is not None else "unknown cause"
             return failure_result(task, "crashed", f"worker died ({how}) while running this case",
                                   time.monotonic() - start)
-        if result is None:
+        if sent is None:
             self.worker = None
             worker.kill()
             return failure_result(task, "timeout", f"no result within {timeout:g} s; worker killed",
                                   time.monotonic() - start)
-        if poisons_device(result.get("message")):
+        result = record_type(task).model_validate(sent)
+        if poisons_device(result.message):
             self.worker = None  # a sticky device error: later cases get a fresh process and context
             worker.close()
         return result
@@ -190,7 +193,7 @@ class InProcessExecutor:
     def __init__(self, device: str) -> None:
         self.device = torch.device(device)
 
-    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+    def run(self, task: dict[str, Any]) -> VerifyOpsRecord:
         return execute_task(task, self.device)
 
     def close(self) -> None:
@@ -211,7 +214,7 @@ def worker_main(device_name: str, result_fd: int) -> None:
             continue
         task = json.loads(raw)
         result = execute_task(task, device)
-        out.write(json.dumps(result, default=str).encode() + b"\n")
+        out.write(json.dumps(result.model_dump()).encode() + b"\n")
 
 
 if __name__ == "__main__":

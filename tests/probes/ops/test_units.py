@@ -3,6 +3,11 @@ import time
 from bringup.probes.compiled.execute import ladder_for
 from bringup.probes.compiled.rule import judge, multiplier
 from bringup.probes.ops.runner import Checkpointer
+from bringup.profiles.sections.ops import OpCaseRecord
+
+
+def _record(n: int, status: str) -> OpCaseRecord:
+    return OpCaseRecord(op="exp", dtype="float32", case=str(n), status=status)
 
 
 def test_ladder_order_and_early_end():
@@ -22,18 +27,18 @@ def test_checkpointer_flushes_crashes_at_once_and_stretches_with_slow_writes():
     writes = []
 
     def slow_write(batch, final):
-        writes.append(([r["n"] for r in batch], final))
+        writes.append(([int(r.case) for r in batch], final))
         time.sleep(0.05)
 
     cp = Checkpointer(slow_write, interval_s=0.01)
-    cp.add({"n": 0, "status": "pass"})
+    cp.add(_record(0, "pass"))
     time.sleep(0.02)
-    cp.add({"n": 1, "status": "pass"})  # due: first write happens, taking 0.05 s
+    cp.add(_record(1, "pass"))  # due: first write happens, taking 0.05 s
     assert writes == [([0, 1], False)]
     time.sleep(0.02)
-    cp.add({"n": 2, "status": "pass"})  # interval now 5 * 0.05 s: held back
+    cp.add(_record(2, "pass"))  # interval now 5 * 0.05 s: held back
     assert len(writes) == 1
-    cp.add({"n": 3, "status": "crashed"})  # crashes are written at once
+    cp.add(_record(3, "crashed"))  # crashes are written at once
     assert writes[-1] == ([2, 3], False)
     cp.flush(final=True)
     assert writes[-1] == ([], True)

@@ -1,0 +1,73 @@
+"""Turn one scheduled step (sequences with block tables) into the model's flat inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from bringup.runner.model.decoder import AttentionMetadata
+
+
+@dataclass
+class SeqChunk:
+    """One sequence's share of a step: tokens[start:] are new; the context is all of tokens."""
+
+    token_ids: list[int]
+    start: int  # tokens already in the cache
+    block_table: list[int]
+
+
+@dataclass
+class BatchInputs:
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    meta: AttentionMetadata
+    last_index: torch.Tensor  # [B] flat index of each sequence's last new token
+
+
+def build_inputs(chunks: list[SeqChunk], block_size: int, queries_per_kv: int,
+                 device: torch.device) -> BatchInputs:
+    """Flatten the chunks; compute slots, context slots, and the causal/padding mask when needed."""
+    ids: list[int] = []
+    pos: list[int] = []
+    n_new = [len(c.token_ids) - c.start for c in chunks]
+    ctx_len = [len(c.token_ids) for c in chunks]
+    for c in chunks:
+        ids.extend(c.token_ids[c.start:])
+        pos.extend(range(c.start, len(c.token_ids)))
+    B, Q, L = len(chunks), max(n_new), max(ctx_len)
+    max_blocks = -(-L // block_size)
+    tables = torch.tensor([c.block_table[:max_blocks] + [0] * (max_blocks - len(c.block_table[:max_blocks]))
+                           for c in chunks], dtype=torch.long)
+    offsets = torch.arange(block_size, dtype=torch.long)
+    ctx_slots = (tables.unsqueeze(-1) * block_size + offsets).view(B, -1)[:, :L]
+    positions = torch.tensor(pos, dtype=torch.long)
+    flat_seq = torch.repeat_interleave(torch.arange(B), torch.tensor(n_new))
+    slot_mapping = ctx_slots[flat_seq, positions]
+    starts = torch.tensor([0, *n_new]).cumsum(0)
+    uniform = all(n == Q for n in n_new)
+    query_index = output_index = None
+    if not uniform:
+        j = torch.arange(Q)
+        valid = j.unsqueeze(0) < torch.tensor(n_new).unsqueeze(1)
+        query_index = torch.where(valid, starts[:-1].unsqueeze(1) + j, starts[:-1].unsqueeze(1))
+        output_index = (flat_seq * Q + (torch.arange(len(ids)) - starts[flat_seq]))
+    mask = None
+    if not (uniform and Q == 1 and min(ctx_len) == L):
+        q_pos = torch.zeros(B, Q, dtype=torch.long)
+        for b, c in enumerate(chunks):
+            q_pos[b, : n_new[b]] = torch.arange(c.start, len(c.token_ids))
+        key = torch.arange(L)
+        m = (key.view(1, 1, L) <= q_pos.unsqueeze(-1)) & (key.view(1, L) < torch.tensor(ctx_len).view(B, 1)
+                                                           ).unsqueeze(1)
+        mask = m.view(1, B, 1, Q, L).expand(1, B, queries_per_kv, Q, L).reshape(1, B, queries_per_kv * Q, L)
+        mask = mask.to(device)
+    meta = AttentionMetadata(
+        slot_mapping=slot_mapping.to(device), context_slots=ctx_slots.to(device), mask=mask,
+        query_index=None if query_index is None else query_index.to(device),
+        output_index=None if output_index is None else output_index.to(device), num_queries=Q,
+        context_lens=torch.tensor(ctx_len, dtype=torch.long, device=device),
+    )
+    return BatchInputs(torch.tensor(ids, dtype=torch.long, device=device), positions.to(device), meta,
+                       (starts[1:] - 1).to(device))

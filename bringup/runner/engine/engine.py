@@ -1,0 +1,170 @@
+"""The engine core: request lifecycle over the scheduler and executor (NOT thread-safe)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from bringup.fallbacks import FallbackRecorder
+from bringup.runner.engine.block_manager import BlockManager
+from bringup.runner.engine.executor import Executor
+from bringup.runner.engine.outputs import RequestOutput
+from bringup.runner.engine.sampling import sample
+from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.engine.scheduler import Scheduler
+from bringup.runner.engine.sequence import Sequence
+from bringup.runner.plan.measurements import StartupMeasurements
+from bringup.runner.plan.plan import ExecutionPlan
+
+
+@dataclass
+class EngineOptions:
+    model_dir: Path | None = None  # None = built-in reference model
+    profile_path: Path | None = None
+    device: str | None = None
+    strict: bool = False
+    allow_cpu_fallback: bool = False
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    weight_layout: str | None = None  # "in_out" | "out_in" to override the measured choice (benchmarks)
+    measurements: StartupMeasurements | None = None  # given as data (tests, replays) instead of timed here
+    dtype: str | None = None  # None or "auto": the plan's choice; else a dtype name (--dtype)
+    force: bool = False  # run a --dtype the profile says does not run correctly here
+
+
+class LLMEngine:
+    def __init__(self, *, executor: Executor, tokenizer, plan: ExecutionPlan, fallbacks: FallbackRecorder,
+                 model_name: str, eos_token_ids: list[int]) -> None:
+        self.executor, self.tokenizer, self.plan, self.fallbacks = executor, tokenizer, plan, fallbacks
+        self.model_name, self.eos_token_ids = model_name, set(eos_token_ids)
+        self.max_model_len: int = plan.max_model_len.value
+        self.vocab_size = executor.model.config.vocab_size
+        self.blocks = BlockManager(plan.kv_blocks.value, plan.block_size)
+        self.scheduler = Scheduler(self.blocks, plan.max_num_seqs.value, plan.max_num_batched_tokens.value)
+        self._seqs: dict[str, Sequence] = {}
+        self._arrivals = 0
+
+    @classmethod
+    def create(cls, options: EngineOptions) -> LLMEngine:
+        """Select the device, read the profile, plan, load, allocate the KV cache, warm up."""
+        from bringup.runner.plan.startup import start_engine
+
+        return start_engine(cls, options)
+
+    # ---------------------------------------------------------------- requests
+    def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        params.validate()
+        if request_id in self._seqs:
+            raise ValueError(f"request_id: {request_id!r} is already running")
+        if not prompt_token_ids:
+            raise ValueError("prompt: is empty; give at least one token")
+        if len(prompt_token_ids) >= self.max_model_len:
+            raise ValueError(f"prompt: {len(prompt_token_ids)} tokens do not fit the context of "
+                             f"{self.max_model_len} tokens (max_model_len) with room to generate")
+        bad = [t for t in prompt_token_ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ValueError(f"prompt: token id {bad[0]} is outside the vocabulary [0, {self.vocab_size})")
+        seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
+        seq = Sequence(request_id, list(prompt_token_ids), len(prompt_token_ids), params, self._arrivals,
+                       generator=torch.Generator().manual_seed(seed),
+                       logprobs=[] if params.logprobs is not None else None)
+        self._arrivals += 1
+        self._seqs[request_id] = seq
+        self.scheduler.add(seq)
+
+    def abort_request(self, request_id: str) -> None:
+        seq = self._seqs.pop(request_id, None)
+        if seq is not None:
+            self.scheduler.finish(seq)
+            seq.finish_reason = "abort"
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # ---------------------------------------------------------------- stepping
+    def step(self) -> list[RequestOutput]:
+        seqs = self.scheduler.schedule()
+        if not seqs:
+            return []
+        logits = self.executor.run(seqs)
+        outputs = []
+        for seq, (token, logprob) in zip(seqs, sample(logits, seqs)):
+            seq.num_cached_tokens = len(seq.token_ids)
+            seq.token_ids.append(token)
+            if seq.logprobs is not None and logprob is not None:
+                seq.logprobs.append(logprob)
+            self._check_finished(seq, token)
+            if seq.finish_reason is not None:
+                self.scheduler.finish(seq)
+                self._seqs.pop(seq.request_id, None)
+            outputs.append(self._output(seq))
+        return outputs
+
+    def _check_finished(self, seq: Sequence, token: int) -> None:
+        p = seq.params
+        by_token = (not p.ignore_eos and token in self.eos_token_ids) or token in p.stop_token_ids
+        at_length = len(seq.output_token_ids) >= p.max_tokens or len(seq.token_ids) >= self.max_model_len
+        settled = len(seq.text)
+        seq.text += self._new_text(seq, token, last=by_token or at_length)
+        cut = None if by_token else _stop_string_at(seq.text, settled, p.stop)
+        if by_token:
+            seq.finish_reason = "stop"
+        elif cut is not None:
+            seq.text = seq.text[:cut]
+            seq.finish_reason = "stop"
+        elif at_length:
+            seq.finish_reason = "length"
+
+    def _new_text(self, seq: Sequence, token: int, last: bool) -> str:
+        """The text the token settles (all that is left when it is the last one), decoded incrementally."""
+        if seq.detokenizer is None:
+            seq.detokenizer = self.tokenizer.detokenizer()
+        text = seq.detokenizer.add(token)
+        return text + seq.detokenizer.flush() if last else text
+
+    @staticmethod
+    def _output(seq: Sequence) -> RequestOutput:
+        return RequestOutput(
+            request_id=seq.request_id, prompt_token_ids=seq.prompt_token_ids, token_ids=seq.output_token_ids,
+            text=seq.text, logprobs=None if seq.logprobs is None else list(seq.logprobs),
+            finished=seq.finish_reason is not None, finish_reason=seq.finish_reason,
+        )
+
+    def stats(self) -> dict:
+        return {
+            "kv_blocks_total": self.blocks.num_blocks,
+            "kv_blocks_used": self.blocks.num_blocks - self.blocks.num_free,
+            "num_waiting": len(self.scheduler.waiting),
+            "num_running": len(self.scheduler.running),
+            "num_preemptions": self.scheduler.num_preemptions,
+            "fallbacks": {level: int(self.fallbacks.counts[level]) for level in ("op", "path", "global")},
+        }
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[RequestOutput]:
+        """Offline helper: run the prompts to completion; outputs in prompt order."""
+        ids = [f"generate-{self._arrivals + i}" for i in range(len(prompts))]
+        for request_id, prompt in zip(ids, prompts):
+            self.add_request(request_id, prompt, params)
+        final: dict[str, RequestOutput] = {}
+        pending = set(ids)
+        while pending:
+            outputs = self.step()
+            if not outputs:
+                raise RuntimeError(f"the scheduler made no progress with {len(pending)} request(s) pending")
+            for out in outputs:
+                if out.finished and out.request_id in pending:
+                    final[out.request_id] = out
+                    pending.discard(out.request_id)
+        return [final[i] for i in ids]
+
+
+def _stop_string_at(text: str, settled: int, stops: list[str]) -> int | None:
+    """Where the first stop string starts in text, searching only where one could end after `settled`."""
+    if not stops:
+        return None
+    start = max(0, settled - max(len(s) for s in stops) + 1)
+    hits = [i for i in (text.find(s, start) for s in stops) if i >= 0]
+    return min(hits) if hits else None

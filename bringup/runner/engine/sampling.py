@@ -1,0 +1,193 @@
+"""Turn a step's logits into next tokens, batched on the model's device: penalties, temperature, top-k,
+top-p, min-p, seeded draws, logprobs.
+
+Each sampled row draws one uniform from its own generator (seq.generator, on the CPU) and picks its token
+by inverse CDF over its own probabilities, so a seeded request gets the same tokens whatever its batch
+neighbours are. Rows with a top-p nucleus draw over their probabilities sorted in descending order (the
+step's one sort, stable so that ties keep one order); the other rows draw in vocabulary order, with top-k
+and min-p applied as thresholds (the k-th largest logit, min_p × the largest probability).
+
+Sampling is robust to extreme parameters: logits are shifted by their row maximum before the temperature
+divides them (a temperature of 1e-30 cannot overflow), the most probable token always survives the filters
+(top_p=1e-300 does not mask every token), and a row whose distribution is unusable (NaN or infinite logits)
+falls back to argmax — one bad request never fails the step for its neighbours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from bringup.runner.engine.outputs import TokenLogprob
+from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.engine.sequence import Sequence
+
+MIN_TEMPERATURE = 1e-30  # smaller temperatures are this one
+NEG_INF = float("-inf")
+
+SampledToken = tuple[int, TokenLogprob | None]
+
+
+def sample(logits: torch.Tensor, seqs: list[Sequence]) -> list[SampledToken]:
+    """One token per row of logits [B, V] (float32, any device); logprobs are of the penalised distribution.
+
+    One device-to-host copy of the B token ids per step (plus the logprobs of the rows that asked).
+    """
+    params = [s.params for s in seqs]
+    if all(p.greedy and p.repetition_penalty == 1.0 and p.logprobs is None for p in params):
+        return [(t, None) for t in logits.argmax(dim=-1).tolist()]
+    logits = apply_repetition_penalty(logits, seqs)
+    tokens = logits.argmax(dim=-1)
+    for nucleus in (False, True):
+        rows = [i for i, p in enumerate(params) if not p.greedy and (p.top_p < 1.0) == nucleus]
+        if rows:
+            index = _index(rows, logits.device)
+            tokens[index] = _draw(logits[index], [seqs[i] for i in rows], nucleus)
+    token_ids = tokens.tolist()
+    return list(zip(token_ids, _logprobs(logits, tokens, token_ids, params)))
+
+
+def _index(rows: list[int], device: torch.device) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.long, device=device)
+
+
+# ---------------------------------------------------------------- penalties
+
+def apply_repetition_penalty(logits: torch.Tensor, seqs: list[Sequence]) -> torch.Tensor:
+    """Divide positive / multiply negative logits of every token a sequence has seen (prompt and output)."""
+    rows = [i for i, s in enumerate(seqs) if s.params.repetition_penalty != 1.0]
+    if not rows:
+        return logits
+    device = logits.device
+    seen = seen_token_mask([seqs[i].token_ids for i in rows], logits.shape[-1], device)
+    penalty = torch.tensor([seqs[i].params.repetition_penalty for i in rows], dtype=logits.dtype,
+                           device=device)[:, None]
+    index = _index(rows, device)
+    scores = logits[index]
+    penalised = torch.where(scores > 0, scores / penalty, scores * penalty)
+    return logits.index_put((index,), torch.where(seen, penalised, scores))
+
+
+def seen_token_mask(token_lists: list[list[int]], vocab_size: int, device: torch.device) -> torch.Tensor:
+    """[R, V] bool: which token ids each row's sequence holds (a padded [R, L] id tensor scattered once)."""
+    width = max(len(ids) for ids in token_lists)
+    padded = [ids + ids[:1] * (width - len(ids)) for ids in token_lists]  # padding repeats a seen id
+    ids = torch.tensor(padded, dtype=torch.long, device=device)
+    return torch.zeros(len(token_lists), vocab_size, dtype=torch.bool, device=device).scatter_(1, ids, True)
+
+
+# ---------------------------------------------------------------- draws
+
+@dataclass
+class _RowParams:
+    """Per-row sampling parameters as [R] tensors on the logits' device (one host-to-device copy)."""
+
+    temperature: torch.Tensor
+    top_k: torch.Tensor  # 0 = off
+    top_p: torch.Tensor
+    min_p: torch.Tensor
+    uniform: torch.Tensor  # one draw in [0, 1) from each row's own generator
+    max_top_k: int  # the largest top_k in force (below the vocabulary size), 0 when none
+    any_min_p: bool
+
+    @classmethod
+    def of(cls, seqs: list[Sequence], vocab_size: int, device: torch.device) -> _RowParams:
+        ps = [s.params for s in seqs]
+        top_k = [p.top_k if p.top_k < vocab_size else 0 for p in ps]
+        packed = torch.tensor([[max(p.temperature, MIN_TEMPERATURE), k, p.top_p, p.min_p, _uniform(s.generator)]
+                               for s, p, k in zip(seqs, ps, top_k)], dtype=torch.float32)
+        t, k, p, m, u = packed.to(device).unbind(dim=1)
+        return cls(temperature=t, top_k=k.long(), top_p=p, min_p=m, uniform=u, max_top_k=max(top_k),
+                   any_min_p=any(p.min_p > 0.0 for p in ps))
+
+
+def _uniform(generator: torch.Generator | None) -> float:
+    return float(torch.rand((), generator=generator))
+
+
+def _draw(logits: torch.Tensor, seqs: list[Sequence], nucleus: bool) -> torch.Tensor:
+    """A token per row of logits [R, V]; argmax for rows whose distribution is unusable."""
+    rp = _RowParams.of(seqs, logits.shape[-1], logits.device)
+    top = logits.max(dim=-1, keepdim=True).values
+    usable = torch.isfinite(top)
+    scaled = torch.where(usable, (logits - top) / rp.temperature[:, None], 0.0)  # <= 0: cannot overflow
+    if nucleus:
+        sorted_logits, order = scaled.sort(dim=-1, descending=True, stable=True)
+        kept = filter_sorted(sorted_logits, rp.top_k, rp.top_p, rp.min_p)
+        drawn = order.gather(1, inverse_cdf(torch.softmax(kept, dim=-1), rp.uniform)[:, None]).squeeze(1)
+    else:
+        kept = _filter_unsorted(scaled, rp)
+        drawn = inverse_cdf(torch.softmax(kept, dim=-1), rp.uniform)
+    return torch.where(usable.squeeze(1), drawn, logits.argmax(dim=-1))
+
+
+def inverse_cdf(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """The index where each row's cumulative probability first exceeds uniform × its total; never a zero."""
+    cdf = probs.cumsum(dim=-1)
+    target = uniform[:, None] * cdf[:, -1:]
+    index = torch.searchsorted(cdf, target, right=True).squeeze(1)
+    last_positive = (probs > 0).cumsum(dim=-1).argmax(dim=-1)  # rounding can put target at the very total
+    return torch.minimum(index, last_positive)
+
+
+def _filter_unsorted(scaled: torch.Tensor, rp: _RowParams) -> torch.Tensor:
+    """Vocabulary order: -inf below each row's k-th largest logit, then below min_p × its largest probability."""
+    if rp.max_top_k > 0:
+        k = rp.top_k.clamp(min=1, max=rp.max_top_k)[:, None]
+        kth = torch.topk(scaled, rp.max_top_k, dim=-1).values.gather(1, k - 1)
+        scaled = scaled.masked_fill((scaled < kth) & (rp.top_k > 0)[:, None], NEG_INF)  # ties with the k-th stay
+    if rp.any_min_p:
+        probs = torch.softmax(scaled, dim=-1)
+        scaled = scaled.masked_fill(probs < rp.min_p[:, None] * probs.max(dim=-1, keepdim=True).values, NEG_INF)
+    return scaled
+
+
+def filter_sorted(sorted_logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
+                  min_p: torch.Tensor) -> torch.Tensor:
+    """Rows sorted in descending order: -inf outside top-k / the top-p nucleus / below min_p × max prob.
+
+    What survives is a prefix of each row, never shorter than its first (most probable) entry.
+    """
+    vocab = sorted_logits.shape[-1]
+    k = torch.where((top_k > 0) & (top_k < vocab), top_k, vocab)
+    kth = sorted_logits.gather(1, (k - 1)[:, None])
+    kept = sorted_logits.masked_fill(sorted_logits < kth, NEG_INF)  # ties with the k-th stay
+    probs = torch.softmax(kept, dim=-1)
+    drop = (probs.cumsum(dim=-1) - probs >= top_p[:, None]) & (top_p < 1.0)[:, None]
+    drop[:, 0] = False  # keep the smallest prefix whose mass reaches top_p, and never less than one token
+    kept = kept.masked_fill(drop, NEG_INF)
+    probs = torch.softmax(kept, dim=-1)
+    return kept.masked_fill(probs < min_p[:, None] * probs[:, :1], NEG_INF)
+
+
+def filter_logits(row: torch.Tensor, top_k: int, top_p: float, min_p: float) -> torch.Tensor:
+    """One row [V] in vocabulary order: logits outside top-k / the top-p nucleus / below min_p × max prob to -inf."""
+    sorted_logits, order = row.sort(descending=True, stable=True)
+
+    def param(value: float, dtype: torch.dtype) -> torch.Tensor:
+        return torch.tensor([value], dtype=dtype, device=row.device)
+
+    kept = filter_sorted(sorted_logits[None], param(top_k, torch.long), param(top_p, row.dtype),
+                         param(min_p, row.dtype))[0]
+    return torch.empty_like(row).scatter_(0, order, kept)
+
+
+# ---------------------------------------------------------------- logprobs
+
+def _logprobs(logits: torch.Tensor, tokens: torch.Tensor, token_ids: list[int],
+              params: list[SamplingParams]) -> list[TokenLogprob | None]:
+    """log_softmax of the penalised logits (before temperature and filters), for the rows that asked."""
+    out: list[TokenLogprob | None] = [None] * len(params)
+    rows = [i for i, p in enumerate(params) if p.logprobs is not None]
+    if not rows:
+        return out
+    index = _index(rows, logits.device)
+    lp = torch.log_softmax(logits[index], dim=-1)
+    top = torch.topk(lp, max(params[i].logprobs or 0 for i in rows), dim=-1)
+    values = torch.cat([lp.gather(1, tokens[index][:, None]), top.values], dim=1).tolist()
+    for i, row_values, row_indices in zip(rows, values, top.indices.tolist()):
+        n = params[i].logprobs or 0
+        out[i] = TokenLogprob(token_id=token_ids[i], logprob=row_values[0],
+                              top=list(zip(row_indices[:n], row_values[1:n + 1])))
+    return out

@@ -1,0 +1,49 @@
+"""A request's state inside the engine: its tokens, its KV blocks, its sampling state."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import torch
+
+from bringup.runner.engine.outputs import FinishReason, TokenLogprob
+from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.model.detokenizer import Detokenizer
+
+
+class SeqStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass
+class Sequence:
+    request_id: str
+    token_ids: list[int]
+    num_prompt_tokens: int
+    params: SamplingParams
+    arrival: int  # admission order; the newest running sequence is preempted first
+    status: SeqStatus = SeqStatus.WAITING
+    block_table: list[int] = field(default_factory=list)
+    num_cached_tokens: int = 0  # tokens whose K/V is in the cache
+    generator: torch.Generator | None = None
+    logprobs: list[TokenLogprob] | None = None
+    text: str = ""  # the generated text that later tokens cannot change
+    detokenizer: Detokenizer | None = None  # the incremental decode of the output, made at the first token
+    finish_reason: FinishReason | None = None
+    num_preemptions: int = 0
+
+    @property
+    def prompt_token_ids(self) -> list[int]:
+        return self.token_ids[: self.num_prompt_tokens]
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens:]
+
+    @property
+    def num_new_tokens(self) -> int:
+        """Tokens this sequence must run through the model next step."""
+        return len(self.token_ids) - self.num_cached_tokens

@@ -1,0 +1,117 @@
+"""The "panels" linear kernel for host memory (kernels/panel_linear.cpp, built by host_build).
+
+One-row (decode) products are memory-bound; a BLAS GEMV may stream the weights on one core. This kernel
+stores W as panels of 16 output columns ([k][16] each, contiguous) and splits the panels across the
+process's OpenMP threads, so every core streams weights. It is one of the layouts the start-up chooser
+times against the others; it is used only where it measured faster and its result matched F.linear.
+Under torch.compile the kernel is an opaque custom op (`bringup::panel_linear`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import torch
+import torch.nn.functional as F
+
+from bringup.runner.host.build import (
+    HostKernelInputError,
+    KernelUnavailable,
+    check_host_kernel,
+    load,
+    require_host_tensor,
+)
+
+PANEL = 16
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> ctypes.CDLL:
+    lib = load("panel_linear.cpp")
+    fn = lib.bringup_panel_linear
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                   ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    fn.restype = None
+    if lib.bringup_panel_width() != PANEL:
+        raise KernelUnavailable(f"the panel library has width {lib.bringup_panel_width()}, expected {PANEL}")
+    return lib
+
+
+def pack(w: torch.Tensor) -> torch.Tensor:
+    """W [n, k] (float32, host) as panels [ceil(n/16), k, 16]; output columns past n are zero."""
+    require_host_tensor("w", w, torch.float32, dims=2)
+    n, k = w.shape
+    pad = -n % PANEL
+    if pad:
+        w = torch.cat([w, w.new_zeros(pad, k)])
+    return w.reshape(-1, PANEL, k).transpose(1, 2).contiguous()
+
+
+def unpack(panels: torch.Tensor) -> torch.Tensor:
+    """The weight [16 * num_panels, k] that `pack` stored (padding columns become zero rows)."""
+    return panels.transpose(1, 2).reshape(-1, panels.shape[1]).contiguous()
+
+
+def run(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x [m, k] @ W^T + bias as [m, 16 * panels] (the padded width)."""
+    check_inputs(x, panels, bias)  # before the library loads or a pointer leaves
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    m, k = x.shape
+    n = panels.shape[0] * PANEL
+    y = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    library().bringup_panel_linear(x.data_ptr(), m, x.stride(0), panels.data_ptr(), k, n,
+                                   None if bias is None else bias.data_ptr(), y.data_ptr(), n)
+    return y
+
+
+def check_inputs(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> None:
+    """HostKernelInputError unless the kernel can read every argument safely: float32 host tensors, panels as
+    `pack` makes them, rows as long as the packed weight's k, and a bias covering the padded width."""
+    require_host_tensor("x", x, torch.float32, dims=2)
+    require_host_tensor("panels", panels, torch.float32, dims=3, contiguous=True)
+    if panels.shape[2] != PANEL:
+        raise HostKernelInputError(f"panels has shape {list(panels.shape)}; expected [num_panels, k, {PANEL}] "
+                                   "as pack() makes it")
+    if x.shape[1] != panels.shape[1]:
+        raise HostKernelInputError(f"x has {x.shape[1]} features per row but the packed weight has k={panels.shape[1]}")
+    if bias is not None:
+        _check_bias(bias, panels.shape[0] * PANEL)
+
+
+def _check_bias(bias: torch.Tensor, width: int) -> None:
+    require_host_tensor("bias", bias, torch.float32, dims=1, contiguous=True)
+    if bias.numel() != width:
+        raise HostKernelInputError(f"bias has {bias.numel()} values for {width} panel columns; pad it like the weight")
+
+
+@torch.library.custom_op("bringup::panel_linear", mutates_args=())
+def panel_linear_op(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return run(x, panels, bias)
+
+
+@panel_linear_op.register_fake
+def _panel_linear_shape(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return x.new_empty(x.shape[0], panels.shape[0] * PANEL)
+
+
+def apply(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    if torch.compiler.is_compiling():
+        return panel_linear_op(x, panels, bias)
+    return run(x, panels, bias)
+
+
+def check(device: torch.device, dtype: torch.dtype) -> str | None:
+    """None when the kernel builds, runs here and matches F.linear; otherwise why not."""
+
+    def worst_error() -> float:
+        gen = torch.Generator().manual_seed(0)
+        w, b = torch.randn(48, 40, generator=gen), torch.randn(48, generator=gen)
+        worst = 0.0
+        for rows in (1, 3, 6, 11):
+            x = torch.randn(rows, 40, generator=gen)
+            worst = max(worst, (apply(x, pack(w), b) - F.linear(x, w, b)).abs().max().item())
+        return worst
+
+    return check_host_kernel(device, dtype, worst_error, "panels result differs from F.linear")

@@ -1,0 +1,97 @@
+"""Attention implementations and the dispatcher that falls back from one to the next (op fallback).
+
+Every implementation takes q [kvH, B, G*Q, hd] and the sequences' K/V gathered from the paged cache
+[kvH, B, L, hd] (to SDPA, kv heads are the batch and sequences the heads; attention is independent per
+pair either way); grouped-query heads are folded into the query rows, so K/V are never repeated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from bringup.errors import BringupError, StrictFallbackError, exception_line
+from bringup.fallbacks import FallbackRecorder
+from bringup.runner.model.decoder import AttendFn, matmul_softmax_attention
+
+
+def _sdpa(backend_name: str) -> AttendFn:
+    def attend(q, k, v, mask, scale):  # type: ignore[no-untyped-def]
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(getattr(SDPBackend, backend_name)):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+    return attend
+
+
+PAGED_DECODE = "paged_decode"  # decode steps only; the others serve every step (see DecodeAttention)
+IMPLEMENTATIONS: dict[str, Callable[[], AttendFn]] = {
+    "sdpa_flash": lambda: _sdpa("FLASH_ATTENTION"),
+    "sdpa_cudnn": lambda: _sdpa("CUDNN_ATTENTION"),
+    "sdpa_efficient": lambda: _sdpa("EFFICIENT_ATTENTION"),
+    "sdpa_math": lambda: _sdpa("MATH"),
+    "matmul_softmax": lambda: matmul_softmax_attention,
+}
+
+
+class AttentionUnavailableError(BringupError):
+    """Every planned attention implementation failed at run time (the environment cannot run attention)."""
+
+
+class AttentionDispatcher:
+    """Calls the current implementation; when it raises, records an op fallback and tries the next."""
+
+    def __init__(self, names: list[str], recorder: FallbackRecorder) -> None:
+        self.names, self.recorder, self.index = list(names), recorder, 0
+        self._fn = IMPLEMENTATIONS[self.names[0]]()
+
+    @property
+    def current(self) -> str:
+        return self.names[self.index]
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                 scale: float) -> torch.Tensor:
+        while True:
+            try:
+                return self._fn(q, k, v, mask, scale)
+            except StrictFallbackError:
+                raise
+            except Exception as exc:
+                self._advance(exc)
+
+    def _advance(self, exc: Exception) -> None:
+        why = exception_line(exc)
+        if self.index + 1 >= len(self.names):
+            raise AttentionUnavailableError(
+                f"every planned attention implementation failed at run time ({', '.join(self.names)}; last: {why}); "
+                "re-run `bringup probe` and `bringup verify-ops` on this device to update the profile") from exc
+        self.recorder.record("op", "attention", wanted=self.current, instead=self.names[self.index + 1], why=why)
+        self.index += 1
+        self._fn = IMPLEMENTATIONS[self.current]()
+
+
+class DecodeAttention:
+    """Decode steps straight from the paged cache; when the kernel raises, records an op fallback to the
+    gather path (`instead`) and stays off."""
+
+    def __init__(self, recorder: FallbackRecorder, instead: str) -> None:
+        self.recorder, self.instead, self.enabled = recorder, instead, True
+
+    def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_slots: torch.Tensor,
+                 context_lens: torch.Tensor, scale: float) -> torch.Tensor | None:
+        if not self.enabled:
+            return None
+        from bringup.runner.host import paged_decode
+
+        try:
+            return paged_decode.attend(q, k_cache, v_cache, context_slots, context_lens, scale)
+        except StrictFallbackError:
+            raise
+        except Exception as exc:
+            why = exception_line(exc)
+            self.enabled = False
+            self.recorder.record("op", "decode attention", wanted=PAGED_DECODE, instead=self.instead, why=why)
+            return None

@@ -1,0 +1,102 @@
+"""Ways to store and apply a linear weight: `[in, out]` for `x @ W`, `[out, in]` for F.linear,
+pre-packed for the device's oneDNN inner product, as column slices summed by `embedding_bag`, or as
+16-column panels for bringup's own host kernel (panel_kernel.py). The layout chooser times them; the
+model uses the faster.
+
+"slices": W [in, out] cut into P column slices stacked as a [P*in, out/P] table; `embedding_bag`
+(mode sum, per-sample weights = x) computes each slice's x @ W_p as one bag, and bags run in
+parallel, so a one-row product streams the weights on every core where a BLAS GEMV may use one.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+
+from bringup.errors import exception_line
+from bringup.runner.host import panels as panel_kernel
+
+IN_OUT, OUT_IN, PACKED, SLICES, PANELS = "in_out", "out_in", "packed", "slices", "panels"
+PLAIN_KINDS = (IN_OUT, OUT_IN)
+SLICE_COUNTS = (8, 4, 2, 1)  # the most column slices that divide `out`
+
+
+def place(w: torch.Tensor, kind: str) -> torch.Tensor:
+    """Store a weight given as [out, in] (already on its device and dtype) for `kind`."""
+    if kind == IN_OUT:
+        return w.t().contiguous()
+    if kind == PACKED:
+        return torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None)
+    if kind == PANELS:
+        return panel_kernel.pack(w)
+    if kind == SLICES:
+        p = next(n for n in SLICE_COUNTS if w.shape[0] % n == 0)
+        return torch.cat(w.t().chunk(p, 1), 0).contiguous()  # [p*in, out/p]
+    return w.contiguous()
+
+
+CONVERTIBLE = (OUT_IN, IN_OUT, PANELS, PACKED)  # kinds `to_out_in` can turn back into [out, in]
+
+
+def to_out_in(w: torch.Tensor, kind: str) -> torch.Tensor:
+    """A weight stored for `kind` back as [out, in] (panels keep their zero padding rows)."""
+    if kind == OUT_IN:
+        return w
+    if kind == IN_OUT:
+        return w.t().contiguous()
+    if kind == PANELS:
+        return panel_kernel.unpack(w)
+    if kind == PACKED:
+        return w.to_dense()
+    raise ValueError(f"weights stored as {kind!r} cannot be converted back to [out, in]")
+
+
+def apply(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, kind: str) -> torch.Tensor:
+    """x [T, in] times a weight stored for `kind`, plus the bias."""
+    if kind == IN_OUT:
+        return torch.matmul(x, w) if b is None else torch.addmm(b, x, w)
+    if kind == PACKED:
+        return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+    if kind == SLICES:
+        return _slices(x, w, b)
+    if kind == PANELS:
+        return panel_kernel.apply(x, w, b)
+    return F.linear(x, w, b)
+
+
+def _slices(x: torch.Tensor, table: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    rows, k = x.shape
+    p = table.shape[0] // k
+    indices, offsets = _bag_indices(rows, k, p, x.device)
+    y = F.embedding_bag(indices, table, offsets, mode="sum", per_sample_weights=x.repeat(1, p).view(-1))
+    y = y.view(rows, p * table.shape[1])
+    return y if b is None else y + b
+
+
+@functools.lru_cache(maxsize=64)
+def _bag_indices(rows: int, k: int, p: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bag r*p + j sums table rows j*k .. (j+1)*k - 1 weighted by x[r]."""
+    return (torch.arange(p * k, device=device).repeat(rows), torch.arange(rows * p, device=device) * k)
+
+
+def packed_check(device: torch.device, dtype: torch.dtype) -> str | None:
+    """None when pre-packed weights run here and match F.linear; otherwise why not."""
+    if dtype != torch.float32:
+        return f"packed weights are only tried for float32, not {dtype}"
+    try:
+        gen = torch.Generator().manual_seed(0)
+        w, x = torch.randn(48, 40, generator=gen), torch.randn(5, 40, generator=gen)
+        b = torch.randn(48, generator=gen)
+        with torch.inference_mode():
+            got = apply(x.to(device), place(w.to(device), PACKED), b.to(device), PACKED).cpu()
+        err = (got - F.linear(x, w, b)).abs().max().item()
+    except Exception as exc:  # no oneDNN in this build, or not for this device
+        return exception_line(exc, 120)
+    return None if err <= 1e-4 else f"packed result differs from F.linear by {err:.2g}"
+
+
+def storage_key(t: torch.Tensor) -> int:
+    """Identity of a tensor's storage, for counting shared weights once (packed tensors have no data_ptr)."""
+    return id(t) if t.is_mkldnn else t.data_ptr()

@@ -1,0 +1,213 @@
+"""Confirm the plan's workload-dependent choices on the model it serves, with a few real decode steps each.
+
+The profile's evidence was measured on other shapes or another model (bench e2e runs the built-in 2.5M
+model), and a choice that pays off there can lose on the served model: a compiled decode 1.20x faster on
+the built-in model made a 125M Llama ten times slower. So each candidate of the draft plan — the compiled
+forward, the paged decode kernel, a weight layout other than F.linear's — is timed against its plain
+alternative over the same decode steps of the served model, and kept only when it takes under MARGIN of
+the plain path's time. The batch limit is the knee of decode tokens/s against batch size. Every timing
+is bounded by a step count and a time budget.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field, replace
+from statistics import median
+
+from bringup.backends.registry import synchronize
+from bringup.log import get_logger
+from bringup.runner.engine.batch_inputs import SeqChunk
+from bringup.runner.engine.executor import Executor
+from bringup.runner.model.decoder import WeightLayout
+from bringup.runner.model.linear_kinds import CONVERTIBLE, OUT_IN
+from bringup.runner.plan.plan import Choice, ExecutionPlan
+
+log = get_logger("runner.confirm")
+
+MARGIN = 0.9  # a candidate is kept when it takes under 90 % of the plain path's time
+STEPS = 6  # timed decode steps per measurement (after one untimed step)
+BUDGET_S = 1.5  # ... or fewer, when they take longer than this
+CONTEXT = 128  # tokens of context the timed decode steps start from
+KNEE_GAIN = 1.15  # doubling the batch is worth it while decode tokens/s grows by at least 15 %
+MAX_BATCH = 256
+SWEEP_BUDGET_S = 3.0
+
+COMPILED, PAGED, LAYOUT = "compiled", "paged_decode", "weight_layout"
+PLAN_FIELD = {COMPILED: "compiled", PAGED: "attention", LAYOUT: "weight_layout"}  # where each candidate lives
+
+
+@dataclass(frozen=True)
+class DecodeTimings:
+    """Seconds per decode step of the served model: each candidate with its plain alternative, and by batch."""
+
+    candidates: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (candidate, plain)
+    by_batch: dict[int, float] = field(default_factory=dict)  # batch size -> seconds per decode step
+    skipped: dict[str, str] = field(default_factory=dict)  # candidate -> why it was not timed
+    how: str = ""
+
+
+def confirm_plan(draft: ExecutionPlan, timings: DecodeTimings | None, seqs_requested: bool) -> ExecutionPlan:
+    """The plan with each timed candidate kept only where it beat its plain path, and the batch limit at the
+    knee (unless the caller fixed it). Without timings (given as data without them) the draft stands."""
+    if timings is None:
+        return draft
+    plan = draft
+    for name, (candidate, plain) in timings.candidates.items():
+        keep = kept(candidate, plain)
+        verdict = (f"confirmed on this model: {_ms(candidate)} vs {_ms(plain)} plain per decode step"
+                   if keep else f"not faster on this model: {_ms(candidate)} vs {_ms(plain)} plain per decode step")
+        decided = _decide(name, getattr(plan, PLAN_FIELD[name]), keep, f"{verdict} ({timings.how})")
+        plan = replace(plan, **{PLAN_FIELD[name]: decided})
+    for name, why in timings.skipped.items():
+        choice = getattr(plan, PLAN_FIELD[name])
+        note = Choice(choice.value, f"{choice.evidence}; not confirmed on this model: {why}")
+        plan = replace(plan, **{PLAN_FIELD[name]: note})
+    if timings.by_batch and not seqs_requested:
+        plan = replace(plan, max_num_seqs=knee(timings.by_batch))
+    return plan
+
+
+def _decide(name: str, choice: Choice, keep: bool, verdict: str) -> Choice:
+    if keep:
+        return Choice(choice.value, f"{verdict}; {choice.evidence}")
+    if name == COMPILED:
+        return Choice(None, f"eager: compiled ({choice.value}) {verdict}; profile said: {choice.evidence}")
+    if name == PAGED:
+        return Choice([n for n in choice.value if n != PAGED], f"{PAGED} {verdict}; {choice.evidence}")
+    return Choice(OUT_IN, f"out_in (F.linear): {choice.value} {verdict}; start-up timing said: {choice.evidence}")
+
+
+def knee(by_batch: dict[int, float]) -> Choice:
+    """The largest batch reached by doubling while decode tokens/s kept growing by KNEE_GAIN."""
+    sizes = sorted(by_batch)
+    rate = {b: b / by_batch[b] for b in sizes}
+    chosen = sizes[0]
+    for smaller, larger in itertools.pairwise(sizes):
+        if rate[larger] < KNEE_GAIN * rate[smaller]:
+            break
+        chosen = larger
+    table = ", ".join(f"{b}: {rate[b]:.0f}" for b in sizes)
+    return Choice(chosen, f"knee of decode tokens/s by batch on this model ({table}): doubling past {chosen} gains "
+                          f"under {KNEE_GAIN - 1:.0%}" if chosen != sizes[-1] else
+                  f"decode tokens/s by batch on this model ({table}) still grew at the largest batch timed")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+# ---------------------------------------------------------------------------------------------- measuring
+def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | None, sweep: bool) -> DecodeTimings:
+    """Time each candidate of `plan` against its plain path on the served model, one after the other, each with
+    the earlier ones decided (a compiled forward that lost is off while the others are timed); with `sweep`,
+    decode steps by batch size. The executor is left running what the timings decided."""
+    model = executor.model
+    context = max(1, min(CONTEXT, plan.max_model_len.value - STEPS - 2))
+    step = DecodeSteps(executor, context)
+    candidates: dict[str, tuple[float, float]] = {}
+    skipped: dict[str, str] = {}
+    if executor.compiled is not None:
+        compiled, executor.compiled = executor.compiled, None
+        plain = step.seconds(1)
+        executor.compiled = compiled
+        candidates[COMPILED] = (step.seconds(1), plain)
+        if not kept(*candidates[COMPILED]):
+            executor.compiled = None
+    if model.decode_attend is not None:
+        decode_attend, model.decode_attend = model.decode_attend, None
+        plain = step.seconds(1)
+        model.decode_attend = decode_attend
+        candidates[PAGED] = (step.seconds(1), plain)
+        if not kept(*candidates[PAGED]):
+            model.decode_attend = None
+    layout = model.layout
+    if layout.small != OUT_IN:
+        why = _no_plain_copy(model, free_bytes)
+        if why:
+            skipped[LAYOUT] = why
+        else:
+            model.add_kind(OUT_IN, next(k for k in layout.kinds if k in CONVERTIBLE))
+            chosen = step.seconds(1)
+            model.layout = WeightLayout(OUT_IN, OUT_IN, 0)
+            candidates[LAYOUT] = (chosen, step.seconds(1))
+            model.use_layout(layout if kept(*candidates[LAYOUT]) else WeightLayout(OUT_IN, OUT_IN, 0))
+    by_batch = sweep_batches(step, plan) if sweep else {}
+    how = f"median of up to {STEPS} decode steps from {context} tokens of context, batch 1"
+    return DecodeTimings(candidates, by_batch, skipped, how)
+
+
+def kept(candidate_s: float, plain_s: float) -> bool:
+    return candidate_s < MARGIN * plain_s
+
+
+def apply_confirmed(executor: Executor, plan: ExecutionPlan) -> None:
+    """Make the executor run what the confirmed plan kept."""
+    model = executor.model
+    if plan.compiled.value is None:
+        executor.compiled = None
+    if PAGED not in plan.attention.value:
+        model.decode_attend = None
+    if plan.weight_layout.value == OUT_IN and model.layout.kinds != [OUT_IN] and OUT_IN in model.layer_sets:
+        model.use_layout(WeightLayout(OUT_IN, OUT_IN, 0))
+    else:
+        model.use_layout(model.layout)  # frees a plain copy made only for the check
+
+
+def sweep_batches(step: DecodeSteps, plan: ExecutionPlan) -> dict[int, float]:
+    """Seconds per decode step at batch 1, 2, 4, ... while tokens/s keeps growing and the cache holds them."""
+    cap = min(MAX_BATCH, step.max_batch(plan), plan.max_num_batched_tokens.value)
+    by_batch: dict[int, float] = {}
+    start, batch = time.perf_counter(), 1
+    while batch <= cap:
+        by_batch[batch] = step.seconds(batch)
+        smaller = batch // 2
+        if smaller in by_batch and batch / by_batch[batch] < KNEE_GAIN * smaller / by_batch[smaller]:
+            break
+        if time.perf_counter() - start > SWEEP_BUDGET_S:
+            break
+        batch *= 2
+    return by_batch
+
+
+def _no_plain_copy(model, free_bytes: int | None) -> str | None:  # type: ignore[no-untyped-def]
+    if not any(k in CONVERTIBLE for k in model.layout.kinds):
+        return f"{model.layout.describe()} weights cannot be converted to F.linear's for a side-by-side check"
+    if free_bytes is None or free_bytes < 3 * model.weight_bytes():
+        return "no room for a second copy of the weights to time F.linear side by side"
+    return None
+
+
+class DecodeSteps:
+    """Real decode steps of `batch` sequences growing from `context` tokens, through the executor."""
+
+    def __init__(self, executor: Executor, context: int) -> None:
+        self.executor, self.context = executor, context
+        self.block_size = executor.plan.block_size
+        self.blocks_per_seq = -(-(context + STEPS + 2) // self.block_size)
+        self.tokens = [1] * (context + STEPS + 2)
+
+    def max_batch(self, plan: ExecutionPlan) -> int:
+        return plan.kv_blocks.value // self.blocks_per_seq
+
+    def seconds(self, batch: int) -> float:
+        """Median seconds per step over up to STEPS steps (after one untimed step), within BUDGET_S."""
+        tables = [list(range(i * self.blocks_per_seq, (i + 1) * self.blocks_per_seq)) for i in range(batch)]
+        device = self.executor.model.device
+        times: list[float] = []
+        start = None  # the budget starts after the untimed step (which may compile for the new shape)
+        for s in range(STEPS + 1):
+            cached = self.context + s
+            chunks = [SeqChunk(self.tokens[: cached + 1], cached, table) for table in tables]
+            began = time.perf_counter()
+            self.executor.run_chunks(chunks)
+            synchronize(device)
+            if start is None:
+                start = time.perf_counter()
+            else:
+                times.append(time.perf_counter() - began)
+                if time.perf_counter() - start > BUDGET_S:
+                    break
+        log.debug("decode steps, batch %d: %s ms", batch, ", ".join(f"{t * 1e3:.2f}" for t in times))
+        return median(times)

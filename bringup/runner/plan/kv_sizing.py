@@ -1,0 +1,43 @@
+"""How many KV blocks to allocate: what can ever be used, capped by what memory allows."""
+
+from __future__ import annotations
+
+import torch
+
+from bringup.errors import BringupError
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.kv_cache import bytes_per_block
+from bringup.runner.plan.plan import Choice
+
+MEMORY_FRACTION = 0.9  # of the free memory after the weights are loaded
+
+
+def activation_estimate(config: ModelConfig, tokens: int, context: int, dtype: torch.dtype) -> int:
+    """Bytes of the largest step's live activations (hidden, qkv, MLP, float32 scores and logits)."""
+    elem = torch.empty((), dtype=dtype).element_size()
+    c = config
+    per_token = (4 * c.hidden_size + (c.num_heads + 2 * c.num_kv_heads) * c.head_dim
+                 + 3 * c.intermediate_size) * elem
+    scores = 2 * c.num_heads * tokens * context * 4
+    gathered_kv = 2 * tokens * c.num_kv_heads * c.head_dim * elem
+    return tokens * per_token + scores + gathered_kv + c.vocab_size * 4 * 64
+
+
+def size_kv_cache(config: ModelConfig, dtype: torch.dtype, block_size: int, max_num_seqs: int,
+                  max_model_len: int, max_tokens: int, free_bytes: int | None, weight_bytes: int) -> Choice:
+    per_block = bytes_per_block(config, block_size, dtype)
+    per_seq = -(-max_model_len // block_size)
+    useful = max_num_seqs * per_seq
+    why = f"{max_num_seqs} seqs × {max_model_len} tokens = {useful} blocks of {per_block} B"
+    if free_bytes is None:
+        return Choice(useful, f"{why}; free memory unknown, not capped (weights {weight_bytes / 2**20:.0f} MiB)")
+    activations = activation_estimate(config, max_tokens, max_model_len, dtype)
+    fits = int((free_bytes * MEMORY_FRACTION - activations) // per_block)
+    if fits < per_seq:
+        raise BringupError(
+            f"not enough device memory for one {max_model_len}-token sequence: {fits} KV blocks fit "
+            f"({free_bytes / 2**30:.2f} GiB free after {weight_bytes / 2**20:.0f} MiB of weights, "
+            f"{activations / 2**20:.0f} MiB activations); lower --max-model-len or free memory")
+    return Choice(min(useful, fits), f"min({why}; memory: {MEMORY_FRACTION} × {free_bytes / 2**30:.1f} GiB free "
+                                     f"− {activations / 2**20:.0f} MiB est. activations = {fits} blocks); "
+                                     f"weights {weight_bytes / 2**20:.0f} MiB")

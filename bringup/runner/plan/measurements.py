@@ -1,0 +1,35 @@
+"""What the engine measures on the device at start-up, before it freezes the plan.
+
+The plan is a function of the profile and these measurements. Tests and replays give them as data
+(`EngineOptions.measurements`), so planning logic is checked on stated numbers, not on whatever the
+machine running the test happens to measure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from bringup.backends.registry import backend_for
+from bringup.runner.host import paged_decode
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.plan.confirm import DecodeTimings
+from bringup.runner.plan.layout import LayoutTimings, measure_layouts
+
+
+@dataclass(frozen=True)
+class StartupMeasurements:
+    layouts: LayoutTimings
+    paged_decode: tuple[bool, str]  # use the paged decode kernel for decode steps, and the evidence either way
+    free_bytes: int | None  # free device memory before the weights are loaded (None: the backend cannot say)
+    decode: DecodeTimings | None = None  # decode steps of the served model (timed after loading unless given)
+
+
+def measure(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> StartupMeasurements:
+    _, free = backend_for(device).memory(device.index or 0)
+    return StartupMeasurements(
+        layouts=measure_layouts(dtype, device, config, free),
+        paged_decode=paged_decode.verdict(device, dtype, config.num_heads, config.num_kv_heads, config.head_dim),
+        free_bytes=free,
+    )

@@ -1,0 +1,222 @@
+"""The execution plan: every choice the executor makes, with the profile evidence that made it.
+
+Rules (never a device name): prefer a low-precision dtype only when the profile shows it supported,
+its op cases passed, and bench (when present) shows it faster; attention is the ordered list of
+implementations whose capability and op cases are verified; compiled only when the compiled check
+passed the blocks and measured a speed-up. Without a usable profile: float32, plain attention,
+eager — said at WARNING.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from statistics import median
+from typing import Any
+
+from bringup.errors import BringupError
+from bringup.log import get_logger
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.plan.profile_facts import ProfileFacts
+
+log = get_logger("runner.plan")
+
+LOW_PRECISION = ("bfloat16", "float16")
+RUNNER_DTYPES = ("float32", *LOW_PRECISION)
+SDPA_IMPLEMENTATIONS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math")
+PLAIN_ATTENTION = "matmul_softmax"
+SDPA_OPS = {"scaled_dot_product_attention", "sdpa"}
+PLAIN_OPS = {"matmul", "bmm", "softmax"}
+# ops the decoder runs in the model dtype (verify-ops names); a low-precision dtype needs these verified, not
+# every op. Sampling (argmax, multinomial, sort, cumsum) runs on float32 logits on the CPU, so it is not listed.
+RUNNER_OPS = {"matmul", "linear", "addmm", "bmm", "softmax", "log_softmax", "rms_norm", "silu", "mul", "add",
+              "embedding", "rotary", "index_copy", "index_select", "cat", "masked_fill", "rsqrt", "mean", "pow",
+              "cast"}
+DEFAULT_MAX_MODEL_LEN = 4096
+DEFAULT_MAX_NUM_SEQS = 16
+BLOCK_SIZE = 16
+# a step of this many tokens already keeps a GEMM efficient; larger steps only stall the running decodes
+STEP_TOKENS_FOR_SEVERAL_PROMPTS = 2048
+
+
+@dataclass(frozen=True)
+class Choice:
+    value: Any
+    evidence: str
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """Every setting the executor follows, with its evidence; built once at start-up, then frozen."""
+
+    device: str
+    profile: str
+    dtype: Choice
+    attention: Choice  # value: ordered list of implementations to try
+    compiled: Choice  # value: torch.compile backend name, or None for eager
+    max_model_len: Choice
+    max_num_seqs: Choice
+    max_num_batched_tokens: Choice
+    weight_layout: Choice = field(default_factory=lambda: Choice("out_in", "not decided yet"))
+    kv_blocks: Choice = field(default_factory=lambda: Choice(0, "not sized yet"))
+    block_size: int = BLOCK_SIZE
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(setting, value, evidence) for the start-up table."""
+        names = ["dtype", "attention", "compiled", "weight_layout", "kv_blocks", "max_model_len",
+                 "max_num_seqs", "max_num_batched_tokens"]
+        rows = []
+        for name in names:
+            choice: Choice = getattr(self, name)
+            value = choice.value
+            if isinstance(value, list):
+                value = " > ".join(value)
+            elif name == "compiled":
+                value = f"compiled ({value})" if value else "eager"
+            elif name == "kv_blocks":
+                value = f"{value} × {self.block_size} tokens"
+            rows.append((name, str(value), choice.evidence))
+        return rows
+
+
+def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: ModelConfig,
+               max_num_seqs: int | None, max_model_len: int | None, dtype: str | None = None,
+               force: bool = False) -> ExecutionPlan:
+    """The draft plan from the profile; `dtype` (None or "auto": the plan's choice) as --dtype asks."""
+    warnings = []
+    if facts.profile is None:
+        warnings.append(f"no usable profile ({profile_label}): conservative plan (float32, plain attention, "
+                        "eager); run `bringup all` to measure this device")
+        for w in warnings:
+            log.warning(w)
+    dtype_choice = choose_dtype(facts) if dtype in (None, "auto") else requested_dtype(facts, dtype, force)
+    limit = choose_max_model_len(config, max_model_len)
+    seqs = Choice(max_num_seqs, "requested (engine option)") if max_num_seqs else Choice(
+        DEFAULT_MAX_NUM_SEQS, "default (no measured batch limit yet)")
+    several = min(STEP_TOKENS_FOR_SEVERAL_PROMPTS, seqs.value * limit.value)
+    tokens = Choice(max(limit.value, seqs.value, several),
+                    f"max(max_model_len, max_num_seqs, min({STEP_TOKENS_FOR_SEVERAL_PROMPTS}, max_num_seqs × "
+                    "max_model_len)): a whole prompt fits one step, and short prompts arriving together "
+                    "prefill together")
+    return ExecutionPlan(
+        device=device, profile=profile_label, dtype=dtype_choice, attention=choose_attention(facts, dtype_choice.value),
+        compiled=choose_compiled(facts, dtype_choice.value), max_model_len=limit, max_num_seqs=seqs,
+        max_num_batched_tokens=tokens, warnings=warnings,
+    )
+
+
+def choose_dtype(facts: ProfileFacts) -> Choice:
+    """The fastest low-precision dtype that is verified and measured faster than float32 (the first verified
+    one when bench has not measured them); float32 otherwise."""
+    if facts.profile is None:
+        return Choice("float32", "no profile: conservative default")
+    rejected, usable = [], []
+    full = facts.bench_tflops("float32")
+    for name in LOW_PRECISION:
+        status, evidence = facts.capability("dtypes", name)
+        if status != "supported":
+            rejected.append(f"{name} capability {status}")
+            continue
+        ops = facts.ops(name, RUNNER_OPS)
+        if not ops.verified:
+            rejected.append(f"{name} {ops.describe()}")
+            continue
+        low = facts.bench_tflops(name)
+        if low is not None and full is not None and low <= full:
+            rejected.append(f"{name} matmul {low:.3g} TFLOP/s not faster than float32 {full:.3g}")
+            continue
+        speed = f"; matmul {low:.3g} vs float32 {full:.3g} TFLOP/s" if low and full else ""
+        usable.append((low or 0.0, name, f"supported ({evidence}); {ops.describe()}{speed}"))
+    if not usable:
+        return Choice("float32", "float32 because " + "; ".join(rejected))
+    best = max(usable, key=lambda u: u[0])  # max keeps the first of equals: LOW_PRECISION order without bench
+    others = [f"{name} also usable{f' ({low:.3g} TFLOP/s)' if low else ''}" for low, name, _ in usable
+              if name != best[1]]
+    return Choice(best[1], "; ".join([best[2], *others, *rejected]))
+
+
+def requested_dtype(facts: ProfileFacts, name: str, force: bool) -> Choice:
+    """The dtype the user asked for; BringupError when the profile says it cannot run here (unless `force`)."""
+    if name not in RUNNER_DTYPES:
+        raise BringupError(f"--dtype {name!r} is not one the runner serves; use auto or one of "
+                           f"{', '.join(RUNNER_DTYPES)}")
+    if facts.profile is None:
+        return Choice(name, "requested with --dtype; no profile to check it against")
+    status, evidence = facts.capability("dtypes", name)
+    ops = facts.ops(name, RUNNER_OPS)
+    problems = ([f"capabilities.dtypes.{name} is {status} ({evidence})"] if status == "unsupported" else []) + (
+        [ops.describe()] if ops.failed else [])
+    if problems and not force:
+        raise BringupError(f"--dtype {name}: the profile says it does not run correctly here ({'; '.join(problems)}); "
+                           "choose another dtype, or pass --force to run it anyway")
+    if problems:
+        log.warning("--dtype %s forced although %s", name, "; ".join(problems))
+        return Choice(name, f"requested with --dtype --force although {'; '.join(problems)}")
+    return Choice(name, f"requested with --dtype; capability {status} ({evidence}); {ops.describe()}")
+
+
+def choose_attention(facts: ProfileFacts, dtype: str) -> Choice:
+    """The ordered implementations to try; BringupError when the profile rules every one out."""
+    if facts.profile is None:
+        return Choice([PLAIN_ATTENTION], "no profile: plain matmul-softmax over paged K/V")
+    usable, notes = [], []
+    for name in SDPA_IMPLEMENTATIONS:
+        status, evidence = facts.capability("attention", name, dtype)
+        ops = facts.ops(dtype, SDPA_OPS | {name})
+        if status != "supported" or ops.failed:
+            notes.append(f"{name} {status if status != 'supported' else ops.describe()}")
+            continue
+        usable.append(name)
+        notes.append(f"{name} supported ({evidence}), {ops.describe()}")
+    plain = facts.ops(dtype, PLAIN_OPS)
+    if plain.failed:
+        notes.append(f"{PLAIN_ATTENTION} {plain.describe()}")
+    else:
+        usable.append(PLAIN_ATTENTION)
+        notes.append(f"{PLAIN_ATTENTION}: {plain.describe()} at {dtype}")
+    if not usable:
+        raise BringupError(
+            f"the profile marks every attention path failed at {dtype} ({'; '.join(notes)}); at least one must "
+            f"pass: capabilities.attention.sdpa_* supported (bringup probe) or the "
+            f"verify-ops matmul/bmm/softmax cases at {dtype}")
+    return Choice(usable, "; ".join(notes))
+
+
+def choose_compiled(facts: ProfileFacts, dtype: str) -> Choice:
+    caps = facts.profile.capabilities if facts.profile else None
+    if caps is None:
+        return Choice(None, "eager: no compile capability in the profile")
+    notes = []
+    for backend, cap in caps.compile.items():
+        if cap.status != "supported":
+            notes.append(f"{backend} {cap.status}")
+            continue
+        passing, failing = facts.compiled(dtype, backend)
+        if failing or not passing:
+            notes.append(f"{backend}: {len(failing)} compiled block(s) failed" if failing
+                         else f"{backend}: no compiled checks at {dtype}")
+            continue
+        speedups = [r.speedup for r in passing if r.speedup]
+        if not speedups or median(speedups) <= 1.0:
+            notes.append(f"{backend}: not measured faster than eager")
+            continue
+        decode = facts.e2e_compiled_decode_speedup()
+        if decode is not None and decode <= 1.0:
+            notes.append(f"{backend}: blocks pass, but bench e2e decode compiled runs at {decode:.2f}x of eager")
+            continue
+        e2e = f"; bench e2e decode {decode:.2f}x" if decode is not None else ""
+        return Choice(backend, f"{len(passing)} compiled block(s) passed at {dtype}; median speed-up "
+                               f"{median(speedups):.2f}x over eager{e2e}")
+    return Choice(None, "eager: " + ("; ".join(notes) or "no compile backend supported"))
+
+
+def choose_max_model_len(config: ModelConfig, requested: int | None) -> Choice:
+    limits = {"config max_position_embeddings": config.max_position_embeddings}
+    if config.sliding_window:
+        limits["sliding window (not implemented; context capped)"] = config.sliding_window
+    limits["--max-model-len" if requested else "default cap"] = requested or DEFAULT_MAX_MODEL_LEN
+    source = min(limits, key=lambda k: limits[k])
+    return Choice(limits[source], f"min of {', '.join(f'{k} {v}' for k, v in limits.items())}")

@@ -1,0 +1,136 @@
+"""Engine start-up: device → profile → plan → weights → KV cache → warm-up, with the global fallback."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from bringup.backends.registry import backend_for
+from bringup.backends.select import select_device
+from bringup.errors import BringupError, StrictFallbackError, exception_line
+from bringup.fallbacks import FallbackRecorder
+from bringup.log import get_logger
+from bringup.profiles.schema import DeviceSection, Profile
+from bringup.profiles.store import default_profile_path, load_profile, same_device
+from bringup.runner.engine.executor import Executor
+from bringup.runner.host.paged_decode import with_paged_decode
+from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.decoder import WeightLayout
+from bringup.runner.model.kv_cache import allocate_kv_cache
+from bringup.runner.model.loader import load_model, read_config, safetensors_files
+from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
+from bringup.runner.plan.confirm import apply_confirmed, confirm_plan, measure_decode
+from bringup.runner.plan.kv_sizing import size_kv_cache
+from bringup.runner.plan.layout import IN_OUT, OUT_IN, choose_layout
+from bringup.runner.plan.measurements import StartupMeasurements, measure
+from bringup.runner.plan.plan import Choice, ExecutionPlan, build_plan
+from bringup.runner.plan.profile_facts import ProfileFacts
+
+if TYPE_CHECKING:
+    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+
+log = get_logger("runner.startup")
+
+
+def read_profile(path: Path | None, device: torch.device, info: Any) -> tuple[Profile | None, str]:
+    """The profile if it exists and belongs to this device; otherwise None and why (a label)."""
+    path = path or default_profile_path(info)
+    if not Path(path).exists():
+        return None, f"{path} does not exist"
+    profile = load_profile(Path(path))
+    current = DeviceSection.model_validate(info.to_dict())
+    if profile.device is not None and not same_device(profile.device, current):
+        return None, f"{path} was recorded for {profile.device.id} ({profile.device.name}), not {device}"
+    return profile, str(path)
+
+
+def start_engine(cls: type[LLMEngine], options: EngineOptions) -> LLMEngine:
+    if options.max_model_len is not None and options.max_model_len < 2:
+        raise BringupError(f"--max-model-len {options.max_model_len} is too small; it must be at least 2 tokens")
+    if options.max_num_seqs is not None and options.max_num_seqs < 1:
+        raise BringupError(f"max_num_seqs {options.max_num_seqs} must be at least 1")
+    recorder = FallbackRecorder(strict=options.strict)
+    config = builtin_config() if options.model_dir is None else read_config(Path(options.model_dir))
+    if options.model_dir is not None:
+        safetensors_files(Path(options.model_dir))  # refuse pickle-only or weightless dirs before anything else
+    tokenizer = ByteTokenizer() if options.model_dir is None else HFTokenizer(Path(options.model_dir),
+                                                                              config.eos_token_ids)
+    selection = select_device(options.device, _profile_device(options.profile_path))
+    device = selection.device
+    try:
+        return _start_on(cls, options, device, selection.info, config, tokenizer, recorder)
+    except (BringupError, StrictFallbackError):
+        raise
+    except Exception as exc:
+        why = exception_line(exc)
+        if device.type == "cpu":
+            raise
+        if not options.allow_cpu_fallback:
+            raise BringupError(f"device {device} failed while starting the runner ({why}); fix the device "
+                               "set-up, or pass --allow-cpu-fallback to run on the CPU") from None
+        recorder.record("global", "device", wanted=str(device), instead="cpu", why=why)
+        cpu = torch.device("cpu")
+        return _start_on(cls, options, cpu, backend_for(cpu).device_info(0), config, tokenizer, recorder)
+
+
+def _profile_device(path: Path | None) -> str | None:
+    if path is None or not Path(path).exists():
+        return None
+    profile = load_profile(Path(path))
+    return profile.device.id if profile.device else None
+
+
+def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device, info: Any,
+              config: ModelConfig, tokenizer: Any, recorder: FallbackRecorder) -> LLMEngine:
+    profile, label = read_profile(options.profile_path, device, info)
+    facts = ProfileFacts(profile)
+    plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len,
+                      options.dtype, options.force)
+    dtype = getattr(torch, plan.dtype.value)
+    measured = options.measurements or measure(device, dtype, config)
+    plan = replace(plan, attention=with_paged_decode(plan.attention, *measured.paged_decode))
+    if options.weight_layout is None:
+        layout, layout_choice = choose_layout(facts, measured.layouts, dtype, config, measured.free_bytes)
+    elif options.weight_layout in (IN_OUT, OUT_IN):
+        layout = WeightLayout(options.weight_layout, options.weight_layout, 0)
+        layout_choice = Choice(options.weight_layout, "forced by the caller, not measured")
+    else:
+        raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
+    plan = replace(plan, weight_layout=layout_choice)
+    if options.model_dir is None:
+        model, name = load_builtin(dtype, device, layout), BUILTIN_NAME
+    else:
+        model = load_model(Path(options.model_dir), config, dtype, device, layout)
+        name = Path(options.model_dir).resolve().name
+    free = _free_after_weights(device, options.measurements, model.weight_bytes())
+    plan = replace(plan, kv_blocks=size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
+                                                 plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
+                                                 model.weight_bytes()))
+    allocate_kv_cache(model, plan.kv_blocks.value, plan.block_size)
+    executor = Executor(model, plan, recorder)
+    executor.warm_up()
+    seqs_requested = options.max_num_seqs is not None
+    timings = measured.decode if options.measurements else measure_decode(executor, plan, free, not seqs_requested)
+    plan = confirm_plan(plan, timings, seqs_requested)
+    apply_confirmed(executor, plan)
+    executor.plan = plan
+    _log_plan(plan)
+    eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
+    return cls(executor=executor, tokenizer=tokenizer, plan=plan, fallbacks=recorder, model_name=name,
+               eos_token_ids=eos)
+
+
+def _free_after_weights(device: torch.device, given: StartupMeasurements | None, weight_bytes: int) -> int | None:
+    """Free device memory now that the weights are in place: read from the device, or derived from given data."""
+    if given is None:
+        return backend_for(device).memory(device.index or 0)[1]
+    return None if given.free_bytes is None else given.free_bytes - weight_bytes
+
+
+def _log_plan(plan: ExecutionPlan) -> None:
+    for setting, value, evidence in plan.rows():
+        log.info("plan %s = %s (%s)", setting, value, evidence)

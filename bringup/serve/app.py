@@ -1,0 +1,100 @@
+"""The FastAPI application: OpenAI-compatible endpoints plus health, metrics and plan introspection."""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from bringup.serve.chat import create_chat_completion
+from bringup.serve.completions import create_completion
+from bringup.serve.context import ServerConfig, ServerContext
+from bringup.serve.errors import install_error_handlers
+from bringup.serve.middleware import APIKeyMiddleware, AssumeJSONMiddleware, StatusCountMiddleware
+from bringup.serve.plan_info import plan_dict, profile_summary
+from bringup.serve.protocol import Engine
+from bringup.serve.schemas import (
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    CompletionRequest,
+    CompletionResponse,
+    ErrorResponse,
+    ModelCard,
+    ModelList,
+    PlanResponse,
+)
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse, "description": text}
+    for code, text in (
+        (400, "invalid field or prompt longer than the context"),
+        (401, "missing or wrong API key (only when the server has one)"),
+        (404, "unknown model"),
+        (429, "queue full"),
+        (503, "shutting down or engine not running"),
+    )
+}
+_STREAM = {200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE when stream is true"}}
+
+
+def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
+    """The app for one engine; its engine loop starts and stops with the app's lifespan."""
+    ctx = ServerContext(engine, config or ServerConfig())
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        ctx.engine.start()
+        try:
+            yield
+        finally:
+            ctx.engine.stop()
+
+    app = FastAPI(title="bringup serve", version="1", lifespan=lifespan,
+                  description="OpenAI-compatible inference on the bringup runner.")
+    app.state.ctx = ctx
+    install_error_handlers(app)
+    app.add_middleware(AssumeJSONMiddleware)
+    app.add_middleware(APIKeyMiddleware, api_key=ctx.config.api_key)
+    app.add_middleware(StatusCountMiddleware, metrics=ctx.metrics)
+    created = int(time.time())
+
+    @app.get("/health", responses={503: {"description": "draining or engine dead"}})
+    async def health() -> JSONResponse:
+        """200 while requests are admitted; 503 while draining or after the engine loop died."""
+        engine_ = ctx.engine
+        if not engine_.alive:
+            return JSONResponse({"status": "dead", "reason": engine_.dead_reason or "engine loop stopped"},
+                                status_code=503)
+        if engine_.draining:
+            return JSONResponse({"status": "draining", "in_flight": engine_.in_flight}, status_code=503)
+        return JSONResponse({"status": "ok", "in_flight": engine_.in_flight})
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics() -> PlainTextResponse:
+        """Prometheus text exposition."""
+        return PlainTextResponse(ctx.metrics.render(ctx.engine.snapshot),
+                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/v1/models", response_model=ModelList, responses={401: _ERRORS[401]})
+    async def models() -> ModelList:
+        return ModelList(data=[ModelCard(id=ctx.model_name, created=created, max_model_len=ctx.max_model_len)])
+
+    @app.get("/v1/plan", response_model=PlanResponse, responses={401: _ERRORS[401]})
+    async def plan() -> PlanResponse:
+        """The execution plan (each choice with its evidence) and the profile it came from."""
+        return PlanResponse(model=ctx.model_name, max_model_len=ctx.max_model_len, plan=plan_dict(engine),
+                            profile=profile_summary(ctx.config.profile_path),
+                            fallbacks=dict(engine.fallbacks.counts))
+
+    @app.post("/v1/completions", response_model=CompletionResponse, responses={**_ERRORS, **_STREAM})
+    async def completions(body: CompletionRequest, request: Request):
+        return await create_completion(body, request, ctx)
+
+    @app.post("/v1/chat/completions", response_model=ChatCompletionResponse, responses={**_ERRORS, **_STREAM})
+    async def chat_completions(body: ChatCompletionRequest, request: Request):
+        return await create_chat_completion(body, request, ctx)
+
+    return app
