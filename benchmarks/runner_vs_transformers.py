@@ -1,23 +1,21 @@
-"""bringup's runner vs transformers' generate, side by side in one run (run by hand, not in CI).
+"""bringup's runner vs transformers' generate and llama.cpp's llama-bench, side by side in one run (run by hand).
 
-Same random-init Llama (~125M: hidden 768, 12 layers, 12 heads, 4 KV heads, intermediate 2048,
-vocab 32000), float32, 64 prompt tokens + 64 new tokens, greedy, on the CPU:
+Same random-init Llama (~125M: hidden 768, 12 layers, 12 heads, 4 KV heads, intermediate 2048, vocab 32000),
+one dtype for every side (`--dtype`, default float32), 64 prompt tokens + 64 new tokens, greedy, on the CPU.
+Each target is printed as a ratio with the machine and the plan:
 
-  1. batch-1 decode tokens/s, runner ÷ transformers            (target ≥ 1.5x)
-  2. 8 concurrent requests, total output tokens/s, runner through its scheduler ÷ transformers
-     with a batch of 8                                          (target ≥ 2x)
-  3. batch-1 decode as % of the memory roofline: bandwidth measured by `bringup bench` ÷ bytes of weights
-     read per token                                             (target ≥ 60 %). This machine's memory
-     bandwidth drifts with its neighbours (27–54 GB/s within minutes), so each bench run is paired with
-     the better of two decode runs right after it and the median pair is reported, every pair printed.
-     transformers' batch-1 decode is set against the same (median) bandwidth and its own weight bytes.
-  4. resident memory over 1,000 sequential requests (built-in model): flat within a few percent
+  1. batch-1 decode tokens/s ÷ transformers' generate                               (target ≥ 1.5x)
+  2. batch-1 decode tokens/s ÷ llama.cpp's llama-bench on the same weights (GGUF)   (target ≥ 1.0x; built from the
+     llama-cpp-python sources, see llama_cpp.py, or "not measured" with the reason)
+  3. batch-1 decode as a fraction of the memory roofline: bandwidth measured by `bringup bench` ÷ weight bytes read
+     per token (target ≥ 80 %). The bandwidth drifts with the neighbours on a shared VM, so each bench run is
+     paired with the better of two decode runs right after it; the median pair is reported, every pair printed.
+  4. with `--profile P` (what `bringup all` wrote here): decode planned from P ÷ with no profile (target ≥ 1.0x)
+  5. engine start on the built-in model, no profile (target ≤ 1 s)
+  plus 8 concurrent requests' total output tokens/s against transformers' batch of 8, and resident memory over
+  1,000 sequential requests (built-in model; flat within a few percent).
 
-The output starts with the machine (CPU model, AVX-512 BF16 / VNNI / AMX, torch and its CPU capability) and
-the runner's plan (dtype, weight layout, attention implementations, compiled or eager): the figures hold for
-that machine and plan only.
-
-Usage: PYTHONPATH=. python benchmarks/runner_vs_transformers.py [--quick] [--json]
+Usage: python benchmarks/runner_vs_transformers.py [--quick] [--json] [--dtype bfloat16] [--profile P]
 """
 
 from __future__ import annotations
@@ -129,14 +127,6 @@ def roofline_pairs(engine: LLMEngine, tmp: Path, threads: int | None, pairs: int
     return out
 
 
-def copy_bandwidth_gbps(nbytes: int = 256 * 2**20, reps: int = 8) -> float:
-    """Best-of copy bandwidth (bytes read + written per second) with a buffer far larger than the caches."""
-    src = torch.ones(nbytes // 4)
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    return 2 * nbytes / best_of(lambda: dst.copy_(src), reps) / 1e9
-
-
 def bench_bandwidth_gbps(tmp: Path, threads: int | None) -> tuple[float, str] | None:
     """Best bandwidth of `bringup bench --only bandwidth --quick` run now, on the same CPU; None if it fails."""
     tmp.mkdir(parents=True, exist_ok=True)
@@ -200,11 +190,52 @@ def memory_flatness(requests: int) -> dict:
             "growth_pct": 100 * (after - before) / before, "kv_blocks_used": engine.stats()["kv_blocks_used"]}
 
 
+def engine_start_s(reps: int = 3) -> float:
+    """Best seconds to create the built-in model's engine with no profile (nothing to compile)."""
+    times = []
+    for _ in range(reps):
+        begin = time.perf_counter()
+        LLMEngine.create(EngineOptions(device="cpu", profile_path=Path("/nonexistent/none.yaml")))
+        times.append(time.perf_counter() - begin)
+    return min(times)
+
+
+def llama_cpp_rate(model_dir: Path, dtype: str, threads: int, tmp: Path) -> tuple[float | None, str]:
+    """llama-bench batch-1 decode tokens/s on the same weights at `dtype`, or None and why not."""
+    from benchmarks import llama_cpp
+
+    try:
+        gguf = llama_cpp.write_gguf(model_dir, tmp / f"model-{dtype}.gguf", dtype)
+        return llama_cpp.decode_tokens_per_s(gguf, NEW, threads), f"llama-bench tg{NEW}, {threads} threads"
+    except (llama_cpp.Unavailable, ImportError, OSError, KeyError, ValueError) as exc:
+        return None, f"llama.cpp not measured: {exc}"
+
+
+def profile_ratio(model_dir: Path, profile: Path | None, reps: int) -> dict | None:
+    """Batch-1 decode with the given profile (as `bringup all` wrote it) ÷ with no profile, side by side."""
+    if profile is None:
+        return None
+    rates = {}
+    for label, path in (("no profile", Path("/nonexistent/none.yaml")), ("profile", profile)):
+        engine = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", max_model_len=256,
+                                                max_num_seqs=8, profile_path=path))
+        rates[label] = {"decode_tok_s": max(decode_rate(engine) for _ in range(reps + 1)),
+                        "plan": plan_line(plan_facts(engine.plan.to_dict()))}
+        del engine
+        gc.collect()
+    return {**rates, "ratio": rates["profile"]["decode_tok_s"] / rates["no profile"]["decode_tok_s"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one repetition each, 200 memory requests")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="the dtype of every side (runner --dtype, transformers, the GGUF for llama.cpp)")
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="a profile `bringup all` wrote on this machine: the runner planned from it vs no profile")
+    ap.add_argument("--no-llama-cpp", action="store_true", help="skip building and running llama.cpp")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -212,28 +243,26 @@ def main() -> None:
     machine = machine_facts("cpu")
     say(header_lines(machine), args.json)
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = Path(tmp)
-        hf = build_model_dir(model_dir)
+        model_dir = Path(tmp) / "model"
+        hf = build_model_dir(model_dir).to(getattr(torch, args.dtype))
         engine = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", max_model_len=256,
-                                                max_num_seqs=8))
+                                                max_num_seqs=8, dtype=args.dtype,
+                                                profile_path=Path("/nonexistent/none.yaml")))
         plan = plan_facts(engine.plan.to_dict())
         say([plan_line(plan), ""], args.json)
         ours_1, ours_8 = runner_rates(engine, reps)
-        layout = engine.plan.weight_layout.value
         per_token = bytes_per_decode_token(engine)
-        pairs = roofline_pairs(engine, model_dir, args.threads, 3 if args.quick else 5)
+        pairs = roofline_pairs(engine, Path(tmp), args.threads, 3 if args.quick else 5)
         del engine
-        gc.collect()
-        plain = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", max_model_len=256,
-                                               max_num_seqs=8, weight_layout="out_in"))
-        plain_1, plain_8 = runner_rates(plain, reps)
-        del plain
         gc.collect()
         hf_1, hf_8 = hf_rates(hf, reps)
         hf_per_token = hf_bytes_per_decode_token(hf)
-        copy_gbps = copy_bandwidth_gbps()
         del hf
         gc.collect()
+        cpp_1, cpp_how = (None, "skipped (--no-llama-cpp)") if args.no_llama_cpp else llama_cpp_rate(
+            model_dir, args.dtype, torch.get_num_threads(), Path(tmp))
+        with_profile = profile_ratio(model_dir, args.profile, reps)
+    start_s = engine_start_s()
     if not pairs:
         raise SystemExit("`bringup bench --only bandwidth` failed every time: no roofline to compare with")
     for pair in pairs:
@@ -242,46 +271,53 @@ def main() -> None:
     gbps, source = median["gbps"], median["source"]
     roofline = gbps * 1e9 / per_token
     result = {
-        "machine": machine,
-        "plan": plan,
-        "threads": torch.get_num_threads(),
+        "machine": machine, "plan": plan, "dtype": args.dtype, "threads": torch.get_num_threads(),
         "batch1_decode_tok_s": {"runner": ours_1, "transformers": hf_1, "ratio": ours_1 / hf_1, "target": 1.5},
-        "layout": {"chosen": layout, "plain_out_in_batch1_decode_tok_s": plain_1,
-                   "plain_out_in_batch8_total_tok_s": plain_8},
-        "batch8_total_tok_s": {"runner": ours_8, "transformers": hf_8, "ratio": ours_8 / hf_8, "target": 2.0},
-        "roofline": {"gbps": gbps, "gbps_source": source, "copy_gbps": copy_gbps,
-                     "weight_bytes_per_token": per_token, "roofline_tok_s": roofline,
-                     "decode_tok_s": median["decode_tok_s"], "pct": median["pct"], "target_pct": 60,
-                     "pairs": pairs, "transformers": roofline_side(hf_1, gbps, hf_per_token)},
+        "llama_cpp": {"runner": ours_1, "llama_cpp": cpp_1, "how": cpp_how, "target": 1.0,
+                      "ratio": ours_1 / cpp_1 if cpp_1 else None},
+        "batch8_total_tok_s": {"runner": ours_8, "transformers": hf_8, "ratio": ours_8 / hf_8},
+        "roofline": {"gbps": gbps, "gbps_source": source, "weight_bytes_per_token": per_token,
+                     "roofline_tok_s": roofline, "decode_tok_s": median["decode_tok_s"], "pct": median["pct"],
+                     "target_pct": 80, "pairs": pairs, "transformers": roofline_side(hf_1, gbps, hf_per_token)},
+        "profile_vs_none": with_profile,
+        "engine_start_s": {"builtin": start_s, "target": 1.0},
         "memory": memory_flatness(200 if args.quick else 1000),
     }
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    ours_1 = result["batch1_decode_tok_s"]["runner"]
-    b1, b8, rf, mem = (result[k] for k in ("batch1_decode_tok_s", "batch8_total_tok_s", "roofline", "memory"))
-    print(f"{'metric':34} {'runner':>10} {'transformers':>13} {'ratio':>7} {'target':>7}")
-    print(f"{'batch-1 decode tokens/s':34} {b1['runner']:10.1f} {b1['transformers']:13.1f} {b1['ratio']:6.2f}x "
-          f"{'1.5x':>7}")
-    lay = result["layout"]
-    print(f"{'  same runner, plain F.linear layout':34} {lay['plain_out_in_batch1_decode_tok_s']:10.1f} "
-          f"{'':13} {ours_1 / lay['plain_out_in_batch1_decode_tok_s']:6.2f}x   (plan: {lay['chosen']})")
-    print(f"{'8 concurrent, total output tok/s':34} {b8['runner']:10.1f} {b8['transformers']:13.1f} "
-          f"{b8['ratio']:6.2f}x {'2.0x':>7}")
-    print(f"{'  same runner, plain F.linear layout':34} {lay['plain_out_in_batch8_total_tok_s']:10.1f} "
-          f"{'':13} {b8['runner'] / lay['plain_out_in_batch8_total_tok_s']:6.2f}x")
-    hf_rf = rf["transformers"]
-    print(f"{'batch-1 decode, % memory roofline':34} {rf['pct']:9.1f}% {hf_rf['pct']:12.1f}% {'':7} {'60%':>7}   "
-          f"(runner, median pair: {rf['decode_tok_s']:.1f} tok/s vs {rf['gbps_source']} {rf['gbps']:.1f} GB/s ÷ "
-          f"{rf['weight_bytes_per_token'] / 1e6:.0f} MB/token = {rf['roofline_tok_s']:.1f} tok/s)")
-    print(f"{'':34} {'':10} {'':13} {'':7} {'':7}   (transformers: {hf_rf['decode_tok_s']:.1f} tok/s vs the same "
-          f"{rf['gbps']:.1f} GB/s ÷ {hf_rf['weight_bytes_per_token'] / 1e6:.0f} MB/token = "
-          f"{hf_rf['roofline_tok_s']:.1f} tok/s)")
-    print(f"{'  every (bench, decode) pair':34} " + ", ".join(
-        f"{p['gbps']:.1f} GB/s → {p['decode_tok_s']:.1f} tok/s = {p['pct']:.0f}%" for p in rf["pairs"]))
-    print(f"{'RSS over ' + str(mem['requests']) + ' sequential requests':34} {mem['rss_before_mib']:.0f} → "
-          f"{mem['rss_after_mib']:.0f} MiB ({mem['growth_pct']:+.1f}%), KV blocks in use after: "
-          f"{mem['kv_blocks_used']}")
+    print_targets(result)
+
+
+def print_targets(result: dict) -> None:
+    b1, cpp, b8, rf = (result[k] for k in ("batch1_decode_tok_s", "llama_cpp", "batch8_total_tok_s", "roofline"))
+    rows = [("batch-1 decode tok/s vs transformers", b1["runner"], b1["transformers"], b1["ratio"], 1.5),
+            ("batch-1 decode tok/s vs llama.cpp", cpp["runner"], cpp["llama_cpp"], cpp["ratio"], 1.0),
+            ("8 concurrent, total output tok/s", b8["runner"], b8["transformers"], b8["ratio"], None),
+            ("batch-1 decode, fraction of roofline", rf["pct"] / 100, rf["transformers"]["pct"] / 100,
+             rf["pct"] / 100, 0.8)]
+    prof = result["profile_vs_none"]
+    if prof:
+        rows.append(("decode with the profile vs none", prof["profile"]["decode_tok_s"],
+                     prof["no profile"]["decode_tok_s"], prof["ratio"], 1.0))
+    start = result["engine_start_s"]
+    rows.append(("engine start, built-in model (s)", start["builtin"], None, 1.0 / start["builtin"], 1.0))
+    print(f"dtype {result['dtype']}, {result['threads']} threads")
+    print(f"{'metric':38} {'bringup':>9} {'other':>9} {'ratio':>7} {'target':>7}  met")
+    for name, ours, other, ratio, target in rows:
+        shown = "—" if other is None else f"{other:9.2f}"
+        met = "" if target is None or ratio is None else ("yes" if ratio >= target else "NO")
+        print(f"{name:38} {ours:9.2f} {shown:>9} {'—' if ratio is None else f'{ratio:6.2f}x':>7} "
+              f"{'' if target is None else f'{target:.2f}x':>7}  {met}")
+    print(f"llama.cpp: {cpp['how']}")
+    print(f"roofline: median pair {rf['decode_tok_s']:.1f} tok/s vs {rf['gbps_source']} {rf['gbps']:.1f} GB/s ÷ "
+          f"{rf['weight_bytes_per_token'] / 1e6:.0f} MB/token = {rf['roofline_tok_s']:.1f} tok/s; every pair: "
+          + ", ".join(f"{p['gbps']:.1f} GB/s → {p['decode_tok_s']:.1f} tok/s = {p['pct']:.0f}%" for p in rf["pairs"]))
+    if prof:
+        print(f"plans: with the profile {prof['profile']['plan']}; with none {prof['no profile']['plan']}")
+    mem = result["memory"]
+    print(f"RSS over {mem['requests']} sequential requests: {mem['rss_before_mib']:.0f} → {mem['rss_after_mib']:.0f} "
+          f"MiB ({mem['growth_pct']:+.1f}%), KV blocks in use after: {mem['kv_blocks_used']}")
 
 
 if __name__ == "__main__":

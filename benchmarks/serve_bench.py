@@ -203,9 +203,11 @@ def describe_setup(url: str, headers: dict[str, str], local_device: str | None) 
     return facts, lines
 
 
-def start_local_server(device: str, max_num_seqs: int | None) -> tuple[str, subprocess.Popen]:
-    """`bringup serve` on the built-in model as a child process on a free port (no profile: the
-    conservative plan). A separate process keeps this client's work off the server's interpreter."""
+def start_local_server(device: str, max_num_seqs: int | None,
+                       extra: list[str] | None = None) -> tuple[str, subprocess.Popen]:
+    """`bringup serve` on the built-in model (or `extra` options, e.g. --model DIR) as a child process on a free
+    port (no profile: the conservative plan). A separate process keeps this client's work off the server's
+    interpreter; its log goes to a temporary file, shown when it fails to start."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -213,8 +215,10 @@ def start_local_server(device: str, max_num_seqs: int | None) -> tuple[str, subp
             "--profile", str(Path(tempfile.gettempdir()) / "serve-bench-no-profile.yaml")]
     if max_num_seqs:
         args += ["--max-num-seqs", str(max_num_seqs)]
+    args += extra or []
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tempfile.NamedTemporaryFile("w+", prefix="serve-bench-", suffix=".log", delete=False)  # noqa: SIM115
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -224,7 +228,7 @@ def start_local_server(device: str, max_num_seqs: int | None) -> tuple[str, subp
         except httpx.TransportError:
             time.sleep(0.1)
     proc.kill()
-    raise SystemExit(f"the server did not become healthy: {proc.stderr.read()[-2000:]}")
+    raise SystemExit(f"the server did not become healthy: {Path(log.name).read_text()[-2000:]}")
 
 
 def main(argv: list[str] | None = None) -> int:
