@@ -107,7 +107,7 @@ def write_gguf(model_dir: Path, out: Path, dtype: str) -> Path:
     writer.add_tokenizer_pre("default")
     writer.add_token_list(byte_level_vocab(cfg["vocab_size"]))
     writer.add_token_types([1] * cfg["vocab_size"])
-    writer.add_token_merges([])
+    writer.add_token_merges(["a b"])  # llama.cpp refuses a BPE vocabulary without merges
     writer.add_bos_token_id(cfg.get("bos_token_id") or 0)
     writer.add_eos_token_id(cfg.get("eos_token_id") or 1)
 
