@@ -147,8 +147,9 @@ def bytes_per_decode_token(engine: LLMEngine) -> int:
     (the embedding table is not streamed: one row is read)."""
     m = engine.executor.model
     kind = m.layout.for_tokens(1)
-    tensors = [m.final_norm, m.heads[kind], *(t for layer in m.layer_sets[kind] for t in layer)]
-    seen = {storage_key(t): t.numel() * t.element_size() for t in tensors if t is not None}
+    norms = [p for name, p in m.named_parameters() if name != "embed"]
+    linear = [t for layer in m.linear_layers() for t in (layer.weight(kind), layer.bias) if t is not None]
+    seen = {storage_key(t): t.numel() * t.element_size() for t in [*norms, *linear]}
     return sum(seen.values())
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from bringup.cli.checks import non_negative_number, positive_seconds
 from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
 from bringup.cli.output import console, print_json, progress
 from bringup.errors import BringupError
@@ -154,13 +155,14 @@ def command(
                                                      "another profile (another driver, another machine).")] = None,
     fail_on_regression: Annotated[Optional[float], typer.Option(
         "--fail-on-regression", metavar="PCT", help="With --baseline: exit 1 when any measurement is slower "
-        "by more than PCT percent beyond the two runs' noise.")] = None,
+        "by more than PCT percent beyond the two runs' noise.", callback=non_negative_number)] = None,
     flush_cache: Annotated[bool, typer.Option("--flush-cache", help="Flush the last-level cache before every "
                                               "repetition (cold-cache numbers).")] = False,
     threshold: Annotated[Optional[float], typer.Option("--threshold", help="Stop repeating once IQR/median "
                                                        "is at or under this (default: the preset's).")] = None,
     budget: Annotated[Optional[float], typer.Option("--budget", help="Seconds per measurement before giving "
-                                                    "up on stability (default: the preset's).")] = None,
+                                                    "up on stability (default: the preset's).",
+                                                    callback=positive_seconds)] = None,
     include_unverified: Annotated[bool, typer.Option("--include-unverified", help="Also time op cases that "
                                                      "did not pass verify-ops, marked unverified.")] = False,
     e2e_dtype: Annotated[str, typer.Option("--e2e-dtype", help="dtype of the runner in the e2e group: auto (the "
@@ -185,8 +187,6 @@ def command(
         raise BringupError("--csv - and --json both write to stdout; give --csv a file path")
     if threshold is not None and not 0 < threshold < 1:
         raise BringupError(f"--threshold {threshold} must be between 0 and 1 (a fraction, e.g. 0.05)")
-    if budget is not None and budget <= 0:
-        raise BringupError(f"--budget {budget} must be a positive number of seconds")
     options = BenchOptions(quick=quick, only=tuple(only or ()), skip=tuple(skip or ()), flush_cache=flush_cache,
                            threshold=threshold, budget_s=budget, include_unverified=include_unverified,
                            e2e_dtype=None if e2e_dtype == "auto" else e2e_dtype)

@@ -9,6 +9,7 @@ import typer
 
 from bringup.backends.base import DeviceInfo
 from bringup.backends.select import Selection, select_device
+from bringup.cli.checks import device_name
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
 from bringup.profiles.store import default_profile_path, ensure_profile_matches, load_profile
@@ -18,7 +19,7 @@ log = get_logger("cli")
 DeviceOption = Annotated[
     Optional[str],
     typer.Option("--device", "-d", help="Device to use, e.g. cpu, cuda:1, xpu:0, mps (default: BRINGUP_DEVICE, "
-                 "then the profile's device, then automatic)."),
+                 "then the profile's device, then automatic).", callback=device_name),
 ]
 ProfileOption = Annotated[
     Optional[Path],
@@ -33,7 +34,8 @@ DtypeOption = Annotated[
                  "float16. A dtype the profile says does not run correctly here is refused unless --force."),
 ]
 ForceDtypeOption = Annotated[
-    bool, typer.Option("--force", help="Run a --dtype even though the profile says it does not run correctly here.")
+    bool, typer.Option("--force", help="Run a --dtype the profile marks broken, and load weights with non-finite "
+                       "values (NaN/Inf; each such tensor is logged).")
 ]
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema version.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -23,8 +23,9 @@ from bringup.cli.output import console, err_console, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.engine.sampling_params import SamplingParams, token_budget
 
+BUILT_IN_DEFAULTS: dict[str, Any] = {"max_tokens": 64, "temperature": 0.0}
 ModelOption = Annotated[Optional[Path], typer.Option(
     "--model", "-m", help="Hugging Face style model directory (config.json, *.safetensors, tokenizer.json); "
     "default: the built-in reference model.")]
@@ -59,17 +60,21 @@ def command(
     tokens/s. Example: bringup generate "The capital of France is" --max-tokens 32
     """
     configure_logging(verbose, quiet=json)
+    given = {name: value for name, value in dict(
+        max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+        repetition_penalty=repetition_penalty, seed=seed, stop=stop).items() if value is not None}
+    check_flags(given)  # before the model loads: a bad flag costs nothing
     engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
                                             allow_cpu_fallback=allow_cpu_fallback, max_model_len=max_model_len,
                                             max_num_seqs=1, dtype=dtype, force=force))
-    given = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
-                 repetition_penalty=repetition_penalty, seed=seed, stop=stop)
-    params = sampling_params(engine.tokenizer.generation_defaults, given, ignore_eos)
     text = prompt
     try:
         if chat:
             text = engine.tokenizer.apply_chat_template([{"role": "user", "content": prompt}])
         ids = engine.tokenizer.encode(text, add_special_tokens=not chat)
+        params = sampling_params(engine.tokenizer.generation_defaults, given, ignore_eos)
+        params.max_tokens = tokens_to_generate(params.max_tokens, "max_tokens" in given, len(ids),
+                                               engine.max_model_len)
         result = run_one(engine, ids, params)
     except ValueError as exc:
         raise BringupError(f"{exc}") from None
@@ -85,17 +90,35 @@ def command(
                       f"decode {result['decode_tokens_per_s']:.1f} tokens/s")
 
 
-def sampling_params(defaults: dict, given: dict, ignore_eos: bool) -> SamplingParams:
+def check_flags(given: dict[str, Any]) -> None:
+    """The sampling flags alone, by the rules the server applies to a request (SamplingParams.validate_request)."""
+    try:
+        SamplingParams(**{**BUILT_IN_DEFAULTS, **given}).validate_request()
+    except ValueError as exc:
+        field, _, why = str(exc).partition(": ")
+        raise BringupError(f"--{field.replace('_', '-')} {why}") from None
+
+
+def sampling_params(defaults: dict, given: dict[str, Any], ignore_eos: bool) -> SamplingParams:
     """Built-in defaults (greedy, 64 tokens) < generation_config.json < flags; BringupError if invalid."""
     known = {f.name for f in fields(SamplingParams)}
-    values = {"max_tokens": 64, "temperature": 0.0, **{k: v for k, v in defaults.items() if k in known}}
-    values.update({k: v for k, v in given.items() if v is not None})
+    values = {**BUILT_IN_DEFAULTS, **{k: v for k, v in defaults.items() if k in known}, **given}
     params = SamplingParams(**values, ignore_eos=ignore_eos)
     try:
-        params.validate()
-    except ValueError as exc:
-        raise BringupError(f"sampling parameter {exc}") from None
+        params.validate_request()
+    except ValueError as exc:  # the flags passed check_flags, so a default from generation_config.json is out of range
+        field = str(exc).partition(":")[0]
+        raise BringupError(f"the model's generation_config.json default {exc}; override it with "
+                           f"--{field.replace('_', '-')}") from None
     return params
+
+
+def tokens_to_generate(max_tokens: int, requested: bool, prompt_len: int, max_model_len: int) -> int:
+    """max_tokens as the server grants it: a requested count must fit the context after the prompt (else
+    ValueError); a default is capped to the room left."""
+    if requested:
+        return token_budget(prompt_len, max_model_len, max_tokens)
+    return min(max_tokens, token_budget(prompt_len, max_model_len, None))
 
 
 def run_one(engine: LLMEngine, ids: list[int], params: SamplingParams) -> dict:
@@ -111,6 +134,8 @@ def run_one(engine: LLMEngine, ids: list[int], params: SamplingParams) -> dict:
         first = first or now
         last = now
     assert out is not None and first is not None and last is not None
+    if out.error is not None:  # e.g. non-finite logits: what was generated cannot be trusted, so none is shown
+        raise BringupError(out.error.message)
     decoded = len(out.token_ids) - 1
     return {"text": out.text, "token_ids": out.token_ids, "prompt_tokens": len(ids),
             "completion_tokens": len(out.token_ids), "finish_reason": out.finish_reason,

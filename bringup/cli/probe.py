@@ -5,6 +5,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from bringup.cli.checks import positive_seconds
 from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
 from bringup.cli.output import console, print_json, progress
 from bringup.probes.capabilities.registry import all_check_ids, select_checks
@@ -38,7 +39,8 @@ def command(
     skip: Annotated[Optional[list[str]], typer.Option("--skip", help="Skip this group or check id (repeatable).")]
     = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds a check may take before it is "
-                                           "recorded as unknown and its worker killed.")] = 180.0,
+                                           "recorded as unknown and its worker killed.",
+                                           callback=positive_seconds)] = 180.0,
     isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="Run checks in a worker process "
                                           "(a crash or hang costs one check).")] = True,
     list_checks: Annotated[bool, typer.Option("--list", help="List the checks and exit.")] = False,

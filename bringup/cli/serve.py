@@ -48,8 +48,15 @@ def command(
                                                           "the plan's).", min=1)] = None,
     served_model_name: Annotated[Optional[str], typer.Option(help="Model name clients must send (default: "
                                                               "the model's own).")] = None,
-    drain_timeout: Annotated[float, typer.Option(help="Seconds SIGTERM waits for in-flight requests before "
-                                                 "aborting them.", min=0.0)] = 60.0,
+    drain_timeout: Annotated[float, typer.Option(help="Seconds SIGTERM waits for in-flight requests; those "
+                                                 "still running then end with an error and the exit status is "
+                                                 "1.", min=0.0)] = 60.0,
+    stream_write_timeout: Annotated[float, typer.Option(help="Seconds a stream may wait on a client that reads "
+                                                        "nothing; then its request is aborted and its queue slot "
+                                                        "freed.", min=0.001)] = 30.0,
+    max_body_mb: Annotated[float, typer.Option(help="Largest request body in MiB, whatever its transfer "
+                                               "encoding; larger ones get 413 and are not read further.",
+                                               min=0.001)] = 64.0,
     allow_cpu_fallback: Annotated[bool, typer.Option(help="If the device cannot run the model, run on the CPU "
                                                      "instead of refusing (a global fallback).")] = False,
     dtype: DtypeOption = "auto",
@@ -62,7 +69,9 @@ def command(
 
     Prints the execution plan (each setting, the value chosen and the profile evidence behind it),
     then serves /v1/completions, /v1/chat/completions, /v1/models, /v1/plan, /health and /metrics.
-    SIGTERM (or Ctrl-C) stops admission, lets in-flight requests finish, and exits 0.
+    SIGTERM (or Ctrl-C) stops admission, lets in-flight requests finish, and exits 0; requests still
+    running at --drain-timeout end with an error (each stream gets an error event and [DONE]) and the
+    exit status is 1.
 
     Example: bringup serve --port 8000, then
     curl localhost:8000/v1/completions -d '{"model": "bringup-builtin-llama-2.5m", "prompt": "Hi", "max_tokens": 8}'
@@ -83,7 +92,8 @@ def command(
     engine = LLMEngine.create(options)
     profile_used = profile_path_in_use(engine, profile)
     config = ServerConfig(served_model_name=served_model_name, api_key=api_key, max_queue=max_queue,
-                          drain_timeout_s=drain_timeout, profile_path=profile_used)
+                          drain_timeout_s=drain_timeout, stream_write_timeout_s=stream_write_timeout,
+                          max_body_bytes=int(max_body_mb * 1024 * 1024), profile_path=profile_used)
     app = create_app(engine, config)
     ctx = app.state.ctx
     bound_host, bound_port = sock.getsockname()[:2]
@@ -96,6 +106,10 @@ def command(
                       f"{'API key required' if api_key else 'no API key'}; Ctrl-C or SIGTERM drains and stops)")
     server = make_server(ctx, app, bound_host, bound_port, log_level="info" if verbose else "warning")
     server.run(sockets=[sock])
+    if server.requests_cut:
+        log.error("server stopped with %d request(s) cut at the drain timeout (listed above); exit status 1",
+                  len(server.requests_cut))
+        raise typer.Exit(1)
     log.info("server stopped")
 
 

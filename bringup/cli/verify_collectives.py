@@ -7,6 +7,7 @@ from rich import box
 from rich.table import Table
 
 from bringup.backends.registry import backend_for
+from bringup.cli.checks import at_least_one, at_least_zero, positive_seconds
 from bringup.cli.common import (
     DeviceOption,
     ForceOption,
@@ -74,7 +75,8 @@ def print_report(section: CollectivesSection, profile_path: str) -> None:
 
 def command(
     nproc: Annotated[Optional[int], typer.Option("--nproc", "-n", help="Local processes to start, one per "
-                     "device of the selected family (CPU: default 2). Not used under torchrun.")] = None,
+                     "device of the selected family (CPU: default 2). Not used under torchrun.",
+                     callback=at_least_one)] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto (from the device family), or a "
                        "torch.distributed backend: nccl, gloo, xccl, hccl, ...")] = "auto",
     sizes: Annotated[str, typer.Option("--sizes", help="Message sizes in bytes (K/M/G = 1024 multiples), "
@@ -84,12 +86,15 @@ def command(
     op: Annotated[Optional[list[str]], typer.Option("--op", help="Only these operations (repeatable): "
                   "all_reduce_sum, all_reduce_max, all_gather, reduce_scatter, broadcast, all_to_all, "
                   "send_recv_ring, barrier.")] = None,
-    iters: Annotated[int, typer.Option("--iters", help="Timed repetitions per case (fewer above 2 MiB).")] = 10,
-    warmup: Annotated[int, typer.Option("--warmup", help="Untimed (but checked) repetitions first.")] = 2,
+    iters: Annotated[int, typer.Option("--iters", help="Timed repetitions per case (fewer above 2 MiB).",
+                                       callback=at_least_one)] = 10,
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed (but checked) repetitions first.",
+                                        callback=at_least_zero)] = 2,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds without progress after which a rank "
-                       "is declared hung; the run is then ended and the rank named.")] = 60.0,
+                       "is declared hung; the run is then ended and the rank named.",
+                       callback=positive_seconds)] = 60.0,
     startup_timeout: Annotated[float, typer.Option("--startup-timeout", help="Seconds the ranks may take "
-                               "to start and join the process group.")] = 120.0,
+                               "to start and join the process group.", callback=positive_seconds)] = 120.0,
     start_method: Annotated[str, typer.Option("--start-method", help="auto, fork (one torch import, "
                             "then fork each rank; Linux default) or spawn (a fresh interpreter per rank).")]
     = "auto",

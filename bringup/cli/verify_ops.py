@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from bringup.cli.checks import non_negative_seconds, positive_seconds
 from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
 from bringup.cli.output import console, print_json, progress
 from bringup.cli.verify_ops_render import (
@@ -54,7 +55,7 @@ def command(
     pattern: Annotated[Optional[str], typer.Option("-k", help=r"Only cases whose 'op\[dtype] case' (or "
                                                    r"'block\[dtype]') matches this regular expression.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds one case may take before it is recorded "
-                                           "as timeout and its worker killed.")] = 300.0,
+                                           "as timeout and its worker killed.", callback=positive_seconds)] = 300.0,
     isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="Run cases in a worker subprocess "
                                           "(a crash or hang costs one case) or in-process (faster).")] = True,
     resume: Annotated[bool, typer.Option("--resume", help="Skip cases the profile already records.")] = False,
@@ -67,7 +68,8 @@ def command(
                                                           "(default: TORCHINDUCTOR_CACHE_DIR, else "
                                                           ".inductor-cache next to the profile).")] = None,
     checkpoint_every: Annotated[float, typer.Option("--checkpoint-every", help="Seconds between profile "
-                                                    "writes (crashes and timeouts are written at once).")] = 1.0,
+                                                    "writes, 0 = after every case (crashes and timeouts are "
+                                                    "written at once).", callback=non_negative_seconds)] = 1.0,
 ) -> None:
     """Verify every op in the catalog, dtype by dtype, against the same op in float64 on the CPU.
 
@@ -93,8 +95,6 @@ def command(
             for table in catalog_tables(catalog, verbose):
                 console.print(table)
         return
-    if timeout <= 0:
-        raise BringupError(f"--timeout must be positive, got {timeout:g}")
     try:
         plan = plan_tasks(op, dtype, pattern, compiled=compiled, backend=compile_backend)
     except ValueError as exc:

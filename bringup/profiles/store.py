@@ -90,8 +90,25 @@ def describe_yaml_error(path: Path, exc: yaml.YAMLError) -> str:
     return f"profile {path} is not valid YAML{where}: {problem}; fix or delete the file"
 
 
+def refuse_anchors(path: Path, text: str) -> None:
+    """A profile is plain data: an anchor (&name) or alias (*name) is refused before anything is built from it,
+    so a small file cannot expand into gigabytes (the "billion laughs"). Scanning tokens costs ~0.1 s per MB,
+    and only files holding `&` or `*` at all are scanned."""
+    if "&" not in text and "*" not in text:
+        return
+    for token in yaml.scan(text, Loader=SAFE_LOADER):
+        if isinstance(token, yaml.AnchorToken | yaml.AliasToken):
+            kind = "anchor" if isinstance(token, yaml.AnchorToken) else "alias"
+            mark = token.start_mark
+            raise loading_error(
+                f"profile {path} uses a YAML {kind} at line {mark.line + 1}, column {mark.column + 1}; profiles "
+                "are plain data without anchors or aliases (&name, *name): write the values out, or re-run the stage"
+            )
+
+
 def parse_profile(path: Path, text: str) -> Profile:
     try:
+        refuse_anchors(path, text)
         document = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise loading_error(describe_yaml_error(path, exc)) from None

@@ -13,7 +13,12 @@ from bringup.serve.chat import create_chat_completion
 from bringup.serve.completions import create_completion
 from bringup.serve.context import ServerConfig, ServerContext
 from bringup.serve.errors import install_error_handlers
-from bringup.serve.middleware import APIKeyMiddleware, AssumeJSONMiddleware, StatusCountMiddleware
+from bringup.serve.middleware import (
+    APIKeyMiddleware,
+    AssumeJSONMiddleware,
+    BodyLimitMiddleware,
+    StatusCountMiddleware,
+)
 from bringup.serve.plan_info import plan_dict, profile_summary
 from bringup.serve.protocol import Engine
 from bringup.serve.schemas import (
@@ -33,7 +38,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (400, "invalid field or prompt longer than the context"),
         (401, "missing or wrong API key (only when the server has one)"),
         (404, "unknown model"),
+        (413, "request body over the size limit, or holding more values than any valid request"),
         (429, "queue full"),
+        (500, "the model produced numbers that cannot be trusted (non-finite logits)"),
         (503, "shutting down or engine not running"),
     )
 }
@@ -57,6 +64,7 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
     app.state.ctx = ctx
     install_error_handlers(app)
     app.add_middleware(AssumeJSONMiddleware)
+    app.add_middleware(BodyLimitMiddleware, limits=ctx.body_limits())  # after the key check: no key, no reading
     app.add_middleware(APIKeyMiddleware, api_key=ctx.config.api_key)
     app.add_middleware(StatusCountMiddleware, metrics=ctx.metrics)
     created = int(time.time())

@@ -172,6 +172,17 @@ class AsyncEngine:
             self.metrics.count_aborted(len(live))
             self._commands.put(_Abort(live))
 
+    def cut_all(self, message: str) -> list[str]:
+        """Abort every sequence still running; each request gets APIError(503, message): the drain timeout."""
+        ids = sorted(self._tracked)
+        queues = {id(t.outputs): t.outputs for t in self._tracked.values()}
+        self.abort(ids)
+        self.metrics.count_error("drain_timeout", len(ids))
+        failure = APIError(503, message, code="drain_timeout")
+        for outputs in queues.values():
+            outputs.put_nowait(failure)
+        return ids
+
     def _forget(self, request_ids: list[str]) -> None:
         for rid in request_ids:
             self._tracked.pop(rid, None)
@@ -269,6 +280,8 @@ class AsyncEngine:
                 tracked.tokens_seen = len(out.token_ids)
             if out.finished:
                 self.metrics.count_finished(out.finish_reason or "abort", stamp - tracked.arrival)
+                if out.finish_reason == "error":
+                    self.metrics.count_error(out.error.code if out.error is not None else "engine_error")
                 del self._tracked[out.request_id]
             tracked.outputs.put_nowait(out)
 

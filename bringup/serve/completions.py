@@ -34,8 +34,8 @@ MAX_SEQUENCES_PER_REQUEST = 64
 async def build_job(body: CompletionRequest, ctx: ServerContext) -> Job:
     prompts = body.prompts()
     if len(prompts) * body.n > MAX_SEQUENCES_PER_REQUEST:
-        raise APIError(400, f"{len(prompts)} prompts × n={body.n} is more than {MAX_SEQUENCES_PER_REQUEST} "
-                            "sequences in one request; split it", param="n")
+        raise APIError(400, f"n: {len(prompts)} prompts × n={body.n} make {len(prompts) * body.n} sequences, over "
+                            f"the limit of {MAX_SEQUENCES_PER_REQUEST} in one request; split it", param="n")
     job = Job(id=new_id("cmpl"), sequences=[], prompt_tokens=0, stop=body.stop_strings())
     for p_index, prompt in enumerate(prompts):
         param = "prompt" if len(prompts) == 1 else f"prompt.{p_index}"

@@ -7,12 +7,19 @@ from pathlib import Path
 
 from bringup.log import get_logger
 from bringup.serve.async_engine import AsyncEngine
+from bringup.serve.body import MIB, BodyLimits
 from bringup.serve.errors import APIError, error_body
 from bringup.serve.generation import Preparer
 from bringup.serve.metrics import ServerMetrics
 from bringup.serve.protocol import Engine
+from bringup.serve.request_rules import MAX_PROMPTS
 
 log = get_logger("serve")
+
+# Beyond its prompts' token ids, the largest valid request (256 chat messages of 64 text parts each) holds
+# about 34,000 list items and fields, and about 67,000 strings; these bounds leave room above both.
+STRUCTURE_VALUES = 65_536
+MAX_BODY_STRINGS = 131_072
 
 
 @dataclass
@@ -23,6 +30,8 @@ class ServerConfig:
     api_key: str | None = None
     max_queue: int = 64
     drain_timeout_s: float = 60.0
+    stream_write_timeout_s: float = 30.0  # a stream whose client reads nothing for this long is cut
+    max_body_bytes: int = 64 * MIB
     profile_path: Path | None = None
     extra_model_names: list[str] = field(default_factory=list)
 
@@ -38,6 +47,14 @@ class ServerContext:
         self.max_model_len = int(engine.max_model_len)
         self.generation_defaults = dict(getattr(engine.tokenizer, "generation_defaults", {}) or {})
         self.preparer = Preparer(engine.tokenizer, self.max_model_len, engine.vocab_size)
+
+    def body_limits(self) -> BodyLimits:
+        """What a request body may hold: a token id per context position for each prompt, plus structure."""
+        return BodyLimits(
+            max_bytes=self.config.max_body_bytes, max_values=MAX_PROMPTS * self.max_model_len + STRUCTURE_VALUES,
+            max_strings=MAX_BODY_STRINGS,
+            values_rule=f"; a valid request holds at most {MAX_PROMPTS} prompts of fewer than {self.max_model_len} "
+                        "token ids each (the model's context)")
 
     def check_model(self, name: str) -> None:
         if name != self.model_name:

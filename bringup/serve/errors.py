@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bringup.log import get_logger
+from bringup.serve.request_rules import json_type
 
 log = get_logger("serve")
 
@@ -58,12 +59,14 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
         return "invalid request body", None
     for err in errors:
         if err.get("type") == "json_invalid":
-            return f"request body is not valid JSON: {err.get('ctx', {}).get('error', err.get('msg'))}", None
+            where = next((f" at offset {p}" for p in err.get("loc", ())[1:] if isinstance(p, int)), "")
+            return f"request body is not valid JSON: {err.get('ctx', {}).get('error', err.get('msg'))}{where}", None
     # for a union (prompt: str | list[int] | ...) the deepest location names the real culprit
     first = max(errors, key=lambda e: len(_field_path(e)))
     path = _field_path(first)
     param = ".".join(path) or None
-    msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    msg = _union_type_message([e for e in errors if _field_path(e) == path]) or \
+        str(first.get("msg", "invalid value")).removeprefix("Value error, ")
     if first.get("type") == "missing" and param is None:
         return "request body is missing; send a JSON object", None
     if first.get("type") == "model_attributes_type" and param is None:
@@ -75,6 +78,18 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
         param = head if head in _request_fields() else None
     where = f"{param}: " if param and not msg.startswith(param) else ""
     return f"{where}{msg}", param
+
+
+_KINDS = {"string_type": "a string", "list_type": "a list", "int_type": "an integer", "float_type": "a number",
+          "bool_type": "true or false", "dict_type": "an object", "model_type": "an object"}
+
+
+def _union_type_message(errors: list[dict]) -> str | None:
+    """For a value that matched none of a union's types: every type it could have been, and what it was."""
+    kinds = [_KINDS.get(e.get("type", "")) for e in errors]
+    if len(errors) < 2 or None in kinds:
+        return None
+    return f"must be {' or '.join(dict.fromkeys(kinds))}; got {json_type(errors[0].get('input'))}"
 
 
 def _field_path(error: dict) -> list[str]:
@@ -115,6 +130,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = str(exc.detail) if exc.detail else "error"
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
+            # the framework's "error parsing the body": bytes that are not UTF-8, or nesting too deep
+            message = f"request body is not valid JSON: {exc.__cause__}; send a UTF-8 JSON object"
         return error_response(exc.status_code, message, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)

@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from bringup.log import get_logger
 from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.serve.async_engine import AsyncEngine, EngineFailure, Sequence
 from bringup.serve.errors import APIError
@@ -21,6 +24,12 @@ from bringup.serve.streaming import SSE_HEADERS
 # A prompt longer than this many characters per context token cannot fit: reject it before
 # spending time tokenising it.
 MAX_CHARS_PER_TOKEN = 64
+
+log = get_logger("serve")
+
+# Set in the request's task when the server cut a stalled stream on purpose: the "returned without completing
+# response" line uvicorn then logs is expected (runtime.py filters it out).
+STREAM_CUT: ContextVar[bool] = ContextVar("bringup_stream_cut", default=False)
 
 
 @dataclass
@@ -59,13 +68,15 @@ class Preparer:
         return await asyncio.to_thread(self.tokenizer.encode, text, add_special_tokens=add_special_tokens)
 
     def check_ids(self, ids: list[int], param: str) -> None:
+        """A non-empty prompt whose every token id is in [0, vocab_size)."""
         if not ids:
-            raise APIError(400, f"{param} is empty; give at least one token", param=param)
-        if self.vocab_size is not None:
-            bad = next((t for t in ids if t >= self.vocab_size), None)
-            if bad is not None:
-                raise APIError(400, f"{param} holds token id {bad}, outside the vocabulary of "
-                                    f"{self.vocab_size}", param=param)
+            raise APIError(400, f"{param}: is empty; give at least one token", param=param)
+        if self.vocab_size is None or (min(ids) >= 0 and max(ids) < self.vocab_size):
+            return
+        index, bad = next((i, t) for i, t in enumerate(ids) if not 0 <= t < self.vocab_size)
+        raise APIError(400, f"{param}.{index}: token id {bad} is outside this model's vocabulary [0, "
+                            f"{self.vocab_size}); use ids from the model's tokenizer", param=param,
+                       code="invalid_value")
 
     def token_budget(self, prompt_len: int, requested: int | None, param: str) -> int:
         """max_tokens for a prompt: the requested value if prompt + it fits, else a 400."""
@@ -117,8 +128,9 @@ def sampling_params(body: SamplingFields, *, max_tokens: int, choice: int, logpr
 class Subscription:
     """The engine outputs of one admitted HTTP request.
 
-    close() — called however the request ends (finished, client gone, error) — aborts the
-    sequences still unfinished, which frees their KV blocks, and releases the admission slot.
+    Its admission slot goes back as soon as every sequence finished (a client slow to read the rest of its
+    stream does not hold a place in the queue). close() — called however the request ends (finished, client
+    gone, error) — aborts the sequences still unfinished, which frees their KV blocks, and releases the slot.
     """
 
     def __init__(self, engine: AsyncEngine, job: Job) -> None:
@@ -127,6 +139,7 @@ class Subscription:
         self.pending = {seq.request_id for seq in job.sequences}
         self._outputs: asyncio.Queue | None = None
         self._closed = False
+        self._released = False
 
     async def start(self) -> None:
         """Hand the job to the engine (APIError 400/503 when it refuses)."""
@@ -137,15 +150,20 @@ class Subscription:
                            code="engine_dead") from None
 
     async def outputs(self) -> AsyncIterator[Any]:
-        """Every RequestOutput until all sequences finished."""
+        """Every RequestOutput until all sequences finished; APIError when one of them failed or was cut."""
         assert self._outputs is not None, "start() first"
         while self.pending:
             item = await self._outputs.get()
             if isinstance(item, EngineFailure):
                 raise APIError(503, str(item), code="engine_dead")
+            if isinstance(item, APIError):  # cut by the server (drain timeout)
+                raise item
             if item.finished:
                 self.pending.discard(item.request_id)
+                if item.finish_reason == "error":
+                    raise _failed(item)
             yield item
+        self._release()
 
     def close(self) -> None:
         if self._closed:
@@ -153,7 +171,19 @@ class Subscription:
         self._closed = True
         if self.pending:
             self.engine.abort(sorted(self.pending))
-        self.engine.release()
+        self._release()
+
+    def _release(self) -> None:
+        if not self._released:
+            self._released = True
+            self.engine.release()
+
+
+def _failed(output: Any) -> APIError:
+    """The 500 for a sequence the engine finished with an error (its numbers cannot be trusted)."""
+    error = output.error
+    message = error.message if error is not None else "the engine finished this request with an error"
+    return APIError(500, message, code=error.code if error is not None else "engine_error")
 
 
 async def respond(job: Job, ctx: Any, request: Request, stream: bool,
@@ -167,7 +197,9 @@ async def respond(job: Job, ctx: Any, request: Request, stream: bool,
         sub.close()
         raise
     if stream:
-        return SSEResponse(make_stream(sub), on_close=sub.close, headers=SSE_HEADERS)
+        return SSEResponse(make_stream(sub), on_close=sub.close, headers=SSE_HEADERS,
+                           write_timeout=ctx.config.stream_write_timeout_s,
+                           on_stall=lambda: _stalled(ctx, job, ctx.config.stream_write_timeout_s))
     try:
         return await final_outputs(sub, request)
     finally:
@@ -215,20 +247,54 @@ async def _disconnected(request: Request) -> None:
             return
 
 
+def _stalled(ctx: Any, job: Job, timeout: float) -> None:
+    log.warning("stream %s: the client read nothing for %g s (--stream-write-timeout); cutting it, aborting its "
+                "sequences and freeing its queue slot", job.id, timeout)
+    ctx.metrics.count_stalled_stream()
+
+
+class StalledClient(Exception):
+    """A write to the client waited longer than the write timeout: it stopped reading."""
+
+
 class SSEResponse(StreamingResponse):
-    """A text/event-stream response that runs on_close however it ends, and closes its body."""
+    """A text/event-stream response that runs on_close however it ends, and closes its body.
+
+    With a write_timeout, a write that waits longer than that (the client stopped reading and the socket's
+    buffers are full) cuts the stream: on_stall, then on_close, and the connection is closed.
+    """
 
     media_type = "text/event-stream"
 
-    def __init__(self, content: AsyncIterator[str], on_close, headers: dict[str, str] | None = None):
+    def __init__(self, content: AsyncIterator[str], on_close, headers: dict[str, str] | None = None,
+                 write_timeout: float | None = None, on_stall: Callable[[], None] | None = None):
         super().__init__(content, headers=headers)
         self.on_close = on_close
+        self.write_timeout = write_timeout
+        self.on_stall = on_stall
+
+    async def stream_response(self, send) -> None:
+        await super().stream_response(self._timed(send) if self.write_timeout else send)
+
+    def _timed(self, send):
+        async def timed_send(message) -> None:
+            try:
+                with anyio.fail_after(self.write_timeout):
+                    await send(message)
+            except TimeoutError:
+                raise StalledClient from None
+
+        return timed_send
 
     async def __call__(self, scope, receive, send) -> None:
         try:
             await super().__call__(scope, receive, send)
         except OSError:
             pass  # the client went away mid-send
+        except StalledClient:
+            STREAM_CUT.set(True)
+            if self.on_stall is not None:
+                self.on_stall()
         finally:
             self.on_close()
             aclose = getattr(self.body_iterator, "aclose", None)

@@ -59,6 +59,8 @@ class ServerMetrics:
         self._lock = threading.Lock()
         self.http_requests: dict[tuple[str, str], int] = {}
         self.finished: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+        self.stalled_streams = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.ttft = Histogram(TTFT_BUCKETS)
@@ -96,6 +98,16 @@ class ServerMetrics:
         with self._lock:
             self.finished["abort"] = self.finished.get("abort", 0) + n
 
+    def count_error(self, code: str, n: int = 1) -> None:
+        """Sequences the server ended with an error: untrustworthy numbers, the drain timeout."""
+        with self._lock:
+            self.errors[code] = self.errors.get(code, 0) + n
+
+    def count_stalled_stream(self) -> None:
+        """A stream cut because its client read nothing for the write timeout."""
+        with self._lock:
+            self.stalled_streams += 1
+
     def render(self, gauges: Callable[[], dict]) -> str:
         """The exposition text; gauges() returns the engine's stats snapshot plus server state."""
         g = gauges()
@@ -120,6 +132,11 @@ class ServerMetrics:
                    [({"endpoint": e, "status": s}, n) for (e, s), n in sorted(self.http_requests.items())])
             metric("requests_finished_total", "counter", "Generation sequences finished, by finish reason.",
                    [({"finish_reason": r}, n) for r, n in sorted(self.finished.items())])
+            metric("request_errors_total", "counter", "Generation sequences ended with an error, by error code "
+                   "(non_finite_logits: the model's numbers could not be trusted; drain_timeout: cut at shutdown).",
+                   [({"code": c}, n) for c, n in sorted(self.errors.items())])
+            metric("stream_write_timeouts_total", "counter", "Streams cut because the client read nothing for "
+                   "the write timeout (--stream-write-timeout).", [({}, self.stalled_streams)])
             metric("prompt_tokens_total", "counter", "Prompt tokens admitted to the engine.",
                    [({}, self.prompt_tokens)])
             metric("generation_tokens_total", "counter", "Tokens generated.", [({}, self.generation_tokens)])

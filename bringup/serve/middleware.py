@@ -1,10 +1,11 @@
-"""Pure ASGI middleware (safe for streaming): API-key check and per-endpoint status counting."""
+"""Pure ASGI middleware (safe for streaming): API-key check, per-endpoint status counting, body limits."""
 
 from __future__ import annotations
 
 import json
 import secrets
 
+from bringup.serve.body import BodyLimits, BodyScanner, Refusal, over_declared_size
 from bringup.serve.errors import error_body
 from bringup.serve.metrics import ServerMetrics
 
@@ -70,22 +71,79 @@ class StatusCountMiddleware:
 
 
 class AssumeJSONMiddleware:
-    """POST bodies on /v1 are JSON whatever Content-Type says (curl -d sends form encoding), and a
-    declared body over max_body_bytes is refused with 413 before it is read."""
+    """POST bodies on /v1 are JSON whatever Content-Type says (curl -d sends form encoding)."""
 
-    def __init__(self, app, max_body_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, app) -> None:
         self.app = app
-        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].startswith("/v1"):
             headers = [(k, v) for k, v in scope.get("headers") or [] if k != b"content-type"]
-            length = dict(headers).get(b"content-length", b"0")
-            if length.isdigit() and int(length) > self.max_body_bytes:
-                await _send_json(send, 413, error_body(
-                    413, f"request body of {int(length)} bytes is over the limit of {self.max_body_bytes}",
-                    code="body_too_large"))
-                return
             headers.append((b"content-type", b"application/json"))
             scope = {**scope, "headers": headers}
         await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """Reads every request body through a BodyScanner before the app sees it (any transfer encoding).
+
+    A refused body is answered at once with one JSON error line and `Connection: close`: the rest of it is
+    never read. A body within the limits is handed to the app in one piece.
+    """
+
+    def __init__(self, app, limits: BodyLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not _has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limits.max_bytes:
+            await _refuse(send, over_declared_size(int(declared), self.limits))
+            return
+        body = await _read_body(receive, BodyScanner(self.limits))
+        if isinstance(body, Refusal):
+            await _refuse(send, body)
+        elif body is not None:  # None: the client left before sending all of it
+            await self.app(scope, _replay(body, receive), send)
+
+
+def _has_body(scope) -> bool:
+    headers = dict(scope.get("headers") or [])
+    return b"transfer-encoding" in headers or headers.get(b"content-length", b"0") not in (b"0", b"")
+
+
+async def _read_body(receive, scanner: BodyScanner) -> bytes | Refusal | None:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        refusal = scanner.feed(chunk)
+        if refusal is not None:
+            return refusal
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive):
+    """A receive() that gives the buffered body once, then whatever the connection says (a disconnect)."""
+    given = False
+
+    async def replay():
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+async def _refuse(send, refusal: Refusal) -> None:
+    await _send_json(send, refusal.status, error_body(refusal.status, refusal.message, code=refusal.code),
+                     [(b"connection", b"close")])

@@ -2,11 +2,14 @@
 
 SIGTERM (or the first Ctrl-C): stop admitting (new generation requests get 503, /health says
 "draining"), let every admitted request finish, then stop uvicorn and return normally (exit 0).
-A second Ctrl-C, or the drain timeout, ends it at once; requests still running are aborted.
+When the drain timeout runs out first, every request still running is cut: a stream gets an error
+event and `data: [DONE]`, a plain request a 503; the cut requests are logged, and `requests_cut`
+tells the caller to exit non-zero. A second Ctrl-C ends it at once.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 from types import FrameType
@@ -15,8 +18,11 @@ import uvicorn
 
 from bringup.log import get_logger
 from bringup.serve.context import ServerContext
+from bringup.serve.generation import STREAM_CUT
 
 log = get_logger("serve")
+
+CUT_GRACE_S = 5.0  # after cutting, how long the error events get to reach their clients
 
 
 class DrainingServer(uvicorn.Server):
@@ -24,6 +30,8 @@ class DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.ctx = ctx
         self.drain_started: float | None = None
+        self.cut_at: float | None = None
+        self.requests_cut: list[str] = []
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.drain_started is None:
@@ -41,18 +49,43 @@ class DrainingServer(uvicorn.Server):
 
     async def on_tick(self, counter: int) -> bool:
         if self.drain_started is not None and not self.should_exit:
-            waited = time.monotonic() - self.drain_started
-            if self.ctx.engine.in_flight <= 0:
-                log.info("drained in %.2f s; exiting", waited)
-                self.should_exit = True
-            elif waited > self.ctx.config.drain_timeout_s:
-                log.warning("drain timeout (%.0f s) reached with %d request(s) in flight; aborting them",
-                            self.ctx.config.drain_timeout_s, self.ctx.engine.in_flight)
-                self.should_exit = True
+            self._drain_tick(time.monotonic())
         return await super().on_tick(counter)
+
+    def _drain_tick(self, now: float) -> None:
+        waited = now - self.drain_started
+        if self.ctx.engine.in_flight <= 0:
+            log.info("%s in %.2f s; exiting", "cut requests answered" if self.cut_at else "drained", waited)
+            self.should_exit = True
+        elif self.cut_at is None and waited > self.ctx.config.drain_timeout_s:
+            self._cut_in_flight()
+        elif self.cut_at is not None and now - self.cut_at > CUT_GRACE_S:
+            log.warning("%d request(s) still open %.0f s after they were cut; closing their connections",
+                        self.ctx.engine.in_flight, CUT_GRACE_S)
+            self.should_exit = True
+
+    def _cut_in_flight(self) -> None:
+        """The drain timeout ran out: end every running request with an error its client receives."""
+        timeout = self.ctx.config.drain_timeout_s
+        self.cut_at = time.monotonic()
+        self.requests_cut = self.ctx.engine.cut_all(
+            f"the server is shutting down and the drain timeout ({timeout:g} s, --drain-timeout) ran out before "
+            "this request finished; its output is incomplete; retry it")
+        log.warning("drain timeout (%g s) reached with %d request(s) in flight: cut %d sequence(s): %s",
+                    timeout, self.ctx.engine.in_flight, len(self.requests_cut), ", ".join(self.requests_cut))
+
+
+class _CutStreamFilter(logging.Filter):
+    """Drops uvicorn's "returned without completing response" for a stream the server cut on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (STREAM_CUT.get() and "without completing response" in record.getMessage())
 
 
 def make_server(ctx: ServerContext, app, host: str, port: int, log_level: str = "warning") -> DrainingServer:
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
                             timeout_graceful_shutdown=5, lifespan="on")
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _CutStreamFilter) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(_CutStreamFilter())
     return DrainingServer(config, ctx)

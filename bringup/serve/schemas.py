@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
+
+from bringup.serve.request_rules import (
+    MAX_PROMPT_CHARS,
+    MAX_PROMPT_TOKEN_IDS,
+    MAX_PROMPTS,
+    MAX_STOP_STRINGS,
+    TOKEN_ID_MAX,
+    check_prompt,
+    check_stop,
+)
 
 INT64_MAX = 2**63 - 1
 MIN_TEMPERATURE = 0.01
@@ -29,15 +39,16 @@ def Int(ge: int, le: int) -> Any:
 
 
 Seed = Int(0, INT64_MAX)
-TokenId = Int(0, 2**31 - 1)
+TokenId = Int(0, TOKEN_ID_MAX)
 MaxTokens = Int(1, 1_000_000)
-StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=16)]
+StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_STOP_STRINGS)]
 
 
 class StrictModel(BaseModel):
-    """No unknown fields, no type coercion ("1" is not a number, 1 is not a bool)."""
+    """No unknown fields, no type coercion ("1" is not a number, 1 is not a bool), no NaN or Infinity (which
+    Python's JSON parser accepts and the JSON standard does not)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class StreamOptions(StrictModel):
@@ -84,27 +95,40 @@ class SamplingFields(StrictModel):
             raise ValueError("stream_options is only allowed when stream is true")
         return self
 
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_shape(cls, value: Any) -> Any:
+        """The count and shape rules, in words, before the union's member-by-member errors."""
+        check_stop(value)
+        return value
+
     def stop_strings(self) -> list[str]:
         if self.stop is None:
             return []
         return [self.stop] if isinstance(self.stop, str) else list(self.stop)
 
 
-PromptText = Annotated[str, Field(max_length=1_000_000)]
-PromptIds = Annotated[list[TokenId], Field(min_length=1, max_length=1_000_000)]
+PromptText = Annotated[str, Field(max_length=MAX_PROMPT_CHARS)]
+PromptIds = Annotated[list[TokenId], Field(min_length=1, max_length=MAX_PROMPT_TOKEN_IDS)]
 
 
 class CompletionRequest(SamplingFields):
     """POST /v1/completions."""
 
-    prompt: PromptText | Annotated[list[PromptText], Field(min_length=1, max_length=64)] | PromptIds | Annotated[
-        list[PromptIds], Field(min_length=1, max_length=64)
-    ]
+    prompt: PromptText | Annotated[list[PromptText], Field(min_length=1, max_length=MAX_PROMPTS)] | PromptIds | \
+        Annotated[list[PromptIds], Field(min_length=1, max_length=MAX_PROMPTS)]
     max_tokens: MaxTokens | None = 16
     logprobs: Int(0, 20) | None = None
     echo: StrictBool = False
     best_of: Int(1, 16) | None = None
     suffix: str | None = None
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt_shape(cls, value: Any) -> Any:
+        """Counts first (a huge list is refused before its items are looked at), then shape and item rules."""
+        check_prompt(value)
+        return value
 
     @model_validator(mode="after")
     def _completion_unsupported(self) -> CompletionRequest:

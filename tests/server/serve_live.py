@@ -85,18 +85,31 @@ class LiveServer:
 
 
 def start_server(profile_dir: Path, *, api_key: str | None = None, max_queue: int = 64,
-                 **engine_overrides) -> LiveServer:
+                 server_config: dict | None = None, sndbuf: int | None = None, **engine_overrides) -> LiveServer:
+    """server_config: more ServerConfig fields (stream_write_timeout_s, ...); sndbuf: the send buffer of every
+    accepted connection (small: a client that stops reading fills it fast)."""
     options = engine_options(profile_dir, **engine_overrides)
     engine = LLMEngine.create(options)
     app = create_app(engine, ServerConfig(api_key=api_key, max_queue=max_queue,
-                                          profile_path=options.profile_path))
-    port = free_port()
+                                          profile_path=options.profile_path, **(server_config or {})))
+    listener = _listener(sndbuf)
+    port = listener.getsockname()[1]
     server = make_server(app.state.ctx, app, "127.0.0.1", port)
-    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="uvicorn", daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url)
     return LiveServer(url=url, engine=engine, server=server, thread=thread, api_key=api_key)
+
+
+def _listener(sndbuf: int | None) -> socket.socket:
+    """A listening socket on a free port of 127.0.0.1; accepted connections inherit its buffer sizes."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if sndbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
 
 
 def spawn_cli(args: list[str], cwd: Path) -> subprocess.Popen:

@@ -26,17 +26,16 @@ def inputs(g: torch.Generator) -> list[Any]:
 
 def build(dtype: torch.dtype, device: torch.device) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """fn(input_ids [T], positions [T]) -> hidden [T, hidden] through one runner decoder layer."""
+    from bringup.runner.model.attention_layer import AttentionMetadata
     from bringup.runner.model.builtin import builtin_config, builtin_tensors
-    from bringup.runner.model.decoder import AttentionMetadata, DecoderModel
-    from bringup.runner.model.kv_cache import cache_shape
+    from bringup.runner.model.families import build_model
+    from bringup.runner.model.kv_cache import allocate_kv_cache
 
     full = builtin_config()
     config = dataclasses.replace(full, num_layers=1)
-    model = DecoderModel(config, dtype, device)
+    model = build_model(config, dtype, device)
     model.load_hf_tensors(builtin_tensors(full).get)
-    kv_shape = cache_shape(config, TOKENS)
-    model.k_caches = [torch.zeros(kv_shape, dtype=dtype, device=device)]
-    model.v_caches = [torch.zeros(kv_shape, dtype=dtype, device=device)]
+    allocate_kv_cache(model, num_blocks=1, block_size=TOKENS)
     causal = torch.arange(TOKENS)[None, :] <= torch.arange(TOKENS)[:, None]  # [Q, L]
     mask = causal.repeat(config.num_queries_per_kv, 1)[None, None].to(device)  # [1, 1, G*Q, L], rows (group, query)
     slots = torch.arange(TOKENS, device=device)

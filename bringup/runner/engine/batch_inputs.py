@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bringup.runner.model.decoder import AttentionMetadata
+from bringup.runner.model.attention_layer import AttentionMetadata
 
 
 @dataclass

@@ -9,15 +9,18 @@ from pathlib import Path
 import torch
 
 from bringup.fallbacks import FallbackRecorder
+from bringup.log import get_logger
 from bringup.runner.engine.block_manager import BlockManager
 from bringup.runner.engine.executor import Executor
-from bringup.runner.engine.outputs import RequestOutput
+from bringup.runner.engine.outputs import RequestError, RequestOutput
 from bringup.runner.engine.sampling import sample
 from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.engine.scheduler import Scheduler
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.plan.measurements import StartupMeasurements
 from bringup.runner.plan.plan import ExecutionPlan
+
+log = get_logger("runner")
 
 
 @dataclass
@@ -32,7 +35,7 @@ class EngineOptions:
     weight_layout: str | None = None  # "in_out" | "out_in" to override the measured choice (benchmarks)
     measurements: StartupMeasurements | None = None  # given as data (tests, replays) instead of timed here
     dtype: str | None = None  # None or "auto": the plan's choice; else a dtype name (--dtype)
-    force: bool = False  # run a --dtype the profile says does not run correctly here
+    force: bool = False  # run a --dtype the profile marks broken, and load weights holding NaN/Inf
 
 
 class LLMEngine:
@@ -90,8 +93,14 @@ class LLMEngine:
         if not seqs:
             return []
         logits = self.executor.run(seqs)
+        trusted = torch.isfinite(logits.amax(dim=-1))  # NaN anywhere, +inf anywhere or all -inf: False
+        sampled = sample(logits, seqs)
+        untrusted = set() if bool(trusted.all()) else set((~trusted).nonzero().flatten().tolist())
         outputs = []
-        for seq, (token, logprob) in zip(seqs, sample(logits, seqs)):
+        for row, (seq, (token, logprob)) in enumerate(zip(seqs, sampled)):
+            if row in untrusted:
+                outputs.append(self._fail_non_finite(seq, logits[row]))
+                continue
             seq.num_cached_tokens = len(seq.token_ids)
             seq.token_ids.append(token)
             if seq.logprobs is not None and logprob is not None:
@@ -102,6 +111,18 @@ class LLMEngine:
                 self._seqs.pop(seq.request_id, None)
             outputs.append(self._output(seq))
         return outputs
+
+    def _fail_non_finite(self, seq: Sequence, row: torch.Tensor) -> RequestOutput:
+        """Finish a request whose logits hold NaN or inf: no token drawn from them is served."""
+        what = "NaN" if bool(row.isnan().any()) else "infinite values"
+        message = (f"the model produced logits with {what} at generated token {len(seq.output_token_ids) + 1}; "
+                   "numbers that cannot be trusted are not served: check the model's weights and dtype "
+                   "(try --dtype float32) and run `bringup verify-ops` on this device")
+        log.warning("request %s: %s", seq.request_id, message)
+        self.scheduler.finish(seq)
+        self._seqs.pop(seq.request_id, None)
+        seq.finish_reason = "error"
+        return self._output(seq, RequestError("non_finite_logits", message))
 
     def _check_finished(self, seq: Sequence, token: int) -> None:
         p = seq.params
@@ -126,11 +147,11 @@ class LLMEngine:
         return text + seq.detokenizer.flush() if last else text
 
     @staticmethod
-    def _output(seq: Sequence) -> RequestOutput:
+    def _output(seq: Sequence, error: RequestError | None = None) -> RequestOutput:
         return RequestOutput(
             request_id=seq.request_id, prompt_token_ids=seq.prompt_token_ids, token_ids=seq.output_token_ids,
             text=seq.text, logprobs=None if seq.logprobs is None else list(seq.logprobs),
-            finished=seq.finish_reason is not None, finish_reason=seq.finish_reason,
+            finished=seq.finish_reason is not None, finish_reason=seq.finish_reason, error=error,
         )
 
     def stats(self) -> dict:

@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-FinishReason = Literal["stop", "length", "abort"]
+FinishReason = Literal["stop", "length", "abort", "error"]
+
+
+@dataclass
+class RequestError:
+    """Why the engine finished a request with finish_reason "error" (its output must not be served)."""
+
+    code: str  # e.g. "non_finite_logits"
+    message: str  # one line: what, why, what to do
 
 
 @dataclass
@@ -24,3 +32,4 @@ class RequestOutput:
     logprobs: list[TokenLogprob] | None
     finished: bool
     finish_reason: FinishReason | None
+    error: RequestError | None = None  # set when finish_reason is "error"

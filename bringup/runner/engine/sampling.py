@@ -10,7 +10,8 @@ and min-p applied as thresholds (the k-th largest logit, min_p × the largest pr
 Sampling is robust to extreme parameters: logits are shifted by their row maximum before the temperature
 divides them (a temperature of 1e-30 cannot overflow), the most probable token always survives the filters
 (top_p=1e-300 does not mask every token), and a row whose distribution is unusable (NaN or infinite logits)
-falls back to argmax — one bad request never fails the step for its neighbours.
+falls back to argmax — one bad request never fails the step for its neighbours. That token is never served:
+the engine finishes such a row's request with finish_reason "error" (engine.py, non-finite logits).
 """
 
 from __future__ import annotations

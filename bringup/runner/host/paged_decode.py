@@ -17,7 +17,7 @@ import torch
 
 from bringup.runner.host.build import HostKernelInputError, check_host_kernel, load, require_host_tensor
 from bringup.runner.model.attention import PAGED_DECODE as NAME
-from bringup.runner.model.decoder import matmul_softmax_attention
+from bringup.runner.model.attention_layer import matmul_softmax_attention
 from bringup.runner.plan.layout import MARGIN  # the same 90 % rule as the weight layouts
 from bringup.runner.plan.plan import Choice
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
-from bringup.runner.model.decoder import AttendFn, matmul_softmax_attention
+from bringup.runner.model.attention_layer import AttendFn, matmul_softmax_attention
 
 
 def _sdpa(backend_name: str) -> AttendFn:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from bringup.runner.model.checkpoint import hf_tensor_names
 from bringup.runner.model.config import ModelConfig
-from bringup.runner.model.decoder import DecoderModel, WeightLayout, hf_tensor_names
+from bringup.runner.model.decoder import DecoderModel, WeightLayout
+from bringup.runner.model.families import build_model
 from bringup.runner.model.tokenizer import ByteTokenizer
 
 BUILTIN_NAME = "bringup-builtin-llama-2.5m"
@@ -52,6 +54,6 @@ def builtin_tensors(config: ModelConfig) -> dict[str, torch.Tensor]:
 
 def load_builtin(dtype: torch.dtype, device: torch.device | str, layout: WeightLayout | None = None) -> DecoderModel:
     config = builtin_config()
-    model = DecoderModel(config, dtype, device, layout)
+    model = build_model(config, dtype, device, layout)
     model.load_hf_tensors(builtin_tensors(config).get)
     return model

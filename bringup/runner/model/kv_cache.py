@@ -6,10 +6,15 @@ block tables. The cache is allocated once, at engine start, and never grows.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+from torch import nn
 
 from bringup.runner.model.config import ModelConfig
-from bringup.runner.model.decoder import DecoderModel
+
+if TYPE_CHECKING:
+    from bringup.runner.model.decoder import DecoderModel
 
 
 def bytes_per_block(config: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
@@ -23,9 +28,34 @@ def cache_shape(config: ModelConfig, slots: int) -> tuple[int, int, int]:
     return (config.num_kv_heads, slots, config.head_dim)
 
 
+class PagedKVCache(nn.Module):
+    """One layer's K and V planes ([kv_heads, slots, head_dim] each); empty until `allocate`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("k", None, persistent=False)
+        self.register_buffer("v", None, persistent=False)
+
+    def allocate(self, shape: tuple[int, int, int], dtype: torch.dtype, device: torch.device) -> None:
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+
+    def write(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store the new tokens' k and v ([T, kv_heads, head_dim]) at their slots ([T])."""
+        self.k.index_copy_(1, slots, k.transpose(0, 1))
+        self.v.index_copy_(1, slots, v.transpose(0, 1))
+
+    def gather(self, context_slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each sequence's context ([B, L] slots) as contiguous keys and values [kv_heads, B, L, head_dim]."""
+        (kv_heads, _, head_dim), (batch, length) = self.k.shape, context_slots.shape
+        flat = context_slots.reshape(-1)
+        keys = self.k.index_select(1, flat).view(kv_heads, batch, length, head_dim)
+        values = self.v.index_select(1, flat).view(kv_heads, batch, length, head_dim)
+        return keys, values
+
+
 def allocate_kv_cache(model: DecoderModel, num_blocks: int, block_size: int) -> None:
-    """Allocate the cache once and attach it to the model."""
-    c = model.config
-    shape = cache_shape(c, num_blocks * block_size)
-    model.k_caches = [torch.zeros(shape, dtype=model.dtype, device=model.device) for _ in range(c.num_layers)]
-    model.v_caches = [torch.zeros(shape, dtype=model.dtype, device=model.device) for _ in range(c.num_layers)]
+    """Allocate the cache once, every layer's planes in the model's dtype and on its device."""
+    shape = cache_shape(model.config, num_blocks * block_size)
+    for cache in model.kv_caches():
+        cache.allocate(shape, model.dtype, model.device)

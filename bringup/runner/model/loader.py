@@ -13,6 +13,8 @@ from safetensors import safe_open
 from bringup.errors import BringupError
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
+from bringup.runner.model.families import build_model
+from bringup.runner.model.validate import check_model_dir
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
@@ -60,10 +62,11 @@ def safetensors_files(model_dir: Path) -> list[Path]:
 
 
 def load_model(model_dir: Path, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
-               layout: WeightLayout | None = None) -> DecoderModel:
-    """Build the decoder and fill it from the directory's safetensors files."""
+               layout: WeightLayout | None = None, allow_nonfinite: bool = False) -> DecoderModel:
+    """Check the directory's safetensors files completely (validate.py), then build the decoder and fill it."""
     files = safetensors_files(model_dir)
-    model = DecoderModel(config, dtype, device, layout)
+    check_model_dir(model_dir, config, files, allow_nonfinite)
+    model = build_model(config, dtype, device, layout)
     with ExitStack() as stack:
         handles = [stack.enter_context(safe_open(str(f), framework="pt")) for f in files]
         where = {name: h for h in handles for name in h.keys()}  # noqa: SIM118 (safe_open has no __iter__)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bringup.errors import BringupError
 from bringup.log import get_logger
+from bringup.runner.engine.sampling_params import SamplingParams, is_integer, is_number
 from bringup.runner.model.detokenizer import ByteDetokenizer, WindowDetokenizer
 
 log = get_logger("runner.tokenizer")
@@ -105,10 +107,11 @@ class HFTokenizer:
         self.bos_token = _token_text(cfg.get("bos_token"))
         self.eos_token = _token_text(cfg.get("eos_token"))
         self.bos_token_id = self._id(self.bos_token)
-        eos = [self._id(self.eos_token), *list(config_eos or []), *_as_list(gen.get("eos_token_id"))]
+        gen_path = model_dir / "generation_config.json"
+        eos = [self._id(self.eos_token), *list(config_eos or []), *_generation_eos(gen, gen_path)]
         self.eos_token_ids = sorted({i for i in eos if i is not None})
         self.chat_template = _chat_template(cfg.get("chat_template"))
-        self.generation_defaults = _generation_defaults(gen)
+        self.generation_defaults = _generation_defaults(gen, gen_path)
 
     def _id(self, token: str | None) -> int | None:
         return None if token is None else self._tok.token_to_id(token)
@@ -135,17 +138,16 @@ def _read_json(path: Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as exc:
         raise BringupError(f"{path} is not valid JSON ({exc}); fix or remove it") from None
+    if not isinstance(document, dict):
+        raise BringupError(f"{path} must be a JSON object, got a JSON {type(document).__name__}; fix or remove it")
+    return document
 
 
 def _token_text(tok: Any) -> str | None:
     return tok.get("content") if isinstance(tok, dict) else tok
-
-
-def _as_list(v: Any) -> list[int]:
-    return [] if v is None else ([v] if isinstance(v, int) else list(v))
 
 
 def _chat_template(t: Any) -> str | None:
@@ -155,14 +157,49 @@ def _chat_template(t: Any) -> str | None:
     return t
 
 
-def _generation_defaults(gen: dict) -> dict[str, Any]:
-    """Sampling defaults from generation_config.json, in SamplingParams field names."""
+GENERATION_NUMBERS = ("temperature", "top_p", "repetition_penalty", "min_p")
+
+
+def _generation_defaults(gen: dict, path: Path) -> dict[str, Any]:
+    """Sampling defaults from generation_config.json, in SamplingParams field names; BringupError naming the
+    file and the field for a wrong type or a value the engine cannot run."""
     out: dict[str, Any] = {}
-    for key in ("temperature", "top_p", "top_k", "repetition_penalty", "min_p"):
+    for key in GENERATION_NUMBERS:
         if gen.get(key) is not None:
-            out[key] = gen[key]
+            out[key] = _generation_field(gen, key, path, is_number, "a number")
+    if gen.get("top_k") is not None:
+        out["top_k"] = _generation_field(gen, "top_k", path, is_integer, "an integer")
     if gen.get("max_new_tokens") is not None:
-        out["max_tokens"] = int(gen["max_new_tokens"])
-    if gen.get("do_sample") is False:
+        out["max_tokens"] = _generation_field(gen, "max_new_tokens", path, lambda v: is_integer(v) and v >= 1,
+                                              "a positive integer")
+    sample = gen.get("do_sample") is None or _generation_field(gen, "do_sample", path, _is_bool, "true or false")
+    if not sample:
         out["temperature"] = 0.0
+    try:
+        SamplingParams(**out).validate()
+    except ValueError as exc:
+        raise BringupError(f"{path}: {exc}; fix or remove that field") from None
     return out
+
+
+def _generation_eos(gen: dict, path: Path) -> list[int]:
+    value = gen.get("eos_token_id")
+    ids = [] if value is None else value if isinstance(value, list) else [value]
+    if not all(is_integer(i) and i >= 0 for i in ids):
+        raise _wrong_field(path, "eos_token_id", value, "a token id or a list of token ids")
+    return ids
+
+
+def _generation_field(gen: dict, key: str, path: Path, ok: Callable[[Any], bool], what: str) -> Any:
+    if not ok(gen[key]):
+        raise _wrong_field(path, key, gen[key], what)
+    return gen[key]
+
+
+def _wrong_field(path: Path, key: str, value: Any, what: str) -> BringupError:
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    return BringupError(f"{path}: {key} must be {what}, got {shown}; fix or remove that field")
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)

@@ -149,7 +149,7 @@ def apply_confirmed(executor: Executor, plan: ExecutionPlan) -> None:
         executor.compiled = None
     if PAGED not in plan.attention.value:
         model.decode_attend = None
-    if plan.weight_layout.value == OUT_IN and model.layout.kinds != [OUT_IN] and OUT_IN in model.layer_sets:
+    if plan.weight_layout.value == OUT_IN and model.layout.kinds != [OUT_IN] and OUT_IN in model.stored_kinds:
         model.use_layout(WeightLayout(OUT_IN, OUT_IN, 0))
     else:
         model.use_layout(model.layout)  # frees a plain copy made only for the check

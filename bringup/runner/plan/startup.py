@@ -104,7 +104,7 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     if options.model_dir is None:
         model, name = load_builtin(dtype, device, layout), BUILTIN_NAME
     else:
-        model = load_model(Path(options.model_dir), config, dtype, device, layout)
+        model = load_model(Path(options.model_dir), config, dtype, device, layout, allow_nonfinite=options.force)
         name = Path(options.model_dir).resolve().name
     free = _free_after_weights(device, options.measurements, model.weight_bytes())
     plan = replace(plan, kv_blocks=size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,

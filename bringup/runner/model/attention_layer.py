@@ -1,0 +1,96 @@
+"""Self-attention over the paged KV cache, for tokens of many sequences flattened into one [T] batch.
+
+Each layer writes its new K/V into the cache (by slot) and reads each sequence's context back through
+its slots, so the same forward serves prefill, decode and a mix of both. The cache is head-major
+([kvH, slots, hd]): one index_select gathers every sequence's context contiguously, and attention runs
+batched over (kv head, sequence) with the grouped query heads folded into the query rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.kv_cache import PagedKVCache
+from bringup.runner.model.layout_linear import LayoutLinear
+from bringup.runner.model.rope import apply_rope
+
+# attend(q [kvH, B, G*Q, hd], k [kvH, B, L, hd], v [kvH, B, L, hd], mask [1, B, G*Q, L] | None, scale)
+AttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None", float], torch.Tensor]
+# decode_attend(q [B, H, hd], k_cache, v_cache, context_slots [B, L], context_lens [B], scale) -> [B, H*hd],
+# or None to take the gather path this time
+DecodeAttendFn = Callable[..., "torch.Tensor | None"]
+
+
+@dataclass
+class AttentionMetadata:
+    """Where the step's tokens go in the cache and which cached slots each sequence reads."""
+
+    slot_mapping: torch.Tensor  # [T] cache slot of each new token
+    context_slots: torch.Tensor  # [B, L] cache slots of each sequence's context (padded)
+    mask: torch.Tensor | None  # [1, B, G*Q, L] True = attend; None when no masking is needed
+    query_index: torch.Tensor | None  # [B, Q] flat token index of each query (None: all seqs have Q)
+    output_index: torch.Tensor | None  # [T] row of each token in the [B*Q] attention output
+    num_queries: int  # Q
+    context_lens: torch.Tensor | None = None  # [B] context length of each sequence (int64)
+
+
+def matmul_softmax_attention(q, k, v, mask, scale):  # type: ignore[no-untyped-def]
+    """Plain attention: matmul, masked softmax in float32, matmul."""
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
+
+
+@dataclass
+class AttentionOps:
+    """The attention implementations every layer calls; the executor swaps them (op fallback), so all layers
+    share one instance."""
+
+    attend: AttendFn = matmul_softmax_attention
+    decode_attend: DecodeAttendFn | None = None  # decode steps straight from the cache (None: gather path)
+
+
+class Attention(nn.Module):
+    """Fused q/k/v projection, rotary embedding, the paged cache write, attention and the output projection."""
+
+    def __init__(self, config: ModelConfig, ops: AttentionOps, qkv_bias: bool, o_bias: bool) -> None:
+        super().__init__()
+        c = config
+        self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
+        self.scale = c.head_dim**-0.5
+        self.ops = ops
+        self.qkv_proj = LayoutLinear(c.hidden_size, (c.num_heads + 2 * c.num_kv_heads) * c.head_dim, qkv_bias)
+        self.o_proj = LayoutLinear(c.num_heads * c.head_dim, c.hidden_size, o_bias)
+        self.cache = PagedKVCache()
+
+    def forward(self, x: torch.Tensor, kind: str, cos: torch.Tensor, sin: torch.Tensor,
+                meta: AttentionMetadata) -> torch.Tensor:
+        T, H, KV, D = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
+        qkv = self.qkv_proj(x, kind)
+        qk = apply_rope(qkv[:, : (H + KV) * D].view(T, H + KV, D), cos, sin)  # q and k rotated together
+        q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D:]
+        self.cache.write(meta.slot_mapping, k, v.view(T, KV, D))
+        return self.o_proj(self._attend(q, meta), kind)
+
+    def _attend(self, q: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+        """Attention output [T, H*hd] of the queries q [T, H, hd] over each sequence's cached context."""
+        T, H, KV, D = q.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
+        decode_attend, Q = self.ops.decode_attend, meta.num_queries
+        if decode_attend is not None and Q == 1 and meta.query_index is None and meta.context_lens is not None:
+            out = decode_attend(q.reshape(T, H, D), self.cache.k, self.cache.v, meta.context_slots,
+                                meta.context_lens, self.scale)
+            if out is not None:
+                return out
+        keys, values = self.cache.gather(meta.context_slots)
+        B, G = meta.context_slots.shape[0], H // KV
+        qb = q.view(B, Q, H, D) if meta.query_index is None else q[meta.query_index]
+        qg = qb.view(B, Q, KV, G, D).permute(2, 0, 3, 1, 4).reshape(KV, B, G * Q, D)
+        out = self.ops.attend(qg, keys, values, meta.mask, self.scale)
+        out = out.view(KV, B, G, Q, D).permute(1, 3, 0, 2, 4).reshape(B * Q, H * D)
+        return out if meta.output_index is None else out[meta.output_index]
