@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from bringup.runner.engine.sampling_params import MAX_STOP_STRINGS, MAX_TOKEN_ID
+
 MAX_PROMPTS = 64  # texts or token-id lists in one completion request
 MAX_PROMPT_CHARS = 1_000_000
 MAX_PROMPT_TOKEN_IDS = 1_000_000
-MAX_STOP_STRINGS = 16
-TOKEN_ID_MAX = 2**31 - 1
+TOKEN_ID_MAX = MAX_TOKEN_ID
 PROMPT_SHAPES = "a text, a list of texts, a list of token ids or a list of token-id lists"
 
 

@@ -11,6 +11,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
 
+from bringup.runner.engine.sampling_params import (
+    MAX_STOP_TOKEN_IDS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MIN_TEMPERATURE,
+    MIN_TOP_P,
+)
 from bringup.serve.request_rules import (
     MAX_PROMPT_CHARS,
     MAX_PROMPT_TOKEN_IDS,
@@ -22,8 +29,6 @@ from bringup.serve.request_rules import (
 )
 
 INT64_MAX = 2**63 - 1
-MIN_TEMPERATURE = 0.01
-MIN_TOP_P = 1e-6
 
 
 def _integral_float_to_int(value: Any) -> Any:
@@ -40,7 +45,7 @@ def Int(ge: int, le: int) -> Any:
 
 Seed = Int(0, INT64_MAX)
 TokenId = Int(0, TOKEN_ID_MAX)
-MaxTokens = Int(1, 1_000_000)
+MaxTokens = Int(1, MAX_TOKENS)
 StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_STOP_STRINGS)]
 
 
@@ -60,7 +65,7 @@ class SamplingFields(StrictModel):
 
     model: Annotated[str, Field(min_length=1, max_length=256)]
     n: Int(1, 16) = 1
-    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=MAX_TEMPERATURE)] | None = None
     # the lower bounds keep float32 sampling finite (top_p below ~1e-45 rounds to 0 and masks every
     # token; logits / a tiny temperature or penalty overflow): 0 < x < bound is a 400, not a crash
     top_p: Annotated[float, Field(ge=MIN_TOP_P, le=1.0)] | None = None
@@ -74,7 +79,7 @@ class SamplingFields(StrictModel):
     min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     repetition_penalty: Annotated[float, Field(ge=0.01, le=10.0)] | None = None
     ignore_eos: StrictBool = False
-    stop_token_ids: Annotated[list[TokenId], Field(max_length=64)] | None = None
+    stop_token_ids: Annotated[list[TokenId], Field(max_length=MAX_STOP_TOKEN_IDS)] | None = None
     # OpenAI fields accepted only at their neutral value
     presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
     frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None

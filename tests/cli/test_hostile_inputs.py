@@ -270,6 +270,12 @@ GENERATION = [
     Case("top_p out of range", set_generation(top_p=5.0), ("generation_config.json", "top_p")),
     Case("generation_config.json is a list", replace_json("generation_config.json", []),
          ("generation_config.json", "JSON object")),
+    Case("eos_token is a number (tokenizer_config)", replace_json("tokenizer_config.json", {"eos_token": 5}),
+         ("tokenizer_config.json", "eos_token", "got 5")),
+    Case("shard index is a list", replace_json("model.safetensors.index.json", [1, 2]),
+         ("model.safetensors.index.json is malformed", "weight_map")),
+    Case("shard index maps to numbers", replace_json("model.safetensors.index.json", {"weight_map": {"a": 1}}),
+         ("'weight_map' must map tensor names to shard file names",)),
 ]
 WEIGHT_VALUES = [
     Case("untied and no lm_head.weight", tensors_edit(drop("lm_head.weight")), ("'lm_head.weight'", "tie_word")),

@@ -41,8 +41,12 @@ def safetensors_files(model_dir: Path) -> list[Path]:
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
-        except (OSError, json.JSONDecodeError, KeyError) as exc:
-            raise BringupError(f"{index} is malformed ({exc}); it needs a 'weight_map'") from None
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise BringupError(f"{index} is malformed ({type(exc).__name__}: {exc}); it needs a 'weight_map' "
+                               "object") from None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise BringupError(f"{index}: 'weight_map' must map tensor names to shard file names; re-save the "
+                               "model with save_pretrained")
         files = [model_dir / name for name in sorted(set(weight_map.values()))]
         missing = [f.name for f in files if not f.is_file()]
         if missing:
@@ -62,10 +66,13 @@ def safetensors_files(model_dir: Path) -> list[Path]:
 
 
 def load_model(model_dir: Path, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
-               layout: WeightLayout | None = None, allow_nonfinite: bool = False) -> DecoderModel:
-    """Check the directory's safetensors files completely (validate.py), then build the decoder and fill it."""
+               layout: WeightLayout | None = None, allow_nonfinite: bool = False,
+               checked: bool = False) -> DecoderModel:
+    """Check the directory's safetensors files completely (validate.py; skipped when the caller already did,
+    `checked`), then build the decoder and fill it."""
     files = safetensors_files(model_dir)
-    check_model_dir(model_dir, config, files, allow_nonfinite)
+    if not checked:
+        check_model_dir(model_dir, config, files, allow_nonfinite)
     model = build_model(config, dtype, device, layout)
     with ExitStack() as stack:
         handles = [stack.enter_context(safe_open(str(f), framework="pt")) for f in files]

@@ -104,8 +104,9 @@ class HFTokenizer:
         gen = _read_json(model_dir / "generation_config.json")
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
         self.special_token_ids = frozenset(i for i, t in self._tok.get_added_tokens_decoder().items() if t.special)
-        self.bos_token = _token_text(cfg.get("bos_token"))
-        self.eos_token = _token_text(cfg.get("eos_token"))
+        config_path = model_dir / "tokenizer_config.json"
+        self.bos_token = _token_text(cfg.get("bos_token"), "bos_token", config_path)
+        self.eos_token = _token_text(cfg.get("eos_token"), "eos_token", config_path)
         self.bos_token_id = self._id(self.bos_token)
         gen_path = model_dir / "generation_config.json"
         eos = [self._id(self.eos_token), *list(config_eos or []), *_generation_eos(gen, gen_path)]
@@ -146,8 +147,12 @@ def _read_json(path: Path) -> dict:
     return document
 
 
-def _token_text(tok: Any) -> str | None:
-    return tok.get("content") if isinstance(tok, dict) else tok
+def _token_text(tok: Any, field: str, path: Path) -> str | None:
+    """A special token's text (a string, or {"content": string} as transformers writes added tokens)."""
+    text = tok.get("content") if isinstance(tok, dict) else tok
+    if text is not None and not isinstance(text, str):
+        raise _wrong_field(path, field, tok, "a string or an object with a string 'content'")
+    return text
 
 
 def _chat_template(t: Any) -> str | None:

@@ -23,6 +23,7 @@ from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.kv_cache import allocate_kv_cache
 from bringup.runner.model.loader import load_model, read_config, safetensors_files
 from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
+from bringup.runner.model.validate import check_model_dir
 from bringup.runner.plan.confirm import apply_confirmed, confirm_plan, measure_decode
 from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.layout import IN_OUT, OUT_IN, choose_layout
@@ -59,6 +60,9 @@ def start_engine(cls: type[LLMEngine], options: EngineOptions) -> LLMEngine:
         safetensors_files(Path(options.model_dir))  # refuse pickle-only or weightless dirs before anything else
     tokenizer = ByteTokenizer() if options.model_dir is None else HFTokenizer(Path(options.model_dir),
                                                                               config.eos_token_ids)
+    if options.model_dir is not None:  # checked completely before anything is timed or loaded
+        model_dir = Path(options.model_dir)
+        check_model_dir(model_dir, config, safetensors_files(model_dir), options.force)
     selection = select_device(options.device, _profile_device(options.profile_path))
     device = selection.device
     try:
@@ -104,7 +108,7 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     if options.model_dir is None:
         model, name = load_builtin(dtype, device, layout), BUILTIN_NAME
     else:
-        model = load_model(Path(options.model_dir), config, dtype, device, layout, allow_nonfinite=options.force)
+        model = load_model(Path(options.model_dir), config, dtype, device, layout, checked=True)
         name = Path(options.model_dir).resolve().name
     free = _free_after_weights(device, options.measurements, model.weight_bytes())
     plan = replace(plan, kv_blocks=size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
