@@ -63,8 +63,17 @@ def test_full_queue_answers_429_and_frees_up_afterwards(live: LiveServer) -> Non
     assert m['bringup_http_requests_total{endpoint="/v1/chat/completions",status="429"}'] == 1
 
 
-def test_engine_failure_turns_health_and_requests_to_503(live: LiveServer) -> None:
+@pytest.fixture
+def doomed(tmp_path) -> LiveServer:
+    """A server of its own: the fault injected below kills its engine for good, so it must not be `live`."""
+    server = start_server(tmp_path, max_queue=MAX_QUEUE, max_model_len=128)
+    yield server
+    server.stop()
+
+
+def test_engine_failure_turns_health_and_requests_to_503(doomed: LiveServer) -> None:
     """Inject a real fault into the running engine: its next step raises."""
+    live = doomed
 
     def broken_step():
         raise RuntimeError("injected device fault")

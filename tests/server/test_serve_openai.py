@@ -206,7 +206,7 @@ def test_plan_endpoint_returns_the_engines_plan(live: LiveServer) -> None:
     assert set(body["fallbacks"]) == {"op", "path", "global"}
 
 
-def test_metrics_are_prometheus_text(live: LiveServer) -> None:
+def test_metrics_are_prometheus_text(greedy, live: LiveServer) -> None:  # greedy: one 24-token completion
     text = httpx.get(f"{live.url}/metrics").text
     assert "# TYPE bringup_time_to_first_token_seconds histogram" in text
     m = live.metrics()
