@@ -72,15 +72,17 @@ def _bench(rows: list[Change], details: bool) -> None:
     console.print(f"bench: {counts['faster']} faster, {counts['slower']} slower beyond both runs' noise"
                   + (f", {only} measured in one profile only" if only else ""))
     moved.sort(key=lambda c: -abs(math.log(c.after / c.before)) if c.before and c.after else 0.0)
+    rated = {c.key for c in moved if c.key.endswith(("(GB/s)", "(TFLOP/s)"))}
     shown = moved if details else moved[:BENCH_ROWS]
-    table = Table(title="bench: time per measurement" + ("" if details else f" (largest {len(shown)}; --details "
-                                                                              "for all)"), title_justify="left")
+    table = Table(title="bench: time per measurement, or rate where the runs sized it differently"
+                  + ("" if details else f" (largest {len(shown)}; --details for all)"), title_justify="left")
     for column in ("measurement", "before", "after", "change"):
         table.add_column(column, overflow="fold")
     for c in shown:
-        ratio = c.after / c.before
-        change = f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
-        table.add_row(c.key, format_seconds(c.before), format_seconds(c.after), f"{change} ({c.note.split('(')[-1]}"
+        slower = c.before / c.after if c.key in rated else c.after / c.before  # > 1: after is slower
+        change = f"{slower:.2f}x slower" if slower > 1 else f"{1 / slower:.2f}x faster"
+        shown_value = (lambda v: f"{v:.3g}") if c.key in rated else format_seconds
+        table.add_row(c.key, shown_value(c.before), shown_value(c.after), f"{change} ({c.note.split('(')[-1]}"
                       if "(" in c.note else change)
     console.print(table)
 

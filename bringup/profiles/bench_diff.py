@@ -29,15 +29,31 @@ def keyed(section: BenchSection | None) -> dict[tuple[str, str], BenchRecord]:
     return {(group, r.key): r for group, found in section.groups.items() for r in found.records}
 
 
+RATES = (("gbps", "GB/s"), ("tflops", "TFLOP/s"))
+
+
+def shared_rate(a: BenchRecord, b: BenchRecord) -> tuple[str, float, float] | None:
+    """(unit, a's rate, b's rate) when both records report the same rate: the fair comparison when the two
+    runs sized the measurement differently (bandwidth arrays follow the machine's memory and caches)."""
+    for attribute, unit in RATES:
+        rate_a, rate_b = getattr(a, attribute), getattr(b, attribute)
+        if rate_a and rate_b:
+            return unit, rate_a, rate_b
+    return None
+
+
 def compare_records(group: str, key: str, a: BenchRecord, b: BenchRecord) -> dict[str, Any]:
     row: dict[str, Any] = {"group": group, "key": key, "name": b.name, "dtype": b.dtype,
                            "a_median_s": a.median_s, "b_median_s": b.median_s}
+    rate = shared_rate(a, b) if a.params != b.params else None  # the same work: times compare directly
+    if rate:
+        row.update(rate_unit=rate[0], a_rate=rate[1], b_rate=rate[2])
     if a.status != "ok" or b.status != "ok" or not a.median_s or not b.median_s:
         row.update(verdict="not comparable", significant=False,
                    reason=f"status {a.status} vs {b.status}" if a.status != "ok" or b.status != "ok"
                    else "missing time")
         return row
-    ratio = b.median_s / a.median_s
+    ratio = rate[1] / rate[2] if rate else b.median_s / a.median_s  # > 1: b takes longer per unit of work
     factor = (1.0 + relative_iqr(a)) * (1.0 + relative_iqr(b))
     if ratio > factor:
         verdict, beyond = "slower", (ratio / factor - 1.0) * 100.0

@@ -86,7 +86,11 @@ def bench_changes(a: Profile, b: Profile) -> list[Change]:
         note = verdict
         if "ratio" in row:
             note = f"{verdict}: time x{row['ratio']:.3f} (noise ±{row['noise_pct']:.1f}%)"
-        changes.append(Change("bench", f"{row['group']} {row['key']}", row["a_median_s"], row["b_median_s"], note))
+        key = f"{row['group']} {row['key']}"
+        if "rate_unit" in row:  # sized differently in the two runs: compare the rates, not the times
+            changes.append(Change("bench", f"{key} ({row['rate_unit']})", row["a_rate"], row["b_rate"], note))
+        else:
+            changes.append(Change("bench", key, row["a_median_s"], row["b_median_s"], note))
     return changes
 
 

@@ -71,3 +71,17 @@ def test_missing_sections_compare_as_added_or_removed():
     assert {r["verdict"] for r in diff_bench(None, CURRENT)} == {"added"}
     assert {r["verdict"] for r in diff_bench(BASELINE, None)} == {"removed"}
     assert diff_bench(None, None) == []
+
+
+def test_measurements_sized_differently_compare_by_rate_not_time():
+    def sized(array_bytes: int, median: float, gbps: float) -> BenchSection:
+        rec = BenchRecord(key="copy float32", name="copy", median_s=median, iqr_s=median * 0.01, min_s=median,
+                          reps=10, noisy=False, gbps=gbps, params={"array_bytes": array_bytes})
+        return BenchSection(groups={"bandwidth": BenchGroup(records=[rec])})
+
+    # 10x the bytes in 4x the time: the second run streams 2.5x faster although its time is longer
+    row = diff_bench(sized(10**8, 0.010, 20.0), sized(10**9, 0.040, 50.0))[0]
+    assert row["verdict"] == "faster" and abs(row["ratio"] - 0.4) < 1e-9
+    assert (row["rate_unit"], row["a_rate"], row["b_rate"]) == ("GB/s", 20.0, 50.0)
+    same_size = diff_bench(sized(10**8, 0.010, 20.0), sized(10**8, 0.040, 5.0))[0]
+    assert same_size["verdict"] == "slower" and abs(same_size["ratio"] - 4.0) < 1e-9 and "rate_unit" not in same_size
