@@ -16,3 +16,5 @@ def compiler() -> str | None:
 
 needs_compiler = pytest.mark.skipif(compiler() is None, reason="no C++ compiler (CXX, g++, c++ or clang++) found "
                                     "to build the host kernels")
+needs_compiler_for_inductor = pytest.mark.skipif(compiler() is None, reason="no C++ compiler found: torch.compile's "
+                                                 "inductor backend generates C++ for the CPU")

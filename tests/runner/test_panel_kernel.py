@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -49,8 +51,14 @@ def test_check_says_why_the_kernel_cannot_be_used():
 
 
 def test_a_compiler_that_fails_makes_the_kernel_unavailable_with_its_reason(tmp_path, monkeypatch):
-    monkeypatch.setenv("CXX", "false")  # a real compiler invocation that fails
-    monkeypatch.setenv("BRINGUP_KERNEL_CACHE", str(tmp_path))
+    failing = tmp_path / "bin" / "false"  # a real compiler invocation that fails, whatever the machine has
+    failing.parent.mkdir()
+    failing.write_text(f"#!{sys.executable}\nraise SystemExit(1)\n")
+    failing.chmod(0o755)
+    monkeypatch.setenv("CXX", str(failing))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("BRINGUP_KERNEL_CACHE", str(cache))
     clear = [panel_kernel.library.cache_clear, host_build.load.cache_clear]
     for fn in clear:
         fn()
@@ -60,7 +68,7 @@ def test_a_compiler_that_fails_makes_the_kernel_unavailable_with_its_reason(tmp_
         for fn in clear:
             fn()
     assert why is not None and "false failed to build panel_linear.cpp" in why
-    assert list(tmp_path.iterdir()) == []  # no partial library left behind
+    assert list(cache.iterdir()) == []  # no partial library left behind
 
 
 @needs_compiler

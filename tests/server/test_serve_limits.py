@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import openai
 import pytest
@@ -39,7 +41,14 @@ def _long_stream(http: httpx.Client, live: LiveServer):
     return http.stream("POST", f"{live.base_url}/completions", json=body)
 
 
-def test_full_queue_answers_429_and_frees_up_afterwards(live: LiveServer) -> None:
+def test_full_queue_answers_429_and_frees_up_afterwards(live: LiveServer, monkeypatch) -> None:
+    step = live.engine.step
+
+    def slow_step():  # 20 ms a step: the two held streams are still generating whatever this machine's speed
+        time.sleep(0.02)
+        return step()
+
+    monkeypatch.setattr(live.engine, "step", slow_step)
     client = openai.OpenAI(api_key="unused", base_url=live.base_url, max_retries=0, timeout=30)
     with httpx.Client(timeout=30) as http, _long_stream(http, live) as first, _long_stream(http, live) as second:
         held = [first.iter_lines(), second.iter_lines()]

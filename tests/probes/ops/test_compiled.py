@@ -8,6 +8,7 @@ from bringup.profiles.store import load_profile
 from tests.cli.run_cli import run_cli
 from tests.probes.ops.conftest import PLUGIN
 from tests.probes.ops.faulty_ops import PERTURB_BACKEND
+from tests.runner.host_compiler import needs_compiler_for_inductor
 
 
 def test_perturbing_backend_on_the_runners_layer_is_a_mismatch_and_the_ladder_names_it(tmp_path, monkeypatch):
@@ -28,6 +29,7 @@ def test_perturbing_backend_on_the_runners_layer_is_a_mismatch_and_the_ladder_na
         ("runner_decoder_layer", "mismatch", PERTURB_BACKEND)]
 
 
+@needs_compiler_for_inductor
 def test_inductor_block_passes_with_one_cache_dir(tmp_path, inductor_cache_dir):
     cache = Path(inductor_cache_dir)
     result = run_cli(["verify-ops", "--no-isolate", "--json", "--compiled", "--op", "rotary_attention",
