@@ -27,18 +27,35 @@ def layer_prefix(index: int) -> str:
     return f"model.layers.{index}."
 
 
-def hf_tensor_names(config: ModelConfig) -> list[str]:
-    """Hugging Face names of every weight matrix and norm the model reads (lm_head only when untied; biases
-    are not listed)."""
-    names = [EMBED, FINAL_NORM]
-    if not config.tie_word_embeddings:
-        names.append(LM_HEAD)
-    for i in range(config.num_layers):
+def hf_tensor_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor a decoder with this config reads, by Hugging Face name, with its shape (lm_head only when
+    untied; biases only where the config has them). The loader's checks and the built-in model both use it."""
+    c = config
+    hidden, inter = c.hidden_size, c.intermediate_size
+    q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+    shapes: dict[str, tuple[int, ...]] = {EMBED: (c.vocab_size, hidden), FINAL_NORM: (hidden,)}
+    if not c.tie_word_embeddings:
+        shapes[LM_HEAD] = (c.vocab_size, hidden)
+    for i in range(c.num_layers):
         p = layer_prefix(i)
-        names += [f"{p}{norm}.weight" for norm in LAYER_NORMS]
-        names += [f"{p}self_attn.{n}.weight" for parts in ATTENTION_PROJECTIONS.values() for n in parts]
-        names += [f"{p}mlp.{n}.weight" for parts in MLP_PROJECTIONS.values() for n in parts]
-    return names
+        shapes |= {f"{p}{norm}.weight": (hidden,) for norm in LAYER_NORMS}
+        for proj, out, inp, bias in (("self_attn.q_proj", q_rows, hidden, c.qkv_bias),
+                                     ("self_attn.k_proj", kv_rows, hidden, c.qkv_bias),
+                                     ("self_attn.v_proj", kv_rows, hidden, c.qkv_bias),
+                                     ("self_attn.o_proj", hidden, q_rows, c.o_bias),
+                                     ("mlp.gate_proj", inter, hidden, c.mlp_bias),
+                                     ("mlp.up_proj", inter, hidden, c.mlp_bias),
+                                     ("mlp.down_proj", hidden, inter, c.mlp_bias)):
+            shapes[f"{p}{proj}.weight"] = (out, inp)
+            if bias:
+                shapes[f"{p}{proj}.bias"] = (out,)
+    return shapes
+
+
+def hf_tensor_names(config: ModelConfig) -> list[str]:
+    """Hugging Face names of every weight matrix and norm the model reads, in checkpoint order (lm_head only
+    when untied; biases are not listed)."""
+    return [name for name in hf_tensor_shapes(config) if not name.endswith(".bias")]
 
 
 class CheckpointReader:

@@ -20,6 +20,7 @@ from safetensors import safe_open
 from bringup.errors import BringupError
 from bringup.log import get_logger
 from bringup.profiles.store import printable
+from bringup.runner.model.checkpoint import LM_HEAD, hf_tensor_shapes
 from bringup.runner.model.config import ModelConfig
 
 log = get_logger("runner.validate")
@@ -30,7 +31,7 @@ DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2
 FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")  # what the runner converts to its dtype exactly as stored (no scales)
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers some older checkpoints carry; recomputed from config.json
 SCAN_CHUNK = 1 << 24  # elements per NaN/Inf check, so the check's own memory stays small
-EMBED, HEAD = "model.embed_tokens.weight", "lm_head.weight"
+HEAD = LM_HEAD
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def check_model_dir(model_dir: Path, config: ModelConfig, files: list[Path],
     allow_nonfinite (--force): load weights holding NaN/Inf anyway, each such tensor logged at WARNING.
     """
     found = read_headers(files)
-    expected = expected_shapes(config)
+    expected = hf_tensor_shapes(config)
     _check_names(model_dir, config, found, expected)
     for spec in found.values():
         _check_tensor(spec, expected.get(spec.name))
@@ -149,31 +150,6 @@ def _check_packing(path: Path, placed: list[tuple[TensorSpec, int, int]], data_b
 
 
 # ---------------------------------------------------------------- names, shapes, dtypes
-
-
-def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor a Llama-family decoder with this config reads, by Hugging Face name (lm_head only when
-    untied; biases only where the config has them)."""
-    c = config
-    hidden, inter = c.hidden_size, c.intermediate_size
-    q_rows, kv_rows = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-    shapes: dict[str, tuple[int, ...]] = {EMBED: (c.vocab_size, hidden), "model.norm.weight": (hidden,)}
-    if not c.tie_word_embeddings:
-        shapes[HEAD] = (c.vocab_size, hidden)
-    for i in range(c.num_layers):
-        p = f"model.layers.{i}."
-        shapes |= {p + "input_layernorm.weight": (hidden,), p + "post_attention_layernorm.weight": (hidden,)}
-        for proj, out, inp, bias in (("self_attn.q_proj", q_rows, hidden, c.qkv_bias),
-                                     ("self_attn.k_proj", kv_rows, hidden, c.qkv_bias),
-                                     ("self_attn.v_proj", kv_rows, hidden, c.qkv_bias),
-                                     ("self_attn.o_proj", hidden, q_rows, c.o_bias),
-                                     ("mlp.gate_proj", inter, hidden, c.mlp_bias),
-                                     ("mlp.up_proj", inter, hidden, c.mlp_bias),
-                                     ("mlp.down_proj", hidden, inter, c.mlp_bias)):
-            shapes[f"{p}{proj}.weight"] = (out, inp)
-            if bias:
-                shapes[f"{p}{proj}.bias"] = (out,)
-    return shapes
 
 
 def _check_names(model_dir: Path, config: ModelConfig, found: dict[str, TensorSpec],

@@ -108,20 +108,9 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     step = DecodeSteps(executor, context)
     candidates: dict[str, tuple[float, float]] = {}
     skipped: dict[str, str] = {}
-    if executor.compiled is not None:
-        compiled, executor.compiled = executor.compiled, None
-        plain = step.seconds(1)
-        executor.compiled = compiled
-        candidates[COMPILED] = (step.seconds(1), plain)
-        if not kept(*candidates[COMPILED]):
-            executor.compiled = None
-    if model.decode_attend is not None:
-        decode_attend, model.decode_attend = model.decode_attend, None
-        plain = step.seconds(1)
-        model.decode_attend = decode_attend
-        candidates[PAGED] = (step.seconds(1), plain)
-        if not kept(*candidates[PAGED]):
-            model.decode_attend = None
+    for name, owner, attribute in ((COMPILED, executor, "compiled"), (PAGED, model, "decode_attend")):
+        if getattr(owner, attribute) is not None:
+            candidates[name] = _switched_off_and_on(step, owner, attribute)
     layout = model.layout
     if layout.small != OUT_IN:
         why = _no_plain_copy(model, free_bytes)
@@ -136,6 +125,19 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     by_batch = sweep_batches(step, plan) if sweep else {}
     how = f"median of up to {STEPS} decode steps from {context} tokens of context, batch 1"
     return DecodeTimings(candidates, by_batch, skipped, how)
+
+
+def _switched_off_and_on(step: DecodeSteps, owner: object, attribute: str) -> tuple[float, float]:
+    """(candidate, plain) seconds per decode step with `owner.attribute` set and then None (the plain path);
+    it stays set only when it was kept."""
+    candidate = getattr(owner, attribute)
+    setattr(owner, attribute, None)
+    plain = step.seconds(1)
+    setattr(owner, attribute, candidate)
+    timing = (step.seconds(1), plain)
+    if not kept(*timing):
+        setattr(owner, attribute, None)
+    return timing
 
 
 def kept(candidate_s: float, plain_s: float) -> bool:
