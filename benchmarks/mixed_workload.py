@@ -7,7 +7,10 @@ plain script would. Both sides count only the useful output tokens (what each re
 the same dtype. The sides alternate, best of two runs each; the ratio of useful output tokens/s is printed
 with the machine (target ≥ 3x).
 
-Usage: python benchmarks/mixed_workload.py [--dtype bfloat16] [--requests 48] [--json]
+With `--profile P` (what `bringup all` wrote here) the server is planned from P, as a user would run it; at
+`--dtype auto` the plan's dtype, which transformers then runs too.
+
+Usage: python benchmarks/mixed_workload.py [--dtype bfloat16|auto] [--profile P] [--requests 48] [--json]
 """
 
 from __future__ import annotations
@@ -74,7 +77,9 @@ def transformers_side(model, requests: list[tuple[list[int], int]]) -> float:  #
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16", "auto"), default="float32",
+                    help="both sides' dtype; auto: the server plan's choice (from --profile)")
+    ap.add_argument("--profile", type=Path, default=None, help="the profile the server plans from (default: none)")
     ap.add_argument("--requests", type=int, default=48)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -83,11 +88,15 @@ def main() -> None:
     machine = machine_facts("cpu")
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "model"
-        hf = build_model_dir(model_dir).to(getattr(torch, args.dtype)).eval()
+        hf = build_model_dir(model_dir).eval()
+        profile = ["--profile", str(args.profile)] if args.profile else []
         url, server = start_local_server("cpu", None, extra=["--model", str(model_dir), "--dtype", args.dtype,
-                                                            "--max-model-len", "512"])
+                                                            "--max-model-len", "512", *profile])
         try:
             model = httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
+            plan = httpx.get(f"{url}/v1/plan", timeout=30).json()["plan"]
+            args.dtype = plan["dtype"]["value"]  # what "auto" resolved to
+            hf = hf.to(getattr(torch, args.dtype))
             served, static = [], []
             for _ in range(2):  # alternate the sides
                 served.append(asyncio.run(serve_side(url, model, requests)))
@@ -98,12 +107,15 @@ def main() -> None:
     ours, theirs = useful / min(served), useful / min(static)
     result = {"machine": machine, "dtype": args.dtype, "requests": len(requests), "useful_output_tokens": useful,
               "serve_tok_s": ours, "transformers_static_tok_s": theirs, "ratio": ours / theirs, "target": 3.0,
-              "serve_runs_s": served, "transformers_runs_s": static}
+              "serve_runs_s": served, "transformers_runs_s": static,
+              "plan": {name: plan[name]["value"] for name in ("dtype", "compiled", "weight_layout", "max_num_seqs")}}
     if args.json:
         print(json.dumps(result, indent=2))
         return
     print("\n".join(header_lines(machine)))
     print(f"{len(requests)} requests, {useful} useful output tokens, {args.dtype}, best of 2 alternating runs")
+    print("server plan: " + ", ".join(f"{k} {v}" for k, v in result["plan"].items())
+          + f" (profile: {args.profile or 'none'})")
     print(f"bringup serve (all at once)          {ours:8.1f} tok/s   runs {', '.join(f'{s:.1f}s' for s in served)}")
     print(f"transformers, static batches of {BATCH}   {theirs:8.1f} tok/s   runs "
           f"{', '.join(f'{s:.1f}s' for s in static)}")

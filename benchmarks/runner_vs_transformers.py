@@ -10,12 +10,13 @@ Each target is printed as a ratio with the machine and the plan:
   3. batch-1 decode as a fraction of the memory roofline: bandwidth measured by `bringup bench` ÷ weight bytes read
      per token (target ≥ 80 %). The bandwidth drifts with the neighbours on a shared VM, so each bench run is
      paired with the better of two decode runs right after it; the median pair is reported, every pair printed.
-  4. with `--profile P` (what `bringup all` wrote here): decode planned from P ÷ with no profile (target ≥ 1.0x)
+  4. with `--profile P` (what `bringup all` wrote here): decode planned from P ÷ with no profile (target ≥ 1.0x);
+     with P, targets 1-3 measure the runner planned from P (at `--dtype auto`: the plan's dtype)
   5. engine start on the built-in model, no profile (target ≤ 1 s)
   plus 8 concurrent requests' total output tokens/s against transformers' batch of 8, and resident memory over
   1,000 sequential requests (built-in model; flat within a few percent).
 
-Usage: python benchmarks/runner_vs_transformers.py [--quick] [--json] [--dtype bfloat16] [--profile P]
+Usage: python benchmarks/runner_vs_transformers.py [--quick] [--json] [--dtype bfloat16|auto] [--profile P]
 """
 
 from __future__ import annotations
@@ -232,10 +233,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one repetition each, 200 memory requests")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                    help="the dtype of every side (runner --dtype, transformers, the GGUF for llama.cpp)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16", "auto"), default="float32",
+                    help="the dtype of every side (runner --dtype, transformers, the GGUF for llama.cpp); auto: "
+                         "the plan's choice (from --profile)")
     ap.add_argument("--profile", type=Path, default=None,
-                    help="a profile `bringup all` wrote on this machine: the runner planned from it vs no profile")
+                    help="a profile `bringup all` wrote on this machine: the runner is planned from it (compiled "
+                         "forward, layout, attention as it confirms them), and compared with no profile")
     ap.add_argument("--no-llama-cpp", action="store_true", help="skip building and running llama.cpp")
     args = ap.parse_args()
     if args.threads:
@@ -245,10 +248,12 @@ def main() -> None:
     say(header_lines(machine), args.json)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "model"
-        hf = build_model_dir(model_dir).to(getattr(torch, args.dtype))
+        hf = build_model_dir(model_dir)
         engine = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", max_model_len=256,
                                                 max_num_seqs=8, dtype=args.dtype,
-                                                profile_path=Path("/nonexistent/none.yaml")))
+                                                profile_path=args.profile or Path("/nonexistent/none.yaml")))
+        args.dtype = engine.plan.dtype.value  # what "auto" resolved to: every other side runs it too
+        hf = hf.to(getattr(torch, args.dtype))
         plan = plan_facts(engine.plan.to_dict())
         say([plan_line(plan), ""], args.json)
         ours_1, ours_8 = runner_rates(engine, reps)

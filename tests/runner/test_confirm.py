@@ -8,7 +8,8 @@ import pytest
 
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.builtin import builtin_config
-from bringup.runner.plan.confirm import COMPILED, LAYOUT, PAGED, DecodeTimings, confirm_plan, knee
+from bringup.runner.plan import confirm
+from bringup.runner.plan.confirm import COMPILED, LAYOUT, PAGED, DecodeTimings, alternated, confirm_plan, knee
 from bringup.runner.plan.plan import Choice, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 from tests.runner.stated import stated
@@ -56,13 +57,62 @@ def test_no_timings_leave_the_draft_as_it_is():
 def test_the_batch_limit_is_the_knee_of_decode_tokens_per_second():
     by_batch = {1: 0.010, 2: 0.011, 4: 0.012, 8: 0.020, 16: 0.040}  # tokens/s 100, 182, 333, 400, 400
     choice = knee(by_batch)
-    assert choice.value == 8 and "doubling past 8 gains under 15%" in choice.evidence
+    assert choice.value == 8 and "no larger batch gains 15% over 8" in choice.evidence
     assert confirm_plan(draft(), DecodeTimings(by_batch=by_batch, how=HOW), seqs_requested=False
                         ).max_num_seqs.value == 8
     assert confirm_plan(draft(), DecodeTimings(by_batch=by_batch, how=HOW), seqs_requested=True
                         ).max_num_seqs == draft().max_num_seqs  # the caller's limit stands
     still_growing = knee({1: 0.01, 2: 0.01, 4: 0.01})
     assert still_growing.value == 4 and "still grew at the largest batch timed" in still_growing.evidence
+
+
+def test_a_flat_doubling_between_two_gains_does_not_end_the_search():
+    by_batch = {1: 0.010, 2: 0.011, 4: 0.012, 8: 0.024, 16: 0.026, 32: 0.050}  # 8 no faster than 4, then 16 is
+    choice = knee(by_batch)
+    assert choice.value == 16 and "no larger batch gains 15% over 16" in choice.evidence
+
+
+class StatedSteps:
+    """Decode-step seconds stated per batch size (and per candidate switch), counted like DecodeSteps counts them."""
+
+    def __init__(self, by_batch: dict[int, float], capacity: int = 256) -> None:
+        self.by_batch, self.capacity, self.timed_s, self.asked = by_batch, capacity, 0.0, []
+
+    def max_batch(self, plan) -> int:
+        return self.capacity
+
+    def seconds(self, batch: int) -> float:
+        self.asked.append(batch)
+        self.timed_s += confirm.STEPS * self.by_batch[batch]
+        return self.by_batch[batch]
+
+
+def test_the_sweep_goes_on_past_one_flat_doubling_and_stops_at_a_plateau():
+    rates = {1: 100, 2: 190, 4: 360, 8: 370, 16: 700, 32: 720, 64: 730, 128: 2000}
+    steps = StatedSteps({b: b / r for b, r in rates.items()})
+    by_batch = confirm.sweep_batches(steps, draft())
+    assert list(by_batch) == [1, 2, 4, 8, 16, 32, 64]  # 8 flat, 16 gains again; 32 and 64 both flat: a plateau
+    assert knee(by_batch).value == 16
+
+
+def test_the_sweep_stops_at_the_cache_capacity_and_its_time_budget():
+    steps = StatedSteps({b: 0.001 * b**0.5 for b in (1, 2, 4, 8, 16)}, capacity=8)
+    assert list(confirm.sweep_batches(steps, draft())) == [1, 2, 4, 8]
+    slow = StatedSteps({1: 0.4, 2: 0.4, 4: 0.4})  # 6 steps of 0.4 s each: the budget is spent after two sizes
+    assert list(confirm.sweep_batches(slow, draft())) == [1, 2]
+
+
+def test_a_candidate_and_its_plain_path_are_timed_in_turn_and_the_best_of_each_kept():
+    state, order = {"on": False}, []
+    times = iter([0.020, 0.012, 0.011, 0.013])  # plain, candidate, plain, candidate: the first run was cold
+
+    class Steps:
+        def seconds(self, batch: int) -> float:
+            order.append(state["on"])
+            return next(times)
+
+    assert alternated(Steps(), lambda on: state.update(on=on)) == (0.012, 0.011)
+    assert order == [False, True] * confirm.ROUNDS
 
 
 def test_the_engine_runs_what_the_confirmed_plan_kept(tmp_path):

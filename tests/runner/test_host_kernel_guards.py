@@ -144,7 +144,10 @@ def _panel_args() -> dict[str, torch.Tensor]:
 
 
 BAD_PANEL_INPUTS: dict[str, tuple[Callable[[dict], dict], str]] = {
-    "bfloat16 x": (lambda a: {**a, "x": a["x"].bfloat16()}, r"x is torch\.bfloat16; the kernel reads torch\.float32"),
+    "float16 x": (lambda a: {**a, "x": a["x"].half()},
+                  r"x is torch\.float16; the kernel reads torch\.float32 or torch\.bfloat16 only"),
+    "bfloat16 x, float32 panels": (lambda a: {**a, "x": a["x"].bfloat16()},
+                                   r"panels is torch\.float32; the kernel reads torch\.bfloat16 only"),
     "x on meta": (lambda a: {**a, "x": a["x"].to("meta")}, r"x is on meta; a host kernel reads host \(cpu\) memory"),
     "1-D x": (lambda a: {**a, "x": a["x"][0]}, r"x has shape \[72\]; expected 2 dimensions"),
     "float64 panels": (lambda a: {**a, "panels": a["panels"].double()},
@@ -173,7 +176,8 @@ def test_panel_linear_refuses_what_it_cannot_read_safely(case):
 
 @pytest.mark.parametrize(("weight", "message"), [
     (torch.ones(4, 16, 8), r"w has shape \[4, 16, 8\]; expected 2 dimensions"),
-    (torch.ones(16, 8, dtype=torch.bfloat16), r"w is torch\.bfloat16; the kernel reads torch\.float32"),
+    (torch.ones(16, 8, dtype=torch.float16),
+     r"w is torch\.float16; the kernel reads torch\.float32 or torch\.bfloat16"),
 ])
 @pytest.mark.usefixtures("no_kernel_library")
 def test_pack_refuses_weights_the_kernel_cannot_use(weight, message):

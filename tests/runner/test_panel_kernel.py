@@ -16,7 +16,7 @@ from tests.runner.host_compiler import needs_compiler
 
 
 @needs_compiler
-@pytest.mark.parametrize("rows", [1, 2, 5, 6, 7, 13])
+@pytest.mark.parametrize("rows", [1, 2, 5, 6, 7, 12, 13])
 @pytest.mark.parametrize("out_features", [48, 40])  # 40: the last panel is padded with zero columns
 def test_matches_f_linear_for_any_row_count_and_width(rows, out_features):
     gen = torch.Generator().manual_seed(rows * 100 + out_features)
@@ -41,13 +41,36 @@ def test_a_bias_that_does_not_cover_the_padded_width_is_refused():
 
 
 @needs_compiler
-def test_check_passes_where_the_kernel_builds():
-    assert panel_kernel.check(torch.device("cpu"), torch.float32) is None
+@pytest.mark.parametrize("rows", [1, 7, 12, 13, 25])  # up to two full 12-row tiles and a remainder
+def test_bfloat16_accumulates_in_float32_and_rounds_once(rows):
+    gen = torch.Generator().manual_seed(rows)
+    w, x = torch.randn(40, 200, generator=gen).bfloat16(), torch.randn(rows, 200, generator=gen).bfloat16()
+    bias = torch.randn(48, generator=gen).bfloat16()
+    got = panel_kernel.apply(x, panel_kernel.pack(w), bias)
+    assert got.dtype == torch.bfloat16 and got.shape == (rows, 48)
+    want = F.linear(x.float(), torch.cat([w, w.new_zeros(8, 200)]).float(), bias.float())  # exact products
+    assert ((got.float() - want).abs() <= want.abs() * 2**-8 + 1e-4).all()  # one bfloat16 rounding apart
+    assert torch.equal(got[:, 40:], bias[40:].expand(rows, -1))
+
+
+@needs_compiler
+def test_bfloat16_keeps_nan_and_infinity():
+    w = torch.ones(16, 8).bfloat16()
+    x = torch.tensor([[float("nan")] + [1.0] * 7, [float("inf")] + [1.0] * 7]).bfloat16()
+    got = panel_kernel.apply(x, panel_kernel.pack(w), None)
+    assert got[0].isnan().all() and (got[1] == float("inf")).all()
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_check_passes_where_the_kernel_builds(dtype):
+    assert panel_kernel.check(torch.device("cpu"), dtype) is None
 
 
 def test_check_says_why_the_kernel_cannot_be_used():
     assert "not in host memory" in panel_kernel.check(torch.device("meta"), torch.float32)
-    assert "float32 only" in panel_kernel.check(torch.device("cpu"), torch.bfloat16)
+    assert "built for float32 and bfloat16 only, not float16" in panel_kernel.check(torch.device("cpu"),
+                                                                                  torch.float16)
 
 
 def test_a_compiler_that_fails_makes_the_kernel_unavailable_with_its_reason(tmp_path, monkeypatch):

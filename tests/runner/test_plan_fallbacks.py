@@ -137,6 +137,25 @@ def test_compiled_path_falls_back_to_eager_when_compile_fails(tmp_path):
         engine(path, strict=True)
 
 
+def test_a_compiled_forward_out_of_graphs_is_a_path_fallback_not_a_silent_eager_run(tmp_path, monkeypatch,
+                                                                                  bringup_logs):
+    from bringup.runner.engine import executor as executor_module
+
+    caps = Capabilities(compile={"eager": _ok()})  # dynamo's tracing backend: real graphs, no code generation
+    compiled = [CompiledRecord(target="decoder_block", dtype="float32", backend="eager", status="pass", speedup=1.5)]
+    path = write_profile(tmp_path / "p.yaml", caps, compiled=compiled)
+    plain = engine(tmp_path / "none.yaml").generate([[5, 6, 7], [8, 9]], GREEDY)
+    monkeypatch.setattr(executor_module, "RECOMPILE_LIMIT", 1)  # decode shapes need more graphs than this
+    e = engine(path)
+    assert e.plan.compiled.value == "eager" and e.executor.compiled is None
+    assert e.stats()["fallbacks"]["path"] == 1
+    warning = next(r for r in bringup_logs.records if "torch.compile(eager)" in r.getMessage())
+    assert warning.levelname == "WARNING" and "recompile" in warning.getMessage().lower()
+    assert [o.token_ids for o in e.generate([[5, 6, 7], [8, 9]], GREEDY)] == [o.token_ids for o in plain]
+    with pytest.raises(StrictFallbackError, match=r"torch\.compile"):
+        engine(path, strict=True)
+
+
 def test_attention_capability_counts_only_for_the_dtypes_it_passed(tmp_path):
     per_dtype = {"dtypes": {"float32": "fail: error 0.3 > tolerance 1e-05", "bfloat16": "pass"}}
     caps = Capabilities(attention={"sdpa_math": Capability(status="supported", evidence="probe", details=per_dtype),

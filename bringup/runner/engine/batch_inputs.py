@@ -41,7 +41,8 @@ def build_inputs(chunks: list[SeqChunk], block_size: int, queries_per_kv: int,
     tables = torch.tensor([c.block_table[:max_blocks] + [0] * (max_blocks - len(c.block_table[:max_blocks]))
                            for c in chunks], dtype=torch.long)
     offsets = torch.arange(block_size, dtype=torch.long)
-    ctx_slots = (tables.unsqueeze(-1) * block_size + offsets).view(B, -1)[:, :L]
+    # a tensor of its own, not a view: a compiled forward would guard on the strides of the view's base
+    ctx_slots = (tables.unsqueeze(-1) * block_size + offsets).view(B, -1)[:, :L].clone()
     positions = torch.tensor(pos, dtype=torch.long)
     flat_seq = torch.repeat_interleave(torch.arange(B), torch.tensor(n_new))
     slot_mapping = ctx_slots[flat_seq, positions]

@@ -16,6 +16,12 @@ from bringup.runner.model.linear_kinds import PANELS as HOST_KIND  # bringup's o
 from bringup.runner.plan.plan import ExecutionPlan
 
 log = get_logger("runner.executor")
+# graphs one compiled forward may hold (decode with and without a padding mask, one-row and larger batches, each
+# weight kind in use); past it torch.compile would run eager without a word, so it raises and the executor
+# records the path fallback instead
+RECOMPILE_LIMIT = 32
+PADDING_LIMIT = 2.0  # attention work a group of prompts may pad to, as a multiple of what its chunks need
+MAX_PROMPT_GROUPS = 4
 
 
 class Executor:
@@ -44,6 +50,22 @@ class Executor:
         return self.run_chunks(chunks)
 
     def run_chunks(self, chunks: list[SeqChunk], all_positions: bool = False) -> torch.Tensor:
+        """Logits of each chunk's last token ([len(chunks), vocab]), or of every new token (`all_positions`).
+
+        Attention pads every sequence's queries and context to the step's longest, so a step of very unequal
+        chunks runs as a few forwards of similar ones (`forward_groups`): the decodes apart (one query each, the
+        fast decode path), prompts of similar lengths together."""
+        groups = [list(range(len(chunks)))] if all_positions else forward_groups(chunks)
+        if len(groups) == 1:
+            return self._run_together(chunks, all_positions)
+        parts = [(group, self._run_together([chunks[i] for i in group], False)) for group in groups]
+        first = parts[0][1]
+        logits = torch.empty(len(chunks), first.shape[-1], dtype=first.dtype, device=first.device)
+        for group, part in parts:
+            logits[group] = part
+        return logits
+
+    def _run_together(self, chunks: list[SeqChunk], all_positions: bool) -> torch.Tensor:
         m = self.model
         inputs = build_inputs(chunks, self.plan.block_size, m.config.num_queries_per_kv, m.device)
         with torch.inference_mode():
@@ -69,7 +91,8 @@ class Executor:
         forward for prefill (many tokens, GEMM-bound), so the compiled graph does not recompile per prompt."""
         if self.compiled is not None and is_decode(inputs):
             try:
-                return self.compiled(*decode_arguments(inputs))
+                with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT, fail_on_recompile_limit_hit=True):
+                    return self.compiled(*decode_arguments(inputs))
             except StrictFallbackError:
                 raise
             except Exception as exc:
@@ -79,16 +102,48 @@ class Executor:
         return self.model(inputs.input_ids, inputs.positions, inputs.meta)
 
     def warm_up(self) -> None:
-        """Run a prefill and decodes on the first blocks so fallbacks surface before any request; a compiled
-        forward meets the decode shapes it will see (one sequence, and several with ragged contexts) here, so
-        it compiles at start-up, not on a request."""
-        tokens = [0] * 8
+        """Run a prefill and a decode on the first block so fallbacks surface before any request."""
+        tokens = [0] * 3
         self.run_chunks([SeqChunk(tokens[:2], 0, [0])])
         self.run_chunks([SeqChunk(tokens[:3], 2, [0])])
-        if self.compiled is not None and self.plan.kv_blocks.value >= 3:
-            self.run_chunks([SeqChunk(tokens[:5], 0, [1]), SeqChunk(tokens[:7], 0, [2])])
-            self.run_chunks([SeqChunk(tokens[:6], 5, [1]), SeqChunk(tokens[:8], 7, [2])])
-            self.run_chunks([SeqChunk(tokens[:7], 6, [1]), SeqChunk(tokens[:3], 2, [0]), SeqChunk(tokens[:4], 3, [2])])
+
+    def warm_up_decode_shapes(self) -> None:
+        """Let a compiled forward meet the decode shapes it will see, so it compiles at start-up, not on a request:
+        one sequence, and several with equal and with ragged contexts (no mask, a mask), below and above the
+        step size where the weight layout switches kinds."""
+        if self.compiled is None:
+            return
+        tokens = [0] * 8
+        layout = self.model.layout
+        sizes = [2] + ([layout.switch_tokens + 1] if len(layout.kinds) > 1 else [])
+        for size in (n for n in sizes if n <= self.plan.kv_blocks.value):  # one block per sequence
+            for ragged in (False, True):
+                lengths = [4 + (i % 3 if ragged else 0) for i in range(size)]
+                self.run_chunks([SeqChunk(tokens[:n - 1], 0, [i]) for i, n in enumerate(lengths)])
+                self.run_chunks([SeqChunk(tokens[:n], n - 1, [i]) for i, n in enumerate(lengths)])
+
+
+def forward_groups(chunks: list[SeqChunk]) -> list[list[int]]:
+    """Chunk indices split into forwards: decodes together; prompts by length, a new group whenever padding
+    the group's queries and contexts to its longest would cost over PADDING_LIMIT x the attention work it needs,
+    at most MAX_PROMPT_GROUPS groups (each forward reads every weight once more)."""
+    new = [len(c.token_ids) - c.start for c in chunks]
+    decodes = [i for i, n in enumerate(new) if n == 1]
+    prompts = sorted((i for i, n in enumerate(new) if n > 1), key=lambda i: (new[i], len(chunks[i].token_ids)))
+    limit = PADDING_LIMIT
+    while True:
+        groups: list[list[int]] = []
+        for i in prompts:
+            trial = [*groups[-1], i] if groups else [i]
+            padded = len(trial) * max(new[j] for j in trial) * max(len(chunks[j].token_ids) for j in trial)
+            if groups and padded <= limit * sum(new[j] * len(chunks[j].token_ids) for j in trial):
+                groups[-1] = trial
+            else:
+                groups.append([i])
+        if len(groups) <= MAX_PROMPT_GROUPS:
+            break
+        limit *= 2
+    return [g for g in ([decodes] if decodes else []) + groups]
 
 
 def is_decode(inputs: BatchInputs) -> bool:

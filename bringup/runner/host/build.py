@@ -100,17 +100,20 @@ def load(source_name: str) -> ctypes.CDLL:
 
 
 def check_host_kernel(device: torch.device, dtype: torch.dtype, worst_error: Callable[[], float],
-                      mismatch: str) -> str | None:
-    """None when a float32 host kernel builds, runs here and `worst_error()` (its largest difference from
-    the reference path) is within 1e-4; otherwise why not."""
+                      mismatch: str, tolerances: dict[torch.dtype, float] | None = None) -> str | None:
+    """None when a host kernel built for `dtype` builds, runs here and `worst_error()` (its largest difference
+    from the reference path, relative for low precision) is within the dtype's tolerance (float32: 1e-4);
+    otherwise why not."""
+    tolerances = tolerances or {torch.float32: 1e-4}
     if device.type != "cpu":
         return f"a host-memory kernel; tensors on {device} are not in host memory"
-    if dtype != torch.float32:
-        return f"built for float32 only, not {dtype}"
+    if dtype not in tolerances:
+        names = " and ".join(str(d).removeprefix("torch.") for d in tolerances)
+        return f"built for {names} only, not {str(dtype).removeprefix('torch.')}"
     try:
         worst = worst_error()
     except KernelUnavailable as exc:
         return str(exc)
     except (OSError, subprocess.SubprocessError) as exc:
         return exception_line(exc, 160)
-    return None if worst <= 1e-4 else f"{mismatch} by {worst:.2g}"
+    return None if worst <= tolerances[dtype] else f"{mismatch} by {worst:.2g}"

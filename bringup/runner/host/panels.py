@@ -2,8 +2,9 @@
 
 One-row (decode) products are memory-bound; a BLAS GEMV may stream the weights on one core. This kernel
 stores W as panels of 16 output columns ([k][16] each, contiguous) and splits the panels across the
-process's OpenMP threads, so every core streams weights. It is one of the layouts the start-up chooser
-times against the others; it is used only where it measured faster and its result matched F.linear.
+process's OpenMP threads, so every core streams weights; float32, or bfloat16 accumulated in float32. It is one
+of the layouts the start-up chooser times against the others; it is used only where it measured faster and its
+result matched F.linear.
 Under torch.compile the kernel is an opaque custom op (`bringup::panel_linear`).
 """
 
@@ -24,23 +25,30 @@ from bringup.runner.host.build import (
 )
 
 PANEL = 16
+# the kernel's entry point per dtype, and how far its result may be from F.linear's (relative, for bfloat16:
+# both round one float32 sum to bfloat16, so they differ by at most about one unit in the last place)
+ENTRY_POINTS = {torch.float32: "bringup_panel_linear", torch.bfloat16: "bringup_panel_linear_bf16"}
+TOLERANCES = {torch.float32: 1e-4, torch.bfloat16: 1.6e-2}
 
 
 @functools.lru_cache(maxsize=1)
 def library() -> ctypes.CDLL:
     lib = load("panel_linear.cpp")
-    fn = lib.bringup_panel_linear
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
-                   ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    fn.restype = None
+    for name in ENTRY_POINTS.values():
+        fn = getattr(lib, name)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                       ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        fn.restype = None
     if lib.bringup_panel_width() != PANEL:
         raise KernelUnavailable(f"the panel library has width {lib.bringup_panel_width()}, expected {PANEL}")
     return lib
 
 
 def pack(w: torch.Tensor) -> torch.Tensor:
-    """W [n, k] (float32, host) as panels [ceil(n/16), k, 16]; output columns past n are zero."""
-    require_host_tensor("w", w, torch.float32, dims=2)
+    """W [n, k] (float32 or bfloat16, host) as panels [ceil(n/16), k, 16]; output columns past n are zero."""
+    if w.dtype not in ENTRY_POINTS:
+        raise HostKernelInputError(f"w is {w.dtype}; the kernel reads torch.float32 or torch.bfloat16 only")
+    require_host_tensor("w", w, w.dtype, dims=2)
     n, k = w.shape
     pad = -n % PANEL
     if pad:
@@ -61,27 +69,32 @@ def run(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> tor
     m, k = x.shape
     n = panels.shape[0] * PANEL
     y = torch.empty(m, n, dtype=x.dtype, device=x.device)
-    library().bringup_panel_linear(x.data_ptr(), m, x.stride(0), panels.data_ptr(), k, n,
-                                   None if bias is None else bias.data_ptr(), y.data_ptr(), n)
+    entry = getattr(library(), ENTRY_POINTS[x.dtype])
+    entry(x.data_ptr(), m, x.stride(0), panels.data_ptr(), k, n, None if bias is None else bias.data_ptr(),
+          y.data_ptr(), n)
     return y
 
 
 def check_inputs(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> None:
-    """HostKernelInputError unless the kernel can read every argument safely: float32 host tensors, panels as
-    `pack` makes them, rows as long as the packed weight's k, and a bias covering the padded width."""
-    require_host_tensor("x", x, torch.float32, dims=2)
-    require_host_tensor("panels", panels, torch.float32, dims=3, contiguous=True)
+    """HostKernelInputError unless the kernel can read every argument safely: host tensors of one dtype the
+    kernel has (float32 or bfloat16), panels as `pack` makes them, rows as long as the packed weight's k, and a
+    bias covering the padded width."""
+    if x.dtype not in ENTRY_POINTS:
+        raise HostKernelInputError(f"x is {x.dtype}; the kernel reads torch.float32 or torch.bfloat16 only")
+    dtype = x.dtype  # the weight and bias must be the same
+    require_host_tensor("x", x, dtype, dims=2)
+    require_host_tensor("panels", panels, dtype, dims=3, contiguous=True)
     if panels.shape[2] != PANEL:
         raise HostKernelInputError(f"panels has shape {list(panels.shape)}; expected [num_panels, k, {PANEL}] "
                                    "as pack() makes it")
     if x.shape[1] != panels.shape[1]:
         raise HostKernelInputError(f"x has {x.shape[1]} features per row but the packed weight has k={panels.shape[1]}")
     if bias is not None:
-        _check_bias(bias, panels.shape[0] * PANEL)
+        _check_bias(bias, panels.shape[0] * PANEL, dtype)
 
 
-def _check_bias(bias: torch.Tensor, width: int) -> None:
-    require_host_tensor("bias", bias, torch.float32, dims=1, contiguous=True)
+def _check_bias(bias: torch.Tensor, width: int, dtype: torch.dtype) -> None:
+    require_host_tensor("bias", bias, dtype, dims=1, contiguous=True)
     if bias.numel() != width:
         raise HostKernelInputError(f"bias has {bias.numel()} values for {width} panel columns; pad it like the weight")
 
@@ -107,11 +120,13 @@ def check(device: torch.device, dtype: torch.dtype) -> str | None:
 
     def worst_error() -> float:
         gen = torch.Generator().manual_seed(0)
-        w, b = torch.randn(48, 40, generator=gen), torch.randn(48, generator=gen)
+        w, b = torch.randn(48, 40, generator=gen).to(dtype), torch.randn(48, generator=gen).to(dtype)
         worst = 0.0
         for rows in (1, 3, 6, 11):
-            x = torch.randn(rows, 40, generator=gen)
-            worst = max(worst, (apply(x, pack(w), b) - F.linear(x, w, b)).abs().max().item())
+            x = torch.randn(rows, 40, generator=gen).to(dtype)
+            want = F.linear(x.float(), w.float(), b.float())
+            scale = 1.0 if dtype == torch.float32 else want.abs().max().item()
+            worst = max(worst, (apply(x, pack(w), b).float() - want).abs().max().item() / scale)
         return worst
 
-    return check_host_kernel(device, dtype, worst_error, "panels result differs from F.linear")
+    return check_host_kernel(device, dtype, worst_error, "panels result differs from F.linear", TOLERANCES)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from statistics import median
 
@@ -28,6 +29,7 @@ log = get_logger("runner.confirm")
 
 MARGIN = 0.9  # a candidate is kept when it takes under 90 % of the plain path's time
 STEPS = 6  # timed decode steps per measurement (after one untimed step)
+ROUNDS = 2  # a candidate and its plain path are each timed this many times, in turn
 BUDGET_S = 1.5  # ... or fewer, when they take longer than this
 CONTEXT = 128  # tokens of context the timed decode steps start from
 KNEE_GAIN = 1.15  # doubling the batch is worth it while decode tokens/s grows by at least 15 %
@@ -80,17 +82,14 @@ def _decide(name: str, choice: Choice, keep: bool, verdict: str) -> Choice:
 
 
 def knee(by_batch: dict[int, float]) -> Choice:
-    """The largest batch reached by doubling while decode tokens/s kept growing by KNEE_GAIN."""
+    """The smallest batch that no larger batch timed beats by KNEE_GAIN in decode tokens/s (a bump between two
+    sizes, such as a kernel switching at 8 rows, does not end the search early)."""
     sizes = sorted(by_batch)
     rate = {b: b / by_batch[b] for b in sizes}
-    chosen = sizes[0]
-    for smaller, larger in itertools.pairwise(sizes):
-        if rate[larger] < KNEE_GAIN * rate[smaller]:
-            break
-        chosen = larger
+    chosen = next(b for b in sizes if all(rate[larger] < KNEE_GAIN * rate[b] for larger in sizes if larger > b))
     table = ", ".join(f"{b}: {rate[b]:.0f}" for b in sizes)
-    return Choice(chosen, f"knee of decode tokens/s by batch on this model ({table}): doubling past {chosen} gains "
-                          f"under {KNEE_GAIN - 1:.0%}" if chosen != sizes[-1] else
+    return Choice(chosen, f"knee of decode tokens/s by batch on this model ({table}): no larger batch gains "
+                          f"{KNEE_GAIN - 1:.0%} over {chosen}" if chosen != sizes[-1] else
                   f"decode tokens/s by batch on this model ({table}) still grew at the largest batch timed")
 
 
@@ -118,26 +117,34 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
             skipped[LAYOUT] = why
         else:
             model.add_kind(OUT_IN, next(k for k in layout.kinds if k in CONVERTIBLE))
-            chosen = step.seconds(1)
-            model.layout = WeightLayout(OUT_IN, OUT_IN, 0)
-            candidates[LAYOUT] = (chosen, step.seconds(1))
-            model.use_layout(layout if kept(*candidates[LAYOUT]) else WeightLayout(OUT_IN, OUT_IN, 0))
+            plain = WeightLayout(OUT_IN, OUT_IN, 0)
+            compiled, executor.compiled = executor.compiled, None  # the same kernels eager, without compiling twice
+            candidates[LAYOUT] = alternated(step, lambda on: setattr(model, "layout", layout if on else plain))
+            executor.compiled = compiled
+            model.use_layout(layout if kept(*candidates[LAYOUT]) else plain)
     by_batch = sweep_batches(step, plan) if sweep else {}
-    how = f"median of up to {STEPS} decode steps from {context} tokens of context, batch 1"
+    how = (f"best of {ROUNDS} medians of up to {STEPS} decode steps each, the two sides timed in turn, from "
+           f"{context} tokens of context, batch 1; weight layouts on the eager forward")
     return DecodeTimings(candidates, by_batch, skipped, how)
 
 
 def _switched_off_and_on(step: DecodeSteps, owner: object, attribute: str) -> tuple[float, float]:
-    """(candidate, plain) seconds per decode step with `owner.attribute` set and then None (the plain path);
+    """(candidate, plain) seconds per decode step with `owner.attribute` set and with it None (the plain path);
     it stays set only when it was kept."""
     candidate = getattr(owner, attribute)
-    setattr(owner, attribute, None)
-    plain = step.seconds(1)
-    setattr(owner, attribute, candidate)
-    timing = (step.seconds(1), plain)
-    if not kept(*timing):
-        setattr(owner, attribute, None)
+    timing = alternated(step, lambda on: setattr(owner, attribute, candidate if on else None))
+    setattr(owner, attribute, candidate if kept(*timing) else None)
     return timing
+
+
+def alternated(step: DecodeSteps, use_candidate: Callable[[bool], None]) -> tuple[float, float]:
+    """(candidate, plain) seconds per decode step: plain and candidate timed in turn, ROUNDS times each, the
+    best median of each side kept, so a machine warming up or a neighbour's burst does not favour one side."""
+    best = {True: float("inf"), False: float("inf")}
+    for _, on in itertools.product(range(ROUNDS), (False, True)):
+        use_candidate(on)
+        best[on] = min(best[on], step.seconds(1))
+    return best[True], best[False]
 
 
 def kept(candidate_s: float, plain_s: float) -> bool:
@@ -158,16 +165,18 @@ def apply_confirmed(executor: Executor, plan: ExecutionPlan) -> None:
 
 
 def sweep_batches(step: DecodeSteps, plan: ExecutionPlan) -> dict[int, float]:
-    """Seconds per decode step at batch 1, 2, 4, ... while tokens/s keeps growing and the cache holds them."""
+    """Seconds per decode step at batch 1, 2, 4, ... until two doublings in a row gained under KNEE_GAIN (a
+    plateau, not one bump), the cache is full, or the timed steps used SWEEP_BUDGET_S (a step that compiles for
+    a new batch size is not timed, and does not count)."""
     cap = min(MAX_BATCH, step.max_batch(plan), plan.max_num_batched_tokens.value)
     by_batch: dict[int, float] = {}
-    start, batch = time.perf_counter(), 1
+    timed_before, batch = step.timed_s, 1
     while batch <= cap:
         by_batch[batch] = step.seconds(batch)
-        smaller = batch // 2
-        if smaller in by_batch and batch / by_batch[batch] < KNEE_GAIN * smaller / by_batch[smaller]:
+        rates = [b / by_batch[b] for b in sorted(by_batch)[-3:]]
+        if len(rates) == 3 and rates[1] < KNEE_GAIN * rates[0] and rates[2] < KNEE_GAIN * rates[1]:
             break
-        if time.perf_counter() - start > SWEEP_BUDGET_S:
+        if step.timed_s - timed_before > SWEEP_BUDGET_S:
             break
         batch *= 2
     return by_batch
@@ -189,6 +198,7 @@ class DecodeSteps:
         self.block_size = executor.plan.block_size
         self.blocks_per_seq = -(-(context + STEPS + 2) // self.block_size)
         self.tokens = [1] * (context + STEPS + 2)
+        self.timed_s = 0.0  # seconds of every timed step so far
 
     def max_batch(self, plan: ExecutionPlan) -> int:
         return plan.kv_blocks.value // self.blocks_per_seq
@@ -212,4 +222,5 @@ class DecodeSteps:
                 if time.perf_counter() - start > BUDGET_S:
                     break
         log.debug("decode steps, batch %d: %s ms", batch, ", ".join(f"{t * 1e3:.2f}" for t in times))
+        self.timed_s += sum(times)
         return median(times)

@@ -122,6 +122,7 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     plan = confirm_plan(plan, timings, seqs_requested)
     apply_confirmed(executor, plan)
     executor.plan = plan
+    executor.warm_up_decode_shapes()
     _log_plan(plan)
     eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
     return cls(executor=executor, tokenizer=tokenizer, plan=plan, fallbacks=recorder, model_name=name,
