@@ -23,7 +23,7 @@ from bringup.serve.schemas import (
     ChatDelta,
     Usage,
 )
-from bringup.serve.streaming import DONE, TextStream, sse
+from bringup.serve.sse_stream import Piece, sse_events
 
 
 async def render_prompt(body: ChatCompletionRequest, ctx: ServerContext) -> list[int]:
@@ -76,17 +76,11 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request, 
                                   usage=usage(job, finals))
 
 
-async def stream(sub: Subscription, body: ChatCompletionRequest, ctx: ServerContext,
-                 include_usage: bool) -> AsyncIterator[str]:
-    job = sub.job
-    created = int(time.time())
-    index_of = job.choice_index()
-    texts = {seq.request_id: TextStream(job.stop) for seq in job.sequences}
-    logprobs_seen = dict.fromkeys(index_of, 0)
-    finals: dict[str, Any] = {}
-    fmt = LogprobFormatter(ctx.tokenizer)
+def stream(sub: Subscription, body: ChatCompletionRequest, ctx: ServerContext,
+           include_usage: bool) -> AsyncIterator[str]:
+    job, created, fmt = sub.job, int(time.time()), LogprobFormatter(ctx.tokenizer)
 
-    def chunk(choices: list[ChatChunkChoice], with_usage: Usage | None = None) -> str:
+    def chunk(choices: list[ChatChunkChoice], with_usage: Usage | None = None) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "id": job.id, "object": "chat.completion.chunk", "created": created, "model": ctx.model_name,
             "choices": [{**c.model_dump(exclude={"delta"}), "delta": c.delta.model_dump(exclude_none=True)}
@@ -94,30 +88,13 @@ async def stream(sub: Subscription, body: ChatCompletionRequest, ctx: ServerCont
         }
         if include_usage:
             payload["usage"] = with_usage.model_dump() if with_usage is not None else None
-        return sse(payload)
+        return payload
 
-    for i in range(len(job.sequences)):
-        yield chunk([ChatChunkChoice(index=i, delta=ChatDelta(role="assistant", content=""))])
-    outputs = sub.outputs()
-    try:
-        async for out in outputs:
-            rid = out.request_id
-            delta = texts[rid].delta(out.text, out.finished)
-            lp = None
-            if body.logprobs and out.logprobs is not None:
-                lp = fmt.chat(out.logprobs[logprobs_seen[rid]:])
-                logprobs_seen[rid] = len(out.logprobs)
-            if out.finished:
-                finals[rid] = out
-            if not delta and not out.finished and not (lp and lp.content):
-                continue
-            yield chunk([ChatChunkChoice(index=index_of[rid], delta=ChatDelta(content=delta or None),
-                                         logprobs=lp, finish_reason=out.finish_reason if out.finished else None)])
-    except Exception as exc:  # report in-band: the 200 header is already sent
-        yield sse(ctx.stream_error(exc))
-    finally:
-        await outputs.aclose()
-    if include_usage and len(finals) == len(job.sequences):
-        done = [finals[s.request_id] for s in job.sequences]
-        yield chunk([], usage(job, done))
-    yield DONE
+    def event(piece: Piece) -> dict[str, Any]:
+        logprobs = fmt.chat(piece.logprobs) if piece.logprobs else None
+        return chunk([ChatChunkChoice(index=piece.index, delta=ChatDelta(content=piece.text or None),
+                                      logprobs=logprobs, finish_reason=piece.finish_reason)])
+
+    roles = [chunk([ChatChunkChoice(index=i, delta=ChatDelta(role="assistant", content=""))])
+             for i in range(len(job.sequences))]
+    return sse_events(sub, ctx, event, (lambda used: chunk([], used)) if include_usage else None, roles)

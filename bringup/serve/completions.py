@@ -25,8 +25,9 @@ from bringup.serve.schemas import (
     CompletionLogprobs,
     CompletionRequest,
     CompletionResponse,
+    Usage,
 )
-from bringup.serve.streaming import DONE, TextStream, sse
+from bringup.serve.sse_stream import Piece, sse_events
 
 MAX_SEQUENCES_PER_REQUEST = 64
 
@@ -72,45 +73,25 @@ async def create_completion(body: CompletionRequest, request: Request, ctx: Serv
                               usage=usage(job, finals))
 
 
-async def stream(sub: Subscription, body: CompletionRequest, ctx: ServerContext,
-                 include_usage: bool) -> AsyncIterator[str]:
-    job = sub.job
-    created = int(time.time())
-    index_of = job.choice_index()
-    texts = {seq.request_id: TextStream(job.stop) for seq in job.sequences}
-    logprobs_seen = dict.fromkeys(index_of, 0)
-    offsets = dict.fromkeys(index_of, 0)
-    finals: dict[str, Any] = {}
-    fmt = LogprobFormatter(ctx.tokenizer)
-    extra = {"usage": None} if include_usage else {}
-    outputs = sub.outputs()
-    try:
-        async for out in outputs:
-            rid = out.request_id
-            delta = texts[rid].delta(out.text, out.finished)
-            lp = None
-            if body.logprobs is not None and out.logprobs is not None:
-                new = out.logprobs[logprobs_seen[rid]:]
-                logprobs_seen[rid] = len(out.logprobs)
-                lp = fmt.completion(new, offsets[rid])
-                offsets[rid] += sum(len(t) for t in lp.tokens)
-            if out.finished:
-                finals[rid] = out
-            if not delta and not out.finished and not (lp and lp.tokens):
-                continue
-            choice = CompletionChoice(index=index_of[rid], text=delta, logprobs=lp,
-                                      finish_reason=out.finish_reason if out.finished else None)
-            yield sse({"id": job.id, "object": "text_completion", "created": created, "model": ctx.model_name,
-                       "choices": [choice.model_dump()], **extra})
-    except Exception as exc:  # report in-band: the 200 header is already sent
-        yield sse(ctx.stream_error(exc))
-    finally:
-        await outputs.aclose()
-    if include_usage and len(finals) == len(job.sequences):
-        done = [finals[s.request_id] for s in job.sequences]
-        yield sse({"id": job.id, "object": "text_completion", "created": created, "model": ctx.model_name,
-                   "choices": [], "usage": usage(job, done).model_dump()})
-    yield DONE
+def stream(sub: Subscription, body: CompletionRequest, ctx: ServerContext,
+           include_usage: bool) -> AsyncIterator[str]:
+    job, created, fmt = sub.job, int(time.time()), LogprobFormatter(ctx.tokenizer)
+    offsets = dict.fromkeys(job.choice_index(), 0)  # text offset of each choice's next logprob token
+    head = {"id": job.id, "object": "text_completion", "created": created, "model": ctx.model_name}
+
+    def event(piece: Piece) -> dict[str, Any]:
+        logprobs = None
+        if piece.logprobs:
+            logprobs = fmt.completion(piece.logprobs, offsets[piece.request_id])
+            offsets[piece.request_id] += sum(len(t) for t in logprobs.tokens)
+        choice = CompletionChoice(index=piece.index, text=piece.text, logprobs=logprobs,
+                                  finish_reason=piece.finish_reason)
+        return {**head, "choices": [choice.model_dump()], **({"usage": None} if include_usage else {})}
+
+    def usage_event(used: Usage) -> dict[str, Any]:
+        return {**head, "choices": [], "usage": used.model_dump()}
+
+    return sse_events(sub, ctx, event, usage_event if include_usage else None)
 
 
 __all__ = ["CompletionLogprobs", "create_completion"]
