@@ -55,8 +55,6 @@ async def build_job(body: ChatCompletionRequest, ctx: ServerContext) -> Job:
     return job
 
 
-
-
 async def create_chat_completion(body: ChatCompletionRequest, request: Request, ctx: ServerContext):
     ctx.check_model(body.model)
     job = await build_job(body, ctx)

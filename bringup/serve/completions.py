@@ -52,8 +52,6 @@ async def build_job(body: CompletionRequest, ctx: ServerContext) -> Job:
     return job
 
 
-
-
 async def create_completion(body: CompletionRequest, request: Request, ctx: ServerContext):
     ctx.check_model(body.model)
     job = await build_job(body, ctx)
