@@ -1,35 +1,60 @@
-"""The `bringup` command: one sub-command per stage. User errors end in one line and exit code 2."""
+"""The `bringup` command: one sub-command per stage. User errors end in one line and exit code 2.
+
+Sub-command modules are imported only when that sub-command runs (see lazy_group), so `--help` is quick.
+"""
 
 import sys
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
 from bringup import __version__
-from bringup.cli import (
-    all_cmd,
-    bench,
-    devices,
-    generate,
-    probe,
-    profile_cmd,
-    selftest,
-    serve,
-    verify_collectives,
-    verify_ops,
-)
-from bringup.cli.output import err_console
+from bringup.cli.lazy_group import MARKUP_MODE, LazyCommand, LazyGroup
 from bringup.errors import BringupError
+
+COMMANDS = (
+    LazyCommand("devices", "bringup.cli.devices", "command",
+                "Which devices torch can use and the OS has, and which one is chosen and why."),
+    LazyCommand("probe", "bringup.cli.probe", "command",
+                "What the device can really do: executed capability checks with evidence."),
+    LazyCommand("verify-ops", "bringup.cli.verify_ops", "command",
+                "Every op, dtype by dtype, against float64 on the CPU; --compiled adds torch.compile."),
+    LazyCommand("bench", "bringup.cli.bench", "command",
+                "Baseline microbenchmarks: matmul, bandwidth, transfers, latency, attention, ops, e2e."),
+    LazyCommand("selftest", "bringup.cli.selftest", "command",
+                "The runner end to end on the device against float64 on the CPU."),
+    LazyCommand("generate", "bringup.cli.generate", "command",
+                "Generate text for a prompt with the runner, planned from the profile."),
+    LazyCommand("serve", "bringup.cli.serve", "command",
+                "Serve a model over an OpenAI-compatible HTTP API, planned from the profile."),
+    LazyCommand("verify-collectives", "bringup.cli.verify_collectives", "command",
+                "torch.distributed collectives: exact results, bandwidth, faults named."),
+    LazyCommand("all", "bringup.cli.all_cmd", "command",
+                "Run the stages in order into one profile, then one screen of summary."),
+    LazyCommand("env", "bringup.cli.env_cmd", "command",
+                "A pasteable environment report: torch build, accelerator runtimes, drivers, compilers, "
+                "packages, visibility variables, CPU flags, OS."),
+    LazyCommand("report", "bringup.cli.report_cmd", "command",
+                "One self-contained HTML page (or Markdown) from a profile, optionally against a baseline."),
+    LazyCommand("profile", "bringup.cli.profile_cmd", "app",
+                "Read, check and compare capability profiles (show, validate, diff)."),
+)
+
+
+class BringupGroup(LazyGroup):
+    lazy_commands = COMMANDS
+
 
 app = typer.Typer(
     name="bringup",
+    cls=BringupGroup,
     help="Bring LLM inference up on a new or unfamiliar accelerator: which device am I on, what can it do, "
     "are its numbers right, how fast is it — recorded in one YAML capability profile that the bundled "
     "runner plans from.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=MARKUP_MODE,
 )
 
 
@@ -48,24 +73,20 @@ def root(
     """Stages: devices → probe → verify-ops → bench → selftest (or `all`); then generate / serve from the profile."""
 
 
-app.command("devices")(devices.command)
-app.command("probe")(probe.command)
-app.command("verify-ops")(verify_ops.command)
-app.command("bench")(bench.command)
-app.command("selftest")(selftest.command)
-app.command("generate")(generate.command)
-app.command("serve")(serve.command)
-app.command("verify-collectives")(verify_collectives.command)
-app.command("all")(all_cmd.command)
-app.add_typer(profile_cmd.app, name="profile")
+def print_error(message: str) -> None:
+    from rich.text import Text
+
+    from bringup.cli.output import err_console
+
+    err_console.print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
 
 
 def main() -> None:
     try:
         app()
     except BringupError as exc:
-        err_console.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+        print_error(str(exc))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        err_console.print("interrupted; the profile on disk is the last complete write")
+        print_error("interrupted; the profile on disk is the last complete write")
         sys.exit(130)

@@ -3,29 +3,39 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 
 from bringup.cli.checks import non_negative_number, positive_seconds
-from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
-from bringup.cli.output import console, print_json, progress
+from bringup.cli.common import (
+    DetailsOption,
+    DeviceOption,
+    ForceOption,
+    JsonOption,
+    ProfileOption,
+    VerboseOption,
+    stage_context,
+)
+from bringup.cli.output import console, name_some, print_json, progress
 from bringup.errors import BringupError
 from bringup.log import get_logger
-from bringup.probes.bench.export import rows as export_rows
-from bringup.probes.bench.export import to_csv
-from bringup.probes.bench.stage import GROUPS, BenchOptions, run_bench_stage, select_groups
-from bringup.profiles.bench_diff import diff_bench, regressions
-from bringup.profiles.schema import DeviceSection, Profile
-from bringup.profiles.sections.bench import BenchGroup, BenchRecord, BenchSection
-from bringup.profiles.store import check_identity, load_profile, load_profile_or_none
+
+if TYPE_CHECKING:  # these import torch: loaded when the command runs, not for --help
+    from rich.table import Table
+
+    from bringup.profiles.schema import Profile
+    from bringup.profiles.sections.bench import BenchGroup, BenchRecord, BenchSection
 
 log = get_logger("bench")
-GROUP_LIST = ", ".join(GROUPS)
+# the keys of bringup.probes.bench.stage.GROUPS, spelled out so that --help need not import torch (a test checks)
+GROUP_NAMES = ("matmul", "bandwidth", "transfer", "dispatch", "attention", "ops", "compiled", "e2e")
+GROUP_LIST = ", ".join(GROUP_NAMES)
 
 
 def load_baseline(path: Path | None) -> BenchSection | None:
+    from bringup.profiles.store import load_profile
+
     if path is None:
         return None
     found = load_profile(path)
@@ -37,6 +47,9 @@ def load_baseline(path: Path | None) -> BenchSection | None:
 
 def existing_profile(path: Path, info: Any, force: bool) -> Profile | None:
     """The profile to read capabilities/ops from; refuses another device's profile before any work."""
+    from bringup.profiles.schema import DeviceSection
+    from bringup.profiles.store import check_identity, load_profile_or_none
+
     try:
         found = load_profile_or_none(path)
     except BringupError:
@@ -90,6 +103,8 @@ def record_note(record: BenchRecord) -> str:
 
 
 def group_table(name: str, group: BenchGroup) -> Table:
+    from rich.table import Table
+
     title = f"{name} — {group.status}" + (f" ({group.reason})" if group.reason else "")
     table = Table(title=title, title_justify="left", show_lines=False)
     peak_title = "% peak (run / sheet)" if any(r.pct_datasheet is not None for r in group.records) else "% peak"
@@ -125,7 +140,37 @@ def print_group(name: str, group: BenchGroup) -> None:
         console.print(line, highlight=False)
 
 
+def group_line(name: str, group: BenchGroup) -> str:
+    """One line per group: its status, the best rate (or the fastest time) measured, what was not measured."""
+    ok = [r for r in group.records if r.status == "ok"]
+    text = f"[bold]{name}[/] {group.status}"
+    rated = [r for r in ok if fmt_rate(r)]
+    if rated:
+        best = max(rated, key=lambda r: r.tflops if r.tflops is not None and r.name not in ("scale", "add", "triad",
+                                                                                             "dot") else r.gbps or 0)
+        text += f": {len(ok)} measured, best {fmt_rate(best)} ({best.key})"
+    elif ok:
+        fastest = min(ok, key=lambda r: r.median_s if r.median_s is not None else float("inf"))
+        text += f": {len(ok)} measured, fastest {fmt_time(fastest.median_s)} ({fastest.key})"
+    elif group.reason:
+        text += f": {group.reason}"
+    skipped = [r for r in group.records if r.status != "ok"]
+    if skipped:
+        kinds = sorted({r.status for r in skipped})
+        text += f"; {len(skipped)} {'/'.join(kinds)}"
+    return text
+
+
+def print_summary(chosen: list[str], groups: dict[str, BenchGroup], left_out: dict[str, str]) -> None:
+    for name in chosen:
+        console.print(group_line(name, groups[name]), highlight=False)
+    if left_out:
+        console.print(f"[dim]left out: {name_some(sorted(left_out), 4)} (--details says why)[/]", highlight=False)
+
+
 def baseline_table(rows: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title="against baseline (ratio = time now / time in baseline)", title_justify="left")
     for column in ("group", "measurement", "baseline", "now", "ratio", "change", "noise", "verdict"):
         table.add_column(column, justify="left" if column in ("group", "measurement", "verdict") else "right",
@@ -172,6 +217,7 @@ def command(
     json: JsonOption = False,
     verbose: VerboseOption = False,
     force: ForceOption = False,
+    details: DetailsOption = False,
 ) -> None:
     """Measure the device's baselines: matmul TFLOP/s per supported dtype, memory bandwidth, host
     transfers, dispatch latency, attention per SDPA backend, per-op latency of verified ops, and
@@ -181,6 +227,12 @@ def command(
     Example: bringup bench --quick --only matmul,bandwidth --baseline profiles/last-week.yaml
     --fail-on-regression 10
     """
+    from bringup.probes.bench.export import rows as export_rows
+    from bringup.probes.bench.export import to_csv
+    from bringup.probes.bench.stage import BenchOptions, run_bench_stage, select_groups
+    from bringup.profiles.bench_diff import diff_bench, regressions
+    from bringup.profiles.sections.bench import BenchSection
+
     if fail_on_regression is not None and baseline is None:
         raise BringupError("--fail-on-regression needs --baseline OTHER.yaml to compare against")
     if csv_path is not None and str(csv_path) == "-" and json:
@@ -224,10 +276,13 @@ def command(
             "regressions": failed,
         })
     elif not (csv_path is not None and str(csv_path) == "-"):
-        for name in chosen:
-            print_group(name, current.groups[name])
-        for name, why in left_out.items():
-            console.print(f"[dim]{name}: left out — {why}[/]")
+        if details:
+            for name in chosen:
+                print_group(name, current.groups[name])
+            for name, why in left_out.items():
+                console.print(f"[dim]{name}: left out — {why}[/]")
+        else:
+            print_summary(chosen, current.groups, left_out)
         if section.ceilings:
             tf = ", ".join(f"{d} {v:.3g} TFLOP/s" for d, v in section.ceilings.tflops.items()) or "none"
             gbps = section.ceilings.gbps
@@ -237,7 +292,8 @@ def command(
                       else f"datasheet: {section.datasheet_reason}")
         if compared:
             console.print(baseline_table(compared))
-        console.print(f"profile: {ctx.profile_path}")
+        console.print(f"profile: {ctx.profile_path}" + ("" if details else " (--details: every measurement)"),
+                      highlight=False)
     if failed:
         log.error("%d measurement(s) slower than the baseline by more than %g%% beyond noise: %s", len(failed),
                   fail_on_regression, "; ".join(f"{r['group']}/{r['key']} {r['change_pct']:+.1f}%" for r in failed))

@@ -1,20 +1,23 @@
-"""Options every stage shares, and the context a stage starts from."""
+"""Options every stage shares, and the context a stage starts from.
+
+Importing this module stays light (no torch, no profiles): `--help` of every command reads it.
+"""
+
+from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import torch
 import typer
 
-from bringup.backends.base import DeviceInfo
-from bringup.backends.select import Selection, select_device
 from bringup.cli.checks import device_name
-from bringup.errors import BringupError
-from bringup.log import configure_logging, get_logger
-from bringup.profiles.store import default_profile_path, ensure_profile_matches, load_profile
 
-log = get_logger("cli")
+if TYPE_CHECKING:
+    import torch
+
+    from bringup.backends.base import DeviceInfo
+    from bringup.backends.select import Selection
 
 DeviceOption = Annotated[
     Optional[str],
@@ -27,6 +30,7 @@ ProfileOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of tables.")]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs.")]
+DetailsOption = Annotated[bool, typer.Option("--details", help="Print the full tables, not only the summary.")]
 StrictOption = Annotated[bool, typer.Option("--strict", help="Treat any fallback as an error.")]
 DtypeOption = Annotated[
     str,
@@ -40,6 +44,9 @@ ForceDtypeOption = Annotated[
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema version.")
 ]
+ModelOption = Annotated[Optional[Path], typer.Option(
+    "--model", "-m", help="Hugging Face style model directory (config.json, *.safetensors, tokenizer.json); "
+    "default: the built-in reference model.")]
 
 
 @dataclass
@@ -60,6 +67,9 @@ class StageContext:
 
 
 def recorded_device(profile: Path | None, force: bool) -> str | None:
+    from bringup.errors import BringupError
+    from bringup.profiles.store import load_profile
+
     if profile is None or not profile.exists():
         return None
     try:
@@ -79,9 +89,13 @@ def stage_context(
     strict: bool = False,
     force: bool = False,
 ) -> StageContext:
+    from bringup.backends.select import select_device
+    from bringup.log import configure_logging, get_logger
+    from bringup.profiles.store import default_profile_path, ensure_profile_matches
+
     configure_logging(verbose)
     selection = select_device(device, recorded_device(profile, force))
     path = profile if profile is not None else default_profile_path(selection.info)
     ensure_profile_matches(path, selection.info, force)
-    log.debug("profile path: %s", path)
+    get_logger("cli").debug("profile path: %s", path)
     return StageContext(selection, path, strict, json, force)

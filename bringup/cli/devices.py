@@ -1,23 +1,36 @@
 """`bringup devices`: which devices torch can use, which the OS has, and which one bringup picks."""
 
+from __future__ import annotations
+
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
+from bringup.cli.common import (
+    DetailsOption,
+    DeviceOption,
+    ForceOption,
+    JsonOption,
+    ProfileOption,
+    VerboseOption,
+    stage_context,
+)
 from bringup.cli.output import console, format_bytes, print_json
 from bringup.log import get_logger
-from bringup.probes.environment import collect_environment
-from bringup.probes.inventory import Inventory, take_inventory
-from bringup.profiles.schema import Profile
-from bringup.profiles.store import update_profile
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from bringup.backends.select import Selection
+    from bringup.probes.inventory import Inventory
 
 log = get_logger("devices")
 
 
 def torch_table(inventory: Inventory, selected_id: str) -> Table:
+    from rich.table import Table
+
     table = Table(title="Devices torch can use", title_justify="left")
     for col in ("id", "name", "vendor", "arch / ISA", "units", "memory (free)", "PCI", ""):
         table.add_column(col)
@@ -36,6 +49,8 @@ def unusable_families(inventory: Inventory) -> list[str]:
 
 
 def system_table(inventory: Inventory) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"PCI display / accelerator devices the OS has (root {inventory.system.root})",
                   title_justify="left")
     for col in ("PCI address", "vendor", "class", "driver", "iGPU", "torch", "status"):
@@ -63,11 +78,17 @@ def command(
     ] = Path("/"),
     write: Annotated[bool, typer.Option("--write/--no-write", help="Record device and environment in the profile.")]
     = True,
+    details: DetailsOption = False,
 ) -> None:
     """List every device torch can use and every PCI display/accelerator the OS has, and explain the choice.
 
     Example: `bringup devices`, `bringup devices --json`, `CUDA_VISIBLE_DEVICES=1 bringup devices`.
     """
+    from bringup.probes.environment import collect_environment
+    from bringup.probes.inventory import take_inventory
+    from bringup.profiles.schema import Profile
+    from bringup.profiles.store import update_profile
+
     ctx = stage_context(device, profile, json_out, verbose, force=force)
     inventory = take_inventory(system_root)
     for warning in inventory.warnings:
@@ -87,13 +108,32 @@ def command(
         data["profile"] = str(ctx.profile_path) if write else None
         print_json(data)
         return
+    if details:
+        print_details(inventory, selection)
+    else:
+        print_summary(inventory)
+    if inventory.visibility:
+        console.print("visibility: " + ", ".join(f"{k}={v!r}" for k, v in inventory.visibility.items()))
+    console.print(f"selected [bold]{selection.info.id}[/] ({selection.info.name}): {selection.reason}")
+    if write:
+        console.print(f"profile: {ctx.profile_path}", highlight=False)
+
+
+def print_details(inventory: Inventory, selection: Selection) -> None:
     console.print(torch_table(inventory, selection.info.id))
     console.print("Families torch cannot use here:", highlight=False)
     for line in unusable_families(inventory):
         console.print(line, highlight=False)
     console.print(system_table(inventory))
-    if inventory.visibility:
-        console.print("visibility: " + ", ".join(f"{k}={v!r}" for k, v in inventory.visibility.items()))
-    console.print(f"selected [bold]{selection.info.id}[/] ({selection.info.name}): {selection.reason}")
-    if write:
-        console.print(f"profile: {ctx.profile_path}")
+
+
+def print_summary(inventory: Inventory, shown: int = 3) -> None:
+    """The devices torch can use, then one line per OS accelerator torch cannot use (a few, then a count)."""
+    usable = ", ".join(f"{d.id} ({d.name})" for d in inventory.torch_devices) or "none"
+    console.print(f"torch can use: {usable}", highlight=False)
+    unusable = [p for p in inventory.physical if not p.usable]
+    for p in unusable[:shown]:
+        console.print(f"not usable: {p.pci.address} {p.pci.vendor} {p.pci.kind}: {p.reason}", highlight=False)
+    if len(unusable) > shown:
+        console.print(f"and {len(unusable) - shown} more the OS has but torch cannot use (--details lists them)",
+                      highlight=False)

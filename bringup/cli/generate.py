@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import fields
-from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 
 from bringup.cli.common import (
     DeviceOption,
     DtypeOption,
     ForceDtypeOption,
     JsonOption,
+    ModelOption,
     ProfileOption,
     StrictOption,
     VerboseOption,
@@ -22,13 +21,13 @@ from bringup.cli.common import (
 from bringup.cli.output import console, err_console, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging
-from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams, token_budget
 
+if TYPE_CHECKING:  # the runner imports torch: loaded when the command runs, not for --help
+    from bringup.runner.engine.engine import LLMEngine
+    from bringup.runner.engine.sampling_params import SamplingParams
+
+__all__ = ["ModelOption", "command", "print_plan"]
 BUILT_IN_DEFAULTS: dict[str, Any] = {"max_tokens": 64, "temperature": 0.0}
-ModelOption = Annotated[Optional[Path], typer.Option(
-    "--model", "-m", help="Hugging Face style model directory (config.json, *.safetensors, tokenizer.json); "
-    "default: the built-in reference model.")]
 
 
 def command(
@@ -59,6 +58,8 @@ def command(
     Prints the plan (each choice with its evidence), the text, time to first token and decode
     tokens/s. Example: bringup generate "The capital of France is" --max-tokens 32
     """
+    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+
     configure_logging(verbose, quiet=json)
     given = {name: value for name, value in dict(
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
@@ -92,6 +93,8 @@ def command(
 
 def check_flags(given: dict[str, Any]) -> None:
     """The sampling flags alone, by the rules the server applies to a request (SamplingParams.validate_request)."""
+    from bringup.runner.engine.sampling_params import SamplingParams
+
     try:
         SamplingParams(**{**BUILT_IN_DEFAULTS, **given}).validate_request()
     except ValueError as exc:
@@ -101,6 +104,8 @@ def check_flags(given: dict[str, Any]) -> None:
 
 def sampling_params(defaults: dict, given: dict[str, Any], ignore_eos: bool) -> SamplingParams:
     """Built-in defaults (greedy, 64 tokens) < generation_config.json < flags; BringupError if invalid."""
+    from bringup.runner.engine.sampling_params import SamplingParams
+
     known = {f.name for f in fields(SamplingParams)}
     values = {**BUILT_IN_DEFAULTS, **{k: v for k, v in defaults.items() if k in known}, **given}
     params = SamplingParams(**values, ignore_eos=ignore_eos)
@@ -116,6 +121,8 @@ def sampling_params(defaults: dict, given: dict[str, Any], ignore_eos: bool) -> 
 def tokens_to_generate(max_tokens: int, requested: bool, prompt_len: int, max_model_len: int) -> int:
     """max_tokens as the server grants it: a requested count must fit the context after the prompt (else
     ValueError); a default is capped to the room left."""
+    from bringup.runner.engine.sampling_params import token_budget
+
     if requested:
         return token_budget(prompt_len, max_model_len, max_tokens)
     return min(max_tokens, token_budget(prompt_len, max_model_len, None))
@@ -144,6 +151,8 @@ def run_one(engine: LLMEngine, ids: list[int], params: SamplingParams) -> dict:
 
 
 def print_plan(engine: LLMEngine) -> None:
+    from rich.table import Table
+
     table = Table(title=f"execution plan — {engine.model_name} on {engine.plan.device}", title_justify="left")
     for col in ("setting", "choice", "evidence"):
         table.add_column(col, overflow="fold")

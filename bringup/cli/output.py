@@ -1,13 +1,22 @@
 """Where output goes: tables and JSON to stdout, logs and progress to stderr."""
 
+from __future__ import annotations
+
 import json
-from typing import Any
+import logging
+import shutil
+import textwrap
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 console = Console()
 err_console = Console(stderr=True)
+# `bringup all` sets this: a stage's progress bar then disappears when the stage ends
+transient_progress = False
 
 
 def print_json(data: Any) -> None:
@@ -15,15 +24,38 @@ def print_json(data: Any) -> None:
 
 
 def progress(json_mode: bool) -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=err_console,
-        disable=json_mode,
-        transient=False,
+        disable=json_mode or (transient_progress and not err_console.is_terminal),  # `all` into a file: no bars
+        transient=transient_progress,
     )
+
+
+def terminal_width() -> int:
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def fit_lines(text: str, max_lines: int, width: int | None = None) -> str:
+    """`text` wrapped to the terminal width, cut to `max_lines` lines (the last ending in … when cut)."""
+    width = width or terminal_width()
+    lines = textwrap.wrap(" ".join(text.split()), width=max(20, width - 1)) or [""]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = lines[-1][: max(0, width - 2)].rstrip() + "…"
+    return "\n".join(lines)
+
+
+def name_some(names: list[str], shown: int = 3) -> str:
+    """`a, b, c and 12 more`: a few names out of a long list."""
+    if len(names) <= shown + 1:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def format_bytes(n: int | None) -> str:
@@ -35,3 +67,28 @@ def format_bytes(n: int | None) -> str:
             return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
         value /= 1024
     return f"{n} B"
+
+
+class CompactWarnings(logging.Handler):
+    """Under `bringup all`: each distinct WARNING+ message once, in at most two lines, at most `limit` of them."""
+
+    def __init__(self, limit: int = 8) -> None:
+        super().__init__(logging.WARNING)
+        self.limit = limit
+        self.seen: set[str] = set()
+        self.suppressed = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message in self.seen:
+            return
+        self.seen.add(message)
+        if len(self.seen) > self.limit:
+            self.suppressed += 1
+            return
+        from rich.markup import escape
+
+        label = record.levelname.lower()
+        style = "red" if record.levelno >= logging.ERROR else "yellow"
+        text = fit_lines(f"{label}: {message}", 2)
+        err_console.print(f"[{style}]{label}:[/]{escape(text[len(label) + 1:])}", highlight=False)

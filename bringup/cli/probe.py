@@ -1,22 +1,32 @@
 """`bringup probe`: executed capability checks into the profile's `capabilities` section."""
 
-from typing import Annotated, Any, Optional
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 
 from bringup.cli.checks import positive_seconds
-from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
-from bringup.cli.output import console, print_json, progress
-from bringup.probes.capabilities.registry import all_check_ids, select_checks
-from bringup.probes.capabilities.stage import merge_into, run_probe
-from bringup.profiles.schema import Profile
-from bringup.profiles.store import now_iso, update_profile
+from bringup.cli.common import (
+    DetailsOption,
+    DeviceOption,
+    ForceOption,
+    JsonOption,
+    ProfileOption,
+    VerboseOption,
+    stage_context,
+)
+from bringup.cli.output import console, name_some, print_json, progress
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 STATUS_STYLE = {"supported": "green", "unsupported": "red", "unknown": "yellow"}
 
 
 def results_table(results: dict[str, dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title="Capabilities (executed checks)", title_justify="left")
     for col in ("check", "status", "evidence / reason", "s"):
         table.add_column(col, overflow="fold")
@@ -44,6 +54,7 @@ def command(
     isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="Run checks in a worker process "
                                           "(a crash or hang costs one check).")] = True,
     list_checks: Annotated[bool, typer.Option("--list", help="List the checks and exit.")] = False,
+    details: DetailsOption = False,
 ) -> None:
     """Probe what the device can really do: each capability is an executed check with evidence.
 
@@ -52,6 +63,11 @@ def command(
 
     Example: `bringup probe`, `bringup probe --only dtypes --json`, `bringup probe --skip compile`.
     """
+    from bringup.probes.capabilities.registry import all_check_ids, select_checks
+    from bringup.probes.capabilities.stage import merge_into, run_probe
+    from bringup.profiles.schema import Profile
+    from bringup.profiles.store import now_iso, update_profile
+
     if list_checks:
         ids = all_check_ids()
         print_json(ids) if json_out else console.print("\n".join(ids), highlight=False)
@@ -82,7 +98,14 @@ def command(
     if json_out:
         print_json({"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done})
         return
-    console.print(results_table(done))
+    if details:
+        console.print(results_table(done))
+    else:
+        for status in ("unsupported", "unknown"):
+            ids = [check_id for check_id, r in done.items() if r["status"] == status]
+            if ids:
+                console.print(f"[{STATUS_STYLE[status]}]{status}[/]: {name_some(ids, 6)}", highlight=False)
     counts = {s: sum(r["status"] == s for r in done.values()) for s in STATUS_STYLE}
     console.print(f"{counts['supported']} supported, {counts['unsupported']} unsupported, "
-                  f"{counts['unknown']} unknown — written to {ctx.profile_path}")
+                  f"{counts['unknown']} unknown — written to {ctx.profile_path}"
+                  + ("" if details else " (--details: evidence per check)"), highlight=False)

@@ -4,15 +4,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from bringup.cli.common import JsonOption
+from bringup.cli.lazy_group import MARKUP_MODE
 from bringup.cli.output import console, format_bytes, print_json
-from bringup.cli.profile_diff_render import plan_rows, render_diff
-from bringup.profiles.diff import diff_profiles
-from bringup.profiles.store import load_profile
 
-app = typer.Typer(help="Read, check and compare capability profiles.", no_args_is_help=True)
+app = typer.Typer(help="Read, check and compare capability profiles.", no_args_is_help=True,
+                  rich_markup_mode=MARKUP_MODE)
 ProfileArg = Annotated[Path, typer.Argument(help="Profile YAML file.")]
 STYLE = {"supported": "green", "unsupported": "red", "unknown": "yellow", "pass": "green"}
 
@@ -20,6 +18,8 @@ STYLE = {"supported": "green", "unsupported": "red", "unknown": "yellow", "pass"
 @app.command("show")
 def show(path: ProfileArg, json_out: JsonOption = False) -> None:
     """Summarise a profile: device, environment, capabilities, stages and section sizes."""
+    from bringup.profiles.store import load_profile
+
     profile = load_profile(path)
     if json_out:
         print_json(profile.to_document())
@@ -32,6 +32,8 @@ def show(path: ProfileArg, json_out: JsonOption = False) -> None:
         e = profile.environment
         console.print(f"bringup {e.bringup}, torch {e.torch}, python {e.python}, driver {e.driver or '—'}, {e.os}")
     if profile.capabilities:
+        from rich.table import Table
+
         table = Table(title="capabilities", title_justify="left")
         for col in ("check", "status", "evidence / reason"):
             table.add_column(col, overflow="fold")
@@ -51,6 +53,8 @@ def show(path: ProfileArg, json_out: JsonOption = False) -> None:
 @app.command("validate")
 def validate(path: ProfileArg, json_out: JsonOption = False) -> None:
     """Check a profile against the schema; exit 0 when valid, 2 with the first problem when not."""
+    from bringup.profiles.store import load_profile
+
     profile = load_profile(path)
     summary = {"path": str(path), "valid": True, "schema": profile.schema_version,
                "stages": {k: v.status for k, v in profile.stages.items()}}
@@ -67,6 +71,10 @@ def diff(before: ProfileArg, after: ProfileArg, json_out: JsonOption = False,
 
     Exit code 1 when any capability status differs, so scripts can gate on it.
     """
+    from bringup.cli.profile_diff_render import plan_rows, render_diff
+    from bringup.profiles.diff import diff_profiles
+    from bringup.profiles.store import load_profile
+
     a, b = load_profile(before), load_profile(after)
     changes = diff_profiles(a, b)
     plans = plan_rows(a, b)

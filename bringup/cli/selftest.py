@@ -6,23 +6,19 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from bringup.cli.common import (
+    DetailsOption,
     DeviceOption,
     DtypeOption,
     JsonOption,
+    ModelOption,
     ProfileOption,
     StrictOption,
     VerboseOption,
     stage_context,
 )
-from bringup.cli.generate import ModelOption
 from bringup.cli.output import console, print_json
-from bringup.profiles.sections.selftest import SelftestSection
-from bringup.profiles.store import update_profile
-from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.selftest import run_selftest
 
 
 def command(
@@ -38,6 +34,7 @@ def command(
                                         "here.")] = False,
     json: JsonOption = False,
     verbose: VerboseOption = False,
+    details: DetailsOption = False,
 ) -> None:
     """Validate the whole runner numerically: its logits on the device, with the plan's dtype and paths,
     against the same model in float64 on the CPU over a fixed prompt and N greedy steps.
@@ -45,6 +42,11 @@ def command(
     Reports max abs error, top-1 agreement and pass/fail against a dtype-aware threshold, and records
     the result in the profile. Exit 1 when it fails. Example: bringup selftest --device cuda:0 --steps 32
     """
+    from bringup.profiles.sections.selftest import SelftestSection
+    from bringup.profiles.store import update_profile
+    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    from bringup.runner.selftest import run_selftest
+
     ctx = stage_context(device, profile, json, verbose, strict, force)
     engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=ctx.profile_path, device=str(ctx.device),
                                             strict=strict, allow_cpu_fallback=allow_cpu_fallback,
@@ -68,7 +70,12 @@ def command(
     update_profile(ctx.profile_path, ctx.info, mutate, stage="selftest", status="complete", force=force)
     if json:
         print_json({"profile": str(ctx.profile_path), **section.model_dump()})
-    else:
+    elif details:
+        from rich.table import Table
+
+        from bringup.cli.generate import print_plan
+
+        print_plan(engine)
         table = Table(title=f"selftest — {section.model} on {section.device} ({section.dtype})", title_justify="left")
         table.add_column("check")
         table.add_column("value")
@@ -77,5 +84,14 @@ def command(
             table.add_row(key, str(getattr(section, key)))
         console.print(table)
         console.print(f"recorded in {ctx.profile_path}")
+    else:
+        style = "green" if section.status == "pass" else "red"
+        console.print(f"[{style}]selftest {section.status}[/]: {section.model} on {section.device} "
+                      f"({section.dtype}, {section.attention}): max abs err {section.max_abs_err:.3g} "
+                      f"(threshold {section.threshold:.3g}), top-1 agreement {section.top1_agreement:.3f} "
+                      f"over {section.steps} steps"
+                      + (f"; {section.reason}" if section.reason else ""), highlight=False)
+        console.print(f"recorded in {ctx.profile_path} (--details: the plan and every figure; -v: logs)",
+                      highlight=False)
     if section.status != "pass":
         sys.exit(1)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import errno
 import socket
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 
 from bringup.cli.common import (
     DeviceOption,
@@ -22,6 +21,9 @@ from bringup.cli.common import (
 from bringup.cli.output import console, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 log = get_logger("serve")
 
@@ -142,6 +144,8 @@ def _plan_dict(engine: Any) -> dict:
 
 def plan_table(engine: Any, model_name: str) -> Table:
     """The start-up plan: each setting, the value chosen, and the profile evidence that chose it."""
+    from rich.table import Table
+
     plan = engine.plan
     table = Table(title=f"execution plan for {model_name} on {getattr(plan, 'device', '?')} "
                         f"(profile: {getattr(plan, 'profile', '?')})", title_justify="left")

@@ -1,12 +1,11 @@
 """`bringup verify-collectives`: torch.distributed collectives -- exact correctness and bandwidth."""
 
-from typing import Annotated, Optional
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich import box
-from rich.table import Table
 
-from bringup.backends.registry import backend_for
 from bringup.cli.checks import at_least_one, at_least_zero, positive_seconds
 from bringup.cli.common import (
     DeviceOption,
@@ -18,14 +17,16 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import console, print_json, progress
-from bringup.fallbacks import FallbackRecorder
 from bringup.log import configure_logging
-from bringup.probes.collectives.patterns import DEFAULT_DTYPES
 from bringup.probes.collectives.sizes import DEFAULT_SIZES, format_bytes
-from bringup.probes.collectives.stage import CollectivesOptions, planned_cases, reports_here, run_collectives
-from bringup.profiles.schema import Profile
-from bringup.profiles.sections.collectives import CollectivesSection
-from bringup.profiles.store import now_iso, update_profile
+
+if TYPE_CHECKING:  # these import torch: loaded when the command runs, not for --help
+    from rich.table import Table
+
+    from bringup.profiles.sections.collectives import CollectivesSection
+
+# bringup.probes.collectives.patterns.DEFAULT_DTYPES, spelled out so that --help need not import torch (a test checks)
+DEFAULT_DTYPES = ("float32", "bfloat16", "float16", "int32")
 
 STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "crashed": "red", "timeout": "red",
                 "skipped": "yellow", "unsupported": "yellow"}
@@ -38,6 +39,9 @@ def _fmt(value: Optional[float], digits: int = 2) -> str:
 
 
 def results_table(section: CollectivesSection) -> Table:
+    from rich import box
+    from rich.table import Table
+
     table = Table(title=f"Collectives: {section.backend}, {section.world_size} ranks "
                         f"({section.launch}, {section.nnodes} node(s)), buffers on {section.device_type}; "
                         "time = median µs, bandwidth in GB/s",
@@ -123,6 +127,12 @@ def command(
 
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 -m bringup verify-collectives
     """
+    from bringup.backends.registry import backend_for
+    from bringup.fallbacks import FallbackRecorder
+    from bringup.probes.collectives.stage import CollectivesOptions, planned_cases, reports_here, run_collectives
+    from bringup.profiles.schema import Profile
+    from bringup.profiles.store import now_iso, update_profile
+
     ctx = stage_context(device, profile, json_out, verbose, strict=strict, force=force)
     options = CollectivesOptions(
         nproc=nproc, backend=backend, sizes=sizes, dtypes=dtype or list(DEFAULT_DTYPES), ops=op or [],

@@ -3,39 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from bringup.cli.checks import non_negative_seconds, positive_seconds
-from bringup.cli.common import DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption, stage_context
-from bringup.cli.output import console, print_json, progress
-from bringup.cli.verify_ops_render import (
-    catalog_json,
-    catalog_tables,
-    compiled_table,
-    failing_table,
-    matrix_table,
-    unsupported_table,
+from bringup.cli.common import (
+    DetailsOption,
+    DeviceOption,
+    ForceOption,
+    JsonOption,
+    ProfileOption,
+    VerboseOption,
+    stage_context,
 )
+from bringup.cli.output import console, name_some, print_json, progress
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
-from bringup.probes.ops.catalog import load_catalog
-from bringup.probes.ops.runner import Checkpointer, run_tasks
-from bringup.probes.ops.stage import (
-    STAGE,
-    drop_recorded,
-    key_of,
-    merge_results,
-    plan_tasks,
-    records_for,
-    summarize,
-    worker_env,
-)
-from bringup.probes.ops.worker import InProcessExecutor, IsolatedExecutor, WorkerStartError
-from bringup.profiles.schema import Profile
-from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
-from bringup.profiles.store import load_profile_or_none, now_iso, update_profile
+
+if TYPE_CHECKING:  # the stage's modules import torch: they load when the command runs, not for --help
+    from bringup.profiles.schema import Profile
+    from bringup.profiles.sections.ops import VerifyOpsRecord
 
 log = get_logger("verify-ops")
 
@@ -52,8 +40,8 @@ def command(
     = None,
     dtype: Annotated[Optional[list[str]], typer.Option("--dtype", help="Only this dtype (repeatable), e.g. "
                                                        "bfloat16.")] = None,
-    pattern: Annotated[Optional[str], typer.Option("-k", help=r"Only cases whose 'op\[dtype] case' (or "
-                                                   r"'block\[dtype]') matches this regular expression.")] = None,
+    pattern: Annotated[Optional[str], typer.Option("-k", help="Only cases whose 'op[dtype] case' (or "
+                                                   "'block[dtype]') matches this regular expression.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds one case may take before it is recorded "
                                            "as timeout and its worker killed.", callback=positive_seconds)] = 300.0,
     isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="Run cases in a worker subprocess "
@@ -70,6 +58,10 @@ def command(
     checkpoint_every: Annotated[float, typer.Option("--checkpoint-every", help="Seconds between profile "
                                                     "writes, 0 = after every case (crashes and timeouts are "
                                                     "written at once).", callback=non_negative_seconds)] = 1.0,
+    details: DetailsOption = False,
+    repro_dir: Annotated[Optional[Path], typer.Option("--repro-dir", help="Write one standalone, torch-only "
+                                                      "Python reproducer per failing case into this directory, "
+                                                      "with an index (README.md).")] = None,
 ) -> None:
     """Verify every op in the catalog, dtype by dtype, against the same op in float64 on the CPU.
 
@@ -83,6 +75,11 @@ def command(
     Examples: `bringup verify-ops`, `bringup verify-ops --op softmax --dtype bfloat16`,
     `bringup verify-ops -k 'matmul|linear' --compiled`, `bringup verify-ops --resume`.
     """
+    from bringup.cli.verify_ops_render import catalog_json, catalog_tables
+    from bringup.probes.ops.catalog import load_catalog
+    from bringup.probes.ops.stage import STAGE, drop_recorded, key_of, merge_results, plan_tasks, records_for, summarize
+    from bringup.profiles.store import load_profile_or_none, now_iso, update_profile
+
     if list_catalog:
         configure_logging(verbose)
         try:
@@ -102,6 +99,10 @@ def command(
     if not plan.tasks:
         raise BringupError("no cases match the filters (--op/--dtype/-k); `bringup verify-ops --list` shows "
                            "the catalog")
+    if repro_dir is not None:  # a bad directory is a usage error before any case runs
+        from bringup.probes.ops.repro import check_directory
+
+        check_directory(repro_dir)
     ctx = stage_context(device, profile, json_out, verbose, force=force)
     all_keys = [key_of(t) for t in plan.tasks]
     existing = load_profile_or_none(ctx.profile_path) if resume else None
@@ -125,7 +126,14 @@ def command(
     previous = records_for(plan.skipped, existing)
     everything = previous + results
     summary = summarize(everything)
-    _report(everything, summary, json_out, ctx.info.id, ctx.profile_path)
+    _report(everything, summary, json_out, ctx.info.id, ctx.profile_path, details)
+    if repro_dir is not None:
+        from bringup.probes.ops.repro import write_reproducer_dir
+
+        repro = write_reproducer_dir(everything, repro_dir, ctx.info.id)
+        log.info("%s", repro.line())
+        if not json_out:
+            console.print(repro.line())
     raise typer.Exit(summary.exit_code)
 
 
@@ -142,6 +150,10 @@ def _cache_dir(option: Path | None, profile_path: Path) -> Path:
 def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout: float, cache_dir: Path | None,
              checkpoint_every: float, json_out: bool, write) -> list[VerifyOpsRecord]:
     import os
+
+    from bringup.probes.ops.runner import Checkpointer, run_tasks
+    from bringup.probes.ops.stage import worker_env
+    from bringup.probes.ops.worker import InProcessExecutor, IsolatedExecutor, WorkerStartError
 
     saved_cache_env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if cache_dir is not None:
@@ -184,12 +196,18 @@ def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout
 
 
 def label_of(record: VerifyOpsRecord) -> str:
+    from bringup.profiles.sections.ops import OpCaseRecord
+
     if isinstance(record, OpCaseRecord):
         return f"{record.op}[{record.dtype}] {record.case}"
     return f"compiled {record.target}[{record.dtype}] {record.case or ''}".rstrip()
 
 
-def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: str, profile_path: Path) -> None:
+def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: str, profile_path: Path,
+            details: bool = False) -> None:
+    from bringup.cli.verify_ops_render import compiled_table, failing_table, matrix_table, unsupported_table
+    from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
+
     cases = [r for r in results if isinstance(r, OpCaseRecord)]
     compared = [r for r in results if isinstance(r, CompiledRecord)]
     if json_out:
@@ -198,14 +216,30 @@ def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: 
                     "cases": [r.model_dump() for r in cases],
                     "compiled": [r.model_dump() for r in compared]})
         return
-    if cases:
+    if not details:
+        _print_short(results, summary)
+    if details and cases:
         console.print(matrix_table(cases))
-    if compared:
+    if details and compared:
         console.print(compiled_table(compared))
-    unsupported = unsupported_table(results)
+    unsupported = unsupported_table(results) if details else None
     if unsupported is not None:
         console.print(unsupported)
-    if summary.failing:
+    if details and summary.failing:
         console.print(failing_table(summary.failing))
     style = "red" if summary.exit_code else "green"
-    console.print(f"[{style}]{summary.line()}[/] — written to {profile_path}")
+    console.print(f"[{style}]{summary.line()}[/] — written to {profile_path}"
+                  + ("" if details else " (--details: full tables)"), highlight=False)
+
+
+def _print_short(results: list[VerifyOpsRecord], summary) -> None:
+    """The failing cases (a few by name) and which ops are unsupported here, a line or two each."""
+    from bringup.profiles.sections.ops import OpCaseRecord
+
+    if summary.failing:
+        console.print(f"[red]not passing[/]: {name_some([label_of(r) for r in summary.failing], 4)}",
+                      highlight=False)
+    unsupported = sorted({f"{r.op}[{r.dtype}]" if isinstance(r, OpCaseRecord) else f"compiled {r.target}[{r.dtype}]"
+                          for r in results if r.status == "unsupported"})
+    if unsupported:
+        console.print(f"[yellow]unsupported here[/]: {name_some(unsupported, 4)}", highlight=False)

@@ -1,16 +1,24 @@
-"""The `environment` section: versions and settings that explain "what changed since it last worked"."""
+"""The `environment` section: versions and settings that explain "what changed since it last worked".
+
+One place gathers the facts; `bringup devices` records them and `bringup env` prints them (and records them)."""
 
 import os
 import platform
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
 
 from bringup import __version__
 from bringup.backends.reconcile import VISIBILITY_VARIABLES
+from bringup.probes.env_facts.accelerators import accelerator_facts, legacy_driver
+from bringup.probes.env_facts.compilers import compiler_facts
+from bringup.probes.env_facts.host import cpu_facts, system_facts
+from bringup.probes.env_facts.packages import package_facts
+from bringup.probes.env_facts.tools import TOOL_TIMEOUT_S, guarded, run_all
+from bringup.probes.env_facts.torch_build import runtime_versions, torch_build_facts, torch_config
 from bringup.profiles.schema import EnvironmentSection
 from bringup.profiles.store import now_iso
 
@@ -20,6 +28,8 @@ RECORDED_PREFIXES = (
     "ASCEND_", "HCCL_", "PT_HPU_", "HABANA_", "GLOO_", "BRINGUP_", "OPENBLAS_",
 )
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|PRIVATE", re.IGNORECASE)
+# always named in the report, "not set" included: the ones maintainers ask about first
+KEY_VARIABLES = (*VISIBILITY_VARIABLES, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF")
 
 
 def recorded_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -33,40 +43,41 @@ def recorded_env(env: Mapping[str, str]) -> dict[str, str]:
     return keep
 
 
-def runtime_versions() -> dict[str, str | None]:
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return {
-        "cuda": torch.version.cuda,
-        "hip": getattr(torch.version, "hip", None),
-        "xpu": getattr(torch.version, "xpu", None),
-        "cudnn": str(cudnn) if cudnn else None,
-        "torch_git": getattr(torch.version, "git_version", None),
-        "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
-        "openmp": str(torch.backends.openmp.is_available()),
-        "mkldnn": str(torch.backends.mkldnn.is_available()),
-    }
+def os_summary() -> str:
+    return f"{platform.system()} {platform.release()} ({platform.platform()})"
 
 
-def driver_version(root: Path = Path("/")) -> str | None:
-    nvidia = root / "proc" / "driver" / "nvidia" / "version"
-    amd = root / "sys" / "module" / "amdgpu" / "version"
-    for path, label in ((nvidia, "nvidia"), (amd, "amdgpu")):
-        try:
-            first = path.read_text(encoding="utf-8").splitlines()[0].strip()
-        except (OSError, IndexError):
-            continue
-        return f"{label}: {first}"
-    return None
+def failed_topic(reason: str) -> dict[str, str]:
+    return {"error": reason}
 
 
-def collect_environment(env: Mapping[str, str] | None = None) -> EnvironmentSection:
+def topic(probe: Callable[[], dict[str, str]]) -> Callable[[], dict[str, str]]:
+    return lambda: guarded(probe, failed_topic)
+
+
+def collect_environment(
+    env: Mapping[str, str] | None = None, root: Path = Path("/"), timeout: float = TOOL_TIMEOUT_S
+) -> EnvironmentSection:
+    """Every fact, each probe bounded and none able to fail the whole: a broken one leaves a short reason."""
+    env = os.environ if env is None else env
+    slow = run_all({
+        "accelerators": topic(lambda: accelerator_facts(root, timeout)),
+        "compilers": topic(lambda: compiler_facts(env, timeout)),
+    })
+    config = torch_config()
     return EnvironmentSection(
         bringup=__version__,
         torch=torch.__version__,
         python=sys.version.split()[0],
-        runtime=runtime_versions(),
-        driver=driver_version(),
-        os=f"{platform.system()} {platform.release()} ({platform.platform()})",
-        env=recorded_env(os.environ if env is None else env),
+        runtime=guarded(lambda: runtime_versions(config), lambda reason: {"error": reason}),
+        driver=legacy_driver(slow["accelerators"]),
+        os=guarded(os_summary, lambda reason: reason),
+        env=recorded_env(env),
         captured=now_iso(),
+        torch_build=topic(lambda: torch_build_facts(config))(),
+        accelerators=slow["accelerators"],
+        compilers=slow["compilers"],
+        packages=topic(package_facts)(),
+        cpu=topic(lambda: cpu_facts(root))(),
+        system=topic(lambda: system_facts(root))(),
     )

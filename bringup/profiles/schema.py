@@ -39,6 +39,13 @@ class EnvironmentSection(ProfileModel):
     os: str
     env: dict[str, str] = {}
     captured: str | None = None
+    # `name: value` facts per topic, added with `bringup env`; profiles recorded before it simply lack them
+    torch_build: dict[str, str] = {}
+    accelerators: dict[str, str] = {}
+    compilers: dict[str, str] = {}
+    packages: dict[str, str] = {}
+    cpu: dict[str, str] = {}
+    system: dict[str, str] = {}
 
 
 class Capability(ProfileModel):

@@ -22,3 +22,18 @@ def test_environment_section_has_versions():
     env = collect_environment({"OMP_NUM_THREADS": "2"})
     assert env.torch == torch.__version__ and env.python and env.os
     assert env.runtime["cpu_capability"] and env.env == {"OMP_NUM_THREADS": "2"}
+
+
+def test_profiles_recorded_before_env_still_load():
+    from pathlib import Path
+
+    from bringup.probes.env_facts.report import report_sections
+    from bringup.profiles.store import load_profile
+
+    references = sorted((Path(__file__).parents[2] / "reference" / "profiles").glob("*.yaml"))
+    assert references
+    for path in references:
+        environment = load_profile(path).environment
+        assert environment is not None and environment.torch_build == {} and environment.system == {}
+        sections = report_sections(environment)
+        assert sections["system"]["os"] == environment.os and sections["torch"]["version"] == environment.torch

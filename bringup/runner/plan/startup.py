@@ -137,5 +137,6 @@ def _free_after_weights(device: torch.device, given: StartupMeasurements | None,
 
 
 def _log_plan(plan: ExecutionPlan) -> None:
+    """DEBUG (`-v`): the commands show the plan themselves (generate/serve a table, selftest --details, all a line)."""
     for setting, value, evidence in plan.rows():
-        log.info("plan %s = %s (%s)", setting, value, evidence)
+        log.debug("plan %s = %s (%s)", setting, value, evidence)

@@ -1,0 +1,80 @@
+"""The few words `bringup all` prints per stage, and the plan in one wrapped line."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bringup.profiles.schema import Profile
+
+SHORT_SETTING = {"weight_layout": "weights", "kv_blocks": "kv", "max_num_batched_tokens": "batch_tokens"}
+NOT_PASSING = ("fail", "error", "crashed", "timeout")
+
+
+def counts_text(counts: dict[str, int], order: tuple[str, ...]) -> str:
+    """`940 pass · 15 unsupported`: the statuses in `order` first, zero counts left out."""
+    keys = [k for k in order if counts.get(k)] + sorted(k for k in counts if k not in order and counts[k])
+    return " · ".join(f"{counts[k]} {k}" for k in keys) or "none"
+
+
+def tally(statuses: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
+def devices_figure(profile: Profile, selection_reason: str | None) -> str:
+    if profile.device is None:
+        return "no device recorded"
+    text = f"{profile.device.id} ({profile.device.name})"
+    return f"{text}: {selection_reason}" if selection_reason else text
+
+
+def probe_figure(profile: Profile) -> str:
+    if profile.capabilities is None:
+        return "no capabilities recorded"
+    statuses = [c.status for group in profile.capabilities.groups().values() for c in group.values()]
+    return counts_text(tally(statuses), ("supported", "unsupported", "unknown"))
+
+
+def verify_ops_figure(profile: Profile) -> str:
+    text = "ops " + counts_text(tally([r.status for r in profile.ops]), ("pass", *NOT_PASSING, "unsupported"))
+    if profile.compiled:
+        text += "; compiled " + counts_text(tally([r.status for r in profile.compiled]), ("pass",))
+    return text
+
+
+def bench_figure(profile: Profile) -> str:
+    ceilings = profile.bench.ceilings if profile.bench else None
+    if ceilings is None:
+        return "no ceilings measured"
+    parts = []
+    if ceilings.tflops:
+        parts.append("matmul " + ", ".join(f"{d} {v:.3g}" for d, v in ceilings.tflops.items()) + " TFLOP/s")
+    if ceilings.gbps:
+        parts.append(f"bandwidth {ceilings.gbps:.3g} GB/s")
+    return "; ".join(parts) or "no ceilings measured"
+
+
+def selftest_figure(profile: Profile) -> str:
+    s = profile.selftest
+    if s is None:
+        return "no result recorded"
+    return f"{s.status} · max abs err {s.max_abs_err:.2g} · top-1 agreement {s.top1_agreement:.0%}"
+
+
+def stage_figure(name: str, profile: Profile | None, selection_reason: str | None = None) -> str:
+    """The key figure of stage `name`, read from the profile it wrote."""
+    if profile is None:
+        return "no profile"
+    if name == "devices":
+        return devices_figure(profile, selection_reason)
+    figures = {"probe": probe_figure, "verify-ops": verify_ops_figure, "bench": bench_figure,
+               "selftest": selftest_figure}
+    return figures[name](profile) if name in figures else ""
+
+
+def plan_line(rows: list[tuple[str, str, str]]) -> str:
+    """`dtype bfloat16 · attention sdpa_flash > sdpa_math · compiled eager · kv 256 × 16 tokens · ...`."""
+    return " · ".join(f"{SHORT_SETTING.get(setting, setting)} {value}" for setting, value, _ in rows)

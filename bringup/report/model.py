@@ -1,0 +1,96 @@
+"""A profile (and optionally its baseline) turned into plain report data that the HTML and Markdown writers share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bringup.profiles.schema import Profile
+from bringup.report.baseline import BaselineComparison, compare_to_baseline
+from bringup.report.bench_tables import BenchTable, bench_tables
+from bringup.report.compiled import CompiledRow, compiled_rows
+from bringup.report.identity import Fact, device_facts, environment_facts, stage_facts
+from bringup.report.ops_matrix import OpMatrix, op_matrix
+from bringup.report.plan import PlanView, plan_view
+from bringup.report.roofline import Roofline, roofline
+from bringup.report.runs import CollectivesView, FallbackRow, collectives_view, fallback_rows, selftest_facts
+
+
+@dataclass
+class CapabilityRow:
+    group: str
+    name: str
+    status: str
+    note: str  # the evidence when supported, else the reason
+    seconds: float | None
+    before: str | None = None  # the baseline's status when it differs
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}.{self.name}"
+
+
+@dataclass
+class Report:
+    title: str
+    source: str  # the profile's path as given
+    device: list[Fact]
+    environment: list[Fact]
+    stages: list[Fact]
+    capabilities: list[CapabilityRow]
+    ops: OpMatrix
+    compiled: list[CompiledRow]
+    roofline: Roofline
+    bench: list[BenchTable]
+    plan: PlanView
+    fallbacks: list[FallbackRow]
+    selftest: list[Fact]
+    collectives: CollectivesView | None
+    baseline: BaselineComparison | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def capability_rows(profile: Profile) -> list[CapabilityRow]:
+    if profile.capabilities is None:
+        return []
+    return [
+        CapabilityRow(group, name, cap.status, cap.evidence or cap.reason or "", cap.seconds)
+        for group, checks in profile.capabilities.groups().items()
+        for name, cap in checks.items()
+    ]
+
+
+def report_title(profile: Profile) -> str:
+    if profile.device is None:
+        return "bringup report"
+    return f"bringup report: {profile.device.name} ({profile.device.id})"
+
+
+def build_report(profile: Profile, source: str, baseline: Profile | None = None,
+                 baseline_source: str | None = None) -> Report:
+    comparison = compare_to_baseline(baseline, profile, baseline_source or "") if baseline is not None else None
+    capabilities = capability_rows(profile)
+    tables = bench_tables(profile.bench)
+    matrix = op_matrix(profile.ops)
+    plan = plan_view(profile)
+    if comparison is not None:
+        comparison.mark_capabilities(capabilities)
+        comparison.mark_bench(tables)
+        comparison.mark_ops(matrix)
+        comparison.compare_plan(plan, plan_view(baseline))
+    return Report(
+        title=report_title(profile),
+        source=source,
+        device=device_facts(profile),
+        environment=environment_facts(profile),
+        stages=stage_facts(profile),
+        capabilities=capabilities,
+        ops=matrix,
+        compiled=compiled_rows(profile.compiled),
+        roofline=roofline(profile.bench),
+        bench=tables,
+        plan=plan,
+        fallbacks=fallback_rows(profile),
+        selftest=selftest_facts(profile.selftest),
+        collectives=collectives_view(profile.collectives),
+        baseline=comparison,
+    )

@@ -1,0 +1,70 @@
+"""Load a profile (and a baseline), render the report, write it beside the profile, to a path, or to stdout."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from bringup.errors import BringupError
+from bringup.profiles.store import load_profile, printable
+from bringup.report.html import render_html
+from bringup.report.markdown import render_markdown
+from bringup.report.model import build_report
+
+ReportFormat = Literal["html", "md"]
+SUFFIXES: dict[str, str] = {"html": ".html", "md": ".md"}
+STDOUT = Path("-")
+
+
+def default_report_path(profile_path: Path, fmt: ReportFormat = "html") -> Path:
+    """`<profile stem>.html` (or `.md`) beside the profile."""
+    return Path(profile_path).with_suffix(SUFFIXES[fmt])
+
+
+def render_report(profile_path: Path, baseline_path: Path | None = None, fmt: ReportFormat = "html") -> str:
+    """The report text; a BringupError (one line) when a profile cannot be read."""
+    profile = load_profile(Path(profile_path))
+    baseline = load_profile(Path(baseline_path)) if baseline_path is not None else None
+    report = build_report(profile, str(profile_path), baseline, str(baseline_path) if baseline_path else None)
+    return render_html(report) if fmt == "html" else render_markdown(report)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Temp file beside the target, then rename: a reader never sees half a report."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(temporary)
+        raise BringupError(printable(f"cannot write report {path}: {exc.strerror or exc}; choose another -o path")) \
+            from None
+
+
+def output_path(profile_path: Path, out_path: Path | None, fmt: ReportFormat) -> Path:
+    if out_path is None:
+        return default_report_path(profile_path, fmt)
+    if out_path.is_dir():
+        return out_path / default_report_path(Path(profile_path).name, fmt)
+    return out_path
+
+
+def write_report(profile_path: Path, out_path: Path | None = None, baseline_path: Path | None = None,
+                 fmt: ReportFormat = "html") -> Path:
+    """Render and write the report; returns where it went (`-` for stdout). Default: beside the profile."""
+    text = render_report(profile_path, baseline_path, fmt)
+    if out_path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return STDOUT
+    target = output_path(Path(profile_path), out_path, fmt)
+    write_text(target, text)
+    return target
