@@ -9,10 +9,10 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
-  "$venv/bin/python" -m pip install -q "torch==2.13.0"
+  "$venv/bin/python" -m pip install -qq "torch==2.13.0"
 fi
 stamp="$venv/.bringup-installed${extras:+-$extras}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  "$venv/bin/python" -m pip install -q -e ".${extras:+[$extras]}"
+  "$venv/bin/python" -m pip install -qq -e ".${extras:+[$extras]}"
   touch "$stamp"
 fi

@@ -77,4 +77,8 @@ def stage_figure(name: str, profile: Profile | None, selection_reason: str | Non
 
 def plan_line(rows: list[tuple[str, str, str]]) -> str:
     """`dtype bfloat16 · attention sdpa_flash > sdpa_math · compiled eager · kv 256 × 16 tokens · ...`."""
-    return " · ".join(f"{SHORT_SETTING.get(setting, setting)} {value}" for setting, value, _ in rows)
+    def shown(setting: str, value: str) -> str:
+        short = SHORT_SETTING.get(setting, setting)
+        return value if value.startswith(short) or value == "eager" else f"{short} {value}"  # "compiled (inductor)"
+
+    return " · ".join(shown(setting, value) for setting, value, _ in rows)

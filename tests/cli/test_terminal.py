@@ -160,3 +160,11 @@ def test_log_file_sits_beside_the_profile():
     from bringup.cli.all_cmd import log_path_for
 
     assert log_path_for(Path("profiles/cpu.yaml")) == Path("profiles/cpu.all.log")
+
+
+def test_the_plan_line_names_each_setting_once():
+    from bringup.cli.all_summary import plan_line
+
+    rows = [("dtype", "bfloat16", ""), ("compiled", "compiled (inductor)", ""), ("weight_layout", "panels", "")]
+    assert plan_line(rows) == "dtype bfloat16 · compiled (inductor) · weights panels"
+    assert plan_line([("compiled", "eager", "")]) == "eager"
