@@ -32,6 +32,7 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import CompactWarnings, console, err_console, print_json
+from bringup.cli.run_levels import DEFAULT_LEVEL, DEFAULT_SOAK_MINUTES, LEVEL_HELP, STAGE_NAMES, Stage, stages_for
 from bringup.log import capture_to_file, get_logger
 
 if TYPE_CHECKING:
@@ -39,23 +40,6 @@ if TYPE_CHECKING:
 
 log = get_logger("all")
 LOG_WIDTH = 160
-
-
-@dataclass
-class Stage:
-    name: str
-    args: list[str]
-    takes_model: bool = False
-
-
-STAGES = [
-    Stage("devices", ["devices"]),
-    Stage("probe", ["probe"]),
-    Stage("verify-ops", ["verify-ops", "--resume", "--compiled"]),
-    Stage("bench", ["bench", "--quick", "--only", "matmul,bandwidth,transfer,dispatch,attention,ops,e2e"]),
-    Stage("selftest", ["selftest"], takes_model=True),
-]
-STAGE_NAMES = [s.name for s in STAGES]
 
 
 @dataclass
@@ -86,6 +70,12 @@ def run_stage(group: Any, stage: Stage, common: list[str], model: Path | None) -
 def stamp_status(profile: Profile | None, name: str) -> str:
     stamp = profile.stages.get(name) if profile else None
     return stamp.status if stamp else "missing"
+
+
+def done_at_level(profile: Profile | None, name: str, level: int) -> bool:
+    """Complete in the profile at `level` or deeper (a stage run on its own counts as the default level)."""
+    stamp = profile.stages.get(name) if profile else None
+    return stamp is not None and stamp.status == "complete" and (stamp.level or DEFAULT_LEVEL) >= level
 
 
 def summary_facts(profile: Profile | None) -> dict[str, Any]:
@@ -160,7 +150,7 @@ def stage_line(run: StageRun, figure: str, width: int) -> str:
 
 
 def run_stages(ctx: Any, common: list[str], model: Path | None, rerun: bool, skip: list[str], force: bool,
-               strict: bool, show_lines: bool, scratch: TextIO) -> list[StageRun]:
+               strict: bool, show_lines: bool, scratch: TextIO, stages: list[Stage], level: int) -> list[StageRun]:
     """Each stage in turn, its stdout into `scratch` (the log); one line per stage on the terminal."""
     from bringup.cli.app import app
     from bringup.profiles.store import load_profile_or_none
@@ -168,11 +158,13 @@ def run_stages(ctx: Any, common: list[str], model: Path | None, rerun: bool, ski
     group = typer.main.get_command(app)
     runs: list[StageRun] = []
     spinner_nests = hasattr(err_console, "_live_stack")  # rich >= 14 lets a stage's own progress bar nest
-    for stage in STAGES:
+    from bringup.profiles.store import set_stage_level
+
+    for stage in stages:
         if stage.name in skip:
             continue
         before = load_profile_or_none(ctx.profile_path)
-        if not rerun and stamp_status(before, stage.name) == "complete":
+        if not rerun and done_at_level(before, stage.name, level):
             run = StageRun(stage.name, "skipped (complete)", 0, 0.0, "complete")
         else:
             extra = (["--force"] if force and stage.name == "devices" else []) + (
@@ -182,6 +174,8 @@ def run_stages(ctx: Any, common: list[str], model: Path | None, rerun: bool, ski
                        else contextlib.nullcontext())
             with spinner, contextlib.redirect_stdout(scratch):
                 code = run_stage(group, stage, common + extra, model)
+            if ctx.profile_path.exists():
+                set_stage_level(ctx.profile_path, stage.name, level)
             after = load_profile_or_none(ctx.profile_path)
             run = StageRun(stage.name, "ran", code, time.perf_counter() - start, stamp_status(after, stage.name))
             before = after
@@ -201,6 +195,9 @@ def command(
     skip: Annotated[
         list[str] | None, typer.Option("--skip", help=f"Leave out a stage (repeatable): {', '.join(STAGE_NAMES)}.")
     ] = None,
+    level: Annotated[int, typer.Option("--level", min=1, max=4, help=LEVEL_HELP)] = DEFAULT_LEVEL,
+    soak_minutes: Annotated[float, typer.Option("--soak-minutes", min=0.0, help="Length of the level-4 soak.")
+                            ] = DEFAULT_SOAK_MINUTES,
     strict: StrictOption = False,
     force: ForceOption = False,
     json_out: JsonOption = False,
@@ -228,7 +225,7 @@ def command(
                     console.print(f"bringup all on [bold]{ctx.info.id}[/] ({ctx.info.name}) → {ctx.profile_path}",
                                   highlight=False)
                 runs, facts, plan = run_everything(ctx, model, rerun, skip or [], force, strict, verbose, json_out,
-                                                   scratch)
+                                                   scratch, stages_for(level, soak_minutes), level)
                 artifacts = write_artifacts(ctx.profile_path, scratch)
         finally:
             if log_path is not None:
@@ -245,7 +242,8 @@ def command(
 
 
 def run_everything(ctx: Any, model: Path | None, rerun: bool, skip: list[str], force: bool, strict: bool,
-                   verbose: bool, json_out: bool, scratch: TextIO) -> tuple[list[StageRun], dict, list]:
+                   verbose: bool, json_out: bool, scratch: TextIO, stages: list[Stage],
+                   level: int) -> tuple[list[StageRun], dict, list]:
     """The stages with their stdout in the log, then the facts and the plan from the final profile."""
     from bringup.profiles.store import load_profile_or_none
 
@@ -254,7 +252,7 @@ def run_everything(ctx: Any, model: Path | None, rerun: bool, skip: list[str], f
     terminal_width = console._width  # the log gets wide tables; the terminal's width comes back after
     console.width = LOG_WIDTH
     try:
-        runs = run_stages(ctx, common, model, rerun, skip, force, strict, not json_out, scratch)
+        runs = run_stages(ctx, common, model, rerun, skip, force, strict, not json_out, scratch, stages, level)
         final = load_profile_or_none(ctx.profile_path)
         spinner = err_console.status("planning…") if not json_out else contextlib.nullcontext()
         with spinner, contextlib.redirect_stdout(scratch):

@@ -71,8 +71,18 @@ def stage_figure(name: str, profile: Profile | None, selection_reason: str | Non
     if name == "devices":
         return devices_figure(profile, selection_reason)
     figures = {"probe": probe_figure, "verify-ops": verify_ops_figure, "bench": bench_figure,
-               "selftest": selftest_figure}
+               "selftest": selftest_figure, "soak": soak_figure}
     return figures[name](profile) if name in figures else ""
+
+
+def soak_figure(profile: Profile) -> str:
+    """`float32 120 rounds, rate 98 % of the start · bfloat16 ... · 1 finding`."""
+    soak = profile.soak
+    if soak is None:
+        return "not recorded"
+    parts = [f"{d.dtype} {d.rounds} rounds, rate {d.ratio:.0%} of the start"
+             + (f", {len(d.wrong_rounds)} wrong" if d.wrong_rounds else "") for d in soak.dtypes]
+    return " · ".join(parts + ([f"{len(soak.findings)} finding(s)"] if soak.findings else []))
 
 
 def plan_line(rows: list[tuple[str, str, str]]) -> str:

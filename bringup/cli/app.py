@@ -23,6 +23,8 @@ COMMANDS = (
                 "Baseline microbenchmarks: matmul, bandwidth, transfers, latency, attention, ops, e2e."),
     LazyCommand("selftest", "bringup.cli.selftest", "command",
                 "The runner end to end on the device against float64 on the CPU."),
+    LazyCommand("soak", "bringup.cli.soak", "command",
+                "Repeat checked work for minutes: rate drift (throttling) and intermittent wrong results."),
     LazyCommand("generate", "bringup.cli.generate", "command",
                 "Generate text for a prompt with the runner, planned from the profile."),
     LazyCommand("serve", "bringup.cli.serve", "command",

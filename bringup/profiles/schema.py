@@ -9,6 +9,7 @@ from bringup.profiles.sections.bench import BenchSection
 from bringup.profiles.sections.collectives import CollectivesSection
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 from bringup.profiles.sections.selftest import SelftestSection
+from bringup.profiles.sections.soak import SoakSection
 
 SCHEMA_VERSION = "bringup.profile/v1"
 
@@ -78,6 +79,7 @@ class StageStamp(ProfileModel):
     finished: str | None = None
     bringup: str
     status: StageStatus
+    level: int | None = None  # the `bringup all --level` it ran at (None: run on its own, counted as 2)
 
 
 class Profile(ProfileModel):
@@ -90,6 +92,7 @@ class Profile(ProfileModel):
     bench: BenchSection | None = None
     collectives: CollectivesSection | None = None
     selftest: SelftestSection | None = None
+    soak: SoakSection | None = None
     stages: dict[str, StageStamp] = {}
 
     def to_document(self) -> dict[str, Any]:

@@ -269,3 +269,14 @@ def update_profile(
         ) from None
     except PermissionError as exc:
         raise unwritable(path, exc) from None
+
+
+def set_stage_level(path: Path, stage: str, level: int) -> None:
+    """Record on `stage`'s stamp the `bringup all --level` it ran at (nothing when the stage left no stamp)."""
+    with lock_for(path):
+        profile = load_profile(path)
+        stamp = profile.stages.get(stage)
+        if stamp is None:
+            return
+        stamp.level = level
+        write_atomically(path, render_yaml(Profile.model_validate(profile.to_document())))

@@ -1,0 +1,44 @@
+"""What `bringup all --level N` runs: 1 a readiness check in seconds, 2 the default, 3 the full catalog and
+bench, 4 level 3 and a soak."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SMOKE_OPS = ("matmul", "linear", "softmax", "rms_norm", "silu", "embedding", "rotary", "sdpa_math")
+QUICK_BENCH_GROUPS = "matmul,bandwidth,transfer,dispatch,attention,ops,e2e"
+DEFAULT_LEVEL = 2
+DEFAULT_SOAK_MINUTES = 10.0
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    args: list[str]
+    takes_model: bool = False
+
+
+def stages_for(level: int, soak_minutes: float = DEFAULT_SOAK_MINUTES) -> list[Stage]:
+    devices = Stage("devices", ["devices"])
+    if level == 1:
+        return [devices, Stage("probe", ["probe", "--only", "dtypes", "--only", "attention"]),
+                Stage("verify-ops", ["verify-ops", "--resume", *(a for op in SMOKE_OPS for a in ("--op", op))]),
+                Stage("selftest", ["selftest", "--steps", "4"], takes_model=True)]
+    verify = Stage("verify-ops", ["verify-ops", "--resume", "--compiled"])
+    if level == 2:
+        return [devices, Stage("probe", ["probe"]), verify,
+                Stage("bench", ["bench", "--quick", "--only", QUICK_BENCH_GROUPS]),
+                Stage("selftest", ["selftest"], takes_model=True)]
+    full = [devices, Stage("probe", ["probe"]), verify, Stage("bench", ["bench"]),
+            Stage("selftest", ["selftest", "--steps", "32"], takes_model=True)]
+    if level == 3:
+        return full
+    return [*full, Stage("soak", ["soak", "--minutes", f"{soak_minutes:g}"])]
+
+
+STAGE_NAMES = ["devices", "probe", "verify-ops", "bench", "selftest", "soak"]
+LEVEL_HELP = ("Depth of the run: 1 a readiness check in seconds (dtypes and attention probed, a few core ops "
+              "verified, a short selftest; no bench); 2 the default (every probe, the op catalog with compiled "
+              "comparisons, a quick bench, selftest); 3 the full bench and a longer selftest; 4 level 3 and a soak "
+              "(--soak-minutes) watching for rate drift and intermittent wrong results. A stage recorded at a "
+              "lower level runs again.")

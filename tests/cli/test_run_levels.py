@@ -1,0 +1,48 @@
+"""`bringup all --level N`: what each level runs, and that a stage recorded at a lower level runs again."""
+
+from __future__ import annotations
+
+import json
+
+from bringup.cli.all_cmd import done_at_level
+from bringup.cli.run_levels import SMOKE_OPS, stages_for
+from bringup.profiles.schema import Profile, StageStamp
+from bringup.profiles.store import load_profile
+from tests.cli.run_cli import run_cli
+
+
+def test_each_level_runs_what_it_promises():
+    one, two, three, four = (stages_for(level, soak_minutes=3) for level in (1, 2, 3, 4))
+    assert [s.name for s in one] == ["devices", "probe", "verify-ops", "selftest"]  # no bench: seconds
+    assert [a for a in next(s for s in one if s.name == "verify-ops").args if a in SMOKE_OPS] == list(SMOKE_OPS)
+    assert "--quick" in next(s for s in two if s.name == "bench").args
+    assert next(s for s in three if s.name == "bench").args == ["bench"]  # every group, full sizes
+    assert [s.name for s in four] == [s.name for s in three] + ["soak"]
+    assert four[-1].args == ["soak", "--minutes", "3"]
+
+
+def stamp(level: int | None, status: str = "complete") -> StageStamp:
+    return StageStamp(started="2026-12-01T00:00:00", bringup="0", status=status, level=level)
+
+
+def test_a_stage_counts_as_done_only_at_its_level_or_deeper():
+    profile = Profile(stages={"probe": stamp(1), "bench": stamp(None), "selftest": stamp(3, "partial")})
+    assert done_at_level(profile, "probe", 1) and not done_at_level(profile, "probe", 2)
+    assert done_at_level(profile, "bench", 2) and not done_at_level(profile, "bench", 3)  # run alone: level 2
+    assert not done_at_level(profile, "selftest", 1) and not done_at_level(profile, "soak", 1)
+
+
+def test_level_1_is_a_readiness_check_and_records_its_level(tmp_path):
+    path = tmp_path / "p.yaml"
+    first = run_cli(["all", "--level", "1", "--device", "cpu", "--profile", str(path), "--json"])
+    assert first.code == 0, first.stderr[-2000:]
+    doc = json.loads(first.stdout)
+    assert [s["name"] for s in doc["stages"]] == ["devices", "probe", "verify-ops", "selftest"]
+    profile = load_profile(path)
+    assert {name: s.level for name, s in profile.stages.items() if name != "env"} == {
+        "devices": 1, "probe": 1, "verify-ops": 1, "selftest": 1}
+    assert {r.op for r in profile.ops} <= set(SMOKE_OPS) and profile.bench is None
+    again = json.loads(run_cli(["all", "--level", "1", "--device", "cpu", "--profile", str(path), "--json"]).stdout)
+    actions = {s["name"]: s["action"] for s in again["stages"]}
+    assert actions == {"devices": "skipped (complete)", "probe": "ran",  # --only probes some checks: partial
+                       "verify-ops": "skipped (complete)", "selftest": "skipped (complete)"}
