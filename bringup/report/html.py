@@ -18,6 +18,7 @@ from bringup.report.html_runs import (
     collectives_section,
     fallback_section,
     selftest_section,
+    soak_section,
 )
 from bringup.report.model import Report
 from bringup.report.text import MISSING, number
@@ -25,7 +26,7 @@ from bringup.report.text import MISSING, number
 SECTIONS = (("baseline", "Baseline"), ("device", "Device"), ("environment", "Environment"),
             ("capabilities", "Capabilities"), ("ops", "Ops × dtypes"), ("compiled", "Eager vs compiled"),
             ("roofline", "Roofline"), ("bench", "Benchmarks"), ("plan", "Plan"), ("fallbacks", "Fallbacks"),
-            ("selftest", "Selftest"), ("collectives", "Collectives"))
+            ("selftest", "Selftest"), ("soak", "Soak"), ("collectives", "Collectives"))
 # opens a <details> drill-down when a matrix link targets it; without JavaScript the link still scrolls there
 OPEN_TARGET = ("<script>function openTarget(){var t=location.hash&&document.getElementById(location.hash.slice(1));"
                "if(t&&t.tagName==='DETAILS'){t.open=true;}}addEventListener('hashchange',openTarget);"
@@ -77,6 +78,7 @@ def render_html(report: Report) -> str:
         plan_section(report.plan, with_baseline),
         fallback_section(report.fallbacks),
         selftest_section(report.selftest),
+        soak_section(report.soak),
         collectives_section(report.collectives),
     ]
     comparison = baseline_summary(report.baseline)

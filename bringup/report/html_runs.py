@@ -35,6 +35,12 @@ def fallback_section(rows: list[FallbackRow]) -> Html:
                                                             [[r.where, r.level, r.count] for r in rows], classes))
 
 
+def soak_section(facts: list[Fact]) -> Html:
+    body = facts_table("soak-table", facts) if facts else not_measured("soak", "Run `bringup all --level 4` or "
+                                                                                "`bringup soak`.")
+    return section("soak", "Soak", body)
+
+
 def selftest_section(facts: list[Fact]) -> Html:
     body = facts_table("selftest-table", facts) if facts else not_measured("selftest", "Run `bringup selftest`.")
     return section("selftest", "Selftest", body)

@@ -94,9 +94,17 @@ def best_of(tables: list[BenchTable], group: str) -> list[str]:
         if table else []
 
 
+def soak_lines(report: Report) -> list[str]:
+    if not report.soak:
+        return []
+    findings = [f.value for f in report.soak if f.label == "finding"]
+    return [f"- soak: {md(fact(report.soak, 'status'))}, {md(fact(report.soak, 'length'))}"
+            + (f"; {md('; '.join(findings))}" if findings else "")]
+
+
 def bench_lines(report: Report) -> list[str]:
     if not report.bench:
-        return ["### Key bench figures", "not measured"]
+        return ["### Key bench figures", "not measured", *soak_lines(report)]
     lines = ["### Key bench figures"]
     for c in report.roofline.ceilings:
         compute = ", ".join(f"{md(d)} {number(v)}" for d, v in c.compute.items())
@@ -112,6 +120,7 @@ def bench_lines(report: Report) -> list[str]:
     selftest = fact(report.selftest, "status")
     if report.selftest:
         lines.append(f"- selftest: {md(selftest)}, {md(fact(report.selftest, 'max abs error'))}")
+    lines += soak_lines(report)
     fallbacks = sum(r.count for r in report.fallbacks)
     lines.append(f"- fallbacks: {fallbacks}" if report.fallbacks else "- fallbacks: not measured")
     return lines

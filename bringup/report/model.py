@@ -12,7 +12,14 @@ from bringup.report.identity import Fact, device_facts, environment_facts, stage
 from bringup.report.ops_matrix import OpMatrix, op_matrix
 from bringup.report.plan import PlanView, plan_view
 from bringup.report.roofline import Roofline, roofline
-from bringup.report.runs import CollectivesView, FallbackRow, collectives_view, fallback_rows, selftest_facts
+from bringup.report.runs import (
+    CollectivesView,
+    FallbackRow,
+    collectives_view,
+    fallback_rows,
+    selftest_facts,
+    soak_facts,
+)
 
 
 @dataclass
@@ -47,6 +54,7 @@ class Report:
     collectives: CollectivesView | None
     baseline: BaselineComparison | None = None
     notes: list[str] = field(default_factory=list)
+    soak: list[Fact] = field(default_factory=list)
 
 
 def capability_rows(profile: Profile) -> list[CapabilityRow]:
@@ -93,4 +101,5 @@ def build_report(profile: Profile, source: str, baseline: Profile | None = None,
         selftest=selftest_facts(profile.selftest),
         collectives=collectives_view(profile.collectives),
         baseline=comparison,
+        soak=soak_facts(profile.soak),
     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from bringup.profiles.schema import Profile
 from bringup.profiles.sections.collectives import CollectiveCaseRecord, CollectiveFault, CollectivesSection
 from bringup.profiles.sections.selftest import SelftestSection
+from bringup.profiles.sections.soak import SoakSection
 from bringup.report.identity import Fact, shown
 from bringup.report.text import number, seconds
 
@@ -32,6 +33,20 @@ def selftest_facts(selftest: SelftestSection | None) -> list[Fact]:
              Fact("time", seconds(s.seconds))]
     if s.reason:
         facts.append(Fact("reason", s.reason))
+    return facts
+
+
+def soak_facts(soak: SoakSection | None) -> list[Fact]:
+    if soak is None:
+        return []
+    facts = [Fact("status", soak.status), Fact("length", f"{seconds(soak.seconds)}, matmul n={soak.matmul_size}"),
+             Fact("each round", "; ".join(soak.checks))]
+    for d in soak.dtypes:
+        wrong = f"wrong in rounds {', '.join(map(str, d.wrong_rounds[:8]))}" if d.wrong_rounds else "right every round"
+        facts.append(Fact(d.dtype, f"{d.rounds} rounds; matmul {number(d.first_tflops)} → {number(d.last_tflops)} "
+                                   f"TFLOP/s ({d.ratio:.0%} of the start; min {number(d.min_tflops)}, max "
+                                   f"{number(d.max_tflops)}); {wrong}; {d.bitwise_changes} bitwise changes"))
+    facts += [Fact("finding", finding) for finding in soak.findings]
     return facts
 
 
