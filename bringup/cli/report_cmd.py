@@ -1,6 +1,7 @@
 """`bringup report`: one self-contained HTML page (or a short Markdown summary) from a profile, optionally compared
 with a baseline profile. Reads only; rendering lives in bringup.report."""
 
+import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -49,6 +50,8 @@ def command(
     baseline: BaselineOption = None,
     output: OutputOption = None,
     fmt: FormatOption = ReportFormat.html,
+    json_out: Annotated[bool, typer.Option("--json", help="Print where the report went as JSON "
+                                           "({\"report\": path, \"format\": ...}) instead of a line.")] = False,
 ) -> None:
     """Write a report of a profile: device, environment, capabilities, the op × dtype matrix with every failing
     case, eager vs compiled, a roofline chart, bench tables, the runner plan, fallbacks, selftest, collectives —
@@ -60,5 +63,7 @@ def command(
 
     path = profile if profile is not None else only_profile_here()
     written = write_report(path, output, baseline, fmt.value)
-    if written != STDOUT:
+    if json_out and written != STDOUT:
+        typer.echo(json.dumps({"report": str(written), "format": fmt.value}))
+    elif written != STDOUT:
         typer.echo(f"report: {written}")

@@ -121,7 +121,6 @@ def test_profile_that_is_a_directory_is_one_line_exit_2(tmp_path):
 def test_through_the_bringup_entry_point():
     from tests.cli.run_cli import run_cli
 
-    if run_cli(["env", "--help"]).code != 0:
-        pytest.skip("`env` is not registered in bringup.cli.app yet")
+    assert run_cli(["env", "--help"]).code == 0
     result = run_cli(["env", "--json"])
     assert result.code == 0 and tuple(json.loads(result.stdout)) == SECTION_ORDER

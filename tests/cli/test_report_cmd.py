@@ -124,3 +124,17 @@ def test_without_profile_uses_the_only_one_in_profiles(tmp_path, monkeypatch):
     write_profile(Path("profiles") / "only.yaml", full_profile())
     assert run_report([]).code == 0
     assert Path("profiles/only.html").exists()
+
+
+def test_json_says_where_the_report_went(tmp_path):
+    import json as json_module
+
+    from bringup.profiles.schema import Profile
+    from bringup.profiles.store import render_yaml
+    from tests.cli.run_cli import run_cli
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text(render_yaml(Profile()))
+    result = run_cli(["report", "--profile", str(profile), "--json"])
+    assert result.code == 0, result.stderr
+    assert json_module.loads(result.stdout) == {"report": str(tmp_path / "p.html"), "format": "html"}
