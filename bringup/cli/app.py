@@ -31,6 +31,8 @@ COMMANDS = (
                 "Serve a model over an OpenAI-compatible HTTP API, planned from the profile."),
     LazyCommand("verify-collectives", "bringup.cli.verify_collectives", "command",
                 "torch.distributed collectives: exact results, bandwidth, faults named."),
+    LazyCommand("fleet", "bringup.cli.fleet", "command",
+                "The stages on every rank's device through torch.distributed; the ranks unlike the others named."),
     LazyCommand("all", "bringup.cli.all_cmd", "command",
                 "Run the stages in order into one profile, then one screen of summary."),
     LazyCommand("env", "bringup.cli.env_cmd", "command",

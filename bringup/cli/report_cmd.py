@@ -18,7 +18,8 @@ class ReportFormat(str, Enum):
 
 ReportProfileOption = Annotated[
     Optional[Path],
-    typer.Option("--profile", "-p", help="Profile YAML to report on (default: the only profile in ./profiles).",
+    typer.Option("--profile", "-p", help="Profile YAML to report on (default: the only profile in ./profiles), or a "
+                 "fleet folder (the --out of `bringup fleet`) for the fleet page.",
                  show_default=False),
 ]
 BaselineOption = Annotated[

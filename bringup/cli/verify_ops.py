@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -62,6 +63,14 @@ def command(
     repro_dir: Annotated[Optional[Path], typer.Option("--repro-dir", help="Write one standalone, torch-only "
                                                       "Python reproducer per failing case into this directory, "
                                                       "with an index (README.md).")] = None,
+    model: Annotated[Optional[Path], typer.Option("--model", help="A Hugging Face model directory: run the ops "
+                                                  "the model runs at its own shapes and dtype, read from its "
+                                                  "config.json (hidden size, heads, head_dim, intermediate, "
+                                                  "experts, vocabulary, context lengths up to its maximum, "
+                                                  "capped where the float64 reference would be too costly: the "
+                                                  "label says so). Cases are labelled 'model: ...'; --op, "
+                                                  "--dtype and -k filter them; --dtype overrides the model's "
+                                                  "torch_dtype.")] = None,
 ) -> None:
     """Verify every op in the catalog, dtype by dtype, against the same op in float64 on the CPU.
 
@@ -72,9 +81,43 @@ def command(
     an interrupted run. Exit code 1 when a case fails, errors, crashes or times out, or when nothing
     could be verified.
 
+    With `--model DIR`, only cases at that model's shapes run (see --model).
+
     Examples: `bringup verify-ops`, `bringup verify-ops --op softmax --dtype bfloat16`,
-    `bringup verify-ops -k 'matmul|linear' --compiled`, `bringup verify-ops --resume`.
+    `bringup verify-ops -k 'matmul|linear' --compiled`, `bringup verify-ops --resume`,
+    `bringup verify-ops --model ~/models/Qwen3-30B-A3B --op moe_router`.
     """
+    if model is None:
+        _run(device, profile, json_out, verbose, force, list_catalog, op, dtype, pattern, timeout, isolate, resume,
+             compiled, compile_backend, compile_cache, checkpoint_every, details, repro_dir, model_only=False)
+        return
+    from bringup.probes.ops.catalog import MODEL_ENV
+    from bringup.probes.ops.model_shapes import ModelConfigError, read_model_shapes
+
+    configure_logging(verbose)
+    try:
+        shapes = read_model_shapes(model)
+    except ModelConfigError as exc:
+        raise BringupError(str(exc)) from None
+    if not dtype and shapes.dtype:
+        dtype = [shapes.dtype]
+    log.info("verify-ops --model %s: %s; dtypes %s", model, shapes.summary(),
+             ", ".join(dtype) if dtype else "the catalog's defaults (config.json names no torch_dtype)")
+    saved = os.environ.get(MODEL_ENV)
+    os.environ[MODEL_ENV] = shapes.to_json()  # this process's catalog and every worker's get the model's cases
+    try:
+        _run(device, profile, json_out, verbose, force, list_catalog, op, dtype, pattern, timeout, isolate, resume,
+             compiled, compile_backend, compile_cache, checkpoint_every, details, repro_dir, model_only=True)
+    finally:
+        if saved is None:
+            os.environ.pop(MODEL_ENV, None)
+        else:
+            os.environ[MODEL_ENV] = saved
+
+
+def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catalog: bool, op, dtype, pattern,
+         timeout: float, isolate: bool, resume: bool, compiled: bool, compile_backend: str, compile_cache,
+         checkpoint_every: float, details: bool, repro_dir, *, model_only: bool) -> None:
     from bringup.cli.verify_ops_render import catalog_json, catalog_tables
     from bringup.probes.ops.catalog import load_catalog
     from bringup.probes.ops.stage import STAGE, drop_recorded, key_of, merge_results, plan_tasks, records_for, summarize
@@ -86,6 +129,10 @@ def command(
             catalog = load_catalog()
         except ValueError as exc:
             raise BringupError(str(exc)) from None
+        if model_only:
+            from bringup.probes.ops.catalog import model_only_catalog
+
+            catalog = model_only_catalog(catalog)
         if json_out:
             print_json(catalog_json(catalog))
         else:
@@ -93,9 +140,12 @@ def command(
                 console.print(table)
         return
     try:
-        plan = plan_tasks(op, dtype, pattern, compiled=compiled, backend=compile_backend)
+        plan = plan_tasks(op, dtype, pattern, compiled=compiled, backend=compile_backend, model_only=model_only)
     except ValueError as exc:
         raise BringupError(str(exc)) from None
+    if not plan.tasks and model_only:
+        raise BringupError("no cases at the model's shapes match the filters (--op/--dtype/-k); `bringup "
+                           "verify-ops --model DIR --list` shows them")
     if not plan.tasks:
         raise BringupError("no cases match the filters (--op/--dtype/-k); `bringup verify-ops --list` shows "
                            "the catalog")
@@ -138,8 +188,6 @@ def command(
 
 
 def _cache_dir(option: Path | None, profile_path: Path) -> Path:
-    import os
-
     if option is not None:
         return option
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
@@ -149,8 +197,6 @@ def _cache_dir(option: Path | None, profile_path: Path) -> Path:
 
 def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout: float, cache_dir: Path | None,
              checkpoint_every: float, json_out: bool, write) -> list[VerifyOpsRecord]:
-    import os
-
     from bringup.probes.ops.runner import Checkpointer, run_tasks
     from bringup.probes.ops.stage import worker_env
     from bringup.probes.ops.worker import InProcessExecutor, IsolatedExecutor, WorkerStartError

@@ -26,7 +26,14 @@ def default_report_path(profile_path: Path, fmt: ReportFormat = "html") -> Path:
 
 
 def render_report(profile_path: Path, baseline_path: Path | None = None, fmt: ReportFormat = "html") -> str:
-    """The report text; a BringupError (one line) when a profile cannot be read."""
+    """The report text; a BringupError (one line) when a profile cannot be read. A fleet folder (the --out of
+    `bringup fleet`) gives the fleet page."""
+    from bringup.probes.fleet.naming import is_fleet_folder
+
+    if is_fleet_folder(Path(profile_path)):
+        from bringup.report.fleet import render_fleet
+
+        return render_fleet(Path(profile_path), fmt)
     profile = load_profile(Path(profile_path))
     baseline = load_profile(Path(baseline_path)) if baseline_path is not None else None
     report = build_report(profile, str(profile_path), baseline, str(baseline_path) if baseline_path else None)
@@ -50,6 +57,12 @@ def write_text(path: Path, text: str) -> None:
 
 
 def output_path(profile_path: Path, out_path: Path | None, fmt: ReportFormat) -> Path:
+    from bringup.probes.fleet.naming import is_fleet_folder
+
+    if is_fleet_folder(Path(profile_path)):  # <folder>/fleet.html unless told otherwise
+        from bringup.report.fleet import FLEET_REPORT
+
+        profile_path = Path(profile_path) / FLEET_REPORT
     if out_path is None:
         return default_report_path(profile_path, fmt)
     if out_path.is_dir():

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import time
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi import Body, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from bringup.serve.chat import create_chat_completion
 from bringup.serve.completions import create_completion
 from bringup.serve.context import ServerConfig, ServerContext
 from bringup.serve.errors import install_error_handlers
+from bringup.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from bringup.serve.middleware import (
     APIKeyMiddleware,
     AssumeJSONMiddleware,
@@ -26,11 +27,16 @@ from bringup.serve.schemas import (
     ChatCompletionResponse,
     CompletionRequest,
     CompletionResponse,
+    DetokenizeRequest,
+    DetokenizeResponse,
     ErrorResponse,
     ModelCard,
     ModelList,
     PlanResponse,
+    TokenizeRequest,
+    TokenizeResponse,
 )
+from bringup.serve.tokenization import detokenize, key_check, tokenize
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
@@ -81,10 +87,9 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
         return JSONResponse({"status": "ok", "in_flight": engine_.in_flight})
 
     @app.get("/metrics", response_class=PlainTextResponse)
-    async def metrics() -> PlainTextResponse:
-        """Prometheus text exposition."""
-        return PlainTextResponse(ctx.metrics.render(ctx.engine.snapshot),
-                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+    async def metrics() -> Response:
+        """Prometheus text exposition (format 0.0.4); docs/metrics.md lists every metric."""
+        return Response(ctx.metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
     @app.get("/v1/models", response_model=ModelList, responses={401: _ERRORS[401]})
     async def models() -> ModelList:
@@ -95,7 +100,8 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
         """The execution plan (each choice with its evidence) and the profile it came from."""
         return PlanResponse(model=ctx.model_name, max_model_len=ctx.max_model_len, plan=plan_dict(engine),
                             profile=profile_summary(ctx.config.profile_path),
-                            fallbacks=dict(engine.fallbacks.counts))
+                            fallbacks=dict(engine.fallbacks.counts),
+                            ignored_fields=ctx.ignored_fields.snapshot())
 
     @app.post("/v1/completions", response_model=CompletionResponse, responses={**_ERRORS, **_STREAM})
     async def completions(body: CompletionRequest, request: Request):
@@ -104,5 +110,18 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
     @app.post("/v1/chat/completions", response_model=ChatCompletionResponse, responses={**_ERRORS, **_STREAM})
     async def chat_completions(body: ChatCompletionRequest, request: Request):
         return await create_chat_completion(body, request, ctx)
+
+    guarded = [Depends(key_check(ctx.config.api_key))]  # outside /v1, as vLLM serves them
+
+    @app.post("/tokenize", response_model=TokenizeResponse, dependencies=guarded,
+              responses={c: _ERRORS[c] for c in (400, 401, 404, 413)})
+    async def tokenize_route(body: Annotated[TokenizeRequest, Body()]) -> TokenizeResponse:
+        """vLLM's /tokenize: a `prompt`, or `messages` rendered by the chat template as the chat endpoint does."""
+        return await tokenize(body, ctx)
+
+    @app.post("/detokenize", response_model=DetokenizeResponse, dependencies=guarded,
+              responses={c: _ERRORS[c] for c in (400, 401, 404, 413)})
+    async def detokenize_route(body: DetokenizeRequest) -> DetokenizeResponse:
+        return await detokenize(body, ctx)
 
     return app

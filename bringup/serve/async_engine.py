@@ -150,7 +150,6 @@ class AsyncEngine:
         except BaseException:
             self.abort([s.request_id for s in sequences])
             raise
-        self.metrics.count_prompt_tokens(sum(len(s.prompt_token_ids) for s in sequences))
         return outputs
 
     async def _accepted(self, accepted: Future) -> None:
@@ -273,13 +272,15 @@ class AsyncEngine:
             if new_tokens > 0:
                 if tracked.last_token_time is None:
                     self.metrics.observe_ttft(stamp - tracked.arrival)
+                    self.metrics.count_prefilled(len(out.prompt_token_ids))
                     self.metrics.count_generated(new_tokens, None)
                 else:
                     self.metrics.count_generated(new_tokens, stamp - tracked.last_token_time)
                 tracked.last_token_time = stamp
                 tracked.tokens_seen = len(out.token_ids)
             if out.finished:
-                self.metrics.count_finished(out.finish_reason or "abort", stamp - tracked.arrival)
+                self.metrics.count_finished(out.finish_reason or "abort", stamp - tracked.arrival,
+                                            len(out.prompt_token_ids), len(out.token_ids))
                 if out.finish_reason == "error":
                     self.metrics.count_error(out.error.code if out.error is not None else "engine_error")
                 del self._tracked[out.request_id]

@@ -9,10 +9,19 @@ from typing import Any
 
 from starlette.requests import Request
 
+from bringup.errors import BringupError
 from bringup.serve.async_engine import Sequence
 from bringup.serve.context import ServerContext
 from bringup.serve.errors import APIError
-from bringup.serve.generation import Job, Subscription, new_id, respond, sampling_params, usage
+from bringup.serve.generation import (
+    MAX_CHARS_PER_TOKEN,
+    Job,
+    Subscription,
+    new_id,
+    respond,
+    sampling_params,
+    usage,
+)
 from bringup.serve.logprobs import LogprobFormatter
 from bringup.serve.schemas import (
     AssistantMessage,
@@ -21,28 +30,41 @@ from bringup.serve.schemas import (
     ChatCompletionRequest,
     ChatCompletionResponse,
     ChatDelta,
+    ChatTemplateFields,
     Usage,
 )
 from bringup.serve.sse_stream import Piece, sse_events
 
 
-async def render_prompt(body: ChatCompletionRequest, ctx: ServerContext) -> list[int]:
-    messages = [{"role": m.role, "content": m.text(), **({"name": m.name} if m.name else {})}
-                for m in body.messages]
-    total = sum(len(m["content"]) for m in messages)
-    if total > ctx.preparer.max_model_len * 64:
-        raise APIError(400, f"messages hold {total} characters; they cannot fit the model's context of "
-                            f"{ctx.preparer.max_model_len} tokens; shorten them", param="messages",
-                       code="context_length_exceeded")
+def template_messages(body: ChatTemplateFields, char_limit: int, too_long: str) -> list[dict[str, str]]:
+    """The messages as the chat template sees them; a 400 (`too_long`) when they, with everything else the
+    template is given (documents, tools, template arguments), hold more than char_limit characters."""
+    messages = [m.as_dict() for m in body.messages]
+    total = sum(len(m["content"]) for m in messages) + body.template_input_chars()
+    if total > char_limit:
+        raise APIError(400, f"messages hold {total} characters (with documents, tools and template arguments); "
+                            f"{too_long}; shorten them", param="messages", code="context_length_exceeded")
+    return messages
+
+
+async def chat_prompt_ids(body: ChatTemplateFields, messages: list[dict[str, str]], ctx: ServerContext, *,
+                          tools: list[dict] | None = None) -> list[int]:
+    """The token ids of the conversation as the model's chat template renders it (transformers'
+    apply_chat_template(..., tokenize=True)); with add_special_tokens, the model's BOS on top."""
+    tokenizer, args = ctx.tokenizer, {**body.template_args(), "tools": tools}
     try:
-        text = await asyncio.to_thread(ctx.tokenizer.apply_chat_template, messages)
-    except (ValueError, TypeError) as exc:
+        if body.add_special_tokens:
+            text = await asyncio.to_thread(tokenizer.apply_chat_template, messages, **args)
+            return await asyncio.to_thread(tokenizer.encode, text, add_special_tokens=True)
+        return await asyncio.to_thread(tokenizer.encode_chat, messages, **args)
+    except (BringupError, ValueError, TypeError) as exc:
         raise APIError(400, f"messages: the chat template refused them: {exc}", param="messages") from None
-    return await ctx.preparer.encode(text, "messages", add_special_tokens=False)
 
 
 async def build_job(body: ChatCompletionRequest, ctx: ServerContext) -> Job:
-    ids = await render_prompt(body, ctx)
+    messages = template_messages(body, ctx.max_model_len * MAX_CHARS_PER_TOKEN,
+                                 f"they cannot fit the model's context of {ctx.max_model_len} tokens")
+    ids = await chat_prompt_ids(body, messages, ctx, tools=None)  # tools: refused by the schema
     ctx.preparer.check_ids(ids, "messages")
     limit_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     budget = ctx.preparer.token_budget(len(ids), body.token_limit(), limit_param)
@@ -56,7 +78,7 @@ async def build_job(body: ChatCompletionRequest, ctx: ServerContext) -> Job:
 
 
 async def create_chat_completion(body: ChatCompletionRequest, request: Request, ctx: ServerContext):
-    ctx.check_model(body.model)
+    ctx.accept(body, body.model)
     job = await build_job(body, ctx)
     include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
     result = await respond(job, ctx, request, body.stream,

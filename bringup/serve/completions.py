@@ -53,7 +53,7 @@ async def build_job(body: CompletionRequest, ctx: ServerContext) -> Job:
 
 
 async def create_completion(body: CompletionRequest, request: Request, ctx: ServerContext):
-    ctx.check_model(body.model)
+    ctx.accept(body, body.model)
     job = await build_job(body, ctx)
     include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
     result = await respond(job, ctx, request, body.stream,

@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from bringup.log import get_logger
 from bringup.serve.async_engine import AsyncEngine
 from bringup.serve.body import MIB, BodyLimits
 from bringup.serve.errors import APIError, error_body
 from bringup.serve.generation import Preparer
+from bringup.serve.ignored_fields import IgnoredFields
 from bringup.serve.metrics import ServerMetrics
 from bringup.serve.protocol import Engine
 from bringup.serve.request_rules import MAX_PROMPTS
@@ -40,13 +43,16 @@ class ServerContext:
     def __init__(self, engine: Engine, config: ServerConfig, metrics: ServerMetrics | None = None) -> None:
         self.llm = engine
         self.config = config
-        self.metrics = metrics or ServerMetrics()
-        self.engine = AsyncEngine(engine, max_queue=config.max_queue, metrics=self.metrics)
-        self.tokenizer = engine.tokenizer
         self.model_name = config.served_model_name or engine.model_name
         self.max_model_len = int(engine.max_model_len)
+        self.metrics = metrics or ServerMetrics(self.model_name, self.max_model_len)
+        self.engine = AsyncEngine(engine, max_queue=config.max_queue, metrics=self.metrics)
+        self.metrics.watch_engine(engine, self.engine.snapshot)
+        self.tokenizer = engine.tokenizer
         self.generation_defaults = dict(getattr(engine.tokenizer, "generation_defaults", {}) or {})
         self.preparer = Preparer(engine.tokenizer, self.max_model_len, engine.vocab_size)
+        self.ignored_fields = IgnoredFields()
+        self.metrics.watch_ignored_fields(self.ignored_fields.snapshot)
 
     def body_limits(self) -> BodyLimits:
         """What a request body may hold: a token id per context position for each prompt, plus structure."""
@@ -55,6 +61,12 @@ class ServerContext:
             max_strings=MAX_BODY_STRINGS,
             values_rule=f"; a valid request holds at most {MAX_PROMPTS} prompts of fewer than {self.max_model_len} "
                         "token ids each (the model's context)")
+
+    def accept(self, body: BaseModel, model: str | None) -> None:
+        """Log the request's ignored fields (each name once) and check the model it names (None: any)."""
+        self.ignored_fields.note(body)
+        if model is not None:
+            self.check_model(model)
 
     def check_model(self, name: str) -> None:
         if name != self.model_name:

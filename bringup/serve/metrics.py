@@ -1,171 +1,146 @@
-"""Prometheus metrics, kept in memory and rendered in the text exposition format (version 0.0.4)."""
+"""Prometheus metrics of one server, on prometheus_client with a registry of its own.
+
+Where the meaning is the same as vLLM's, the name, type and labels are vLLM's (`vllm:*`, label `model_name`), so
+vLLM's Grafana dashboard reads them; what only the bring-up runner has is named `bringup_*`. docs/metrics.md is the
+table of every metric. Counters and histograms are updated here by the server as requests run; gauges, the plan
+and the fallbacks are read from the engine when /metrics is scraped (metrics_engine.py).
+"""
 
 from __future__ import annotations
 
-import bisect
-import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 
-PREFIX = "bringup"
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import exposition as _exposition
+from prometheus_client.core import Metric
 
-TTFT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-ITL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-E2E_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+from bringup.serve.metrics_engine import EngineStateCollector, IgnoredFieldsCollector
+from bringup.serve.protocol import Engine
 
+# the text exposition format 0.0.4, which every Prometheus scrapes (newer clients default to 1.0.0)
+CONTENT_TYPE = getattr(_exposition, "CONTENT_TYPE_PLAIN_0_0_4", _exposition.CONTENT_TYPE_LATEST)
 
-@dataclass
-class Histogram:
-    buckets: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-    count: int = 0
-
-    def __post_init__(self) -> None:
-        self.counts = [0] * len(self.buckets)
-
-    def observe(self, value: float) -> None:
-        index = bisect.bisect_left(self.buckets, value)
-        if index < len(self.counts):
-            self.counts[index] += 1
-        self.total += value
-        self.count += 1
-
-    def lines(self, name: str) -> Iterable[str]:
-        cumulative = 0
-        for bound, n in zip(self.buckets, self.counts):
-            cumulative += n
-            yield f'{name}_bucket{{le="{bound:g}"}} {cumulative}'
-        yield f'{name}_bucket{{le="+Inf"}} {self.count}'
-        yield f"{name}_sum {self.total:.9g}"
-        yield f"{name}_count {self.count}"
+TTFT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+                300.0)
+ITL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+E2E_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+FINISH_REASONS = ("stop", "length", "abort", "error")
+MODEL = ("model_name",)
 
 
-def _labels(labels: dict[str, str]) -> str:
-    if not labels:
-        return ""
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-    return "{" + inner + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def one_two_five(limit: int) -> tuple[int, ...]:
+    """1, 2, 5, 10, 20, 50, ... up to limit (token-count buckets up to the context length)."""
+    out, scale = [], 1
+    while True:
+        for mantissa in (1, 2, 5):
+            if mantissa * scale > limit:
+                return tuple(out)
+            out.append(mantissa * scale)
+        scale *= 10
 
 
 class ServerMetrics:
-    """Counters and histograms updated by the server; gauges read from the engine at scrape time."""
+    """The counters and histograms one server updates (thread-safe), and its /metrics text."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.http_requests: dict[tuple[str, str], int] = {}
-        self.finished: dict[str, int] = {}
-        self.errors: dict[str, int] = {}
-        self.stalled_streams = 0
-        self.prompt_tokens = 0
-        self.generation_tokens = 0
-        self.ttft = Histogram(TTFT_BUCKETS)
-        self.itl = Histogram(ITL_BUCKETS)
-        self.e2e = Histogram(E2E_BUCKETS)
+    def __init__(self, model_name: str = "bringup", max_model_len: int = 4096) -> None:
+        self.model_name = model_name
+        self.registry = CollectorRegistry()
+        r, m = self.registry, (model_name,)
+        self.prompt_tokens = Counter("vllm:prompt_tokens", "Prefill tokens processed (each sequence's prompt "
+                                     "once, when its first token is generated).", MODEL, registry=r).labels(*m)
+        self.generation_tokens = Counter("vllm:generation_tokens", "Tokens generated.", MODEL,
+                                         registry=r).labels(*m)
+        success = Counter("vllm:request_success", "Sequences finished, by finish reason (stop, length, abort: "
+                          "the client went away or shutdown cut it, error: see bringup_request_errors_total).",
+                          [*MODEL, "finished_reason"], registry=r)
+        self.finished = {reason: success.labels(model_name, reason) for reason in FINISH_REASONS}
+        self.ttft = Histogram("vllm:time_to_first_token_seconds", "Time from admission to the first generated "
+                              "token.", MODEL, buckets=TTFT_BUCKETS, registry=r).labels(*m)
+        self.itl = Histogram("vllm:inter_token_latency_seconds", "Time between successive generated tokens of a "
+                             "sequence.", MODEL, buckets=ITL_BUCKETS, registry=r).labels(*m)
+        self.tpot = Histogram("vllm:time_per_output_token_seconds", "The same observations as "
+                              "vllm:inter_token_latency_seconds, under the older name vLLM's dashboard reads.",
+                              MODEL, buckets=ITL_BUCKETS, registry=r).labels(*m)
+        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "Time from admission to the last token of a "
+                             "finished sequence.", MODEL, buckets=E2E_BUCKETS, registry=r).labels(*m)
+        token_buckets = one_two_five(max(1, max_model_len))
+        self.request_prompt_tokens = Histogram("vllm:request_prompt_tokens", "Prompt length of each finished "
+                                               "sequence.", MODEL, buckets=token_buckets, registry=r).labels(*m)
+        self.request_generation_tokens = Histogram("vllm:request_generation_tokens", "Tokens generated by each "
+                                                   "finished sequence.", MODEL, buckets=token_buckets,
+                                                   registry=r).labels(*m)
+        self.http = Counter("bringup_http_requests", "HTTP requests answered, by endpoint and status code.",
+                            ["endpoint", "status"], registry=r)
+        self.errors = Counter("bringup_request_errors", "Sequences the server ended with an error, by code "
+                              "(non_finite_logits: the model's numbers could not be trusted; drain_timeout: cut at "
+                              "shutdown).", ["code"], registry=r)
+        self.stalled_streams = Counter("bringup_stream_write_timeouts", "Streams cut because the client read "
+                                       "nothing for the write timeout (--stream-write-timeout).", registry=r)
+
+    def watch_engine(self, engine: Engine, state: Callable[[], dict]) -> None:
+        """Read the engine's gauges (state(): stats plus server state), plan and fallbacks at every scrape."""
+        self.registry.register(EngineStateCollector(self.model_name, engine, state))
+
+    def watch_ignored_fields(self, counts: Callable[[], dict[str, int]]) -> None:
+        """Expose the counts of request fields the server accepted and ignored, by field name."""
+        self.registry.register(IgnoredFieldsCollector(counts))
+
+    # ------------------------------------------------------------------ updates
 
     def count_http(self, endpoint: str, status: int) -> None:
-        with self._lock:
-            key = (endpoint, str(status))
-            self.http_requests[key] = self.http_requests.get(key, 0) + 1
+        self.http.labels(endpoint, str(status)).inc()
 
-    def count_prompt_tokens(self, n: int) -> None:
-        with self._lock:
-            self.prompt_tokens += n
+    def count_prefilled(self, prompt_tokens: int) -> None:
+        """A sequence's prompt went through the model (its first token arrived)."""
+        self.prompt_tokens.inc(prompt_tokens)
 
     def count_generated(self, n_tokens: int, gap_s: float | None) -> None:
         """n_tokens new tokens arrived gap_s after the previous ones (None for the first)."""
-        with self._lock:
-            self.generation_tokens += n_tokens
-            if gap_s is not None and n_tokens > 0:
-                for _ in range(n_tokens):
-                    self.itl.observe(gap_s / n_tokens)
+        self.generation_tokens.inc(n_tokens)
+        if gap_s is not None and n_tokens > 0:
+            for _ in range(n_tokens):
+                self.itl.observe(gap_s / n_tokens)
+                self.tpot.observe(gap_s / n_tokens)
 
     def observe_ttft(self, seconds: float) -> None:
-        with self._lock:
-            self.ttft.observe(seconds)
+        self.ttft.observe(seconds)
 
-    def count_finished(self, finish_reason: str, e2e_s: float) -> None:
-        with self._lock:
-            self.finished[finish_reason] = self.finished.get(finish_reason, 0) + 1
-            self.e2e.observe(e2e_s)
+    def count_finished(self, finish_reason: str, e2e_s: float, prompt_tokens: int | None = None,
+                       generation_tokens: int | None = None) -> None:
+        self.finished.get(finish_reason, self.finished["abort"]).inc()
+        self.e2e.observe(e2e_s)
+        if prompt_tokens is not None:
+            self.request_prompt_tokens.observe(prompt_tokens)
+        if generation_tokens is not None:
+            self.request_generation_tokens.observe(generation_tokens)
 
     def count_aborted(self, n: int) -> None:
         """Sequences stopped before they finished (client gone, shutdown timeout)."""
-        with self._lock:
-            self.finished["abort"] = self.finished.get("abort", 0) + n
+        self.finished["abort"].inc(n)
 
     def count_error(self, code: str, n: int = 1) -> None:
         """Sequences the server ended with an error: untrustworthy numbers, the drain timeout."""
-        with self._lock:
-            self.errors[code] = self.errors.get(code, 0) + n
+        self.errors.labels(code).inc(n)
 
     def count_stalled_stream(self) -> None:
         """A stream cut because its client read nothing for the write timeout."""
-        with self._lock:
-            self.stalled_streams += 1
+        self.stalled_streams.inc()
 
-    def render(self, gauges: Callable[[], dict]) -> str:
-        """The exposition text; gauges() returns the engine's stats snapshot plus server state."""
-        g = gauges()
-        out: list[str] = []
+    # ------------------------------------------------------------------ exposition
 
-        def metric(name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]):
-            full = f"{PREFIX}_{name}"
-            out.append(f"# HELP {full} {help_text}")
-            out.append(f"# TYPE {full} {kind}")
-            for labels, value in samples:
-                out.append(f"{full}{_labels(labels)} {value:.9g}" if isinstance(value, float)
-                           else f"{full}{_labels(labels)} {value}")
-
-        def histogram(name: str, help_text: str, h: Histogram) -> None:
-            full = f"{PREFIX}_{name}"
-            out.append(f"# HELP {full} {help_text}")
-            out.append(f"# TYPE {full} histogram")
-            out.extend(h.lines(full))
-
-        with self._lock:
-            metric("http_requests_total", "counter", "HTTP requests answered, by endpoint and status code.",
-                   [({"endpoint": e, "status": s}, n) for (e, s), n in sorted(self.http_requests.items())])
-            metric("requests_finished_total", "counter", "Generation sequences finished, by finish reason.",
-                   [({"finish_reason": r}, n) for r, n in sorted(self.finished.items())])
-            metric("request_errors_total", "counter", "Generation sequences ended with an error, by error code "
-                   "(non_finite_logits: the model's numbers could not be trusted; drain_timeout: cut at shutdown).",
-                   [({"code": c}, n) for c, n in sorted(self.errors.items())])
-            metric("stream_write_timeouts_total", "counter", "Streams cut because the client read nothing for "
-                   "the write timeout (--stream-write-timeout).", [({}, self.stalled_streams)])
-            metric("prompt_tokens_total", "counter", "Prompt tokens admitted to the engine.",
-                   [({}, self.prompt_tokens)])
-            metric("generation_tokens_total", "counter", "Tokens generated.", [({}, self.generation_tokens)])
-            histogram("time_to_first_token_seconds", "Time from admission to the first generated token.",
-                      self.ttft)
-            histogram("inter_token_latency_seconds", "Time between successive generated tokens.", self.itl)
-            histogram("request_latency_seconds", "Time from admission to the last token.", self.e2e)
-        metric("requests_in_flight", "gauge", "HTTP generation requests admitted and not yet answered.",
-               [({}, g.get("in_flight", 0))])
-        metric("queue_length", "gauge", "Sequences waiting in the engine for a batch slot.",
-               [({}, g.get("num_waiting", 0))])
-        metric("running_sequences", "gauge", "Sequences in the running batch.", [({}, g.get("num_running", 0))])
-        metric("kv_blocks_used", "gauge", "KV-cache blocks in use.", [({}, g.get("kv_blocks_used", 0))])
-        metric("kv_blocks_total", "gauge", "KV-cache blocks in the pool.", [({}, g.get("kv_blocks_total", 0))])
-        metric("fallbacks_total", "counter", "Runner fallbacks, by level (op, path, global).",
-               [({"level": lvl}, n) for lvl, n in sorted((g.get("fallbacks") or {}).items())])
-        metric("engine_alive", "gauge", "1 while the engine loop runs, 0 after it failed or stopped.",
-               [({}, 1 if g.get("alive") else 0)])
-        metric("draining", "gauge", "1 after shutdown began (no new requests admitted).",
-               [({}, 1 if g.get("draining") else 0)])
-        return "\n".join(out) + "\n"
+    def render(self) -> bytes:
+        """The text exposition (format 0.0.4) of every metric of this server."""
+        return generate_latest(_WithoutCreated(self.registry))
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """Sample name with labels -> value; the inverse of render for tests and the benchmark."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, value = line.rpartition(" ")
-        values[name] = float(value)
-    return values
+class _WithoutCreated:
+    """A registry's metrics less the `*_created` timestamp series prometheus_client adds to counters and
+    histograms (vLLM's exposition has none; a process-wide switch exists only in newer prometheus_client)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family

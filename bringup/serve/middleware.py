@@ -10,7 +10,8 @@ from bringup.serve.errors import error_body
 from bringup.serve.metrics import ServerMetrics
 
 COUNTED_ENDPOINTS = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/plan", "/health",
-                     "/metrics")
+                     "/metrics", "/tokenize", "/detokenize")
+JSON_PATHS = ("/tokenize", "/detokenize")  # vLLM's, outside /v1
 
 
 async def _send_json(send, status: int, payload: dict, headers: list[tuple[bytes, bytes]] = ()) -> None:
@@ -71,13 +72,14 @@ class StatusCountMiddleware:
 
 
 class AssumeJSONMiddleware:
-    """POST bodies on /v1 are JSON whatever Content-Type says (curl -d sends form encoding)."""
+    """POST bodies on /v1 (and JSON_PATHS) are JSON whatever Content-Type says (curl -d sends form encoding)."""
 
     def __init__(self, app) -> None:
         self.app = app
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].startswith("/v1"):
+        if scope["type"] == "http" and scope["method"] == "POST" and (scope["path"].startswith("/v1")
+                                                                     or scope["path"] in JSON_PATHS):
             headers = [(k, v) for k, v in scope.get("headers") or [] if k != b"content-type"]
             headers.append((b"content-type", b"application/json"))
             scope = {**scope, "headers": headers}

@@ -14,9 +14,29 @@ from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.plan.plan import ExecutionPlan
 
 
+class Tokenizer(Protocol):
+    """What the server asks of the engine's tokenizer (ByteTokenizer and HFTokenizer implement it)."""
+
+    generation_defaults: dict[str, Any]
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = ...) -> str: ...
+
+    def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True,
+                            tools: list[dict] | None = None, documents: list[dict] | None = None,
+                            template_kwargs: dict | None = None) -> str: ...
+
+    def encode_chat(self, messages: list[dict], *, add_generation_prompt: bool = True,
+                    tools: list[dict] | None = None, documents: list[dict] | None = None,
+                    template_kwargs: dict | None = None) -> list[int]:
+        """transformers' apply_chat_template(..., tokenize=True) for the same call."""
+        ...
+
+
 @runtime_checkable
 class Engine(Protocol):
-    tokenizer: Any  # ByteTokenizer | HFTokenizer: encode, decode, apply_chat_template, generation_defaults
+    tokenizer: Tokenizer
     model_name: str
     max_model_len: int
     vocab_size: int

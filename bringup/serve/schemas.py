@@ -1,15 +1,28 @@
-"""Request and response bodies in the OpenAI shape, with strict validation.
+"""Request and response bodies in the OpenAI shape (and vLLM's /tokenize, /detokenize), with strict validation.
 
-Request models forbid unknown fields (a typo must not be silently ignored). OpenAI fields this
-server does not implement are accepted only at their neutral value; anything else is a 400 that
-says the feature is unsupported (explicit, never silent).
+Known fields are strictly typed. Unknown fields are accepted and ignored, as vLLM does (clients written for
+other servers send their own); the server logs each name once (ignored_fields.py). Fields that OpenAI or vLLM
+define and this server does not implement are declared (unimplemented.py): only their neutral value is
+accepted, anything else is a 400 that names the field (explicit, never silent).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    Tag,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from bringup.runner.engine.sampling_params import (
     MAX_STOP_TOKEN_IDS,
@@ -26,6 +39,14 @@ from bringup.serve.request_rules import (
     TOKEN_ID_MAX,
     check_prompt,
     check_stop,
+)
+from bringup.serve.unimplemented import (
+    CHAT_TEMPLATE,
+    GENERATION,
+    MESSAGE,
+    Unimplemented,
+    check,
+    schema_type,
 )
 
 INT64_MAX = 2**63 - 1
@@ -50,17 +71,35 @@ StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length
 
 
 class StrictModel(BaseModel):
-    """No unknown fields, no type coercion ("1" is not a number, 1 is not a bool), no NaN or Infinity (which
-    Python's JSON parser accepts and the JSON standard does not)."""
+    """No type coercion ("1" is not a number, 1 is not a bool), no NaN or Infinity (which Python's JSON parser
+    accepts and the JSON standard does not). Unknown fields are kept aside in `model_extra`, unvalidated, for
+    the server to log and ignore."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+def not_implemented(name: str, table: dict[str, Unimplemented]) -> type[StrictModel]:
+    """A base model declaring every field of `table`: null or its neutral value, else a 400 naming it."""
+
+    def refuse(cls, value: Any, info) -> Any:
+        return check(info.field_name, value, table)
+
+    # the validator's name is unique per base: a model with two such bases keeps both
+    return create_model(name, __base__=StrictModel,
+                        __validators__={f"refuse_{name}": field_validator(*table)(refuse)},
+                        **{field: (schema_type(rule), None) for field, rule in table.items()})
+
+
+GenerationNotImplemented = not_implemented("GenerationNotImplemented", GENERATION)
+ChatTemplateNotImplemented = not_implemented("ChatTemplateNotImplemented", CHAT_TEMPLATE)
+MessageNotImplemented = not_implemented("MessageNotImplemented", MESSAGE)
 
 
 class StreamOptions(StrictModel):
     include_usage: StrictBool = False
 
 
-class SamplingFields(StrictModel):
+class SamplingFields(GenerationNotImplemented):
     """Fields shared by both generation endpoints (OpenAI fields plus the runner's extras)."""
 
     model: Annotated[str, Field(min_length=1, max_length=256)]
@@ -160,7 +199,7 @@ class TextPart(StrictModel):
     text: str
 
 
-class ChatMessage(StrictModel):
+class ChatMessage(MessageNotImplemented):
     role: Literal["system", "developer", "user", "assistant"]
     content: Annotated[str, Field(max_length=1_000_000)] | Annotated[list[TextPart], Field(max_length=64)]
     name: Annotated[str, Field(max_length=64)] | None = None
@@ -170,11 +209,38 @@ class ChatMessage(StrictModel):
             return self.content
         return "".join(part.text for part in self.content)
 
+    def as_dict(self) -> dict[str, str]:
+        """The message as a chat template sees it."""
+        return {"role": self.role, "content": self.text(), **({"name": self.name} if self.name else {})}
 
-class ChatCompletionRequest(SamplingFields):
+
+Messages = Annotated[list[ChatMessage], Field(min_length=1, max_length=256)]
+TemplateObjects = Annotated[list[dict[str, Any]], Field(max_length=256)]
+
+
+class ChatTemplateFields(ChatTemplateNotImplemented):
+    """How messages become a prompt (vLLM's fields): what the chat template is given."""
+
+    messages: Messages
+    add_generation_prompt: StrictBool = True
+    add_special_tokens: StrictBool = False  # the model's special tokens (BOS) on top of what the template writes
+    chat_template_kwargs: dict[str, Any] | None = None
+    documents: TemplateObjects | None = None
+
+    def template_args(self) -> dict[str, Any]:
+        """Keyword arguments for the tokenizer's apply_chat_template / encode_chat (messages aside)."""
+        return {"add_generation_prompt": self.add_generation_prompt, "documents": self.documents,
+                "template_kwargs": self.chat_template_kwargs}
+
+    def template_input_chars(self) -> int:
+        """The size, as JSON, of what the template is given besides the messages."""
+        extras = [v for k, v in self.template_args().items() if k != "add_generation_prompt" and v]
+        return sum(len(json.dumps(v)) for v in extras)
+
+
+class ChatCompletionRequest(SamplingFields, ChatTemplateFields):
     """POST /v1/chat/completions."""
 
-    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=256)]
     max_tokens: MaxTokens | None = None
     max_completion_tokens: MaxTokens | None = None
     logprobs: StrictBool = False
@@ -192,7 +258,73 @@ class ChatCompletionRequest(SamplingFields):
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
 
+ModelName = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class TokenizeCompletionRequest(StrictModel):
+    """POST /tokenize of a text (vLLM's shape)."""
+
+    model: ModelName | None = None
+    prompt: PromptText
+    add_special_tokens: StrictBool = True
+    return_token_strs: StrictBool | None = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _some_input(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "prompt" not in data:
+            raise ValueError("give prompt (a text) or messages (a conversation) to tokenize")
+        return data
+
+
+class TokenizeChatRequest(ChatTemplateFields):
+    """POST /tokenize of a conversation (vLLM's shape): the prompt the chat endpoint would build."""
+
+    model: ModelName | None = None
+    tools: TemplateObjects | None = None  # rendered by templates that describe tools (no tool calling here)
+    return_token_strs: StrictBool | None = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_input(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "prompt" in data:
+            raise ValueError("give prompt or messages, not both")
+        return data
+
+    def template_args(self) -> dict[str, Any]:
+        return {**super().template_args(), "tools": self.tools}
+
+
+def _tokenize_kind(data: Any) -> str:
+    return "tokenize[messages]" if isinstance(data, dict) and "messages" in data else "tokenize[prompt]"
+
+
+TokenizeRequest = Annotated[
+    Annotated[TokenizeCompletionRequest, Tag("tokenize[prompt]")] | Annotated[TokenizeChatRequest,
+                                                                             Tag("tokenize[messages]")],
+    Discriminator(_tokenize_kind),
+]
+
+
+class DetokenizeRequest(StrictModel):
+    """POST /detokenize (vLLM's shape)."""
+
+    model: ModelName | None = None
+    tokens: Annotated[list[TokenId], Field(max_length=MAX_PROMPT_TOKEN_IDS)]
+
+
 # ---------------------------------------------------------------- responses
+
+
+class TokenizeResponse(BaseModel):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None = None
+
+
+class DetokenizeResponse(BaseModel):
+    prompt: str
 
 
 class Usage(BaseModel):
@@ -303,3 +435,5 @@ class PlanResponse(BaseModel):
     plan: dict[str, Any]
     profile: dict[str, Any] | None
     fallbacks: dict[str, int]
+    ignored_fields: dict[str, int] = Field(default_factory=dict, description="request fields accepted and ignored, "
+                                                                              "by name: how many requests sent each")

@@ -9,7 +9,7 @@ import pytest
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.builtin import builtin_config
 from bringup.runner.plan import confirm
-from bringup.runner.plan.confirm import COMPILED, LAYOUT, PAGED, DecodeTimings, alternated, confirm_plan, knee
+from bringup.runner.plan.confirm import COMPILED, EXPERTS, LAYOUT, PAGED, DecodeTimings, alternated, confirm_plan, knee
 from bringup.runner.plan.plan import Choice, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 from tests.runner.stated import stated
@@ -42,6 +42,19 @@ def test_a_candidate_faster_on_this_model_is_kept_and_says_so():
         "inductor", "paged_decode", "panels")
     for choice in (plan.compiled, plan.attention, plan.weight_layout):
         assert choice.evidence.startswith("confirmed on this model: ")
+
+
+@pytest.mark.parametrize(("grouped_s", "kept_path"), [(0.020, "dense"), (0.0095, "dense"), (0.004, "grouped")])
+def test_the_grouped_expert_path_is_kept_only_where_it_beats_every_expert_on_every_token(grouped_s, kept_path):
+    moe_draft = replace(draft(), experts=Choice("grouped", "profile: moe_router, moe_group_tokens ... passed"))
+    plan = confirm_plan(moe_draft, DecodeTimings({EXPERTS: (grouped_s, 0.010)}, how=HOW), seqs_requested=True)
+    assert plan.experts.value == kept_path
+    if kept_path == "dense":
+        assert plan.experts.evidence.startswith(f"dense: grouped not faster on this model: {grouped_s * 1e3:.2f} ms "
+                                                "vs 10.00 ms plain per decode step (stated as data)")
+        assert "profile said: profile: moe_router" in plan.experts.evidence
+    else:
+        assert plan.experts.evidence.startswith("confirmed on this model: 4.00 ms vs 10.00 ms")
 
 
 def test_a_candidate_that_could_not_be_timed_keeps_the_draft_and_says_why():

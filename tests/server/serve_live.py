@@ -16,8 +16,8 @@ import httpx
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.serve.app import create_app
 from bringup.serve.context import ServerConfig
-from bringup.serve.metrics import parse_metrics
 from bringup.serve.runtime import DrainingServer, make_server
+from tests.server.scrape import Samples, parse_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "test-key"
@@ -65,16 +65,16 @@ class LiveServer:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def metrics(self) -> dict[str, float]:
+    def metrics(self) -> Samples:
         return parse_metrics(httpx.get(f"{self.url}/metrics", timeout=10).text)
 
-    def wait_idle(self, timeout: float = 10.0) -> dict[str, float]:
+    def wait_idle(self, timeout: float = 10.0) -> Samples:
         """Metrics once nothing is in flight and no KV block is used (or the last seen, on timeout)."""
         deadline = time.monotonic() + timeout
         while True:
             m = self.metrics()
             idle = m["bringup_kv_blocks_used"] == 0 and m["bringup_requests_in_flight"] == 0 \
-                and m["bringup_running_sequences"] == 0 and m["bringup_queue_length"] == 0
+                and m.value("vllm:num_requests_running") == 0 and m.value("vllm:num_requests_waiting") == 0
             if idle or time.monotonic() > deadline:
                 return m
             time.sleep(0.05)

@@ -65,8 +65,8 @@ def test_nan_logits_fail_their_request_only(live: LiveServer, poisoned) -> None:
     after = live.wait_idle()
     assert after['bringup_request_errors_total{code="non_finite_logits"}'] \
         - before.get('bringup_request_errors_total{code="non_finite_logits"}', 0) == 1
-    assert after['bringup_requests_finished_total{finish_reason="error"}'] \
-        - before.get('bringup_requests_finished_total{finish_reason="error"}', 0) == 1
+    assert after.value("vllm:request_success_total", finished_reason="error") \
+        - before.value("vllm:request_success_total", finished_reason="error") == 1
     assert after["bringup_kv_blocks_used"] == 0
     assert after["bringup_engine_alive"] == 1
 

@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 
+from tests.server.scrape import delta, parse_metrics
 from tests.server.serve_live import LiveServer, start_server
 
 CLIENTS = 32
@@ -23,10 +24,6 @@ def live(tmp_path_factory) -> LiveServer:
     server = start_server(tmp_path_factory.mktemp("profiles"), max_model_len=MAX_MODEL_LEN)
     yield server
     server.stop()
-
-
-def delta(after: dict[str, float], before: dict[str, float], key: str) -> float:
-    return after.get(key, 0.0) - before.get(key, 0.0)
 
 
 async def _client_session(client: openai.AsyncOpenAI, model: str, index: int) -> list[dict]:
@@ -58,14 +55,12 @@ async def _client_session(client: openai.AsyncOpenAI, model: str, index: int) ->
 
 async def _watch_gauges(live: LiveServer, stop: asyncio.Event) -> dict[str, float]:
     """Peaks of the running-batch and waiting-queue gauges while the load runs."""
-    peaks = {"bringup_running_sequences": 0.0, "bringup_queue_length": 0.0}
+    peaks = {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}
     async with httpx.AsyncClient() as http:
         while not stop.is_set():
-            text = (await http.get(f"{live.url}/metrics")).text
-            for line in text.splitlines():
-                name, _, value = line.partition(" ")
-                if name in peaks:
-                    peaks[name] = max(peaks[name], float(value))
+            m = parse_metrics((await http.get(f"{live.url}/metrics")).text)
+            for name in peaks:
+                peaks[name] = max(peaks[name], m.value(name))
             await asyncio.sleep(0.02)
     return peaks
 
@@ -94,9 +89,9 @@ def test_32_streaming_clients_x4_complete_and_leave_nothing_behind(live: LiveSer
     for r in results:
         assert r["finish"] == "length"
         assert r["usage"].completion_tokens == r["max_tokens"]
-    assert peaks["bringup_running_sequences"] > 1, "requests from different clients were never batched together"
+    assert peaks["vllm:num_requests_running"] > 1, "requests from different clients were never batched together"
     # 32 clients against a 16-sequence batch: some must have waited, and the gauge must have shown it
-    assert peaks["bringup_queue_length"] > 0
+    assert peaks["vllm:num_requests_waiting"] > 0
 
     after = live.wait_idle()
     assert after["bringup_kv_blocks_used"] == 0
@@ -104,18 +99,18 @@ def test_32_streaming_clients_x4_complete_and_leave_nothing_behind(live: LiveSer
     sent = {"completions": 0, "chat": 0}
     for r in results:
         sent[r["endpoint"]] += 1
-    assert delta(after, before, 'bringup_http_requests_total{endpoint="/v1/completions",status="200"}') \
+    assert delta(after, before, "bringup_http_requests_total", endpoint="/v1/completions", status="200") \
         == sent["completions"]
-    assert delta(after, before, 'bringup_http_requests_total{endpoint="/v1/chat/completions",status="200"}') \
+    assert delta(after, before, "bringup_http_requests_total", endpoint="/v1/chat/completions", status="200") \
         == sent["chat"]
-    assert delta(after, before, "bringup_generation_tokens_total") == sum(r["max_tokens"] for r in results)
-    assert delta(after, before, "bringup_prompt_tokens_total") == sum(r["usage"].prompt_tokens for r in results)
-    assert delta(after, before, 'bringup_requests_finished_total{finish_reason="length"}') == len(results)
-    assert delta(after, before, "bringup_time_to_first_token_seconds_count") == len(results)
+    assert delta(after, before, "vllm:generation_tokens_total") == sum(r["max_tokens"] for r in results)
+    assert delta(after, before, "vllm:prompt_tokens_total") == sum(r["usage"].prompt_tokens for r in results)
+    assert delta(after, before, "vllm:request_success_total", finished_reason="length") == len(results)
+    assert delta(after, before, "vllm:time_to_first_token_seconds_count") == len(results)
     gaps = sum(r["max_tokens"] - 1 for r in results)
-    assert delta(after, before, "bringup_inter_token_latency_seconds_count") == gaps
+    assert delta(after, before, "vllm:inter_token_latency_seconds_count") == gaps
     print(f"\n{len(results)} streamed requests from {CLIENTS} clients in {elapsed:.2f} s; peak batch "
-          f"{peaks['bringup_running_sequences']:.0f}, peak queue {peaks['bringup_queue_length']:.0f}")
+          f"{peaks['vllm:num_requests_running']:.0f}, peak queue {peaks['vllm:num_requests_waiting']:.0f}")
 
 
 def _read_chunks(lines, n: int) -> list[dict]:
@@ -140,11 +135,11 @@ def test_disconnect_mid_stream_aborts_and_frees_blocks(live: LiveServer) -> None
         assert len(_read_chunks(lines, 3)) == 3
         during = live.metrics()
         assert during["bringup_kv_blocks_used"] > 0
-        assert during["bringup_running_sequences"] == 1
+        assert during.value("vllm:num_requests_running") == 1
     after = live.wait_idle()
     assert after["bringup_kv_blocks_used"] == 0
-    assert delta(after, before, 'bringup_requests_finished_total{finish_reason="abort"}') == 1
-    assert delta(after, before, "bringup_generation_tokens_total") < 200
+    assert delta(after, before, "vllm:request_success_total", finished_reason="abort") == 1
+    assert delta(after, before, "vllm:generation_tokens_total") < 200
 
 
 def test_client_timeout_on_non_streaming_request_aborts_it(live: LiveServer) -> None:
@@ -155,7 +150,7 @@ def test_client_timeout_on_non_streaming_request_aborts_it(live: LiveServer) -> 
         httpx.post(f"{live.base_url}/completions", json=body, timeout=httpx.Timeout(5, read=0.2))
     after = live.wait_idle(timeout=15)
     assert after["bringup_kv_blocks_used"] == 0
-    assert delta(after, before, 'bringup_requests_finished_total{finish_reason="abort"}') == 8
+    assert delta(after, before, "vllm:request_success_total", finished_reason="abort") == 8
 
 
 def _invalid_bodies(model: str) -> list[tuple[str, object]]:
@@ -172,9 +167,9 @@ def _invalid_bodies(model: str) -> list[tuple[str, object]]:
         ("completions", {"model": model, "prompt": "x", "temperature": "hot"}),
         ("completions", {"model": model, "prompt": "x", "temperature": 5}),
         ("completions", {"model": model, "prompt": "x", "stream": "yes"}),
-        ("completions", {"model": model, "prompt": "x", "bogus_field": 1}),
+        ("completions", {"model": model, "prompt": "x", "response_format": {"type": "json_object"}}),
         ("completions", {"model": model, "prompt": "x", "stream": True,
-                         "stream_options": {"include_usage": True, "bogus": 1}}),
+                         "stream_options": {"include_usage": "yes"}}),
         ("completions", {"model": model, "prompt": "x", "n": 0}),
         ("completions", {"model": model, "prompt": "x", "top_p": 0}),
         ("completions", {"model": model, "prompt": "x", "top_p": 1e-300}),  # float32 rounds it to 0
@@ -188,7 +183,8 @@ def _invalid_bodies(model: str) -> list[tuple[str, object]]:
         ("completions", {"model": model, "prompt": [1, 2, 10**6]}),
         ("completions", {"model": model, "prompt": []}),
         ("chat/completions", {"model": model, "messages": []}),
-        ("chat/completions", {"model": model, "messages": [{"role": "user", "content": "hi", "extra": 1}]}),
+        ("chat/completions", {"model": model, "messages": [{"role": "assistant", "content": "hi",
+                                                             "tool_calls": [{"id": "1"}]}]}),
         ("chat/completions", {"model": model, "messages": [{"role": "wizard", "content": "hi"}]}),
         ("chat/completions", {"model": model, "messages": [{"role": "user", "content": too_long}]}),
         ("chat/completions", {"model": model, "messages": [{"role": "user", "content": "hi"}],
@@ -239,8 +235,8 @@ def test_invalid_requests_get_400_without_disturbing_others(live: LiveServer) ->
         assert error["type"] == "invalid_request_error" and error["message"]
     after = live.wait_idle()
     assert after["bringup_kv_blocks_used"] == 0
-    assert delta(after, before, 'bringup_http_requests_total{endpoint="/v1/completions",status="400"}') + \
-        delta(after, before, 'bringup_http_requests_total{endpoint="/v1/chat/completions",status="400"}') \
+    assert delta(after, before, "bringup_http_requests_total", endpoint="/v1/completions", status="400") + \
+        delta(after, before, "bringup_http_requests_total", endpoint="/v1/chat/completions", status="400") \
         == len(bad)
     assert not [k for k in after if 'status="500"' in k]
 

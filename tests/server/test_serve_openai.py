@@ -208,13 +208,14 @@ def test_plan_endpoint_returns_the_engines_plan(live: LiveServer) -> None:
 
 def test_metrics_are_prometheus_text(greedy, live: LiveServer) -> None:  # greedy: one 24-token completion
     text = httpx.get(f"{live.url}/metrics").text
-    assert "# TYPE bringup_time_to_first_token_seconds histogram" in text
+    assert "# TYPE vllm:time_to_first_token_seconds histogram" in text
     m = live.metrics()
     assert m['bringup_http_requests_total{endpoint="/v1/completions",status="200"}'] >= 1
-    assert m["bringup_generation_tokens_total"] >= 24
-    assert m['bringup_time_to_first_token_seconds_bucket{le="+Inf"}'] == m["bringup_time_to_first_token_seconds_count"]
+    assert m.value("vllm:generation_tokens_total") >= 24
+    assert m.value("vllm:time_to_first_token_seconds_bucket", le="+Inf") \
+        == m.value("vllm:time_to_first_token_seconds_count")
     assert m["bringup_kv_blocks_total"] == live.engine.stats()["kv_blocks_total"]
     assert m["bringup_engine_alive"] == 1
     counts = live.engine.fallbacks.counts
     for level in ("op", "path", "global"):
-        assert m[f'bringup_fallbacks_total{{level="{level}"}}'] == counts[level]
+        assert m.value("bringup_fallbacks_total", level=level) == counts[level]

@@ -91,8 +91,8 @@ def test_unread_streams_are_cut_and_their_slots_freed(live: LiveServer) -> None:
     print(f"served {waited:.2f} s after two stalled streams filled the queue")
     assert m["bringup_stream_write_timeouts_total"] - before.get("bringup_stream_write_timeouts_total", 0) \
         == MAX_QUEUE
-    assert m['bringup_requests_finished_total{finish_reason="abort"}'] \
-        - before.get('bringup_requests_finished_total{finish_reason="abort"}', 0) == MAX_QUEUE
+    assert m.value("vllm:request_success_total", finished_reason="abort") \
+        - before.value("vllm:request_success_total", finished_reason="abort") == MAX_QUEUE
     assert m["bringup_kv_blocks_used"] == 0 and m["bringup_requests_in_flight"] == 0
     cut = [r for r in records if "read nothing" in r.getMessage()]
     assert len(cut) == MAX_QUEUE and all(r.levelno == logging.WARNING for r in cut)

@@ -89,8 +89,10 @@ class Interrupted(KeyboardInterrupt):
 
 
 def launch(plan: Plan, world_size: int, *, start_method: str = "fork", startup_timeout_s: float = 120.0,
-           fault_spec: str | None = None, on_case_done: Callable[[int], None] | None = None) -> LaunchOutcome:
+           fault_spec: str | None = None, on_case_done: Callable[[int], None] | None = None,
+           extra_env: dict[str, str] | None = None) -> LaunchOutcome:
     """Run `plan` on `world_size` local ranks and return what they reported and any faults.
+    `extra_env` is added to every rank's environment (e.g. worker.ENTRY_ENV_VAR to run other per-rank work).
     KeyboardInterrupt (and SIGTERM, as Interrupted) end every process before propagating."""
     started = time.monotonic()
     try:
@@ -107,7 +109,7 @@ def launch(plan: Plan, world_size: int, *, start_method: str = "fork", startup_t
     detected_after: float | None = None
     try:
         with _terminate_as_interrupt():
-            env = _launch_env(plan, world_size, store.port, fault_spec)
+            env = {**_launch_env(plan, world_size, store.port, fault_spec), **(extra_env or {})}
             write_fds = {rank: write_fd for rank, (_, write_fd) in pipes.items()}
             logs = {s.rank: s.log_path for s in ranks}
             try:
@@ -285,6 +287,8 @@ def _stall_faults(ranks: list[RankState], plan: Plan, now: float, start: float, 
 def _describe(message: dict[str, Any]) -> str:
     from bringup.probes.collectives.sizes import format_bytes
 
+    if message.get("label"):  # per-rank work other than a plan's cases names its own steps
+        return str(message["label"])
     if message.get("op") == "barrier":
         return f"case {message['index']} (barrier)"
     return (f"case {message['index']} ({message.get('op')} {message.get('dtype')} "

@@ -14,6 +14,7 @@ import sys
 PLAN_ENV_VAR = "BRINGUP_COLLECTIVES_PLAN"
 STORE_ENV_VAR = "BRINGUP_COLLECTIVES_STORE"      # host:port of the launcher's TCPStore
 PARENT_ENV_VAR = "BRINGUP_COLLECTIVES_PARENT"    # the launcher's pid
+ENTRY_ENV_VAR = "BRINGUP_COLLECTIVES_ENTRY"      # "module:function(setup, channel)" run instead of the plan
 
 
 def main() -> int:
@@ -38,6 +39,7 @@ def main() -> int:
 
 
 def _run(rank: int, channel) -> int:
+    import importlib
     from datetime import timedelta
 
     import torch
@@ -62,7 +64,12 @@ def _run(rank: int, channel) -> int:
     try:
         channel.send("ready", backend=dist.get_backend(), device=str(device), torch=torch.__version__)
         setup = RankSetup(rank, world_size, device, make_synchronize(device), monitor_group(plan.backend))
-        run_plan(plan, setup, channel, fault)
+        entry = os.environ.get(ENTRY_ENV_VAR)
+        if entry:  # another stage reusing this engine (bringup fleet): its own per-rank work
+            module, _, function = entry.partition(":")
+            getattr(importlib.import_module(module), function)(setup, channel)
+        else:
+            run_plan(plan, setup, channel, fault)
         channel.send("done")
     finally:
         dist.destroy_process_group()

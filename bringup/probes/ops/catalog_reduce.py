@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from bringup.probes.ops.catalog_contracts import argmax_contract_cases, sort_contract_cases, topk_contract_cases
 from bringup.probes.ops.inputs import randn, uniform
 from bringup.probes.ops.spec import CaseSpec, OpSpec, op
 
@@ -158,6 +159,7 @@ def reduction_ops() -> list[OpSpec]:
                  ref=lambda x: _argmax_ref(x, -1), judge="exact"),
         CaseSpec("empty batch [0,9]", _x(0, 9), lambda x: _argmax_value(x, -1),
                  ref=lambda x: _argmax_ref(x, -1), judge="exact"),
+        *argmax_contract_cases(),
     ]
     topk_cases = [
         CaseSpec("top-50 of vocab [4,32000]", _x(4, 32000), lambda x: _topk_check(x, 50), judge="exact"),
@@ -166,6 +168,7 @@ def reduction_ops() -> list[OpSpec]:
                  layout=_transposed, judge="exact"),
         CaseSpec("long [2,16384] k=16", _x(2, 16384), lambda x: _topk_check(x, 16), judge="exact"),
         CaseSpec("empty batch [0,9] k=2", _x(0, 9), lambda x: _topk_check(x, 2), judge="exact"),
+        *topk_contract_cases(),
     ]
     sort_cases = [
         CaseSpec("descending vocab [2,32000]", _x(2, 32000), lambda x: _sort_check(x, True), judge="exact"),
@@ -176,6 +179,7 @@ def reduction_ops() -> list[OpSpec]:
         CaseSpec("transposed [65,33]^T", _x(65, 33), _sort_check, layout=_transposed, judge="exact"),
         CaseSpec("long [16411]", _x(16411), _sort_check, judge="exact"),
         CaseSpec("empty [0,4]", _x(0, 4), _sort_check, judge="exact"),
+        *sort_contract_cases(),
     ]
 
     def cumsum_case(label, shape, dim, accum, layout=None):
@@ -212,10 +216,13 @@ def reduction_ops() -> list[OpSpec]:
         op("mean", "reduction", _reduce_cases(torch.mean, out_variant=lambda o, x, d: torch.mean(x, d, out=o))),
         op("amax", "reduction", _reduce_cases(torch.amax, judge="exact", empty_ok=False,
                                               out_variant=lambda o, x, d: torch.amax(x, d, out=o))),
-        op("argmax", "reduction", argmax_cases, note="judged by the value at the returned index (tie-robust)"),
+        op("argmax", "reduction", argmax_cases, note="judged by the value at the returned index (tie-robust); "
+                                                     "'contract:' cases: the documented first index on ties"),
         op("var", "reduction", _reduce_cases(torch.var)),
         cumsum,
-        op("topk", "reduction", topk_cases, note="values exact; input gathered at the indices equals values"),
-        op("sort", "reduction", sort_cases, note="values exact; input gathered at the indices equals values"),
+        op("topk", "reduction", topk_cases, note="values exact; input gathered at the indices equals values; "
+                                                 "'contract:' cases: sorted=True order with ties"),
+        op("sort", "reduction", sort_cases, note="values exact; input gathered at the indices equals values; "
+                                                 "'contract:' cases: stable=True keeps ties in input order"),
         multinomial,
     ]

@@ -14,7 +14,7 @@ import torch
 from bringup.probes.compiled import execute as compiled_execute
 from bringup.probes.compiled import rule
 from bringup.probes.compiled.blocks import BLOCKS
-from bringup.probes.ops import error_kinds, execute, inputs, metrics, tolerances
+from bringup.probes.ops import error_kinds, execute, inputs, metrics, sync, tolerances
 from bringup.probes.ops.inputs import generator, seed_for
 from bringup.probes.ops.repro_check import Comparer, same_arguments
 from bringup.probes.ops.repro_extract import NotExpressible, SourceBundle
@@ -154,6 +154,7 @@ def render(record: OpCaseRecord | CompiledRecord, recipe: Recipe, device: str, t
     case_blocks = len(bundle.blocks)
     for module, name in judging_for(recipe):
         bundle.bind(name, getattr(module, name), module.__name__)
+    bundle.bind("synchronize", sync.synchronize, sync.__name__)  # the run functions call it, out= variant or not
     runner = OP_RUN if isinstance(record, OpCaseRecord) else COMPILED_RUN
     return "\n".join([
         _header(record, recipe, device, title, filename).rstrip(),

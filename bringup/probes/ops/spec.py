@@ -12,6 +12,8 @@ Judge = Literal["close", "exact", "multinomial"]
 InputFn = Callable[[torch.Generator], list[Any]]
 OpFn = Callable[..., Any]
 
+MODEL_CASE_PREFIX = "model: "  # labels of the cases built at one model's shapes (verify-ops --model)
+
 # Float dtypes the catalog runs by default (the speed goal is stated for these three).
 DEFAULT_FLOAT_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 
@@ -56,6 +58,9 @@ class OpSpec:
         for case in self.cases:
             if case.label == label:
                 return case
+        if label.startswith(MODEL_CASE_PREFIX):
+            raise KeyError(f"{self.name}: no case {label!r}; cases at a model's shapes exist only with that model "
+                           "given (`bringup verify-ops --model DIR`)")
         raise KeyError(f"{self.name}: no case {label!r}")
 
     def case_dtypes(self, case: CaseSpec) -> tuple[str, ...]:

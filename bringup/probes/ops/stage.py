@@ -33,8 +33,9 @@ class Plan:
 
 
 def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | None, *, compiled: bool,
-               backend: str) -> Plan:
+               backend: str, model_only: bool = False) -> Plan:
     """Eager op cases from the filters; with `compiled`, blocks plus (when filtered) the chosen op cases.
+    model_only: only the cases at the model's shapes (`--model`; the catalog must have been given the model).
 
     ValueError for unknown names or a bad regex (the CLI turns it into a usage error).
     """
@@ -47,7 +48,7 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
     if named_blocks and not compiled:
         raise ValueError(f"{', '.join(named_blocks)}: compiled block(s), compared only with --compiled")
     op_names = [name for name in (ops or []) if name not in BLOCKS]
-    keys = [] if (ops and not op_names) else select_cases(catalog, op_names or None, dtypes, pattern)
+    keys = [] if (ops and not op_names) else select_cases(catalog, op_names or None, dtypes, pattern, model_only)
     op_tasks = [op_task(key) for key in keys]
     compiled_tasks: list[dict[str, Any]] = []
     if compiled:

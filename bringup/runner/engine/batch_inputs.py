@@ -27,8 +27,9 @@ class BatchInputs:
 
 
 def build_inputs(chunks: list[SeqChunk], block_size: int, queries_per_kv: int,
-                 device: torch.device) -> BatchInputs:
-    """Flatten the chunks; compute slots, context slots, and the causal/padding mask when needed."""
+                 device: torch.device, window: int | None = None) -> BatchInputs:
+    """Flatten the chunks; compute slots, context slots, and the causal/padding mask when needed; with a sliding
+    `window`, also the mask of its layers (a query at p sees keys in (p - window, p]) when a key falls outside."""
     ids: list[int] = []
     pos: list[int] = []
     n_new = [len(c.token_ids) - c.start for c in chunks]
@@ -54,21 +55,29 @@ def build_inputs(chunks: list[SeqChunk], block_size: int, queries_per_kv: int,
         valid = j.unsqueeze(0) < torch.tensor(n_new).unsqueeze(1)
         query_index = torch.where(valid, starts[:-1].unsqueeze(1) + j, starts[:-1].unsqueeze(1))
         output_index = (flat_seq * Q + (torch.arange(len(ids)) - starts[flat_seq]))
-    mask = None
-    if not (uniform and Q == 1 and min(ctx_len) == L):
+    mask = window_mask = None
+    needs_mask, needs_window = not (uniform and Q == 1 and min(ctx_len) == L), window is not None and window < L
+    if needs_mask or needs_window:
         q_pos = torch.zeros(B, Q, dtype=torch.long)
         for b, c in enumerate(chunks):
             q_pos[b, : n_new[b]] = torch.arange(c.start, len(c.token_ids))
         key = torch.arange(L)
         m = (key.view(1, 1, L) <= q_pos.unsqueeze(-1)) & (key.view(1, L) < torch.tensor(ctx_len).view(B, 1)
                                                            ).unsqueeze(1)
-        mask = m.view(1, B, 1, Q, L).expand(1, B, queries_per_kv, Q, L).reshape(1, B, queries_per_kv * Q, L)
-        mask = mask.to(device)
+        mask = _per_head(m, queries_per_kv).to(device) if needs_mask else None
+        if needs_window:
+            window_mask = _per_head(m & (key.view(1, 1, L) > q_pos.unsqueeze(-1) - window), queries_per_kv).to(device)
     meta = AttentionMetadata(
         slot_mapping=slot_mapping.to(device), context_slots=ctx_slots.to(device), mask=mask,
         query_index=None if query_index is None else query_index.to(device),
         output_index=None if output_index is None else output_index.to(device), num_queries=Q,
-        context_lens=torch.tensor(ctx_len, dtype=torch.long, device=device),
+        context_lens=torch.tensor(ctx_len, dtype=torch.long, device=device), window_mask=window_mask,
     )
     return BatchInputs(torch.tensor(ids, dtype=torch.long, device=device), positions.to(device), meta,
                        (starts[1:] - 1).to(device))
+
+
+def _per_head(m: torch.Tensor, queries_per_kv: int) -> torch.Tensor:
+    """[B, Q, L] -> [1, B, G*Q, L]: the same rows for each query head of a kv head."""
+    B, Q, L = m.shape
+    return m.view(1, B, 1, Q, L).expand(1, B, queries_per_kv, Q, L).reshape(1, B, queries_per_kv * Q, L)

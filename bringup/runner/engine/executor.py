@@ -13,6 +13,7 @@ from bringup.runner.model.attention import PAGED_DECODE, AttentionDispatcher, De
 from bringup.runner.model.decoder import DecoderModel
 from bringup.runner.model.linear_kinds import OUT_IN
 from bringup.runner.model.linear_kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
+from bringup.runner.model.moe import DENSE, EXPERT_PATHS, GROUPED, GroupedPathError, use_expert_path
 from bringup.runner.plan.plan import ExecutionPlan
 
 log = get_logger("runner.executor")
@@ -32,6 +33,8 @@ class Executor:
         model.attend = self.attention
         if PAGED_DECODE in plan.attention.value:
             model.decode_attend = DecodeAttention(recorder, instead=f"gather + {names[0]}")
+        if plan.experts.value in EXPERT_PATHS:
+            use_expert_path(model, plan.experts.value)
         self.compiled = None
         if plan.compiled.value:
             self.compiled = torch.compile(model.forward, backend=plan.compiled.value, dynamic=True)
@@ -67,13 +70,18 @@ class Executor:
 
     def _run_together(self, chunks: list[SeqChunk], all_positions: bool) -> torch.Tensor:
         m = self.model
-        inputs = build_inputs(chunks, self.plan.block_size, m.config.num_queries_per_kv, m.device)
+        inputs = build_inputs(chunks, self.plan.block_size, m.config.num_queries_per_kv, m.device,
+                              m.config.attention_window)
         with torch.inference_mode():
             try:
                 return self._logits(inputs, all_positions)
             except StrictFallbackError:
                 raise
             except Exception as exc:
+                if isinstance(exc, GroupedPathError):
+                    self.recorder.record("op", "experts", wanted=GROUPED, instead=DENSE, why=exception_line(exc))
+                    use_expert_path(m, DENSE)
+                    return self._run_together(chunks, all_positions)  # a linear fallback may still follow
                 if HOST_KIND not in m.layout.kinds:
                     raise
                 self.recorder.record("op", "linear", wanted=HOST_KIND, instead=OUT_IN, why=exception_line(exc))
@@ -155,7 +163,8 @@ def decode_arguments(inputs: BatchInputs) -> tuple:
     every batch size above one and every context length."""
     meta = inputs.meta
     for tensor, dims in ((inputs.input_ids, (0,)), (inputs.positions, (0,)), (meta.slot_mapping, (0,)),
-                         (meta.context_slots, (0, 1)), (meta.context_lens, (0,)), (meta.mask, (1, 3))):
+                         (meta.context_slots, (0, 1)), (meta.context_lens, (0,)), (meta.mask, (1, 3)),
+                         (meta.window_mask, (1, 3))):
         if tensor is not None:
             for dim in dims:
                 torch._dynamo.maybe_mark_dynamic(tensor, dim)

@@ -18,8 +18,11 @@ from bringup.runner.model.attention_layer import AttendFn, matmul_softmax_attent
 
 
 def _sdpa(backend_name: str) -> AttendFn:
-    def attend(q, k, v, mask, scale):  # type: ignore[no-untyped-def]
+    def attend(q, k, v, mask, scale, softcap=None):  # type: ignore[no-untyped-def]
         from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        if softcap is not None:  # the plan never picks SDPA for such a model; never a wrong answer if one does
+            raise NotImplementedError("scaled_dot_product_attention cannot apply attention logit soft-capping")
 
         with sdpa_kernel(getattr(SDPBackend, backend_name)):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
@@ -53,10 +56,10 @@ class AttentionDispatcher:
         return self.names[self.index]
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                 scale: float) -> torch.Tensor:
+                 scale: float, softcap: float | None = None) -> torch.Tensor:
         while True:
             try:
-                return self._fn(q, k, v, mask, scale)
+                return self._fn(q, k, v, mask, scale, softcap)
             except StrictFallbackError:
                 raise
             except Exception as exc:

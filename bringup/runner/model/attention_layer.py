@@ -1,7 +1,8 @@
 """Self-attention over the paged KV cache, for tokens of many sequences flattened into one [T] batch.
 
 Each layer writes its new K/V into the cache (by slot) and reads each sequence's context back through
-its slots, so the same forward serves prefill, decode and a mix of both. The cache is head-major
+its slots, so the same forward serves prefill, decode and a mix of both. What a family changes in
+attention (q/k norms, scale, sliding window, logit soft-cap) is data in its AttentionSpec. The cache is head-major
 ([kvH, slots, hd]): one index_select gathers every sequence's context contiguously, and attention runs
 batched over (kv head, sequence) with the grouped query heads folded into the query rows.
 """
@@ -14,13 +15,17 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from bringup.runner.model.checkpoint import ATTENTION_PROJECTIONS, CheckpointReader
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.kv_cache import PagedKVCache
 from bringup.runner.model.layout_linear import LayoutLinear
+from bringup.runner.model.norm import RMSNorm
 from bringup.runner.model.rope import apply_rope
 
-# attend(q [kvH, B, G*Q, hd], k [kvH, B, L, hd], v [kvH, B, L, hd], mask [1, B, G*Q, L] | None, scale)
-AttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None", float], torch.Tensor]
+# attend(q [kvH, B, G*Q, hd], k [kvH, B, L, hd], v [kvH, B, L, hd], mask [1, B, G*Q, L] | None, scale,
+#        softcap | None): softcap, when given, maps the scores to cap * tanh(scores / cap) before the mask
+AttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None", float, "float | None"],
+                    torch.Tensor]
 # decode_attend(q [B, H, hd], k_cache, v_cache, context_slots [B, L], context_lens [B], scale) -> [B, H*hd],
 # or None to take the gather path this time
 DecodeAttendFn = Callable[..., "torch.Tensor | None"]
@@ -37,11 +42,14 @@ class AttentionMetadata:
     output_index: torch.Tensor | None  # [T] row of each token in the [B*Q] attention output
     num_queries: int  # Q
     context_lens: torch.Tensor | None = None  # [B] context length of each sequence (int64)
+    window_mask: torch.Tensor | None = None  # like mask, for the sliding layers; None: no key is outside the window
 
 
-def matmul_softmax_attention(q, k, v, mask, scale):  # type: ignore[no-untyped-def]
-    """Plain attention: matmul, masked softmax in float32, matmul."""
+def matmul_softmax_attention(q, k, v, mask, scale, softcap=None):  # type: ignore[no-untyped-def]
+    """Plain attention: matmul, (soft-capped,) masked softmax in float32, matmul."""
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
@@ -56,24 +64,51 @@ class AttentionOps:
     decode_attend: DecodeAttendFn | None = None  # decode steps straight from the cache (None: gather path)
 
 
+@dataclass(frozen=True)
+class AttentionSpec:
+    """What one layer's attention does beyond Llama's; a family builds it per layer (DecoderModel.attention_spec)."""
+
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: bool = False  # RMSNorm over head_dim on q and k before rope (Qwen3: q_norm, k_norm)
+    scale: float | None = None  # None: head_dim ** -0.5
+    window: int | None = None  # a query at p attends to keys in (p - window, p]; None: every earlier key
+    softcap: float | None = None  # attention scores -> cap * tanh(scores / cap)
+    fused_checkpoint: bool = False  # the checkpoint stores q, k, v fused as qkv_proj (Phi-3)
+
+
 class Attention(nn.Module):
     """Fused q/k/v projection, rotary embedding, the paged cache write, attention and the output projection."""
 
-    def __init__(self, config: ModelConfig, ops: AttentionOps, qkv_bias: bool, o_bias: bool) -> None:
+    def __init__(self, config: ModelConfig, ops: AttentionOps, spec: AttentionSpec) -> None:
         super().__init__()
         c = config
         self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
-        self.scale = c.head_dim**-0.5
+        self.spec, self.scale = spec, c.head_dim**-0.5 if spec.scale is None else spec.scale
         self.ops = ops
-        self.qkv_proj = LayoutLinear(c.hidden_size, (c.num_heads + 2 * c.num_kv_heads) * c.head_dim, qkv_bias)
-        self.o_proj = LayoutLinear(c.num_heads * c.head_dim, c.hidden_size, o_bias)
+        self.qkv_proj = LayoutLinear(c.hidden_size, (c.num_heads + 2 * c.num_kv_heads) * c.head_dim, spec.qkv_bias)
+        self.o_proj = LayoutLinear(c.num_heads * c.head_dim, c.hidden_size, spec.o_bias)
+        self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps) if spec.qk_norm else None
+        self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps) if spec.qk_norm else None
         self.cache = PagedKVCache()
+
+    def load_hf(self, reader: CheckpointReader, prefix: str, kinds: list[str]) -> None:
+        """Fill from the checkpoint's `prefix` (`...self_attn.`)."""
+        fused = {"qkv_proj": ("qkv_proj",), "o_proj": ("o_proj",)}
+        for name, parts in (fused if self.spec.fused_checkpoint else ATTENTION_PROJECTIONS).items():
+            reader.fill(getattr(self, name), prefix, parts, kinds)
+        if self.q_norm is not None and self.k_norm is not None:
+            self.q_norm.load(reader.tensor(prefix + "q_norm.weight"))
+            self.k_norm.load(reader.tensor(prefix + "k_norm.weight"))
 
     def forward(self, x: torch.Tensor, kind: str, cos: torch.Tensor, sin: torch.Tensor,
                 meta: AttentionMetadata) -> torch.Tensor:
         T, H, KV, D = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
         qkv = self.qkv_proj(x, kind)
-        qk = apply_rope(qkv[:, : (H + KV) * D].view(T, H + KV, D), cos, sin)  # q and k rotated together
+        qk = qkv[:, : (H + KV) * D].view(T, H + KV, D)
+        if self.q_norm is not None and self.k_norm is not None:
+            qk = torch.cat((self.q_norm(qk[:, :H]), self.k_norm(qk[:, H:])), dim=1)
+        qk = apply_rope(qk, cos, sin)  # q and k rotated together
         q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D:]
         self.cache.write(meta.slot_mapping, k, v.view(T, KV, D))
         return self.o_proj(self._attend(q, meta), kind)
@@ -82,7 +117,10 @@ class Attention(nn.Module):
         """Attention output [T, H*hd] of the queries q [T, H, hd] over each sequence's cached context."""
         T, H, KV, D = q.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
         decode_attend, Q = self.ops.decode_attend, meta.num_queries
-        if decode_attend is not None and Q == 1 and meta.query_index is None and meta.context_lens is not None:
+        windowed = self.spec.window is not None and meta.window_mask is not None
+        plain = not windowed and self.spec.softcap is None  # all the paged decode kernel can compute
+        if decode_attend is not None and plain and Q == 1 and meta.query_index is None and \
+                meta.context_lens is not None:
             out = decode_attend(q.reshape(T, H, D), self.cache.k, self.cache.v, meta.context_slots,
                                 meta.context_lens, self.scale)
             if out is not None:
@@ -91,6 +129,7 @@ class Attention(nn.Module):
         B, G = meta.context_slots.shape[0], H // KV
         qb = q.view(B, Q, H, D) if meta.query_index is None else q[meta.query_index]
         qg = qb.view(B, Q, KV, G, D).permute(2, 0, 3, 1, 4).reshape(KV, B, G * Q, D)
-        out = self.ops.attend(qg, keys, values, meta.mask, self.scale)
+        out = self.ops.attend(qg, keys, values, meta.window_mask if windowed else meta.mask, self.scale,
+                              self.spec.softcap)
         out = out.view(KV, B, G, Q, D).permute(1, 3, 0, 2, 4).reshape(B * Q, H * D)
         return out if meta.output_index is None else out[meta.output_index]

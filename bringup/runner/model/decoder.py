@@ -3,12 +3,15 @@
 Tokens of all sequences in a step are flattened into one [T] batch (see attention_layer.py). Linear
 weights may be stored `[out, in]` (F.linear), `[in, out]` (`x @ W`), pre-packed (oneDNN) and more; the
 execution plan picks the layout that measured faster on the device, per step size (layout_linear.py).
-A family (llama.py, qwen2.py) declares which projections carry biases; families.py builds the right one.
+A family (llama.py, qwen2.py, qwen3.py, phi3.py, gemma2.py) declares what differs as data and small hooks:
+projection biases, its checkpoint's names, its attention per layer (AttentionSpec: q/k norms, scale, window,
+soft-cap), its MLP per layer (`make_mlp`), its norm, its layer class, an embedding scale and a final logit
+soft-cap; families.py builds the right one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -19,17 +22,23 @@ from bringup.runner.model.attention_layer import (
     Attention,
     AttentionMetadata,
     AttentionOps,
+    AttentionSpec,
     DecodeAttendFn,
 )
 from bringup.runner.model.checkpoint import (
-    ATTENTION_PROJECTIONS,
     EMBED,
     FINAL_NORM,
+    FUSED_MLP_PROJECTIONS,
     LM_HEAD,
     MLP_PROJECTIONS,
+    CheckpointNames,
     CheckpointReader,
+    ProjectionBiases,
     TensorGetter,
+    dense_mlp_shapes,
     layer_prefix,
+    layer_shapes,
+    model_shapes,
 )
 from bringup.runner.model.checkpoint import hf_tensor_names as hf_tensor_names  # re-exported
 from bringup.runner.model.config import ModelConfig
@@ -39,36 +48,42 @@ from bringup.runner.model.linear_kinds import storage_key
 from bringup.runner.model.norm import RMSNorm
 from bringup.runner.model.rope import inverse_frequencies, rope_tables
 
-
-@dataclass(frozen=True)
-class ProjectionBiases:
-    """Which projections carry a bias in a family's checkpoints."""
-
-    qkv: bool = False
-    o: bool = False
-    mlp: bool = False
+ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
 
 
 class MLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x)), with gate and up fused into one projection."""
+    """Gated MLP: down(act(gate(x)) * up(x)) with config.hidden_act (silu: SwiGLU, gelu tanh: GeGLU), gate and
+    up fused into one projection."""
 
-    def __init__(self, config: ModelConfig, bias: bool) -> None:
+    def __init__(self, config: ModelConfig, bias: bool, fused_checkpoint: bool = False) -> None:
         super().__init__()
+        self.act = ACTIVATIONS[config.hidden_act]
+        self.parts = FUSED_MLP_PROJECTIONS if fused_checkpoint else MLP_PROJECTIONS
         self.gate_up_proj = LayoutLinear(config.hidden_size, 2 * config.intermediate_size, bias)
         self.down_proj = LayoutLinear(config.intermediate_size, config.hidden_size, bias)
 
     def forward(self, x: torch.Tensor, kind: str) -> torch.Tensor:
         gate, up = self.gate_up_proj(x, kind).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up, kind)
+        return self.down_proj(self.act(gate) * up, kind)
+
+    def load_hf(self, reader: CheckpointReader, prefix: str, kinds: list[str]) -> None:
+        """Fill from the checkpoint's `prefix` (`...mlp.`)."""
+        for name, parts in self.parts.items():
+            reader.fill(getattr(self, name), prefix, parts, kinds)
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, ops: AttentionOps, biases: ProjectionBiases) -> None:
+    """Pre-norm residual blocks: x + attn(norm(x)), then x + mlp(norm(x)). `norm_names` lists the layer's norms
+    (checkpoint names, each also the attribute); a family with other norms subclasses it (gemma2.py)."""
+
+    norm_names: ClassVar[tuple[str, ...]] = ("input_layernorm", "post_attention_layernorm")
+
+    def __init__(self, config: ModelConfig, family: type[DecoderModel], index: int, ops: AttentionOps) -> None:
         super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = Attention(config, ops, qkv_bias=biases.qkv, o_bias=biases.o)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = MLP(config, biases.mlp)
+        for name in self.norm_names:
+            setattr(self, name, family.make_norm(config))
+        self.self_attn = Attention(config, ops, family.attention_spec(config, index))
+        self.mlp = family.make_mlp(config, index)
 
     def forward(self, x: torch.Tensor, kind: str, cos: torch.Tensor, sin: torch.Tensor,
                 meta: AttentionMetadata) -> torch.Tensor:
@@ -76,12 +91,10 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x), kind)
 
     def load_hf(self, reader: CheckpointReader, prefix: str, kinds: list[str]) -> None:
-        self.input_layernorm.load(reader.tensor(prefix + "input_layernorm.weight"))
-        self.post_attention_layernorm.load(reader.tensor(prefix + "post_attention_layernorm.weight"))
-        for name, parts in ATTENTION_PROJECTIONS.items():
-            reader.fill(getattr(self.self_attn, name), prefix + "self_attn.", parts, kinds)
-        for name, parts in MLP_PROJECTIONS.items():
-            reader.fill(getattr(self.mlp, name), prefix + "mlp.", parts, kinds)
+        for name in self.norm_names:
+            getattr(self, name).load(reader.tensor(f"{prefix}{name}.weight"))
+        self.self_attn.load_hf(reader, prefix + "self_attn.", kinds)
+        self.mlp.load_hf(reader, prefix + "mlp.", kinds)
 
 
 class DecoderModel(nn.Module):
@@ -89,10 +102,47 @@ class DecoderModel(nn.Module):
     `load_hf_tensors`; subclasses are the families."""
 
     architectures: tuple[str, ...] = ()  # the Hugging Face architectures a family serves
+    layer_class: ClassVar[type[DecoderLayer]] = DecoderLayer
+    checkpoint_names: ClassVar[CheckpointNames] = CheckpointNames()
+    scales_embeddings: ClassVar[bool] = False  # embeddings times sqrt(hidden), rounded to the model dtype (Gemma)
 
+    # ---------------------------------------------------------------- what a family declares
     @classmethod
     def projection_biases(cls, config: ModelConfig) -> ProjectionBiases:
         raise NotImplementedError(f"{cls.__name__} does not declare its projection biases")
+
+    @classmethod
+    def attention_spec(cls, config: ModelConfig, layer_index: int) -> AttentionSpec:
+        """Layer `layer_index`'s attention: Llama's, with the config's scale, window and soft-cap."""
+        biases = cls.projection_biases(config)
+        return AttentionSpec(qkv_bias=biases.qkv, o_bias=biases.o, qk_norm=cls.checkpoint_names.qk_norms,
+                             scale=config.attention_scale, window=config.layer_window(layer_index),
+                             softcap=config.attn_logit_softcap, fused_checkpoint=cls.checkpoint_names.fused)
+
+    @classmethod
+    def make_mlp(cls, config: ModelConfig, layer_index: int) -> nn.Module:
+        """Layer `layer_index`'s MLP: a module with forward(x, kind) and load_hf(reader, prefix, kinds)."""
+        return MLP(config, cls.projection_biases(config).mlp, cls.checkpoint_names.fused)
+
+    @classmethod
+    def mlp_shapes(cls, config: ModelConfig, layer_index: int, prefix: str) -> dict[str, tuple[int, ...]]:
+        """The checkpoint tensors `make_mlp`'s module reads under `prefix` (`...mlp.`), with their shapes."""
+        return dense_mlp_shapes(config, prefix, cls.projection_biases(config).mlp, cls.checkpoint_names.fused)
+
+    @classmethod
+    def make_norm(cls, config: ModelConfig) -> RMSNorm:
+        return RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    @classmethod
+    def hf_tensor_shapes(cls, config: ModelConfig) -> dict[str, tuple[int, ...]]:
+        """Every tensor this family reads for `config`, by Hugging Face name, with its shape (validate.py)."""
+        shapes, biases = model_shapes(config), cls.projection_biases(config)
+        names = CheckpointNames(cls.layer_class.norm_names, cls.checkpoint_names.qk_norms,
+                                cls.checkpoint_names.fused)
+        for i in range(config.num_layers):
+            p = layer_prefix(i)
+            shapes |= layer_shapes(config, p, names, biases) | cls.mlp_shapes(config, i, p + "mlp.")
+        return shapes
 
     def __init__(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
                  layout: WeightLayout | None = None) -> None:
@@ -100,12 +150,13 @@ class DecoderModel(nn.Module):
         c = config
         self.config, self.dtype, self.device, self.layout = c, dtype, torch.device(device), layout or WeightLayout()
         self.ops = AttentionOps()
-        biases = self.projection_biases(c)
         self.embed = nn.Parameter(torch.empty(c.vocab_size, c.hidden_size, device="meta"), requires_grad=False)
-        self.layers = nn.ModuleList(DecoderLayer(c, self.ops, biases) for _ in range(c.num_layers))
-        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.layers = nn.ModuleList(self.layer_class(c, type(self), i, self.ops) for i in range(c.num_layers))
+        self.norm = self.make_norm(c)
         self.lm_head = LayoutLinear(c.hidden_size, c.vocab_size, bias=False)
-        cos, sin = rope_tables(inverse_frequencies(c.head_dim, c.rope_theta, c.rope_scaling),
+        # transformers rounds the scale to the model dtype before multiplying (Gemma: sqrt(3072) is 55.5 in bf16)
+        self.embed_scale = torch.tensor(c.hidden_size**0.5, dtype=dtype).item() if self.scales_embeddings else None
+        cos, sin = rope_tables(inverse_frequencies(c.rotary_dim, c.rope_theta, c.rope_scaling),
                                c.max_position_embeddings)
         self.register_buffer("rope_cos", cos.to(self.device, dtype), persistent=False)
         self.register_buffer("rope_sin", sin.to(self.device, dtype), persistent=False)
@@ -191,6 +242,8 @@ class DecoderModel(nn.Module):
         """Hidden states [T, hidden] for flattened tokens; writes their K/V into the cache."""
         kind = self.layout.for_tokens(input_ids.shape[0])
         x = self.embed[input_ids]
+        if self.embed_scale is not None:
+            x = x * self.embed_scale
         cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
         for layer in self.layers:
             x = layer(x, kind, cos, sin, meta)
@@ -198,4 +251,6 @@ class DecoderModel(nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         kind = self.layout.for_tokens(hidden.shape[0])
-        return self.lm_head(hidden, kind)[:, : self.config.vocab_size].float()  # panels pad the vocabulary
+        logits = self.lm_head(hidden, kind)[:, : self.config.vocab_size].float()  # panels pad the vocabulary
+        cap = self.config.final_logit_softcap
+        return logits if cap is None else torch.tanh(logits / cap) * cap

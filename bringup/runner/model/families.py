@@ -6,10 +6,17 @@ import torch
 
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
+from bringup.runner.model.gemma2 import Gemma2Decoder
 from bringup.runner.model.llama import LlamaDecoder
+from bringup.runner.model.mixtral import MixtralDecoder
+from bringup.runner.model.phi3 import Phi3Decoder
 from bringup.runner.model.qwen2 import Qwen2Decoder
+from bringup.runner.model.qwen3 import Qwen3Decoder
+from bringup.runner.model.qwen3_moe import Qwen3MoeDecoder
 
-FAMILIES: dict[str, type[DecoderModel]] = {arch: family for family in (LlamaDecoder, Qwen2Decoder)
+FAMILIES: dict[str, type[DecoderModel]] = {arch: family for family in (LlamaDecoder, Qwen2Decoder, Qwen3Decoder,
+                                                                       Phi3Decoder, Gemma2Decoder, MixtralDecoder,
+                                                                       Qwen3MoeDecoder)
                                            for arch in family.architectures}
 
 
@@ -17,3 +24,8 @@ def build_model(config: ModelConfig, dtype: torch.dtype, device: torch.device | 
                 layout: WeightLayout | None = None) -> DecoderModel:
     """The family's decoder for `config`, empty until `load_hf_tensors`."""
     return FAMILIES[config.architecture](config, dtype, device, layout)
+
+
+def hf_tensor_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the family of `config` reads, by Hugging Face name, with its shape (validate.py checks them)."""
+    return FAMILIES[config.architecture].hf_tensor_shapes(config)

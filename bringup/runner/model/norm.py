@@ -28,3 +28,21 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return rms_norm(x, self.weight, self.eps)
+
+
+class OffsetRMSNorm(RMSNorm):
+    """Gemma's RMSNorm: the scale is (offset + weight), applied in float32 before the cast back (where Llama's
+    casts first)."""
+
+    def __init__(self, size: int, eps: float, offset: float = 1.0) -> None:
+        super().__init__(size, eps)
+        self.offset = offset
+
+    def load(self, weight: torch.Tensor) -> None:
+        super().load((weight.float() + self.offset).to(weight.device))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight).to(x.dtype)

@@ -38,7 +38,11 @@ def rope_tables(inv_freq: torch.Tensor, max_positions: int) -> tuple[torch.Tenso
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x [T, heads, head_dim] by per-token cos/sin [T, 1, head_dim // 2] (rotate-half convention)."""
+    """Rotate x [T, heads, head_dim] by per-token cos/sin [T, 1, rotary_dim // 2] (rotate-half convention);
+    with partial rotary (rotary_dim < head_dim) the dims past rotary_dim pass through unrotated."""
+    rotary = 2 * cos.shape[-1]
+    if rotary < x.shape[-1]:
+        return torch.cat((apply_rope(x[..., :rotary], cos, sin), x[..., rotary:]), dim=-1)
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)

@@ -1,7 +1,9 @@
 """Tokenizers: a Hugging Face `tokenizer.json` (via `tokenizers`) and the built-in byte-level one.
 
-Both expose encode / decode / detokenizer (incremental decode) / apply_chat_template / eos_token_ids /
-generation_defaults.
+Both expose encode / decode / detokenizer (incremental decode) / apply_chat_template / encode_chat /
+eos_token_ids / generation_defaults. Chat templates render as transformers renders them (chat_template.py);
+encode_chat gives the ids of transformers' apply_chat_template(..., tokenize=True): the rendered text encoded
+without adding special tokens (the template writes its own).
 """
 
 from __future__ import annotations
@@ -12,42 +14,34 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jinja2 import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
 from bringup.errors import BringupError
 from bringup.log import get_logger
 from bringup.runner.engine.sampling_params import SamplingParams, is_integer, is_number
+from bringup.runner.model.chat_template import (
+    ChatTemplate,
+    load_chat_templates,
+    pick_template,
+    render_chat,
+    special_token_variables,
+)
 from bringup.runner.model.detokenizer import ByteDetokenizer, WindowDetokenizer
 
 log = get_logger("runner.tokenizer")
 
-FALLBACK_CHAT_TEMPLATE = (
+FALLBACK_CHAT_TEMPLATE = ChatTemplate(
     "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}assistant:{% endif %}"
-)
-
-
-def render_chat(template: str, messages: list[dict], **variables: Any) -> str:
-    """Render a chat template in a sandbox, as Hugging Face does (trim_blocks, lstrip_blocks)."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-
-    def raise_exception(message: str) -> None:
-        raise TemplateError(message)
-
-    env.globals["raise_exception"] = raise_exception
-    try:
-        return env.from_string(template).render(messages=messages, add_generation_prompt=True, **variables)
-    except TemplateError as exc:
-        raise ValueError(f"chat template: {exc}") from None
+    "{% if add_generation_prompt %}assistant:{% endif %}",
+    "bringup's plain 'role: content' fallback")
 
 
 class ByteTokenizer:
     """UTF-8 bytes offset by the special tokens; the built-in model's tokenizer."""
 
     SPECIALS = ("<|bos|>", "<|eos|>", "<|system|>", "<|user|>", "<|assistant|>", "<|pad|>", "<|r6|>", "<|r7|>")
-    CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
-                     "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    CHAT_TEMPLATE = ChatTemplate(
+        "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}", "the built-in byte tokenizer")
+    TEMPLATE_VARIABLES = {"bos_token": "<|bos|>", "eos_token": "<|eos|>", "pad_token": "<|pad|>"}
 
     def __init__(self) -> None:
         self.offset = len(self.SPECIALS)
@@ -82,8 +76,20 @@ class ByteTokenizer:
         """Incremental decode of generated ids (special tokens skipped), equal to decode() once flushed."""
         return ByteDetokenizer(self.offset)
 
-    def apply_chat_template(self, messages: list[dict]) -> str:
-        return render_chat(self.CHAT_TEMPLATE, messages, bos_token="<|bos|>", eos_token="<|eos|>")
+    def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True,
+                            tools: list[dict] | None = None, documents: list[dict] | None = None,
+                            template_kwargs: dict | None = None) -> str:
+        """The conversation rendered by the chat template; ChatTemplateError (one line) if it refuses it."""
+        return render_chat(self.CHAT_TEMPLATE, messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                           documents=documents, variables={**self.TEMPLATE_VARIABLES, **(template_kwargs or {})})
+
+    def encode_chat(self, messages: list[dict], *, add_generation_prompt: bool = True,
+                    tools: list[dict] | None = None, documents: list[dict] | None = None,
+                    template_kwargs: dict | None = None) -> list[int]:
+        """The rendered conversation's ids; the template writes the special tokens itself."""
+        text = self.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                                        documents=documents, template_kwargs=template_kwargs)
+        return self.encode(text, add_special_tokens=False)
 
 
 class HFTokenizer:
@@ -111,7 +117,10 @@ class HFTokenizer:
         gen_path = model_dir / "generation_config.json"
         eos = [self._id(self.eos_token), *list(config_eos or []), *_generation_eos(gen, gen_path)]
         self.eos_token_ids = sorted({i for i in eos if i is not None})
-        self.chat_template = _chat_template(cfg.get("chat_template"))
+        self.model_dir = model_dir
+        self.chat_templates = load_chat_templates(model_dir, cfg.get("chat_template"), config_path)
+        self.template_variables = special_token_variables(cfg)
+        self._warned_no_template = False
         self.generation_defaults = _generation_defaults(gen, gen_path)
 
     def _id(self, token: str | None) -> int | None:
@@ -127,12 +136,29 @@ class HFTokenizer:
         """Incremental decode of generated ids (special tokens skipped) over a short window of tokens."""
         return WindowDetokenizer(self.decode, skipped=self.special_token_ids)
 
-    def apply_chat_template(self, messages: list[dict]) -> str:
-        template = self.chat_template
+    def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True,
+                            tools: list[dict] | None = None, documents: list[dict] | None = None,
+                            template_kwargs: dict | None = None) -> str:
+        """The conversation rendered by the model's chat template ('tool_use' when tools are given and the
+        model has one); ChatTemplateError (one line, naming the template) if the template refuses or fails."""
+        template = pick_template(self.chat_templates, tools, str(self.model_dir))
         if template is None:
-            log.warning("tokenizer_config.json has no chat_template; using a plain 'role: content' template")
+            if not self._warned_no_template:
+                log.warning("%s has no chat template (tokenizer_config.json or chat_template.jinja); using a plain "
+                            "'role: content' template", self.model_dir)
+                self._warned_no_template = True
             template = FALLBACK_CHAT_TEMPLATE
-        return render_chat(template, messages, bos_token=self.bos_token or "", eos_token=self.eos_token or "")
+        return render_chat(template, messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                           documents=documents, variables={**self.template_variables, **(template_kwargs or {})})
+
+    def encode_chat(self, messages: list[dict], *, add_generation_prompt: bool = True,
+                    tools: list[dict] | None = None, documents: list[dict] | None = None,
+                    template_kwargs: dict | None = None) -> list[int]:
+        """The ids transformers' apply_chat_template(..., tokenize=True) gives: the rendered text encoded
+        without adding special tokens (the template writes them)."""
+        text = self.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                                        documents=documents, template_kwargs=template_kwargs)
+        return self.encode(text, add_special_tokens=False)
 
 
 def _read_json(path: Path) -> dict:
@@ -153,13 +179,6 @@ def _token_text(tok: Any, field: str, path: Path) -> str | None:
     if text is not None and not isinstance(text, str):
         raise _wrong_field(path, field, tok, "a string or an object with a string 'content'")
     return text
-
-
-def _chat_template(t: Any) -> str | None:
-    if isinstance(t, list):  # [{"name": "default", "template": ...}, ...]
-        named = {d.get("name"): d.get("template") for d in t}
-        return named.get("default") or next(iter(named.values()), None)
-    return t
 
 
 GENERATION_NUMBERS = ("temperature", "top_p", "repetition_penalty", "min_p")

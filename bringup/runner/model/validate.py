@@ -20,8 +20,9 @@ from safetensors import safe_open
 from bringup.errors import BringupError
 from bringup.log import get_logger
 from bringup.profiles.store import printable
-from bringup.runner.model.checkpoint import LM_HEAD, hf_tensor_shapes
+from bringup.runner.model.checkpoint import LM_HEAD
 from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.families import hf_tensor_shapes
 
 log = get_logger("runner.validate")
 

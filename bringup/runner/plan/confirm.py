@@ -3,10 +3,11 @@
 The profile's evidence was measured on other shapes or another model (bench e2e runs the built-in 2.5M
 model), and a choice that pays off there can lose on the served model: a compiled decode 1.20x faster on
 the built-in model made a 125M Llama ten times slower. So each candidate of the draft plan — the compiled
-forward, the paged decode kernel, a weight layout other than F.linear's — is timed against its plain
-alternative over the same decode steps of the served model, and kept only when it takes under MARGIN of
-the plain path's time. The batch limit is the knee of decode tokens/s against batch size. Every timing
-is bounded by a step count and a time budget.
+forward, the paged decode kernel, a weight layout other than F.linear's, the grouped expert path — is timed
+against its plain alternative (eager, gather + attention, F.linear, every expert on every token) over the same
+decode steps of the served model, and kept only when it takes under MARGIN of the plain path's time. The batch
+limit is the knee of decode tokens/s against batch size. Every timing is bounded by a step count and a time
+budget.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bringup.runner.engine.batch_inputs import SeqChunk
 from bringup.runner.engine.executor import Executor
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import CONVERTIBLE, OUT_IN
+from bringup.runner.model.moe import DENSE, GROUPED, sparse_blocks, use_expert_path
 from bringup.runner.plan.plan import Choice, ExecutionPlan
 
 log = get_logger("runner.confirm")
@@ -36,8 +38,8 @@ KNEE_GAIN = 1.15  # doubling the batch is worth it while decode tokens/s grows b
 MAX_BATCH = 256
 SWEEP_BUDGET_S = 3.0
 
-COMPILED, PAGED, LAYOUT = "compiled", "paged_decode", "weight_layout"
-PLAN_FIELD = {COMPILED: "compiled", PAGED: "attention", LAYOUT: "weight_layout"}  # where each candidate lives
+COMPILED, PAGED, LAYOUT, EXPERTS = "compiled", "paged_decode", "weight_layout", "experts"
+PLAN_FIELD = {COMPILED: "compiled", PAGED: "attention", LAYOUT: "weight_layout", EXPERTS: "experts"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ def _decide(name: str, choice: Choice, keep: bool, verdict: str) -> Choice:
         return Choice(None, f"eager: compiled ({choice.value}) {verdict}; profile said: {choice.evidence}")
     if name == PAGED:
         return Choice([n for n in choice.value if n != PAGED], f"{PAGED} {verdict}; {choice.evidence}")
+    if name == EXPERTS:
+        return Choice(DENSE, f"dense: {choice.value} {verdict}; profile said: {choice.evidence}")
     return Choice(OUT_IN, f"out_in (F.linear): {choice.value} {verdict}; start-up timing said: {choice.evidence}")
 
 
@@ -110,6 +114,9 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     for name, owner, attribute in ((COMPILED, executor, "compiled"), (PAGED, model, "decode_attend")):
         if getattr(owner, attribute) is not None:
             candidates[name] = _switched_off_and_on(step, owner, attribute)
+    if plan.experts.value == GROUPED and sparse_blocks(model):
+        candidates[EXPERTS] = alternated(step, lambda on: use_expert_path(model, GROUPED if on else DENSE))
+        use_expert_path(model, GROUPED if kept(*candidates[EXPERTS]) else DENSE)
     layout = model.layout
     if layout.small != OUT_IN:
         why = _no_plain_copy(model, free_bytes)
@@ -158,6 +165,8 @@ def apply_confirmed(executor: Executor, plan: ExecutionPlan) -> None:
         executor.compiled = None
     if PAGED not in plan.attention.value:
         model.decode_attend = None
+    if plan.experts.value == DENSE and sparse_blocks(model):
+        use_expert_path(model, DENSE)
     if plan.weight_layout.value == OUT_IN and model.layout.kinds != [OUT_IN] and OUT_IN in model.stored_kinds:
         model.use_layout(WeightLayout(OUT_IN, OUT_IN, 0))
     else:

@@ -23,6 +23,7 @@ from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN, PACKED, PANELS, PLAIN_KINDS, SLICES, packed_check, place
 from bringup.runner.model.linear_kinds import apply as linear
+from bringup.runner.model.moe_config import mlp_weight_elements
 from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.profile_facts import ProfileFacts
 
@@ -98,6 +99,8 @@ def choose_layout(facts: ProfileFacts, timings: LayoutTimings, dtype: torch.dtyp
 def _panels_why_not(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> str | None:
     c = config  # the head may have any width: it is padded with zero columns and the logits cut back
     outs = {(c.num_heads + 2 * c.num_kv_heads) * c.head_dim, c.hidden_size, 2 * c.intermediate_size}
+    if c.moe is not None:
+        outs.add(2 * c.moe.expert_intermediate_size)
     odd = sorted(o for o in outs if o % panel_kernel.PANEL)
     if odd:
         return f"layer output sizes {odd} are not multiples of {panel_kernel.PANEL}"
@@ -112,10 +115,9 @@ def _winner(seconds: dict[str, float], incumbent: str) -> str:
 
 def linear_weight_bytes(config: ModelConfig, dtype: torch.dtype) -> int:
     c = config
-    per_layer = c.hidden_size * ((c.num_heads + 2 * c.num_kv_heads) * c.head_dim + c.num_heads * c.head_dim
-                                 + 3 * c.intermediate_size)
+    per_layer = c.hidden_size * ((c.num_heads + 2 * c.num_kv_heads) * c.head_dim + c.num_heads * c.head_dim)
     elem = torch.empty((), dtype=dtype).element_size()
-    return (c.num_layers * per_layer + c.vocab_size * c.hidden_size) * elem
+    return (c.num_layers * per_layer + mlp_weight_elements(c) + c.vocab_size * c.hidden_size) * elem
 
 
 @functools.lru_cache(maxsize=16)

@@ -31,6 +31,13 @@ PLAIN_OPS = {"matmul", "bmm", "softmax"}
 RUNNER_OPS = {"matmul", "linear", "addmm", "bmm", "softmax", "log_softmax", "rms_norm", "silu", "mul", "add",
               "embedding", "rotary", "index_copy", "index_select", "cat", "masked_fill", "rsqrt", "mean", "pow",
               "cast"}
+# an MoE model's router (softmax, top-k) runs in the model dtype too
+MOE_DTYPE_OPS = {"moe_router"}
+# what the "grouped" expert path runs beyond the dense one (verify-ops names): routing, the stable sort of
+# token->expert pairs, per-expert matmuls over contiguous groups, the weighted sum back per token
+GROUPED_EXPERT_OPS = ("moe_router", "moe_group_tokens", "grouped_matmul", "index_add")
+# ops only some models run in the model dtype: a sliding window's mask, tanh soft-capping of logits
+WINDOW_OPS, SOFTCAP_OPS = {"sliding_window_mask"}, {"tanh_softcap"}
 DEFAULT_MAX_MODEL_LEN = 4096
 DEFAULT_MAX_NUM_SEQS = 16
 BLOCK_SIZE = 16
@@ -57,6 +64,7 @@ class ExecutionPlan:
     max_num_seqs: Choice
     max_num_batched_tokens: Choice
     weight_layout: Choice = field(default_factory=lambda: Choice("out_in", "not decided yet"))
+    experts: Choice = field(default_factory=lambda: Choice("none", "no experts in this model"))
     kv_blocks: Choice = field(default_factory=lambda: Choice(0, "not sized yet"))
     block_size: int = BLOCK_SIZE
     warnings: list[str] = field(default_factory=list)
@@ -66,7 +74,7 @@ class ExecutionPlan:
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(setting, value, evidence) for the start-up table."""
-        names = ["dtype", "attention", "compiled", "weight_layout", "kv_blocks", "max_model_len",
+        names = ["dtype", "attention", "compiled", "experts", "weight_layout", "kv_blocks", "max_model_len",
                  "max_num_seqs", "max_num_batched_tokens"]
         rows = []
         for name in names:
@@ -92,8 +100,9 @@ def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: Mod
                         "eager); run `bringup all` to measure this device")
         for w in warnings:
             log.warning(w)
-    dtype_choice = choose_dtype(facts) if dtype in (None, "auto") else requested_dtype(facts, dtype, force)
     limit = choose_max_model_len(config, max_model_len)
+    ops = model_ops(config, limit.value)
+    dtype_choice = choose_dtype(facts, ops) if dtype in (None, "auto") else requested_dtype(facts, dtype, force, ops)
     seqs = Choice(max_num_seqs, "requested (engine option)") if max_num_seqs else Choice(
         DEFAULT_MAX_NUM_SEQS, "default (no measured batch limit yet)")
     several = min(STEP_TOKENS_FOR_SEVERAL_PROMPTS, seqs.value * limit.value)
@@ -102,13 +111,78 @@ def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: Mod
                     "max_model_len)): a whole prompt fits one step, and short prompts arriving together "
                     "prefill together")
     return ExecutionPlan(
-        device=device, profile=profile_label, dtype=dtype_choice, attention=choose_attention(facts, dtype_choice.value),
+        device=device, profile=profile_label, dtype=dtype_choice,
+        attention=restrict_attention(choose_attention(facts, dtype_choice.value), config, limit.value),
         compiled=choose_compiled(facts, dtype_choice.value), max_model_len=limit, max_num_seqs=seqs,
-        max_num_batched_tokens=tokens, warnings=warnings,
+        max_num_batched_tokens=tokens, warnings=warnings, experts=choose_experts(facts, dtype_choice.value, config),
     )
 
 
-def choose_dtype(facts: ProfileFacts) -> Choice:
+def model_ops(config: ModelConfig, max_model_len: int | None = None) -> set[str]:
+    """The ops a low-precision dtype needs verified to run this model (a window needs its mask only when a
+    context can outgrow it)."""
+    ops = RUNNER_OPS | (MOE_DTYPE_OPS if config.moe is not None else set())
+    if _window_bites(config, max_model_len):
+        ops = ops | WINDOW_OPS
+    if config.attn_logit_softcap is not None or config.final_logit_softcap is not None:
+        ops = ops | SOFTCAP_OPS
+    if config.hidden_act != "silu":  # GeGLU (Gemma-2)
+        ops = (ops - {"silu"}) | {"gelu"}
+    return ops
+
+
+def _window_bites(config: ModelConfig, max_model_len: int | None) -> bool:
+    window = config.attention_window
+    return window is not None and (max_model_len is None or window < max_model_len)
+
+
+def attention_limits(config: ModelConfig, max_model_len: int) -> dict[str, str]:
+    """Attention implementations that cannot compute this model's attention, each with why."""
+    arch, limits = config.architecture, {}
+    if config.attn_logit_softcap is not None:
+        why = f"cannot apply attention logit soft-capping ({arch})"
+        limits |= {name: why for name in (*SDPA_IMPLEMENTATIONS, "paged_decode")}
+    if _window_bites(config, max_model_len) and "paged_decode" not in limits:
+        limits["paged_decode"] = (f"has no sliding-window mask ({arch}: window {config.attention_window} < "
+                                  f"max_model_len {max_model_len})")
+    return limits
+
+
+def restrict_attention(choice: Choice, config: ModelConfig, max_model_len: int) -> Choice:
+    """`choice` without the implementations that cannot run the model's attention math, saying why."""
+    limits = attention_limits(config, max_model_len)
+    dropped = [name for name in choice.value if name in limits]
+    if not dropped:
+        return choice
+    kept = [name for name in choice.value if name not in limits]
+    by_reason: dict[str, list[str]] = {}
+    for name in dropped:
+        by_reason.setdefault(limits[name], []).append(name)
+    notes = "; ".join(f"{', '.join(names)}: {why}" for why, names in by_reason.items())
+    if not kept:
+        raise BringupError(f"no planned attention implementation can run this model ({notes}); "
+                           f"{PLAIN_ATTENTION} can, but the profile marks its ops failed: re-run `bringup verify-ops`")
+    return Choice(kept, f"{notes}; {choice.evidence}")
+
+
+def choose_experts(facts: ProfileFacts, dtype: str, config: ModelConfig) -> Choice:
+    """"grouped" (only the chosen experts run) when verify-ops passed every op it needs at `dtype`; otherwise
+    "dense" (every expert on every token: matmul, mul, add)."""
+    if config.moe is None:
+        return Choice("none", "no experts in this model")
+    if facts.profile is None:
+        return Choice("dense", "no profile: every expert on every token (matmul, mul, add), the conservative path")
+    verdicts = {op: facts.ops(dtype, {op}) for op in GROUPED_EXPERT_OPS}
+    missing = [f"{op} {v.describe()}" for op, v in verdicts.items() if not v.verified]
+    if missing:
+        return Choice("dense", f"grouped needs {', '.join(GROUPED_EXPERT_OPS)} verified at {dtype}, but "
+                               f"{'; '.join(missing)}: every expert on every token instead")
+    passed = ", ".join(f"{op} {v.passed}" for op, v in verdicts.items())
+    return Choice("grouped", f"only the chosen {config.moe.top_k} of {config.moe.num_experts} experts per token; "
+                             f"op cases passed at {dtype}: {passed}")
+
+
+def choose_dtype(facts: ProfileFacts, runner_ops: set[str] = RUNNER_OPS) -> Choice:
     """The fastest low-precision dtype that is verified and measured faster than float32 (the first verified
     one when bench has not measured them); float32 otherwise."""
     if facts.profile is None:
@@ -120,7 +194,7 @@ def choose_dtype(facts: ProfileFacts) -> Choice:
         if status != "supported":
             rejected.append(f"{name} capability {status}")
             continue
-        ops = facts.ops(name, RUNNER_OPS)
+        ops = facts.ops(name, runner_ops)
         if not ops.verified:
             rejected.append(f"{name} {ops.describe()}")
             continue
@@ -138,7 +212,7 @@ def choose_dtype(facts: ProfileFacts) -> Choice:
     return Choice(best[1], "; ".join([best[2], *others, *rejected]))
 
 
-def requested_dtype(facts: ProfileFacts, name: str, force: bool) -> Choice:
+def requested_dtype(facts: ProfileFacts, name: str, force: bool, runner_ops: set[str] = RUNNER_OPS) -> Choice:
     """The dtype the user asked for; BringupError when the profile says it cannot run here (unless `force`)."""
     if name not in RUNNER_DTYPES:
         raise BringupError(f"--dtype {name!r} is not one the runner serves; use auto or one of "
@@ -146,7 +220,7 @@ def requested_dtype(facts: ProfileFacts, name: str, force: bool) -> Choice:
     if facts.profile is None:
         return Choice(name, "requested with --dtype; no profile to check it against")
     status, evidence = facts.capability("dtypes", name)
-    ops = facts.ops(name, RUNNER_OPS)
+    ops = facts.ops(name, runner_ops)
     problems = ([f"capabilities.dtypes.{name} is {status} ({evidence})"] if status == "unsupported" else []) + (
         [ops.describe()] if ops.failed else [])
     if problems and not force:
@@ -215,7 +289,7 @@ def choose_compiled(facts: ProfileFacts, dtype: str) -> Choice:
 
 def choose_max_model_len(config: ModelConfig, requested: int | None) -> Choice:
     limits = {"config max_position_embeddings": config.max_position_embeddings}
-    if config.sliding_window:
+    if config.sliding_window and not config.sliding_layers:  # a window whose layers the family did not say
         limits["sliding window (not implemented; context capped)"] = config.sliding_window
     limits["--max-model-len" if requested else "default cap"] = requested or DEFAULT_MAX_MODEL_LEN
     source = min(limits, key=lambda k: limits[k])

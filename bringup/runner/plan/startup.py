@@ -17,6 +17,7 @@ from bringup.profiles.schema import DeviceSection, Profile
 from bringup.profiles.store import default_profile_path, load_profile, same_device
 from bringup.runner.engine.executor import Executor
 from bringup.runner.host.paged_decode import with_paged_decode
+from bringup.runner.model.attention import PAGED_DECODE
 from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
@@ -28,7 +29,7 @@ from bringup.runner.plan.confirm import apply_confirmed, confirm_plan, measure_d
 from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.layout import IN_OUT, OUT_IN, choose_layout
 from bringup.runner.plan.measurements import StartupMeasurements, measure
-from bringup.runner.plan.plan import Choice, ExecutionPlan, build_plan
+from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 
 if TYPE_CHECKING:
@@ -96,7 +97,9 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
                       options.dtype, options.force)
     dtype = getattr(torch, plan.dtype.value)
     measured = options.measurements or measure(device, dtype, config)
-    plan = replace(plan, attention=with_paged_decode(plan.attention, *measured.paged_decode))
+    cannot = attention_limits(config, plan.max_model_len.value).get(PAGED_DECODE)  # the model's math, not speed
+    plan = replace(plan, attention=with_paged_decode(plan.attention, *((False, cannot) if cannot else
+                                                                       measured.paged_decode)))
     if options.weight_layout is None:
         layout, layout_choice = choose_layout(facts, measured.layouts, dtype, config, measured.free_bytes)
     elif options.weight_layout in (IN_OUT, OUT_IN):

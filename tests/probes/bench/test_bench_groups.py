@@ -67,6 +67,14 @@ def test_ops_latency_only_for_cases_verify_ops_passed(context_for):
     assert failed.status == "skipped" and "fail" in failed.reason
 
 
+def test_cases_at_a_models_shapes_are_skipped_with_the_reason(context_for):
+    model_case = OpCaseRecord(op="add", dtype="float32", case="model: hidden=72 [1,72]", status="pass")
+    group = ops.run(context_for(Profile(ops=[model_case, *OPS_PROFILE.ops])), resolver=add_case)
+    skipped, passed, _failed = group.records
+    assert skipped.status == "skipped" and "verify-ops --model" in skipped.reason
+    assert passed.status == "ok"
+
+
 def test_unverified_cases_are_included_with_a_mark_when_asked(context_for):
     group = ops.run(context_for(OPS_PROFILE, include_unverified=True), resolver=add_case)
     assert [r.verified for r in group.records] == [True, False]

@@ -11,6 +11,8 @@ REQUIRED = {
     "amax", "argmax", "var", "cumsum", "topk", "sort", "multinomial", "embedding", "index_select", "gather",
     "scatter", "index_copy", "index_put", "cat", "stack", "transpose_contiguous", "repeat_interleave", "cast",
     "rotary", "sdpa_math", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn",
+    "moe_router", "moe_group_tokens", "index_add", "scatter_add", "grouped_matmul", "sliding_window_mask",
+    "tanh_softcap",
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from bringup.probes.bench.catalog_adapter import CaseResolver, catalog_case_resolver
 from bringup.probes.bench.context import BenchContext
 from bringup.probes.bench.records import measured, not_measured, short_error
+from bringup.probes.ops.spec import MODEL_CASE_PREFIX
 from bringup.profiles.sections.bench import BenchGroup, BenchRecord
 from bringup.profiles.sections.ops import OpCaseRecord
 
@@ -13,7 +14,8 @@ from bringup.profiles.sections.ops import OpCaseRecord
 def limited(cases: list[OpCaseRecord], limit: int | None, include_unverified: bool) -> set[int]:
     """ids of the cases to time: all eligible ones, or with a limit the first eligible case of each op
     (float32 first, then the catalog's order) up to `limit` cases."""
-    eligible = [c for c in cases if c.status == "pass" or include_unverified]
+    eligible = [c for c in cases if (c.status == "pass" or include_unverified)
+                and not c.case.startswith(MODEL_CASE_PREFIX)]
     if limit is None:
         return {id(c) for c in eligible}
     first: dict[str, OpCaseRecord] = {}
@@ -37,6 +39,10 @@ def run(ctx: BenchContext, resolver: CaseResolver | None = None) -> BenchGroup:
         key = f"{case.op} {case.dtype} {case.case}"
         params = {"op": case.op, "case": case.case, "verify_ops_status": case.status}
         verified = case.status == "pass"
+        if case.case.startswith(MODEL_CASE_PREFIX):
+            records.append(not_measured(key, case.op, "skipped", "a case at one model's shapes (verify-ops --model); "
+                                        "bench times the catalog's own cases", dtype=case.dtype, params=params))
+            continue
         if id(case) not in chosen and (verified or ctx.include_unverified):
             records.append(not_measured(key, case.op, "skipped", f"the {ctx.preset.name} preset times one case "
                                         f"per op, at most {ctx.preset.ops_limit}; run the full preset for all",

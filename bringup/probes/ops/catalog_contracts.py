@@ -1,0 +1,110 @@
+"""Exact contract cases for argmax/max, sort and topk: the tie rules torch documents, which greedy decoding
+and MoE routing depend on. Inputs are small integers cast to the dtype, so ties are real in every dtype.
+
+Documented (torch docs, 2.x) and checked here:
+- torch.argmax / torch.max(dim): "If there are multiple maximal values then the indices of the first maximal
+  value are returned."
+- torch.sort(stable=True): "makes the sorting routine stable, which guarantees that the order of equivalent
+  elements is preserved" (ascending and descending alike).
+- torch.topk(sorted=True): the k largest elements, "themselves sorted" (descending for largest=True).
+Not documented, so not checked: which of several tied elements topk picks or in what order their indices come
+(only that each returned index holds its returned value and that the k indices are distinct elements).
+The references are computed without relying on the tie behaviour of the kernel under test.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bringup.probes.ops.inputs import randint
+from bringup.probes.ops.spec import CaseSpec
+
+CONTRACT = "contract: "
+
+
+def small_integers(*shape: int, high: int = 8):
+    """Integers in [0, high) as float64 (cast exactly to every float dtype): many ties per row."""
+    return lambda g: [randint(g, high, *shape).to(torch.float64)]
+
+
+def first_max_index(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """The first position of the maximum along dim, without argmax: the smallest position holding the max."""
+    n = x.shape[dim]
+    shape = [1] * x.dim()
+    shape[dim] = n
+    positions = torch.arange(n).view(shape).expand_as(x)
+    is_max = x == torch.amax(x, dim=dim, keepdim=True)
+    return torch.where(is_max, positions, torch.full_like(positions, n)).amin(dim=dim)
+
+
+def stable_order(x: torch.Tensor, descending: bool) -> torch.Tensor:
+    """Stable sort indices along the last dim from unique keys (value, position): no tie is left to the kernel.
+
+    Exact for the small integer inputs used here (value * n + position fits float64's 53 bits)."""
+    n = x.shape[-1]
+    positions = torch.arange(n, dtype=torch.float64).expand_as(x)
+    keys = (-x if descending else x).to(torch.float64) * n + positions
+    return torch.sort(keys, dim=-1).indices
+
+
+def stable_sort_reference(x: torch.Tensor, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    order = stable_order(x, descending)
+    return x.gather(-1, order), order
+
+
+def topk_contract(x: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
+    """(values, input at the indices, values non-increasing per row, indices distinct per row)."""
+    values, idx = torch.topk(x, k, dim=-1, largest=True, sorted=True)
+    descending = (values[..., :-1] >= values[..., 1:]).all(dim=-1)
+    ordered = torch.sort(idx, dim=-1).values
+    distinct = (ordered[..., 1:] != ordered[..., :-1]).all(dim=-1)
+    return values, x.gather(-1, idx), descending, distinct
+
+
+def topk_contract_reference(x: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
+    values = x.gather(-1, stable_order(x, descending=True)[..., :k])
+    rows = torch.ones(x.shape[:-1], dtype=torch.bool)
+    return values, values, rows, rows
+
+
+def argmax_contract_cases() -> list[CaseSpec]:
+    return [
+        CaseSpec(f"{CONTRACT}first maximal index on ties, integers 0..7 [8,1000]", small_integers(8, 1000),
+                 lambda x: torch.argmax(x, dim=-1),
+                 ref=lambda x: first_max_index(x, -1), judge="exact"),
+        CaseSpec(f"{CONTRACT}first maximal index on ties dim=0 keepdim [37,131]", small_integers(37, 131, high=4),
+                 lambda x: torch.argmax(x, dim=0, keepdim=True),
+                 ref=lambda x: first_max_index(x, 0).unsqueeze(0), judge="exact"),
+        CaseSpec(f"{CONTRACT}flattened argmax, first on ties [16,2000]", small_integers(16, 2000),
+                 torch.argmax, ref=lambda x: first_max_index(x.flatten(), 0), judge="exact"),
+        CaseSpec(f"{CONTRACT}max(dim) values and first index on ties [8,1000]", small_integers(8, 1000),
+                 lambda x: tuple(torch.max(x, dim=-1)),
+                 ref=lambda x: (torch.amax(x, dim=-1), first_max_index(x, -1)), judge="exact"),
+    ]
+
+
+def sort_contract_cases() -> list[CaseSpec]:
+    return [
+        CaseSpec(f"{CONTRACT}stable ascending keeps ties in input order, integers 0..15 [8,1000]",
+                 small_integers(8, 1000, high=16), lambda x: tuple(torch.sort(x, dim=-1, stable=True)),
+                 ref=lambda x: stable_sort_reference(x, False), judge="exact"),
+        CaseSpec(f"{CONTRACT}stable descending keeps ties in input order, integers 0..15 [8,1000]",
+                 small_integers(8, 1000, high=16),
+                 lambda x: tuple(torch.sort(x, dim=-1, descending=True, stable=True)),
+                 ref=lambda x: stable_sort_reference(x, True), judge="exact"),
+        CaseSpec(f"{CONTRACT}stable ascending, long row with ties [20000]", small_integers(20000, high=64),
+                 lambda x: tuple(torch.sort(x, dim=-1, stable=True)),
+                 ref=lambda x: stable_sort_reference(x, False), judge="exact"),
+    ]
+
+
+def topk_contract_cases() -> list[CaseSpec]:
+    # ~4 copies of each value per row: the top k spans several distinct values, with ties inside and at the k-th
+    return [
+        CaseSpec(f"{CONTRACT}sorted=True descending values with ties, integers 0..255 [8,1000] k=50",
+                 small_integers(8, 1000, high=256), lambda x: topk_contract(x, 50),
+                 ref=lambda x: topk_contract_reference(x, 50), judge="exact"),
+        CaseSpec(f"{CONTRACT}sorted=True with ties in the k-th place, integers 0..31 [37,131] k=7",
+                 small_integers(37, 131, high=32), lambda x: topk_contract(x, 7),
+                 ref=lambda x: topk_contract_reference(x, 7), judge="exact"),
+    ]

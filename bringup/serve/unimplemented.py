@@ -1,0 +1,94 @@
+"""Request fields that OpenAI (or vLLM) defines and this server does not implement.
+
+Each is declared in the schema, so it is never mistaken for an unknown field and silently ignored: its
+neutral value (what leaving it out means) is accepted, anything else is a 400 that names the field and says
+what is missing. Unknown fields, by contrast, are accepted and ignored (ignored_fields.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import Field
+
+
+@dataclass(frozen=True)
+class Unimplemented:
+    neutral: tuple[Any, ...]  # values that mean "not used"; compared with their JSON type (0 is not false)
+    missing: str  # what the server lacks, for the error message
+
+
+_TOOLS = Unimplemented((None, []), "no tool calling")
+_FUNCTIONS = Unimplemented((None, [], "none"), "no function calling")
+_STRUCTURED = Unimplemented((None,), "no structured output")
+
+# both generation endpoints
+GENERATION: dict[str, Unimplemented] = {
+    "tools": _TOOLS,
+    "tool_choice": Unimplemented((None, "none"), "no tool calling"),
+    "functions": _FUNCTIONS,
+    "function_call": _FUNCTIONS,
+    "response_format": Unimplemented((None, {"type": "text"}), "no structured output"),
+    "audio": Unimplemented((None,), "no audio output"),
+    "modalities": Unimplemented((None, ["text"]), "text output only"),
+    "prediction": Unimplemented((None,), "no predicted outputs"),
+    "reasoning_effort": Unimplemented((None,), "no reasoning-effort control"),
+    "verbosity": Unimplemented((None,), "no verbosity control"),
+    "web_search_options": Unimplemented((None,), "no web search"),
+    "store": Unimplemented((None, False), "completions are not stored"),
+    # vLLM's extras that change the answer
+    "guided_json": _STRUCTURED,
+    "guided_regex": _STRUCTURED,
+    "guided_choice": _STRUCTURED,
+    "guided_grammar": _STRUCTURED,
+    "structured_outputs": _STRUCTURED,
+    "min_tokens": Unimplemented((None, 0), "no minimum output length"),
+    "use_beam_search": Unimplemented((None, False), "no beam search"),
+    "prompt_logprobs": Unimplemented((None,), "no prompt logprobs"),
+    "allowed_token_ids": Unimplemented((None,), "no token allow-list"),
+    "bad_words": Unimplemented((None, []), "no banned words"),
+    "include_stop_str_in_output": Unimplemented((None, False), "the stop string is always cut off"),
+    "skip_special_tokens": Unimplemented((None, True), "special tokens are always skipped in the text"),
+    "truncate_prompt_tokens": Unimplemented((None,), "no prompt truncation"),
+}
+
+# chat completions and /tokenize of messages
+CHAT_TEMPLATE: dict[str, Unimplemented] = {
+    "chat_template": Unimplemented((None,), "the model's own chat template is always used"),
+    "continue_final_message": Unimplemented((None, False), "no continuing of the final message"),
+}
+
+# inside a chat message
+MESSAGE: dict[str, Unimplemented] = {
+    "tool_calls": _TOOLS,
+    "tool_call_id": _TOOLS,
+    "function_call": _FUNCTIONS,
+    "audio": Unimplemented((None,), "no audio"),
+    "refusal": Unimplemented((None,), "no refusal messages"),
+}
+
+def schema_type(rule: Unimplemented) -> Any:
+    """The field's type for the schema: any JSON value, documented (and fuzzed) as its neutral values."""
+    return Annotated[Any, Field(description=f"not implemented by this server ({rule.missing}): only the neutral "
+                                            "values are accepted", json_schema_extra={"enum": list(rule.neutral)})]
+
+
+def is_neutral(value: Any, rule: Unimplemented) -> bool:
+    return any(type(value) is type(n) and value == n for n in rule.neutral)
+
+
+def check(name: str, value: Any, table: dict[str, Unimplemented]) -> Any:
+    """value, if neutral; else ValueError("not supported by this server (...)"), which the error handler
+    prefixes with the field's path."""
+    rule = table[name]
+    if is_neutral(value, rule):
+        return value
+    others = [n for n in rule.neutral if n is not None]
+    hint = "leave it out" + (f" or send {' or '.join(_json(n) for n in others)}" if others else "")
+    raise ValueError(f"not supported by this server ({rule.missing}); {hint}")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)
