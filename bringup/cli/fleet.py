@@ -19,6 +19,7 @@ from bringup.errors import BringupError
 if TYPE_CHECKING:
     from bringup.probes.collectives.channel import Channel
     from bringup.probes.collectives.execute import RankSetup
+    from bringup.probes.fleet.options import FleetOptions
     from bringup.probes.fleet.result import FleetResult
 
 # bringup.probes.fleet.options, spelled out so that --help imports nothing heavy
@@ -132,6 +133,9 @@ def command(
                      "deviations (1.4826 x MAD) from the fleet median.", callback=non_negative_number)] = 3.5,
     min_deviation: Annotated[float, typer.Option("--min-deviation", help="...and beyond at least this share of "
                              "the median (0.1 = 10 %).", callback=non_negative_number)] = 0.10,
+    link_min_deviation: Annotated[float, typer.Option("--link-min-deviation", help="The same floor for link "
+                                  "bandwidth, which other traffic moves more than a device's figures (0.4 = a "
+                                  "link 40 % below the fleet's).", callback=non_negative_number)] = 0.40,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds without progress after which a rank is "
                        "declared hung.", callback=positive_seconds)] = 600.0,
     startup_timeout: Annotated[float, typer.Option("--startup-timeout", help="Seconds the ranks may take to start "
@@ -184,7 +188,7 @@ def command(
     device_type, family = selection.device.type, selection.info.backend
     choice = choose_backend(backend, family, device_type, FallbackRecorder(strict=strict))
     options = FleetOptions(out_dir=str(out.resolve()), stages=chosen_stages, mad_k=mad_k, min_deviation=min_deviation,
-                           device_type=device_type, timeout_s=timeout)
+                           link_min_deviation=link_min_deviation, device_type=device_type, timeout_s=timeout)
     if external:
         if nproc is not None:
             raise BringupError("--nproc starts local ranks, but this process is already one rank of a torchrun/env:// "
@@ -202,10 +206,10 @@ def command(
     finish(result, out, options, json_out)
 
 
-def finish(result: FleetResult, out: Path, options: Any, json_out: bool) -> None:
+def finish(result: FleetResult, out: Path, options: FleetOptions, json_out: bool) -> None:
     from bringup.probes.fleet.result import judge, write_result
 
-    judge(result, options.mad_k, options.min_deviation)
+    judge(result, options.mad_k, options.min_deviation, options.link_min_deviation)
     fleet_file = write_result(result, out)
     if json_out:
         print_json({"fleet": str(fleet_file), **result.to_dict()})

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from tests.runner.hf_fixtures import save_tokenizer
+from tests.runner.hf_fixtures import random_model, save_tokenizer
 
 VOCAB = 331
 # hidden 72 and 6 heads everywhere; head_dim 16 (not 72 / 6) where the family allows it
@@ -46,18 +46,8 @@ def make_family_model(path: Path, family: str, window: int | None = 8, seed: int
                       **extra: Any) -> torch.nn.Module:
     """Build, randomise (wide enough that greedy has no near-ties), save with save_pretrained (safetensors) and
     return the eager-attention transformers model."""
-    from transformers import AutoModelForCausalLM
-
     config = family_config(family, window, **extra)
-    config._attn_implementation = "eager"
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.copy_((0.0 if family == "gemma2" else 1.0) + 0.1 * torch.randn_like(p))  # Gemma scales by 1 + w
-            else:
-                p.normal_(0.0, std)
+    model = random_model(config, seed=seed, std=std, norm_centre=0.0 if family == "gemma2" else 1.0)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path, safe_serialization=True)
     save_tokenizer(path, VOCAB)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -44,17 +45,27 @@ def make_hf_model(path: Path, arch: str = "llama", *, rope_llama3: bool = False,
         config, cls = LlamaConfig(**kw), LlamaForCausalLM
     else:
         config, cls = Qwen2Config(**kw), Qwen2ForCausalLM
-    config._attn_implementation = "eager"
-    torch.manual_seed(seed)
-    model = cls(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            else:
-                p.normal_(0.0, std)
+    model = random_model(config, cls, seed, std)
     path.mkdir(parents=True, exist_ok=True)
     extra = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
     model.save_pretrained(path, safe_serialization=True, **extra)
     save_tokenizer(path, vocab)
+    return model
+
+
+def random_model(config: Any, cls: type | None = None, seed: int = 0, std: float = 0.15,
+                 norm_centre: float = 1.0) -> torch.nn.Module:
+    """An eager-attention transformers model of `config` with weights drawn wide enough that greedy decoding and
+    routing have no near-ties; norm weights around `norm_centre` (0 for Gemma, whose norms scale by 1 + w)."""
+    from transformers import AutoModelForCausalLM
+
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = (cls(config) if cls is not None else AutoModelForCausalLM.from_config(config)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(norm_centre + 0.1 * torch.randn_like(p))
+            else:
+                p.normal_(0.0, std)
     return model

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tests.runner.hf_fixtures import save_tokenizer
+from tests.runner.hf_fixtures import random_model, save_tokenizer
 
 VOCAB = 331
 SIZES = dict(vocab_size=VOCAB, hidden_size=72, num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2,
@@ -37,17 +37,8 @@ def make_hf_moe_model(path: Path, config: Any, seed: int = 0, std: float = 0.15,
                       zero_router_layers: tuple[int, ...] = ()) -> torch.nn.Module:
     """Build, randomise (wide enough that greedy and routing have no near-ties) and save a model directory.
     The routers of `zero_router_layers` are all zeros: every expert ties for every token."""
-    from transformers import AutoModelForCausalLM
-
-    config._attn_implementation = "eager"
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config).eval()
+    model = random_model(config, seed=seed, std=std)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            else:
-                p.normal_(0.0, std)
         for i in zero_router_layers:
             model.model.layers[i].mlp.gate.weight.zero_()
     path.mkdir(parents=True, exist_ok=True)

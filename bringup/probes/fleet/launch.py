@@ -93,7 +93,8 @@ def _from_files(outcome: LaunchOutcome, options: FleetOptions, host: str) -> lis
 
 
 def _recorded(options: FleetOptions) -> dict:
-    return {"mad_k": options.mad_k, "min_deviation": options.min_deviation, "ops": options.ops,
+    return {"mad_k": options.mad_k, "min_deviation": options.min_deviation,
+            "link_min_deviation": options.link_min_deviation, "ops": options.ops,
             "selftest_steps": options.selftest_steps, "link_bytes": options.link_bytes,
             "device_type": options.device_type}
 

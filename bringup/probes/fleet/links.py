@@ -14,7 +14,7 @@ import torch.distributed as dist
 
 from bringup.probes.collectives.execute import RankSetup
 
-REPS = 20
+REPS = 40
 WARMUP = 1
 
 
@@ -28,8 +28,8 @@ def ping_pong(setup: RankSetup, sender: int, receiver: int, nbytes: int) -> floa
         return None
     buffer = torch.zeros(max(1, nbytes // 4), dtype=torch.float32, device=setup.device)
     peer = receiver if setup.rank == sender else sender
-    times = []
-    for repetition in range(WARMUP + REPS):
+    times: list[float] = []
+    for repetition in range(1, WARMUP + REPS + 1):  # a count both ends know (a clock could stop them apart)
         setup.synchronize()
         start = time.perf_counter()
         if setup.rank == sender:
@@ -39,7 +39,7 @@ def ping_pong(setup: RankSetup, sender: int, receiver: int, nbytes: int) -> floa
             dist.recv(buffer, peer)
             dist.send(buffer, peer)
         setup.synchronize()
-        if repetition >= WARMUP:
+        if repetition > WARMUP:
             times.append(time.perf_counter() - start)
     if setup.rank != sender:
         return None

@@ -15,6 +15,9 @@ QUICK_PROBE_GROUPS = ("dtypes", "attention")
 SELFTEST_STEPS = 4
 MAD_K = 3.5            # modified z-score cut of Iglewicz & Hoaglin: |x - median| > 3.5 x 1.4826 x MAD
 MIN_DEVIATION = 0.10   # and at least this share of the median, so a fleet of near-identical ranks flags no one
+# links carry other traffic and scheduling noise that a device does not: a link is named when it falls 40 % below
+# the fleet's (a link at half bandwidth is); 4 CPU ranks on 2 cores put clean loopback links up to 0.67x apart
+LINK_MIN_DEVIATION = 0.40
 
 
 @dataclass
@@ -26,6 +29,7 @@ class FleetOptions:
     link_bytes: int = 4 * 1024 * 1024
     mad_k: float = MAD_K
     min_deviation: float = MIN_DEVIATION
+    link_min_deviation: float = LINK_MIN_DEVIATION
     device_type: str = "cpu"
     timeout_s: float = 600.0
 

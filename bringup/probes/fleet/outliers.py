@@ -142,7 +142,7 @@ def _selftest(summary: RankSummary) -> dict[str, str]:
     return {"selftest": summary.selftest} if summary.selftest else {}
 
 
-def find_outliers(ranks: list[RankSummary], k: float, min_deviation: float
+def find_outliers(ranks: list[RankSummary], k: float, min_deviation: float, link_min_deviation: float | None = None
                   ) -> tuple[list[Outlier], dict[str, Threshold]]:
     """Every outlier among the ranks, and the thresholds the figures were judged by."""
     bench = figure_thresholds(ranks, lambda r: r.figures, k, min_deviation)
@@ -150,7 +150,8 @@ def find_outliers(ranks: list[RankSummary], k: float, min_deviation: float
     per_link: dict[str, Threshold] = {}
     link_values = [v for r in ranks for v in r.links.values()]
     if len(link_values) >= 3:  # every link is a sample of the same figure: one threshold over all of them
-        links["link GB/s"] = mad_threshold("link GB/s", link_values, k, min_deviation)
+        floor = min_deviation if link_min_deviation is None else link_min_deviation
+        links["link GB/s"] = mad_threshold("link GB/s", link_values, k, floor)
         per_link = {name: links["link GB/s"] for r in ranks for name in r.links}
     outliers = [
         *_figure_outliers(ranks, "bench", lambda r: r.figures, bench, low_only=True),

@@ -65,9 +65,10 @@ class FleetResult:
                    pids={int(k): int(v) for k, v in data.get("pids", {}).items()})
 
 
-def judge(result: FleetResult, k: float, min_deviation: float) -> FleetResult:
+def judge(result: FleetResult, k: float, min_deviation: float, link_min_deviation: float | None = None
+          ) -> FleetResult:
     """Fill in the outliers and thresholds; a rank that died or hung is an outlier of kind `fault`."""
-    outliers, thresholds = find_outliers(result.ranks, k, min_deviation)
+    outliers, thresholds = find_outliers(result.ranks, k, min_deviation, link_min_deviation)
     for fault in result.faults:
         if fault.culprit and fault.rank is not None:
             where = f" (stage {fault.stage})" if fault.stage else ""

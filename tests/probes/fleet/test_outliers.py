@@ -59,6 +59,18 @@ def test_a_slow_link_is_named_on_its_sending_rank():
     assert "2->3 5 vs fleet median 19.75" in outliers[0].detail and "link GB/s" in thresholds
 
 
+def test_links_have_their_own_floor_a_half_bandwidth_link_is_named_and_noise_is_not():
+    def fleet(slow: float) -> list[RankSummary]:
+        return [rank(0, links={"0->1": 7.3}), rank(1, links={"1->2": 7.5}), rank(2, links={"2->3": slow}),
+                rank(3, links={"3->0": 7.4})]
+
+    noisy, thresholds = find_outliers(fleet(4.9), k=3.5, min_deviation=0.10, link_min_deviation=0.40)
+    assert noisy == [] and "40% of median" in thresholds["link GB/s"].rule
+    assert [o.rank for o in find_outliers(fleet(4.9), k=3.5, min_deviation=0.10)[0]] == [2]  # the bench floor
+    half, _ = find_outliers(fleet(3.6), k=3.5, min_deviation=0.10, link_min_deviation=0.40)
+    assert [(o.rank, o.kind) for o in half] == [(2, "link")]
+
+
 def test_an_op_verdict_that_differs_from_the_majority_is_named():
     ops = [{"softmax[float32] a": "pass", "silu[float32] b": "pass"}] * 3 + [
         {"softmax[float32] a": "fail", "silu[float32] b": "pass"}]
