@@ -168,3 +168,5 @@ def test_the_plan_line_names_each_setting_once():
     rows = [("dtype", "bfloat16", ""), ("compiled", "compiled (inductor)", ""), ("weight_layout", "panels", "")]
     assert plan_line(rows) == "dtype bfloat16 · compiled (inductor) · weights panels"
     assert plan_line([("compiled", "eager", "")]) == "eager"
+    assert plan_line([("dtype", "float32", ""), ("experts", "none", "")]) == "dtype float32"  # a dense model
+    assert plan_line([("experts", "grouped", "")]) == "experts grouped"

@@ -16,7 +16,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from bringup.errors import BringupError
+from bringup.errors import BringupError, StrictFallbackError
+from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model import chat_template as ours
 from bringup.runner.model.chat_template import ChatTemplate, ChatTemplateError, render_chat
 from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
@@ -329,6 +330,21 @@ def test_missing_template_falls_back_with_one_warning(tmp_path, caplog):
         assert tok.apply_chat_template(messages) == "user: hi\nassistant:"
         tok.apply_chat_template(messages)
     assert sum("has no chat template" in r.message for r in caplog.records) == 1
+
+
+def test_missing_template_is_a_counted_fallback_and_refused_under_strict(tmp_path):
+    path = write_tokenizer_dir(tmp_path / "none", FAMILIES["phi3"], None)
+    messages = [{"role": "user", "content": "hi"}]
+    tok = HFTokenizer(path)
+    tok.fallbacks = FallbackRecorder()
+    tok.apply_chat_template(messages)
+    tok.encode_chat(messages)
+    (event,) = tok.fallbacks.events
+    assert (event.level, event.what, event.instead) == ("op", "chat template", "a plain 'role: content' template")
+    strict = HFTokenizer(path)
+    strict.fallbacks = FallbackRecorder(strict=True)
+    with pytest.raises(StrictFallbackError, match="chat template"):
+        strict.apply_chat_template(messages)
 
 
 def test_bad_template_config_is_one_line(tmp_path):

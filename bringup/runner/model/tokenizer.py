@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BringupError
+from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.runner.engine.sampling_params import SamplingParams, is_integer, is_number
 from bringup.runner.model.chat_template import (
@@ -47,6 +48,7 @@ class ByteTokenizer:
         self.offset = len(self.SPECIALS)
         self.vocab_size = self.offset + 256
         self.bos_token_id, self.eos_token_ids = 0, [1]
+        self.fallbacks: FallbackRecorder | None = None  # unused: the built-in template is always there
         self.generation_defaults: dict[str, Any] = {}
         self._split = re.compile("(" + "|".join(re.escape(s) for s in self.SPECIALS) + ")")
 
@@ -121,6 +123,7 @@ class HFTokenizer:
         self.chat_templates = load_chat_templates(model_dir, cfg.get("chat_template"), config_path)
         self.template_variables = special_token_variables(cfg)
         self._warned_no_template = False
+        self.fallbacks: FallbackRecorder | None = None  # the engine's, so the template fallback is counted
         self.generation_defaults = _generation_defaults(gen, gen_path)
 
     def _id(self, token: str | None) -> int | None:
@@ -144,12 +147,19 @@ class HFTokenizer:
         template = pick_template(self.chat_templates, tools, str(self.model_dir))
         if template is None:
             if not self._warned_no_template:
-                log.warning("%s has no chat template (tokenizer_config.json or chat_template.jinja); using a plain "
-                            "'role: content' template", self.model_dir)
-                self._warned_no_template = True
+                self._fall_back_to_plain_template()
             template = FALLBACK_CHAT_TEMPLATE
         return render_chat(template, messages, add_generation_prompt=add_generation_prompt, tools=tools,
                            documents=documents, variables={**self.template_variables, **(template_kwargs or {})})
+
+    def _fall_back_to_plain_template(self) -> None:
+        why = f"{self.model_dir} has no chat template (tokenizer_config.json or chat_template.jinja)"
+        if self.fallbacks is None:
+            log.warning("%s; using a plain 'role: content' template", why)
+        else:  # WARNING and counted; --strict refuses it
+            self.fallbacks.record("op", "chat template", wanted="the model's chat template",
+                                  instead="a plain 'role: content' template", why=why)
+        self._warned_no_template = True
 
     def encode_chat(self, messages: list[dict], *, add_generation_prompt: bool = True,
                     tools: list[dict] | None = None, documents: list[dict] | None = None,

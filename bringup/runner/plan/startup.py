@@ -61,6 +61,7 @@ def start_engine(cls: type[LLMEngine], options: EngineOptions) -> LLMEngine:
         safetensors_files(Path(options.model_dir))  # refuse pickle-only or weightless dirs before anything else
     tokenizer = ByteTokenizer() if options.model_dir is None else HFTokenizer(Path(options.model_dir),
                                                                               config.eos_token_ids)
+    tokenizer.fallbacks = recorder
     if options.model_dir is not None:  # checked completely before anything is timed or loaded
         model_dir = Path(options.model_dir)
         check_model_dir(model_dir, config, safetensors_files(model_dir), options.force)
