@@ -107,7 +107,7 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     the earlier ones decided (a compiled forward that lost is off while the others are timed); with `sweep`,
     decode steps by batch size. The executor is left running what the timings decided."""
     model = executor.model
-    context = max(1, min(CONTEXT, plan.max_model_len.value - STEPS - 2))
+    context = sweep_context(plan)
     step = DecodeSteps(executor, context)
     candidates: dict[str, tuple[float, float]] = {}
     skipped: dict[str, str] = {}
@@ -171,6 +171,15 @@ def apply_confirmed(executor: Executor, plan: ExecutionPlan) -> None:
         model.use_layout(WeightLayout(OUT_IN, OUT_IN, 0))
     else:
         model.use_layout(model.layout)  # frees a plain copy made only for the check
+
+
+def sweep_room(plan: ExecutionPlan) -> tuple[int, int]:
+    """(sequences, tokens each) the batch sweep may use: MAX_BATCH sequences of its decode context."""
+    return MAX_BATCH, sweep_context(plan) + STEPS + 2
+
+
+def sweep_context(plan: ExecutionPlan) -> int:
+    return max(1, min(CONTEXT, plan.max_model_len.value - STEPS - 2))
 
 
 def sweep_batches(step: DecodeSteps, plan: ExecutionPlan) -> dict[int, float]:

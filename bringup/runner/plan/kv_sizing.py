@@ -24,11 +24,18 @@ def activation_estimate(config: ModelConfig, tokens: int, context: int, dtype: t
 
 
 def size_kv_cache(config: ModelConfig, dtype: torch.dtype, block_size: int, max_num_seqs: int,
-                  max_model_len: int, max_tokens: int, free_bytes: int | None, weight_bytes: int) -> Choice:
+                  max_model_len: int, max_tokens: int, free_bytes: int | None, weight_bytes: int,
+                  sweep: tuple[int, int] | None = None) -> Choice:
+    """Blocks for max_num_seqs sequences of max_model_len tokens — or, with `sweep` = (sequences, tokens each),
+    for the start-up batch sweep when that needs more, so the batch limit it measures is not capped by the
+    default limit the cache was sized for — capped by free memory."""
     per_block = bytes_per_block(config, block_size, dtype)
     per_seq = -(-max_model_len // block_size)
     useful = max_num_seqs * per_seq
     why = f"{max_num_seqs} seqs × {max_model_len} tokens = {useful} blocks of {per_block} B"
+    if sweep is not None and sweep[0] * -(-sweep[1] // block_size) > useful:
+        useful = sweep[0] * -(-sweep[1] // block_size)
+        why = f"room for the batch sweep: {sweep[0]} seqs × {sweep[1]} tokens = {useful} blocks of {per_block} B"
     if free_bytes is None:
         return Choice(useful, f"{why}; free memory unknown, not capped (weights {weight_bytes / 2**20:.0f} MiB)")
     activations = activation_estimate(config, max_tokens, max_model_len, dtype)

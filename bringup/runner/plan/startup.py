@@ -25,7 +25,7 @@ from bringup.runner.model.kv_cache import allocate_kv_cache
 from bringup.runner.model.loader import load_model, read_config, safetensors_files
 from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
 from bringup.runner.model.validate import check_model_dir
-from bringup.runner.plan.confirm import apply_confirmed, confirm_plan, measure_decode
+from bringup.runner.plan.confirm import apply_confirmed, confirm_plan, measure_decode, sweep_room
 from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.layout import IN_OUT, OUT_IN, choose_layout
 from bringup.runner.plan.measurements import StartupMeasurements, measure
@@ -115,13 +115,14 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
         model = load_model(Path(options.model_dir), config, dtype, device, layout, checked=True)
         name = Path(options.model_dir).resolve().name
     free = _free_after_weights(device, options.measurements, model.weight_bytes())
+    seqs_requested = options.max_num_seqs is not None
+    sweep = None if seqs_requested or options.measurements else sweep_room(plan)
     plan = replace(plan, kv_blocks=size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
                                                  plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
-                                                 model.weight_bytes()))
+                                                 model.weight_bytes(), sweep))
     allocate_kv_cache(model, plan.kv_blocks.value, plan.block_size)
     executor = Executor(model, plan, recorder)
     executor.warm_up()
-    seqs_requested = options.max_num_seqs is not None
     timings = measured.decode if options.measurements else measure_decode(executor, plan, free, not seqs_requested)
     plan = confirm_plan(plan, timings, seqs_requested)
     apply_confirmed(executor, plan)
