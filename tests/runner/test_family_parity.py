@@ -12,11 +12,11 @@ import torch
 from bringup.errors import BringupError
 from bringup.runner.engine.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.loader import read_config
 from bringup.runner.plan.plan import SOFTCAP_OPS, WINDOW_OPS, model_ops
 from tests.runner.hf_dense_fixtures import make_family_model, reload_without_window
+from tests.runner.parity_check import assert_matches_transformers
 from tests.runner.stated import stated
 
 FAMILIES = ("qwen3", "phi3", "gemma2")
@@ -34,16 +34,7 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, family):
     hf = make_family_model(tmp_path, family)
     hf.generation_config.eos_token_id = None
     engine = _engine(tmp_path)
-    with torch.no_grad():
-        ref_logits = hf(torch.tensor([PROMPT])).logits[0]
-        ref_tokens = hf.generate(torch.tensor([PROMPT]), max_new_tokens=32, do_sample=False,
-                                 pad_token_id=0)[0, len(PROMPT):].tolist()
-    ours = engine.executor.run_chunks([SeqChunk(PROMPT, 0, [0, 1, 2])], all_positions=True).cpu()
-    err = (ours - ref_logits).abs().max().item()
-    assert err <= 1e-4, f"max abs logits error {err}"
-
-    out = engine.generate([PROMPT], SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True))[0]
-    assert out.token_ids == ref_tokens
+    assert_matches_transformers(engine, hf, PROMPT)
     assert engine.stats()["kv_blocks_used"] == 0
 
 

@@ -7,9 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bringup.runner.engine.batch_inputs import SeqChunk
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.model.checkpoint import CheckpointReader, layer_prefix
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.moe import DENSE, EXPERT_PATHS, GROUPED, SparseMoE, route, sparse_blocks
@@ -21,6 +19,7 @@ from tests.runner.hf_moe_fixtures import (
     qwen3_moe_config,
     write_profile,
 )
+from tests.runner.parity_check import assert_matches_transformers
 from tests.runner.stated import stated
 
 FAMILIES = {
@@ -160,21 +159,11 @@ def test_model_logits_and_greedy_tokens_match_transformers(tmp_path, model, path
     assert engine.plan.experts.value == path, engine.plan.experts.evidence
     assert {block.path for block in sparse_blocks(engine.executor.model)} == {path}
     prompt = torch.randint(2, 320, (40,), generator=torch.Generator().manual_seed(7)).tolist()
-
-    with torch.no_grad():
-        ref_logits = hf(torch.tensor([prompt])).logits[0]
-        ref_tokens = hf.generate(torch.tensor([prompt]), max_new_tokens=32, do_sample=False,
-                                 pad_token_id=0)[0, len(prompt):].tolist()
-    got = engine.executor.run_chunks([SeqChunk(prompt, 0, [0, 1, 2])], all_positions=True).cpu()
-    err = (got - ref_logits).abs().max().item()
-    assert err <= 1e-4, f"max abs logits error {err}"
+    ref_logits = assert_matches_transformers(engine, hf, prompt)
     window = hf.config.sliding_window
     if window:  # the window matters: without it transformers computes other logits
         hf.config.sliding_window = None
         with torch.no_grad():
             assert (hf(torch.tensor([prompt])).logits[0] - ref_logits).abs().max().item() > 1e-2
         hf.config.sliding_window = window
-
-    out = engine.generate([prompt], SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True))[0]
-    assert out.token_ids == ref_tokens
     assert engine.fallbacks.counts["op"] == 0

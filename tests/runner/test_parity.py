@@ -7,9 +7,9 @@ import torch
 
 from bringup.runner.engine.batch_inputs import SeqChunk
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.host_compiler import compiler
+from tests.runner.parity_check import assert_matches_transformers
 
 CASES = {
     "llama-llama3-rope-untied": dict(arch="llama", rope_llama3=True, tied=False),
@@ -27,17 +27,7 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, case):
     engine = LLMEngine.create(EngineOptions(model_dir=tmp_path, device="cpu", max_model_len=128,
                                             max_num_seqs=2, profile_path=tmp_path / "absent.yaml"))
     prompt = torch.randint(2, 320, (40,), generator=torch.Generator().manual_seed(7)).tolist()
-
-    with torch.no_grad():
-        ref_logits = hf(torch.tensor([prompt])).logits[0]
-        ref_tokens = hf.generate(torch.tensor([prompt]), max_new_tokens=32, do_sample=False,
-                                 pad_token_id=0)[0, len(prompt):].tolist()
-    ours = engine.executor.run_chunks([SeqChunk(prompt, 0, [0, 1, 2])], all_positions=True).cpu()
-    err = (ours - ref_logits).abs().max().item()
-    assert err <= 1e-4, f"max abs logits error {err}"
-
-    out = engine.generate([prompt], SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True))[0]
-    assert out.token_ids == ref_tokens
+    assert_matches_transformers(engine, hf, prompt)
     assert engine.stats()["kv_blocks_used"] == 0
 
 
