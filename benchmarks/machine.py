@@ -100,7 +100,7 @@ def plan_facts(plan: dict[str, Any]) -> dict[str, Any]:
         return choice.get("value") if isinstance(choice, dict) else None
 
     return {"dtype": value("dtype"), "weight_layout": value("weight_layout"), "attention": value("attention"),
-            "compiled": value("compiled")}
+            "compiled": value("compiled"), "decode_layers": value("decode_layers")}
 
 
 def plan_line(facts: dict[str, Any]) -> str:
@@ -108,4 +108,4 @@ def plan_line(facts: dict[str, Any]) -> str:
     attention_text = " > ".join(attention) if isinstance(attention, list) else str(attention)
     compiled = f"compiled ({facts['compiled']})" if facts["compiled"] else "eager"
     return (f"plan:    dtype {facts['dtype']}, weight layout {facts['weight_layout']}, "
-            f"attention {attention_text}, {compiled}")
+            f"attention {attention_text}, {compiled}, decode layers {facts.get('decode_layers')}")

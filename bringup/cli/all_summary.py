@@ -91,5 +91,5 @@ def plan_line(rows: list[tuple[str, str, str]]) -> str:
         short = SHORT_SETTING.get(setting, setting)
         return value if value.startswith(short) or value == "eager" else f"{short} {value}"  # "compiled (inductor)"
 
-    return " · ".join(shown(setting, value) for setting, value, _ in rows
-                      if not (setting == "experts" and value == "none"))  # a dense model: nothing to say
+    defaults = {("experts", "none"), ("decode_layers", "modules")}  # a dense model, the plain path: nothing to say
+    return " · ".join(shown(setting, value) for setting, value, _ in rows if (setting, value) not in defaults)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from bringup.errors import StrictFallbackError, exception_line
@@ -15,6 +17,9 @@ from bringup.runner.model.linear_kinds import OUT_IN
 from bringup.runner.model.linear_kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
 from bringup.runner.model.moe import DENSE, EXPERT_PATHS, GROUPED, GroupedPathError, use_expert_path
 from bringup.runner.plan.plan import ExecutionPlan
+
+if TYPE_CHECKING:
+    from bringup.runner.host.decode_layers import FusedDecode
 
 log = get_logger("runner.executor")
 # graphs one compiled forward may hold (decode with and without a padding mask, one-row and larger batches, each
@@ -38,6 +43,7 @@ class Executor:
         self.compiled = None
         if plan.compiled.value:
             self.compiled = torch.compile(model.forward, backend=plan.compiled.value, dynamic=True)
+        self.fused: FusedDecode | None = None  # every layer of a decode step in one call (set by start-up)
 
     @property
     def attention_in_use(self) -> str:
@@ -85,6 +91,7 @@ class Executor:
                 if HOST_KIND not in m.layout.kinds:
                     raise
                 self.recorder.record("op", "linear", wanted=HOST_KIND, instead=OUT_IN, why=exception_line(exc))
+                self.fused = None  # it reads the panels
                 m.replace_kind(HOST_KIND, OUT_IN)
                 return self._logits(inputs, all_positions)  # rewrites the same K/V into the same slots
 
@@ -95,8 +102,18 @@ class Executor:
         return self.model.logits(hidden)
 
     def _forward(self, inputs: BatchInputs) -> torch.Tensor:
-        """The compiled forward for decode steps (one query per sequence: few shapes, launch-bound), the eager
-        forward for prefill (many tokens, GEMM-bound), so the compiled graph does not recompile per prompt."""
+        """The fused decode layers or the compiled forward for decode steps (one query per sequence: few shapes,
+        launch-bound), the eager forward for prefill (many tokens, GEMM-bound), so the compiled graph does not
+        recompile per prompt."""
+        if self.fused is not None and is_decode(inputs) and self.fused.serves(inputs.input_ids.shape[0]):
+            try:
+                return self.fused.hidden(inputs.input_ids, inputs.positions, inputs.meta)
+            except StrictFallbackError:
+                raise
+            except Exception as exc:
+                self.recorder.record("op", "decode layers", wanted="fused host kernel", instead="the model's modules",
+                                     why=exception_line(exc))
+                self.fused = None  # the modules rewrite the same K/V into the same slots
         if self.compiled is not None and is_decode(inputs):
             try:
                 with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT, fail_on_recompile_limit_hit=True):

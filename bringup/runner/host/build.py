@@ -1,9 +1,10 @@
 """Build bringup's own host (CPU) kernels once with the system C++ compiler and load them with ctypes.
 
-Each library is compiled with `-O3 -march=native -fopenmp` into a per-user cache keyed by the source, the
-compiler, the flags and the CPU, so a rebuild happens only when one of those changes. The build goes to a
-temporary file renamed into place, so a concurrent or interrupted build never leaves a partial library.
-torch is imported first, so the kernels join torch's OpenMP runtime (the same `libgomp.so.1`).
+Each library is compiled with `-O3 -march=native -fopenmp` into a per-user cache keyed by the source (and the
+shared headers beside it), the compiler, the flags and the CPU, so a rebuild happens only when one of those
+changes. The build goes to a temporary file renamed into place, so a concurrent or interrupted build never
+leaves a partial library. torch is imported first, so the kernels join torch's OpenMP runtime (the same
+`libgomp.so.1`).
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def load(source_name: str) -> ctypes.CDLL:
     source = KERNELS / source_name
     compiler = _compiler()
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-    key = hashlib.sha256("\n".join([source.read_text(), compiler, version, *FLAGS, _cpu_signature()])
+    headers = [h.read_text() for h in sorted(KERNELS.glob("*.h"))]  # what the sources may include
+    key = hashlib.sha256("\n".join([source.read_text(), *headers, compiler, version, *FLAGS, _cpu_signature()])
                          .encode()).hexdigest()[:16]
     target = cache_dir() / f"{source.stem}-{key}.so"
     if not target.exists():

@@ -3,11 +3,11 @@
 The profile's evidence was measured on other shapes or another model (bench e2e runs the built-in 2.5M
 model), and a choice that pays off there can lose on the served model: a compiled decode 1.20x faster on
 the built-in model made a 125M Llama ten times slower. So each candidate of the draft plan — the compiled
-forward, the paged decode kernel, a weight layout other than F.linear's, the grouped expert path — is timed
-against its plain alternative (eager, gather + attention, F.linear, every expert on every token) over the same
-decode steps of the served model, and kept only when it takes under MARGIN of the plain path's time. The batch
-limit is the knee of decode tokens/s against batch size. Every timing is bounded by a step count and a time
-budget.
+forward, the paged decode kernel, a weight layout other than F.linear's, the grouped expert path, the fused
+decode layers — is timed against its plain alternative (eager, gather + attention, F.linear, every expert on
+every token, the modules as the earlier choices left them) over the same decode steps of the served model, and
+kept only when it takes under MARGIN of the plain path's time. The batch limit is the knee of decode tokens/s
+against batch size. Every timing is bounded by a step count and a time budget.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from bringup.runner.engine.executor import Executor
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import CONVERTIBLE, OUT_IN
 from bringup.runner.model.moe import DENSE, GROUPED, sparse_blocks, use_expert_path
-from bringup.runner.plan.plan import Choice, ExecutionPlan
+from bringup.runner.plan.plan import FUSED, MODULES, Choice, ExecutionPlan
 
 log = get_logger("runner.confirm")
 
@@ -38,8 +38,9 @@ KNEE_GAIN = 1.15  # doubling the batch is worth it while decode tokens/s grows b
 MAX_BATCH = 256
 SWEEP_BUDGET_S = 3.0
 
-COMPILED, PAGED, LAYOUT, EXPERTS = "compiled", "paged_decode", "weight_layout", "experts"
-PLAN_FIELD = {COMPILED: "compiled", PAGED: "attention", LAYOUT: "weight_layout", EXPERTS: "experts"}
+COMPILED, PAGED, LAYOUT, EXPERTS, FUSED_LAYERS = "compiled", "paged_decode", "weight_layout", "experts", "fused"
+PLAN_FIELD = {COMPILED: "compiled", PAGED: "attention", LAYOUT: "weight_layout", EXPERTS: "experts",
+              FUSED_LAYERS: "decode_layers"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ def confirm_plan(draft: ExecutionPlan, timings: DecodeTimings | None, seqs_reque
     for name, why in timings.skipped.items():
         choice = getattr(plan, PLAN_FIELD[name])
         note = Choice(choice.value, f"{choice.evidence}; not confirmed on this model: {why}")
+        if name == FUSED_LAYERS:  # a hand-written kernel is used only where it measured faster
+            note = Choice(MODULES, f"the model's modules: fused decode layers not timed on this model: {why}")
         plan = replace(plan, **{PLAN_FIELD[name]: note})
     if timings.by_batch and not seqs_requested:
         plan = replace(plan, max_num_seqs=knee(timings.by_batch))
@@ -82,6 +85,8 @@ def _decide(name: str, choice: Choice, keep: bool, verdict: str) -> Choice:
         return Choice([n for n in choice.value if n != PAGED], f"{PAGED} {verdict}; {choice.evidence}")
     if name == EXPERTS:
         return Choice(DENSE, f"dense: {choice.value} {verdict}; profile said: {choice.evidence}")
+    if name == FUSED_LAYERS:
+        return Choice(MODULES, f"the model's modules: fused decode layers {verdict}; {choice.evidence}")
     return Choice(OUT_IN, f"out_in (F.linear): {choice.value} {verdict}; start-up timing said: {choice.evidence}")
 
 
@@ -111,6 +116,7 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     step = DecodeSteps(executor, context)
     candidates: dict[str, tuple[float, float]] = {}
     skipped: dict[str, str] = {}
+    fused, executor.fused = executor.fused, None  # off while the paths it would replace are timed
     for name, owner, attribute in ((COMPILED, executor, "compiled"), (PAGED, model, "decode_attend")):
         if getattr(owner, attribute) is not None:
             candidates[name] = _switched_off_and_on(step, owner, attribute)
@@ -129,6 +135,13 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
             candidates[LAYOUT] = alternated(step, lambda on: setattr(model, "layout", layout if on else plain))
             executor.compiled = compiled
             model.use_layout(layout if kept(*candidates[LAYOUT]) else plain)
+    if fused is not None:
+        executor.fused = fused
+        if fused.serves(1):
+            candidates[FUSED_LAYERS] = _switched_off_and_on(step, executor, "fused")
+        else:
+            skipped[FUSED_LAYERS] = f"decode steps read {model.layout.small} weights after the layout check, not panels"
+            executor.fused = None
     by_batch = sweep_batches(step, plan) if sweep else {}
     how = (f"best of {ROUNDS} medians of up to {STEPS} decode steps each, the two sides timed in turn, from "
            f"{context} tokens of context, batch 1; weight layouts on the eager forward")
@@ -163,6 +176,8 @@ def apply_confirmed(executor: Executor, plan: ExecutionPlan) -> None:
     model = executor.model
     if plan.compiled.value is None:
         executor.compiled = None
+    if plan.decode_layers.value != FUSED:
+        executor.fused = None
     if PAGED not in plan.attention.value:
         model.decode_attend = None
     if plan.experts.value == DENSE and sparse_blocks(model):

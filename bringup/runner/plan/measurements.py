@@ -24,6 +24,7 @@ class StartupMeasurements:
     paged_decode: tuple[bool, str]  # use the paged decode kernel for decode steps, and the evidence either way
     free_bytes: int | None  # free device memory before the weights are loaded (None: the backend cannot say)
     decode: DecodeTimings | None = None  # decode steps of the served model (timed after loading unless given)
+    fused_decode: bool = False  # try the fused decode layers (checked on the model after loading, then timed)
 
 
 def measure(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> StartupMeasurements:
@@ -32,4 +33,5 @@ def measure(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> St
         layouts=measure_layouts(dtype, device, config, free),
         paged_decode=paged_decode.verdict(device, dtype, config.num_heads, config.num_kv_heads, config.head_dim),
         free_bytes=free,
+        fused_decode=True,
     )

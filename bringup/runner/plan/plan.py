@@ -43,6 +43,8 @@ DEFAULT_MAX_NUM_SEQS = 16
 BLOCK_SIZE = 16
 # a step of this many tokens already keeps a GEMM efficient; larger steps only stall the running decodes
 STEP_TOKENS_FOR_SEVERAL_PROMPTS = 2048
+# a decode step's layers: the model's modules, or every layer in one host-kernel call (host/decode_layers.py)
+MODULES, FUSED = "modules", "fused"
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class ExecutionPlan:
     max_num_batched_tokens: Choice
     weight_layout: Choice = field(default_factory=lambda: Choice("out_in", "not decided yet"))
     experts: Choice = field(default_factory=lambda: Choice("none", "no experts in this model"))
+    decode_layers: Choice = field(default_factory=lambda: Choice(MODULES, "not decided yet"))
     kv_blocks: Choice = field(default_factory=lambda: Choice(0, "not sized yet"))
     block_size: int = BLOCK_SIZE
     warnings: list[str] = field(default_factory=list)
@@ -74,8 +77,8 @@ class ExecutionPlan:
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(setting, value, evidence) for the start-up table."""
-        names = ["dtype", "attention", "compiled", "experts", "weight_layout", "kv_blocks", "max_model_len",
-                 "max_num_seqs", "max_num_batched_tokens"]
+        names = ["dtype", "attention", "compiled", "decode_layers", "experts", "weight_layout", "kv_blocks",
+                 "max_model_len", "max_num_seqs", "max_num_batched_tokens"]
         rows = []
         for name in names:
             choice: Choice = getattr(self, name)

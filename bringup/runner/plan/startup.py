@@ -1,4 +1,5 @@
-"""Engine start-up: device → profile → plan → weights → KV cache → warm-up, with the global fallback."""
+"""Engine start-up: device → profile → plan → weights → KV cache → warm-up → decode steps timed on the served
+model → the plan frozen, with the global fallback."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from bringup.log import get_logger
 from bringup.profiles.schema import DeviceSection, Profile
 from bringup.profiles.store import default_profile_path, load_profile, same_device
 from bringup.runner.engine.executor import Executor
+from bringup.runner.host.decode_layers import choose_decode_layers
 from bringup.runner.host.paged_decode import with_paged_decode
 from bringup.runner.model.attention import PAGED_DECODE
 from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
@@ -29,7 +31,7 @@ from bringup.runner.plan.confirm import apply_confirmed, confirm_plan, measure_d
 from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.layout import IN_OUT, OUT_IN, choose_layout
 from bringup.runner.plan.measurements import StartupMeasurements, measure
-from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, build_plan
+from bringup.runner.plan.plan import MODULES, Choice, ExecutionPlan, attention_limits, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 
 if TYPE_CHECKING:
@@ -123,6 +125,12 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     allocate_kv_cache(model, plan.kv_blocks.value, plan.block_size)
     executor = Executor(model, plan, recorder)
     executor.warm_up()
+    if measured.fused_decode:
+        executor.fused, decode_layers = choose_decode_layers(model, plan.block_size, plan.max_model_len.value,
+                                                             plan.kv_blocks.value)
+    else:
+        decode_layers = Choice(MODULES, "the model's modules: fused decode layers not tried (given as data)")
+    plan = replace(plan, decode_layers=decode_layers)
     timings = measured.decode if options.measurements else measure_decode(executor, plan, free, not seqs_requested)
     plan = confirm_plan(plan, timings, seqs_requested)
     apply_confirmed(executor, plan)

@@ -1,110 +1,17 @@
-// y[m, n] = x[m, k] @ W^T + b for a few rows (decode steps), host memory, float32 or bfloat16.
+// y[m, n] = x[m, k] @ W^T + b for a few rows (decode steps), host memory, float32 or bfloat16 (panel_tile.h).
 //
-// W is stored as panels of 16 output columns, each panel [k][16] contiguous, so one pass over a panel
-// streams 16 weights per input element and feeds up to six rows from registers; the panel is prefetched
-// 2 KiB ahead, non-temporally (read once per step: it should not evict what the rest of the step uses). Panels are split across
-// OpenMP threads (the process's runtime, shared with torch), so a one-row product uses every core.
-// bfloat16 weights, inputs, bias and outputs are widened to float32 (exact), accumulated in float32, and the
-// result rounded to nearest-even once, as torch's bfloat16 linear does: half the bytes streamed per token.
+// Panels are split across OpenMP threads (the process's runtime, shared with torch), so a one-row product uses
+// every core. bfloat16 inputs are widened once; a bfloat16 decode streams half the bytes of a float32 one.
 // Built at run time with the host compiler (-O3 -march=native); see bringup/runner/host/panels.py.
-#include <cstdint>
-#include <cstring>
 #include <vector>
 
-typedef float vec8 __attribute__((vector_size(32)));
-typedef uint16_t half8 __attribute__((vector_size(16)));
-typedef uint32_t word8 __attribute__((vector_size(32)));
-typedef int32_t mask8 __attribute__((vector_size(32)));
-typedef uint16_t bf16;
-static const int64_t PANEL = 16;
-#ifdef __AVX512F__
-static const int MAX_ROWS = 12;  // 24 accumulators + 2 weight vectors of the 32 vector registers
-#else
-static const int MAX_ROWS = 6;  // 12 + 2 of 16
-#endif
-static const int64_t PREFETCH_BYTES = 2048;  // a hint, harmless past the end
+#include "panel_tile.h"
 
-static inline void load8(const float* p, vec8& out) { std::memcpy(&out, p, sizeof out); }
-
-static inline void load8(const bf16* p, vec8& out) {
-  half8 h;
-  std::memcpy(&h, p, sizeof h);
-  const word8 w = __builtin_convertvector(h, word8) << 16;
-  std::memcpy(&out, &w, sizeof out);
-}
-
-static inline float scalar(float v) { return v; }
-
-static inline float scalar(bf16 v) {
-  const uint32_t w = uint32_t(v) << 16;
-  float f;
-  std::memcpy(&f, &w, sizeof f);
-  return f;
-}
-
-static inline void store8(float* p, vec8 v) { std::memcpy(p, &v, sizeof v); }
-
-static inline void store8(bf16* p, vec8 v) {  // round to nearest even; NaN stays a quiet NaN
-  word8 bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  const word8 rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-  const mask8 nan = v != v;
-  const word8 out = nan ? word8{} + 0x7FC0u : rounded;
-  const half8 h = __builtin_convertvector(out, half8);
-  std::memcpy(p, &h, sizeof h);
-}
-
-template <int ROWS, typename T>
-static inline void tile(const float* x, int64_t ldx, const T* panel, int64_t k, T* y, int64_t ldy, const T* bias) {
-  const int64_t ahead = PREFETCH_BYTES / int64_t(sizeof(T) * PANEL);
-  vec8 acc[ROWS][2];
-  for (int r = 0; r < ROWS; ++r) acc[r][0] = acc[r][1] = vec8{};
-  for (int64_t i = 0; i < k; ++i) {
-    __builtin_prefetch(panel + (i + ahead) * PANEL, 0, 0);
-    vec8 w0, w1;
-    load8(panel + i * PANEL, w0);
-    load8(panel + i * PANEL + 8, w1);
-    for (int r = 0; r < ROWS; ++r) {
-      const float xv = x[r * ldx + i];
-      acc[r][0] += xv * w0;
-      acc[r][1] += xv * w1;
-    }
-  }
-  vec8 b0 = vec8{}, b1 = vec8{};
-  if (bias) {
-    load8(bias, b0);
-    load8(bias + 8, b1);
-  }
-  for (int r = 0; r < ROWS; ++r) {
-    store8(y + r * ldy, acc[r][0] + b0);
-    store8(y + r * ldy + 8, acc[r][1] + b1);
-  }
-}
-
-// the tile for the last `rows` (< MAX_ROWS) rows
-template <int ROWS, typename T>
-static inline void remainder(int rows, const float* x, int64_t ldx, const T* panel, int64_t k, T* y, int64_t ldy,
-                             const T* bias) {
-  if constexpr (ROWS > 0) {
-    if (rows == ROWS) return tile<ROWS>(x, ldx, panel, k, y, ldy, bias);
-    remainder<ROWS - 1>(rows, x, ldx, panel, k, y, ldy, bias);
-  }
-}
-
-// n must be a multiple of PANEL; x rows (float32: widened first) have stride ldx, y rows ldy; bias may be null.
 template <typename T>
 static void panel_linear(const float* x, int64_t m, int64_t ldx, const T* panels, int64_t k, int64_t n,
                          const T* bias, T* y, int64_t ldy) {
-  const int64_t num_panels = n / PANEL;
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < num_panels; ++p) {
-    const T* panel = panels + p * k * PANEL;
-    const T* b = bias ? bias + p * PANEL : nullptr;
-    T* out = y + p * PANEL;
-    int64_t r = 0;
-    for (; r + MAX_ROWS <= m; r += MAX_ROWS) tile<MAX_ROWS>(x + r * ldx, ldx, panel, k, out + r * ldy, ldy, b);
-    if (r < m) remainder<MAX_ROWS - 1>(int(m - r), x + r * ldx, ldx, panel, k, out + r * ldy, ldy, b);
-  }
+#pragma omp parallel
+  panel_rows_for<false>(x, m, ldx, panels, k, n, bias, y, ldy);
 }
 
 extern "C" int bringup_panel_width(void) { return PANEL; }

@@ -1,0 +1,230 @@
+"""Every decoder layer of a decode step in one host-kernel call (kernels/decode_layers.cpp, built by host_build).
+
+On a CPU a small model's decode step is weight streaming plus some twenty small ops per layer, each a Python
+call and a dispatch (about 2 ms of a 125M model's step). This kernel runs all the layers of a decode step in
+one call, with the weights the model already holds as panels: the embedding, the final norm and the LM head stay
+in Python. It computes what the decoder's modules compute for Llama-style layers only — `cannot_fuse` says why
+any other model is not served by it — and the plan uses it only where it matched the modules on the served
+model and measured faster than them (plan/confirm.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import torch
+
+from bringup.runner.engine.batch_inputs import SeqChunk, build_inputs
+from bringup.runner.host.build import HostKernelInputError, KernelUnavailable, load, require_host_tensor
+from bringup.runner.host.paged_decode import _check_context
+from bringup.runner.host.panels import PANEL
+from bringup.runner.model.attention_layer import AttentionMetadata
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.decoder import MLP, DecoderLayer, DecoderModel
+from bringup.runner.model.layout_linear import LayoutLinear
+from bringup.runner.model.linear_kinds import PANELS
+from bringup.runner.model.norm import RMSNorm
+from bringup.runner.plan.plan import FUSED, MODULES, Choice
+
+WEIGHTS_PER_LAYER, DIMS = 12, 11  # the kernel's Weight and Dim enums
+TOLERANCE = 1e-4  # largest difference from the modules' hidden states, relative to their largest magnitude
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> ctypes.CDLL:
+    lib = load("decode_layers.cpp")
+    if lib.bringup_decode_layers_abi() != WEIGHTS_PER_LAYER * 100 + DIMS:
+        raise HostKernelInputError(f"decode_layers.cpp has ABI {lib.bringup_decode_layers_abi()}, expected "
+                                   f"{WEIGHTS_PER_LAYER * 100 + DIMS}")
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    lib.bringup_decode_layers.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ctypes.c_float,
+                                          ctypes.c_float, ptr]
+    lib.bringup_decode_layers.restype = None
+    return lib
+
+
+def cannot_fuse(model: DecoderModel, max_model_len: int) -> str | None:
+    """None when every layer of `model` is one the kernel computes exactly; otherwise why not (one line)."""
+    name, c = type(model).__name__, model.config
+    if model.device.type != "cpu":
+        return f"a host-memory kernel; the model is on {model.device}"
+    if model.dtype != torch.float32:
+        return f"float32 only; the model runs {str(model.dtype).removeprefix('torch.')}"
+    for i, layer in enumerate(model.layers):
+        why = _layer_differs(layer, max_model_len)
+        if why:
+            return f"{name} layer {i}: {why}"
+    if model.layout.small != PANELS:
+        return f"reads weights stored as panels; decode steps use {model.layout.small}"
+    if c.hidden_size % PANEL:
+        return f"hidden size {c.hidden_size} is not a multiple of the panel width {PANEL}"
+    return None
+
+
+def _layer_differs(layer: torch.nn.Module, max_model_len: int) -> str | None:
+    """What in this layer the kernel does not compute (Llama's layer is what it computes)."""
+    if type(layer) is not DecoderLayer:
+        return f"a {type(layer).__name__}, not a plain pre-norm layer"
+    if any(type(getattr(layer, n)) is not RMSNorm for n in layer.norm_names):
+        return "its norms are not plain RMSNorm"
+    if type(layer.mlp) is not MLP or layer.mlp.act is not torch.nn.functional.silu:
+        return "its MLP is not SwiGLU"
+    spec = layer.self_attn.spec
+    if spec.qk_norm:
+        return "q/k norms"
+    if spec.softcap is not None:
+        return "attention logit soft-capping"
+    if spec.window is not None and spec.window < max_model_len:
+        return f"a sliding window of {spec.window} < max_model_len {max_model_len}"
+    return None
+
+
+class FusedDecode:
+    """The decode-step layers of one model through the kernel; holds the pointer table of its weights and caches
+    (built once, after the plan fixed the layout and the KV cache was allocated)."""
+
+    def __init__(self, model: DecoderModel) -> None:
+        self.model, c = model, model.config
+        attn = model.layers[0].self_attn
+        self.keep: list[torch.Tensor] = []  # every tensor a pointer in the table points into
+        pointers: list[int] = []
+        for layer in model.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            _check_layer(layer, c)
+            for t in (layer.input_layernorm.weight, *_linear(a.qkv_proj), *_linear(a.o_proj),
+                      layer.post_attention_layernorm.weight, *_linear(mlp.gate_up_proj), *_linear(mlp.down_proj),
+                      a.cache.k, a.cache.v):
+                pointers.append(self._pointer(t))
+        self.table = (ctypes.c_void_p * len(pointers))(*pointers)
+        k = attn.cache.k
+        self.slots_total = k.shape[1]
+        self.widths = (_width(attn.qkv_proj), _width(model.layers[0].mlp.gate_up_proj))
+        self.eps, self.scale = c.rms_norm_eps, attn.scale
+        self.rotary_half = model.rope_cos.shape[1]
+        self.work_per_row = c.hidden_size + self.widths[0] + c.num_heads * c.head_dim + self.widths[1] + \
+            c.intermediate_size
+        library()  # built (or found) now, not on the first request
+
+    def _pointer(self, t: torch.Tensor | None) -> int:
+        if t is None:
+            return 0
+        require_host_tensor("weight", t, torch.float32, dims=t.dim(), contiguous=True)
+        self.keep.append(t)
+        return t.data_ptr()
+
+    def serves(self, batch: int) -> bool:
+        """Whether a decode step of `batch` sequences reads the panels (the layout's kind for that many tokens)."""
+        return self.model.layout.for_tokens(batch) == PANELS
+
+    def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+        """The final-norm hidden states [B, hidden] of a decode step (one new token per sequence), its K/V
+        written into the cache: what model(input_ids, positions, meta) returns."""
+        m, c = self.model, self.model.config
+        self._check(input_ids, positions, meta)
+        x = m.embed[input_ids].contiguous()
+        batch, slots = x.shape[0], meta.context_slots.contiguous()
+        dims = torch.tensor([c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
+                             c.intermediate_size, self.rotary_half, *self.widths, self.slots_total, slots.shape[1]],
+                            dtype=torch.int64)
+        work = torch.empty(batch * self.work_per_row, dtype=torch.float32)
+        library().bringup_decode_layers(x.data_ptr(), batch, dims.data_ptr(), self.table, m.rope_cos.data_ptr(),
+                                        m.rope_sin.data_ptr(), positions.data_ptr(), meta.slot_mapping.data_ptr(),
+                                        slots.data_ptr(), meta.context_lens.data_ptr(), self.eps, self.scale,
+                                        work.data_ptr())
+        return m.norm(x)
+
+    def _check(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> None:
+        """HostKernelInputError unless every index the kernel follows stays inside its tables."""
+        batch = input_ids.shape[0]
+        for name, t in (("input_ids", input_ids), ("positions", positions), ("slot_mapping", meta.slot_mapping)):
+            require_host_tensor(name, t, torch.int64, dims=1, contiguous=True)
+            if t.shape[0] != batch:
+                raise HostKernelInputError(f"{name} has {t.shape[0]} entries for {batch} tokens")
+        if meta.context_lens is None:
+            raise HostKernelInputError("context_lens is missing; a decode step needs each sequence's length")
+        require_host_tensor("context_slots", meta.context_slots, torch.int64, dims=2)
+        require_host_tensor("context_lens", meta.context_lens, torch.int64, dims=1, contiguous=True)
+        if meta.context_slots.shape[0] != batch or meta.context_lens.shape[0] != batch:
+            raise HostKernelInputError(f"context_slots and context_lens must have {batch} rows, one per token")
+        for name, t, limit in (("input_ids", input_ids, self.model.embed.shape[0]),
+                               ("positions", positions, self.model.rope_cos.shape[0]),
+                               ("slot_mapping", meta.slot_mapping, self.slots_total)):
+            low, high = (int(v) for v in t.aminmax())
+            if low < 0 or high >= limit:
+                raise HostKernelInputError(f"{name} holds {low}..{high}; each must be in [0, {limit})")
+        _check_context(meta.context_slots, meta.context_lens, self.slots_total)
+
+
+def _check_layer(layer: DecoderLayer, c: ModelConfig) -> None:
+    """HostKernelInputError unless each panel weight, bias and cache has the shape the kernel reads for it."""
+    a, mlp = layer.self_attn, layer.mlp
+    q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+    for name, linear, k, n in (("qkv_proj", a.qkv_proj, c.hidden_size, q_width + 2 * kv_width),
+                               ("o_proj", a.o_proj, q_width, c.hidden_size),
+                               ("gate_up_proj", mlp.gate_up_proj, c.hidden_size, 2 * c.intermediate_size),
+                               ("down_proj", mlp.down_proj, c.intermediate_size, c.hidden_size)):
+        panels, expected = linear.weight(PANELS), [-(-n // PANEL), k, PANEL]
+        if list(panels.shape) != expected:
+            raise HostKernelInputError(f"{name} panels have shape {list(panels.shape)}; expected {expected}")
+        if linear.bias is not None and linear.bias.shape != (_width(linear),):
+            raise HostKernelInputError(f"{name} bias has shape {list(linear.bias.shape)}; expected [{_width(linear)}]")
+    for name, norm in (("input_layernorm", layer.input_layernorm), ("post_attention_layernorm",
+                                                                      layer.post_attention_layernorm)):
+        if norm.weight.shape != (c.hidden_size,):
+            raise HostKernelInputError(f"{name} weight has shape {list(norm.weight.shape)}; expected [{c.hidden_size}]")
+    if a.cache.k is None or a.cache.k.shape != a.cache.v.shape or a.cache.k.shape[0] != c.num_kv_heads or \
+            a.cache.k.shape[2] != c.head_dim:
+        raise HostKernelInputError("the KV cache is not allocated as [kv_heads, slots, head_dim] for this model")
+
+
+def _linear(linear: LayoutLinear) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return linear.weight(PANELS), linear.bias
+
+
+def _width(linear: LayoutLinear) -> int:
+    return linear.weight(PANELS).shape[0] * PANEL
+
+
+def check_on_model(fused: FusedDecode, block_size: int, max_model_len: int, kv_blocks: int) -> str | None:
+    """None when the kernel's hidden states match the modules' on a ragged decode step of the served model (three
+    sequences, their prompts written into the cache first by the modules); otherwise how far they differ."""
+    model = fused.model
+    lengths = [n for n in (5, 21, 40) if n <= max_model_len]
+    tables, first = [], 0
+    for n in lengths:
+        blocks = -(-n // block_size)
+        tables.append(list(range(first, first + blocks)))
+        first += blocks
+    if first > kv_blocks:
+        return f"no room in the KV cache ({kv_blocks} blocks) for the check"
+    gen = torch.Generator().manual_seed(0)
+    chunks = [SeqChunk(torch.randint(0, model.config.vocab_size, (n,), generator=gen).tolist(), n - 1, table)
+              for n, table in zip(lengths, tables, strict=True)]
+    with torch.inference_mode():
+        prompts = build_inputs([SeqChunk(c.token_ids[:-1], 0, c.block_table) for c in chunks], block_size,
+                               model.config.num_queries_per_kv, model.device, model.config.attention_window)
+        model(prompts.input_ids, prompts.positions, prompts.meta)
+        step = build_inputs(chunks, block_size, model.config.num_queries_per_kv, model.device,
+                            model.config.attention_window)
+        want = model(step.input_ids, step.positions, step.meta)
+        got = fused.hidden(step.input_ids, step.positions, step.meta)
+    worst = ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+    return None if worst <= TOLERANCE else f"differs from the modules by {worst:.2g} (relative) on a check"
+
+
+def choose_decode_layers(model: DecoderModel, block_size: int, max_model_len: int, kv_blocks: int
+                         ) -> tuple[FusedDecode | None, Choice]:
+    """The draft plan's decode layers: the kernel (and its evidence) when it can compute this model, builds here
+    and matches the modules on a check; the modules, and why, otherwise. Timing on the model decides later."""
+    why = cannot_fuse(model, max_model_len)
+    if why is None:
+        try:
+            fused = FusedDecode(model)
+            why = check_on_model(fused, block_size, max_model_len, kv_blocks)
+        except (KernelUnavailable, HostKernelInputError) as exc:
+            why = str(exc)
+        if why is None:
+            return fused, Choice(FUSED, "every layer of a decode step in one host-kernel call; matches the modules on "
+                                        "a ragged three-sequence check")
+    return None, Choice(MODULES, f"the model's modules: fused decode layers not used: {why}")

@@ -1,0 +1,166 @@
+"""The fused decode layers (host/decode_layers.py): every layer of a decode step in one host-kernel call."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from bringup.errors import StrictFallbackError
+from bringup.runner.engine.batch_inputs import SeqChunk, build_inputs
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.host import decode_layers
+from bringup.runner.host.build import HostKernelInputError
+from bringup.runner.model.builtin import load_builtin
+from bringup.runner.model.decoder import WeightLayout
+from bringup.runner.plan.confirm import DecodeTimings
+from tests.runner.hf_dense_fixtures import make_family_model
+from tests.runner.hf_fixtures import make_hf_model
+from tests.runner.host_compiler import needs_compiler
+from tests.runner.stated import layout_times, stated
+
+GREEDY = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
+PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], list(range(20, 61))]
+PANELS_FASTER = layout_times(in_out=2.0, out_in=2.0, panels=1.0)
+
+
+def engine(tmp_path: Path, model_dir: Path | None, fused: bool, fused_s: float = 0.001, strict: bool = False,
+           layouts=PANELS_FASTER) -> LLMEngine:  # type: ignore[no-untyped-def]
+    """An engine whose start-up measurements are stated: panels win the layout timing; with `fused`, the fused
+    decode layers are tried (checked on the model for real) and take `fused_s` against the modules' 2 ms."""
+    timings = DecodeTimings(candidates={"fused": (fused_s, 0.002)}) if fused else None
+    measured = replace(stated(layouts, decode=timings), fused_decode=fused)
+    return LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", profile_path=tmp_path / "absent.yaml",
+                                          max_model_len=128, max_num_seqs=4, strict=strict, measurements=measured))
+
+
+def tokens(e: LLMEngine) -> list[list[int]]:
+    return [o.token_ids for o in e.generate(PROMPTS, GREEDY)]
+
+
+@needs_compiler
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])  # qwen2: q/k/v biases
+def test_greedy_tokens_match_the_modules_through_the_engine(tmp_path, arch):
+    model_dir = tmp_path / arch
+    make_hf_model(model_dir, arch, hidden=64, heads=4, kv_heads=2, intermediate=96, layers=3)
+    fused = engine(tmp_path, model_dir, fused=True)
+    assert fused.plan.decode_layers.value == "fused"
+    assert "confirmed on this model" in fused.plan.decode_layers.evidence
+    assert fused.executor.fused is not None
+    plain = engine(tmp_path, model_dir, fused=False)
+    assert plain.plan.decode_layers.value == "modules" and plain.executor.fused is None
+    assert tokens(fused) == tokens(plain)
+    assert fused.stats()["fallbacks"]["op"] == 0
+
+
+@needs_compiler
+def test_hidden_states_match_the_modules_on_ragged_decode_steps(tmp_path):
+    model_dir = tmp_path / "llama"
+    make_hf_model(model_dir, "llama", hidden=64, heads=4, kv_heads=1, intermediate=96, layers=2, rope_llama3=True)
+    e = engine(tmp_path, model_dir, fused=True)
+    model, fused = e.executor.model, e.executor.fused
+    assert fused is not None
+    chunks = [SeqChunk(list(range(3, 3 + n)), n - 1, list(range(8 * i, 8 * i + 8))) for i, n in
+              enumerate((1, 17, 90, 33))]
+    with torch.inference_mode():
+        e.executor.run_chunks([SeqChunk(c.token_ids[:-1], 0, c.block_table) for c in chunks[1:]])
+        step = build_inputs(chunks, e.plan.block_size, model.config.num_queries_per_kv, model.device)
+        want = model(step.input_ids, step.positions, step.meta)
+        k_want = model.layers[1].self_attn.cache.k.clone()
+        got = fused.hidden(step.input_ids, step.positions, step.meta)
+    assert (got - want).abs().max().item() <= 1e-5 * want.abs().max().item()
+    k_got = model.layers[1].self_attn.cache.k  # the same K written into the same slots
+    assert (k_got - k_want).abs().max().item() <= 1e-5 * k_want.abs().max().item()
+
+
+def test_only_models_it_computes_exactly_are_fused(tmp_path):
+    builtin = load_builtin(torch.float32, "cpu", WeightLayout("panels", "panels"))
+    assert decode_layers.cannot_fuse(builtin, 128) is None
+    assert "float32 only" in decode_layers.cannot_fuse(load_builtin(torch.bfloat16, "cpu", WeightLayout()), 128)
+    assert "reads weights stored as panels" in decode_layers.cannot_fuse(
+        load_builtin(torch.float32, "cpu", WeightLayout("out_in", "panels", 4)), 128)
+    for family, why in (("qwen3", "q/k norms"), ("gemma2", "a Gemma2Layer, not a plain pre-norm layer"),
+                        ("mistral", "a sliding window of 8 < max_model_len 128")):
+        e = engine(tmp_path, _family(tmp_path, family), fused=True, layouts=None)  # hidden 72: no panels
+        assert e.plan.decode_layers.value == "modules"
+        assert why in e.plan.decode_layers.evidence, e.plan.decode_layers.evidence
+
+
+def _family(tmp_path: Path, family: str) -> Path:
+    path = tmp_path / family
+    make_family_model(path, family, window=8)
+    return path
+
+
+@needs_compiler
+def test_kept_only_where_it_measured_faster(tmp_path):
+    e = engine(tmp_path, None, fused=True, fused_s=0.0019)  # 95 % of the modules' time: not worth a kernel
+    assert e.plan.decode_layers.value == "modules"
+    assert e.plan.decode_layers.evidence.startswith("the model's modules: fused decode layers not faster on this "
+                                                    "model: 1.90 ms vs 2.00 ms")
+    assert e.executor.fused is None
+
+
+@needs_compiler
+def test_wrong_numbers_keep_it_out_of_the_plan(tmp_path, monkeypatch):
+    real = decode_layers.library()
+
+    class Wrong:  # the real kernel, then one hidden value off by 1 %
+        def bringup_decode_layers(self, x, *args):  # type: ignore[no-untyped-def]
+            real.bringup_decode_layers(x, *args)  # x: the address of the residual stream
+            _float_at(x).mul_(1.01)
+
+    monkeypatch.setattr(decode_layers, "library", lambda: Wrong())
+    e = engine(tmp_path, None, fused=True)
+    assert e.plan.decode_layers.value == "modules"
+    assert "differs from the modules by" in e.plan.decode_layers.evidence
+    assert e.executor.fused is None
+
+
+def _float_at(address: int) -> torch.Tensor:
+    """The float32 at `address`, as a one-element tensor sharing its memory."""
+    import ctypes
+
+    return torch.frombuffer((ctypes.c_float * 1).from_address(address), dtype=torch.float32)
+
+
+@needs_compiler
+def test_a_fault_at_run_time_is_an_op_fallback_to_the_modules(tmp_path, monkeypatch, bringup_logs):
+    want = tokens(engine(tmp_path, None, fused=False))
+    e = engine(tmp_path, None, fused=True)
+    assert e.executor.fused is not None
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise HostKernelInputError("injected: the decode-layers kernel refused its inputs")
+
+    monkeypatch.setattr(e.executor.fused, "hidden", broken)
+    assert tokens(e) == want
+    assert e.stats()["fallbacks"]["op"] == 1 and e.executor.fused is None
+    assert any("wanted fused host kernel, using the model's modules" in r.getMessage() and "injected" in
+               r.getMessage() for r in bringup_logs.records)
+    strict = engine(tmp_path, None, fused=True, strict=True)
+    monkeypatch.setattr(strict.executor.fused, "hidden", broken)
+    with pytest.raises(StrictFallbackError, match="decode layers"):
+        tokens(strict)
+
+
+@needs_compiler
+def test_indices_outside_the_tables_are_refused_before_the_kernel_runs(tmp_path):
+    e = engine(tmp_path, None, fused=True)
+    model, fused = e.executor.model, e.executor.fused
+    assert fused is not None
+    chunk = SeqChunk([3, 4, 5], 2, [0])
+    step = build_inputs([chunk], e.plan.block_size, model.config.num_queries_per_kv, model.device)
+    slots = fused.slots_total
+    cases = {"input_ids": (replace(step, input_ids=torch.tensor([model.config.vocab_size])), "input_ids holds"),
+             "positions": (replace(step, positions=torch.tensor([10**6])), "positions holds"),
+             "slot": (replace(step, meta=replace(step.meta, slot_mapping=torch.tensor([slots]))), "slot_mapping"),
+             "context": (replace(step, meta=replace(step.meta, context_slots=torch.tensor([[0, 1, -5]]))),
+                         "context_slots row 0 reads slot -5"),
+             "dtype": (replace(step, positions=step.positions.int()), "positions is torch.int32")}
+    for bad, message in cases.values():
+        with pytest.raises(HostKernelInputError, match=message):
+            fused.hidden(bad.input_ids, bad.positions, bad.meta)
