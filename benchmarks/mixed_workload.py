@@ -5,7 +5,8 @@
 runs the same requests in static batches of 8 (left-padded, each batch run to its longest output), the way a
 plain script would. Both sides count only the useful output tokens (what each request asked for) and run at
 the same dtype. The sides alternate, best of two runs each; the ratio of useful output tokens/s is printed
-with the machine (target ≥ 3x).
+with the machine (target ≥ 3x), and beside it the compute bound: the unpadded work's FLOPs at the rate of a
+prefill-shaped GEMM measured in the same run — what no engine on these GEMMs can beat.
 
 With `--profile P` (what `bringup all` wrote here) the server is planned from P, as a user would run it; at
 `--dtype auto` the plan's dtype, which transformers then runs too.
@@ -75,6 +76,36 @@ def transformers_side(model, requests: list[tuple[list[int], int]]) -> float:  #
     return time.perf_counter() - start
 
 
+def work_flops(requests: list[tuple[list[int], int]]) -> float:
+    """The least arithmetic any engine must do for the requests: every prompt and output token through every
+    layer's linears and attention over its context, and one LM-head row per output token (no padding)."""
+    c = CONFIG
+    head_dim = c["hidden_size"] // c["num_attention_heads"]
+    qkv = c["hidden_size"] * (c["hidden_size"] + 2 * c["num_key_value_heads"] * head_dim)
+    per_layer = qkv + c["hidden_size"] ** 2 + 3 * c["hidden_size"] * c["intermediate_size"]
+    total = 0.0
+    for prompt, output in requests:
+        tokens = len(prompt) + output - 1  # the last output token is never fed back
+        context = tokens * (tokens + 1) / 2  # keys each token attends to, summed
+        total += c["num_hidden_layers"] * (2 * per_layer * tokens + 4 * c["hidden_size"] * context)
+        total += 2 * c["hidden_size"] * c["vocab_size"] * output
+    return total
+
+
+def gemm_flops_per_s(dtype: torch.dtype, reps: int = 10) -> float:
+    """Best rate of a prefill-shaped product ([512, hidden] @ [hidden, intermediate]) at `dtype`, now."""
+    x = torch.randn(512, CONFIG["hidden_size"]).to(dtype)
+    w = torch.randn(CONFIG["intermediate_size"], CONFIG["hidden_size"]).to(dtype)
+    best = float("inf")
+    with torch.inference_mode():
+        torch.nn.functional.linear(x, w)
+        for _ in range(reps):
+            start = time.perf_counter()
+            torch.nn.functional.linear(x, w)
+            best = min(best, time.perf_counter() - start)
+    return 2 * x.shape[0] * x.shape[1] * w.shape[0] / best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtype", choices=("float32", "bfloat16", "auto"), default="float32",
@@ -105,9 +136,13 @@ def main() -> None:
             server.terminate()
             server.wait(60)
     ours, theirs = useful / min(served), useful / min(static)
+    flops, rate = work_flops(requests), gemm_flops_per_s(getattr(torch, args.dtype))
+    bound_s = flops / rate  # no engine on these GEMMs finishes sooner
     result = {"machine": machine, "dtype": args.dtype, "requests": len(requests), "useful_output_tokens": useful,
               "serve_tok_s": ours, "transformers_static_tok_s": theirs, "ratio": ours / theirs, "target": 3.0,
               "serve_runs_s": served, "transformers_runs_s": static,
+              "compute_bound": {"flops": flops, "gemm_flops_per_s": rate, "seconds": bound_s,
+                                "tok_s": useful / bound_s, "ratio": useful / bound_s / theirs},
               "plan": {name: plan[name]["value"] for name in ("dtype", "compiled", "weight_layout", "max_num_seqs")}}
     if args.json:
         print(json.dumps(result, indent=2))
@@ -120,6 +155,10 @@ def main() -> None:
     print(f"transformers, static batches of {BATCH}   {theirs:8.1f} tok/s   runs "
           f"{', '.join(f'{s:.1f}s' for s in static)}")
     print(f"ratio {ours / theirs:.2f}x (target 3.0x): {'met' if ours / theirs >= 3.0 else 'NOT met'}")
+    print(f"compute bound: {flops / 1e12:.2f} TFLOP of unpadded work ÷ {rate / 1e9:.0f} GFLOP/s ({args.dtype} "
+          f"[512, {CONFIG['hidden_size']}] x [{CONFIG['hidden_size']}, {CONFIG['intermediate_size']}], best now) = "
+          f"{bound_s:.1f} s → at most {useful / bound_s:.1f} tok/s, {useful / bound_s / theirs:.2f}x transformers; "
+          f"bringup serve reached {bound_s / min(served):.0%} of it")
 
 
 if __name__ == "__main__":

@@ -195,7 +195,7 @@ def test_ctrl_c_stops_every_rank(tmp_path):
     assert len(started) >= 4, "the ranks did not start"
     time.sleep(2.0)
     launcher.send_signal(signal.SIGINT)
-    _, stderr = launcher.communicate(timeout=30)
+    _, stderr = launcher.communicate(timeout=90)  # a hang still fails; ranks busy importing torch on loaded cores
     assert launcher.returncode == 130, stderr[-2000:]
     _, alive = psutil.wait_procs(started, timeout=5)
     assert alive == [], f"left behind after Ctrl-C: {alive}"
