@@ -80,8 +80,10 @@ def test_only_models_it_computes_exactly_are_fused(tmp_path):
     builtin = load_builtin(torch.float32, "cpu", WeightLayout("panels", "panels"))
     assert decode_layers.cannot_fuse(builtin, 128) is None
     assert "float32 only" in decode_layers.cannot_fuse(load_builtin(torch.bfloat16, "cpu", WeightLayout()), 128)
-    assert "reads weights stored as panels" in decode_layers.cannot_fuse(
-        load_builtin(torch.float32, "cpu", WeightLayout("out_in", "panels", 4)), 128)
+    assert "reads weights stored as panels; the layout stores in_out and out_in" in decode_layers.cannot_fuse(
+        load_builtin(torch.float32, "cpu", WeightLayout("in_out", "out_in", 4)), 128)
+    assert decode_layers.cannot_fuse(load_builtin(torch.float32, "cpu", WeightLayout("in_out", "panels", 1)), 128) \
+        is None  # steps of one token read in_out through the modules, panels through the kernel
     for family, why in (("qwen3", "q/k norms"), ("gemma2", "a Gemma2Layer, not a plain pre-norm layer"),
                         ("mistral", "a sliding window of 8 < max_model_len 128")):
         e = engine(tmp_path, _family(tmp_path, family), fused=True, layouts=None)  # hidden 72: no panels

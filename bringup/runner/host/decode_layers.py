@@ -55,8 +55,8 @@ def cannot_fuse(model: DecoderModel, max_model_len: int) -> str | None:
         why = _layer_differs(layer, max_model_len)
         if why:
             return f"{name} layer {i}: {why}"
-    if model.layout.small != PANELS:
-        return f"reads weights stored as panels; decode steps use {model.layout.small}"
+    if PANELS not in model.stored_kinds:
+        return f"reads weights stored as panels; the layout stores {' and '.join(model.stored_kinds)}"
     if c.hidden_size % PANEL:
         return f"hidden size {c.hidden_size} is not a multiple of the panel width {PANEL}"
     return None
@@ -113,9 +113,15 @@ class FusedDecode:
         self.keep.append(t)
         return t.data_ptr()
 
+    def usable(self) -> bool:
+        """Whether the model still stores its weights as panels (a layout check or a fallback may drop them)."""
+        return PANELS in self.model.stored_kinds
+
     def serves(self, batch: int) -> bool:
-        """Whether a decode step of `batch` sequences reads the panels (the layout's kind for that many tokens)."""
-        return self.model.layout.for_tokens(batch) == PANELS
+        """Whether it runs a decode step of `batch` sequences: the layout's small steps (whatever kind the modules
+        read for them, since the kernel's steps were timed against theirs), and any step the panels serve."""
+        layout = self.model.layout
+        return self.usable() and (batch <= layout.switch_tokens or layout.for_tokens(batch) == PANELS)
 
     def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """The final-norm hidden states [B, hidden] of a decode step (one new token per sequence), its K/V

@@ -137,10 +137,10 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
             model.use_layout(layout if kept(*candidates[LAYOUT]) else plain)
     if fused is not None:
         executor.fused = fused
-        if fused.serves(1):
+        if fused.usable():
             candidates[FUSED_LAYERS] = _switched_off_and_on(step, executor, "fused")
         else:
-            skipped[FUSED_LAYERS] = f"decode steps read {model.layout.small} weights after the layout check, not panels"
+            skipped[FUSED_LAYERS] = f"the layout check kept {model.layout.describe()}: no panels to read"
             executor.fused = None
     by_batch = sweep_batches(step, plan) if sweep else {}
     how = (f"best of {ROUNDS} medians of up to {STEPS} decode steps each, the two sides timed in turn, from "
