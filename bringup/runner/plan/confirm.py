@@ -124,7 +124,25 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
         candidates[EXPERTS] = alternated(step, lambda on: use_expert_path(model, GROUPED if on else DENSE))
         use_expert_path(model, GROUPED if kept(*candidates[EXPERTS]) else DENSE)
     layout = model.layout
-    if layout.small != OUT_IN:
+    if fused is not None and fused.usable():  # against the modules on plain F.linear weights where there is room
+        plain = layout if _no_plain_copy(model, free_bytes) else WeightLayout(OUT_IN, OUT_IN, 0)
+        if plain != layout:
+            model.add_kind(OUT_IN, next(k for k in layout.kinds if k in CONVERTIBLE))
+
+        def use_fused(on: bool) -> None:
+            executor.fused, model.layout = (fused, layout) if on else (None, plain)
+
+        candidates[FUSED_LAYERS] = alternated(step, use_fused)
+        use_fused(True)
+        if kept(*candidates[FUSED_LAYERS]):
+            model.use_layout(layout)
+            if layout.small != OUT_IN:
+                skipped[LAYOUT] = "kept for the fused decode layers, which read its panels"
+        else:
+            executor.fused = None
+    elif fused is not None:
+        skipped[FUSED_LAYERS] = f"the layout {layout.describe()} holds no panels to read"
+    if layout.small != OUT_IN and executor.fused is None:
         why = _no_plain_copy(model, free_bytes)
         if why:
             skipped[LAYOUT] = why
@@ -135,13 +153,6 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
             candidates[LAYOUT] = alternated(step, lambda on: setattr(model, "layout", layout if on else plain))
             executor.compiled = compiled
             model.use_layout(layout if kept(*candidates[LAYOUT]) else plain)
-    if fused is not None:
-        executor.fused = fused
-        if fused.usable():
-            candidates[FUSED_LAYERS] = _switched_off_and_on(step, executor, "fused")
-        else:
-            skipped[FUSED_LAYERS] = f"the layout check kept {model.layout.describe()}: no panels to read"
-            executor.fused = None
     by_batch = sweep_batches(step, plan) if sweep else {}
     how = (f"best of {ROUNDS} medians of up to {STEPS} decode steps each, the two sides timed in turn, from "
            f"{context} tokens of context, batch 1; weight layouts on the eager forward")
