@@ -197,7 +197,12 @@ def test_ctrl_c_stops_every_rank(tmp_path):
     assert len(started) >= 4, "the ranks did not start"
     time.sleep(2.0)
     launcher.send_signal(signal.SIGINT)
-    _, stderr = launcher.communicate(timeout=30)
+    try:
+        _, stderr = launcher.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        for process in [handle, *handle.children(recursive=True)]:  # a failing run leaves nothing behind either
+            process.kill()
+        raise
     assert launcher.returncode == 130, stderr[-2000:]
     _, alive = psutil.wait_procs(started, timeout=5)
     assert alive == [], f"left behind after Ctrl-C: {alive}"
