@@ -96,24 +96,31 @@ class Executor:
                 return self._logits(inputs, all_positions)  # rewrites the same K/V into the same slots
 
     def _logits(self, inputs: BatchInputs, all_positions: bool) -> torch.Tensor:
+        if self.fused is not None and is_decode(inputs) and self.fused.serves(inputs.input_ids.shape[0]):
+            hidden = self._fused_hidden(inputs)
+            if hidden is not None:  # the head through the same panels kernel: part of the step that was timed
+                return self.model.logits(hidden, HOST_KIND)
         hidden = self._forward(inputs)
         if not all_positions:
             hidden = hidden[inputs.last_index]
         return self.model.logits(hidden)
 
+    def _fused_hidden(self, inputs: BatchInputs) -> torch.Tensor | None:
+        """The decode step's hidden states from the fused decode layers, or None after recording their fallback."""
+        assert self.fused is not None
+        try:
+            return self.fused.hidden(inputs.input_ids, inputs.positions, inputs.meta)
+        except StrictFallbackError:
+            raise
+        except Exception as exc:
+            self.recorder.record("op", "decode layers", wanted="fused host kernel", instead="the model's modules",
+                                 why=exception_line(exc))
+            self.fused = None  # the modules rewrite the same K/V into the same slots
+            return None
+
     def _forward(self, inputs: BatchInputs) -> torch.Tensor:
-        """The fused decode layers or the compiled forward for decode steps (one query per sequence: few shapes,
-        launch-bound), the eager forward for prefill (many tokens, GEMM-bound), so the compiled graph does not
-        recompile per prompt."""
-        if self.fused is not None and is_decode(inputs) and self.fused.serves(inputs.input_ids.shape[0]):
-            try:
-                return self.fused.hidden(inputs.input_ids, inputs.positions, inputs.meta)
-            except StrictFallbackError:
-                raise
-            except Exception as exc:
-                self.recorder.record("op", "decode layers", wanted="fused host kernel", instead="the model's modules",
-                                     why=exception_line(exc))
-                self.fused = None  # the modules rewrite the same K/V into the same slots
+        """The compiled forward for decode steps (one query per sequence: few shapes, launch-bound), the eager
+        forward for prefill (many tokens, GEMM-bound), so the compiled graph does not recompile per prompt."""
         if self.compiled is not None and is_decode(inputs):
             try:
                 with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT, fail_on_recompile_limit_hit=True):

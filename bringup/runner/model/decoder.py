@@ -249,8 +249,10 @@ class DecoderModel(nn.Module):
             x = layer(x, kind, cos, sin, meta)
         return self.norm(x)
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        kind = self.layout.for_tokens(hidden.shape[0])
+    def logits(self, hidden: torch.Tensor, kind: str | None = None) -> torch.Tensor:
+        """Logits (float32) of hidden states [T, hidden], through the head stored for `kind` (default: the
+        layout's kind for T tokens)."""
+        kind = kind or self.layout.for_tokens(hidden.shape[0])
         logits = self.lm_head(hidden, kind)[:, : self.config.vocab_size].float()  # panels pad the vocabulary
         cap = self.config.final_logit_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap
