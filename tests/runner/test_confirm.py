@@ -9,7 +9,17 @@ import pytest
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.builtin import builtin_config
 from bringup.runner.plan import confirm
-from bringup.runner.plan.confirm import COMPILED, EXPERTS, LAYOUT, PAGED, DecodeTimings, alternated, confirm_plan, knee
+from bringup.runner.plan.confirm import (
+    COMPILED,
+    EXPERTS,
+    LAYOUT,
+    PAGED,
+    DecodeTimings,
+    alternated,
+    confirm_plan,
+    knee,
+    without_unused_compile,
+)
 from bringup.runner.plan.plan import Choice, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 from tests.runner.stated import stated
@@ -147,3 +157,13 @@ def test_an_engine_measuring_for_itself_confirms_on_the_served_model(tmp_path):
         assert "on this model" in attention
     if engine.plan.weight_layout.value != "out_in":
         assert "on this model" in engine.plan.weight_layout.evidence  # confirmed, or why it could not be
+
+
+def test_a_compiled_forward_that_would_never_run_is_not_built():
+    fused = replace(draft(), decode_layers=Choice("fused", "confirmed on this model"))
+    plan = without_unused_compile(fused, fused_serves_every_decode_step=True)
+    assert plan.compiled.value is None
+    assert plan.compiled.evidence.startswith("eager: the fused decode layers serve every decode step, so a compiled "
+                                             "forward (inductor) would never run; profile said: profile: 5 blocks")
+    assert without_unused_compile(fused, fused_serves_every_decode_step=False).compiled.value == "inductor"
+    assert without_unused_compile(draft(), fused_serves_every_decode_step=True).compiled.value == "inductor"

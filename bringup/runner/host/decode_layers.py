@@ -123,6 +123,9 @@ class FusedDecode:
         layout = self.model.layout
         return self.usable() and (batch <= layout.switch_tokens or layout.for_tokens(batch) == PANELS)
 
+    def serves_every_decode_step(self) -> bool:
+        return self.usable() and self.model.layout.large == PANELS
+
     def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """The final-norm hidden states [B, hidden] of a decode step (one new token per sequence), its K/V
         written into the cache: what model(input_ids, positions, meta) returns."""

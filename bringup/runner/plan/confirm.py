@@ -76,6 +76,16 @@ def confirm_plan(draft: ExecutionPlan, timings: DecodeTimings | None, seqs_reque
     return plan
 
 
+def without_unused_compile(plan: ExecutionPlan, fused_serves_every_decode_step: bool) -> ExecutionPlan:
+    """The plan with eager decode when the fused decode layers serve every decode step: the compiled forward,
+    which serves decode steps only, would never run, and its graphs would be built at start-up for nothing."""
+    if not (fused_serves_every_decode_step and plan.decode_layers.value == FUSED and plan.compiled.value):
+        return plan
+    return replace(plan, compiled=Choice(None, f"eager: the fused decode layers serve every decode step, so a "
+                                               f"compiled forward ({plan.compiled.value}) would never run; profile "
+                                               f"said: {plan.compiled.evidence}"))
+
+
 def _decide(name: str, choice: Choice, keep: bool, verdict: str) -> Choice:
     if keep:
         return Choice(choice.value, f"{verdict}; {choice.evidence}")

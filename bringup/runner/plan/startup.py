@@ -27,7 +27,13 @@ from bringup.runner.model.kv_cache import allocate_kv_cache
 from bringup.runner.model.loader import load_model, read_config, safetensors_files
 from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
 from bringup.runner.model.validate import check_model_dir
-from bringup.runner.plan.confirm import apply_confirmed, confirm_plan, measure_decode, sweep_room
+from bringup.runner.plan.confirm import (
+    apply_confirmed,
+    confirm_plan,
+    measure_decode,
+    sweep_room,
+    without_unused_compile,
+)
 from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.layout import IN_OUT, OUT_IN, choose_layout
 from bringup.runner.plan.measurements import StartupMeasurements, measure
@@ -133,6 +139,7 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     plan = replace(plan, decode_layers=decode_layers)
     timings = measured.decode if options.measurements else measure_decode(executor, plan, free, not seqs_requested)
     plan = confirm_plan(plan, timings, seqs_requested)
+    plan = without_unused_compile(plan, executor.fused is not None and executor.fused.serves_every_decode_step())
     apply_confirmed(executor, plan)
     executor.plan = plan
     executor.warm_up_decode_shapes()
