@@ -17,7 +17,7 @@ import torch
 
 from bringup.runner.engine.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.host.build import HostKernelInputError, KernelUnavailable, load, require_host_tensor
-from bringup.runner.host.paged_decode import _check_context
+from bringup.runner.host.paged_decode import check_context
 from bringup.runner.host.panels import PANEL
 from bringup.runner.model.attention_layer import AttentionMetadata
 from bringup.runner.model.config import ModelConfig
@@ -102,6 +102,8 @@ class FusedDecode:
         self.widths = (_width(attn.qkv_proj), _width(model.layers[0].mlp.gate_up_proj))
         self.eps, self.scale = c.rms_norm_eps, attn.scale
         self.rotary_half = model.rope_cos.shape[1]
+        self.dims = [c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size,
+                     self.rotary_half, *self.widths, self.slots_total]  # the kernel's Dim order; LD_SLOTS per step
         self.work_per_row = c.hidden_size + self.widths[0] + c.num_heads * c.head_dim + self.widths[1] + \
             c.intermediate_size
         library()  # built (or found) now, not on the first request
@@ -120,8 +122,8 @@ class FusedDecode:
     def serves(self, batch: int) -> bool:
         """Whether it runs a decode step of `batch` sequences: the layout's small steps (whatever kind the modules
         read for them, since the kernel's steps were timed against theirs), and any step the panels serve."""
-        layout = self.model.layout
-        return self.usable() and (batch <= layout.switch_tokens or layout.for_tokens(batch) == PANELS)
+        layout = self.model.layout  # the executor drops the kernel whenever the panels go (a panels fallback)
+        return batch <= layout.switch_tokens or layout.for_tokens(batch) == PANELS
 
     def serves_every_decode_step(self) -> bool:
         return self.usable() and self.model.layout.large == PANELS
@@ -129,13 +131,11 @@ class FusedDecode:
     def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """The final-norm hidden states [B, hidden] of a decode step (one new token per sequence), its K/V
         written into the cache: what model(input_ids, positions, meta) returns."""
-        m, c = self.model, self.model.config
+        m = self.model
         self._check(input_ids, positions, meta)
         x = m.embed[input_ids].contiguous()
         batch, slots = x.shape[0], meta.context_slots.contiguous()
-        dims = torch.tensor([c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
-                             c.intermediate_size, self.rotary_half, *self.widths, self.slots_total, slots.shape[1]],
-                            dtype=torch.int64)
+        dims = torch.tensor([*self.dims, slots.shape[1]], dtype=torch.int64)
         work = torch.empty(batch * self.work_per_row, dtype=torch.float32)
         library().bringup_decode_layers(x.data_ptr(), batch, dims.data_ptr(), self.table, m.rope_cos.data_ptr(),
                                         m.rope_sin.data_ptr(), positions.data_ptr(), meta.slot_mapping.data_ptr(),
@@ -162,7 +162,7 @@ class FusedDecode:
             low, high = (int(v) for v in t.aminmax())
             if low < 0 or high >= limit:
                 raise HostKernelInputError(f"{name} holds {low}..{high}; each must be in [0, {limit})")
-        _check_context(meta.context_slots, meta.context_lens, self.slots_total)
+        check_context(meta.context_slots, meta.context_lens, self.slots_total)
 
 
 def _check_layer(layer: DecoderLayer, c: ModelConfig) -> None:

@@ -58,7 +58,7 @@ def check_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     require_host_tensor("context_slots", context_slots, torch.int64, dims=2)
     require_host_tensor("context_lens", context_lens, torch.int64, dims=1)
     _check_shapes(q, k_cache, v_cache, context_slots, context_lens)
-    _check_context(context_slots, context_lens, k_cache.shape[1])
+    check_context(context_slots, context_lens, k_cache.shape[1])
 
 
 def _check_shapes(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_slots: torch.Tensor,
@@ -77,7 +77,7 @@ def _check_shapes(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
         raise HostKernelInputError(f"context_lens has {context_lens.shape[0]} lengths for {batch} queries in q")
 
 
-def _check_context(context_slots: torch.Tensor, context_lens: torch.Tensor, slots_total: int) -> None:
+def check_context(context_slots: torch.Tensor, context_lens: torch.Tensor, slots_total: int) -> None:
     """Every length in [1, L] and every slot the kernel reads (the first context_lens[b] of row b) in [0, S)."""
     if context_lens.numel() == 0:
         return

@@ -137,7 +137,7 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     if fused is not None and fused.usable():  # against the modules on plain F.linear weights where there is room
         plain = layout if _no_plain_copy(model, free_bytes) else WeightLayout(OUT_IN, OUT_IN, 0)
         if plain != layout:
-            model.add_kind(OUT_IN, next(k for k in layout.kinds if k in CONVERTIBLE))
+            _store_plain_copy(model)
 
         def use_fused(on: bool) -> None:
             executor.fused, model.layout = (fused, layout) if on else (None, plain)
@@ -157,7 +157,7 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
         if why:
             skipped[LAYOUT] = why
         else:
-            model.add_kind(OUT_IN, next(k for k in layout.kinds if k in CONVERTIBLE))
+            _store_plain_copy(model)
             plain = WeightLayout(OUT_IN, OUT_IN, 0)
             compiled, executor.compiled = executor.compiled, None  # the same kernels eager, without compiling twice
             candidates[LAYOUT] = alternated(step, lambda on: setattr(model, "layout", layout if on else plain))
@@ -234,6 +234,11 @@ def sweep_batches(step: DecodeSteps, plan: ExecutionPlan) -> dict[int, float]:
             break
         batch *= 2
     return by_batch
+
+
+def _store_plain_copy(model) -> None:  # type: ignore[no-untyped-def]
+    """Also store the linear weights as F.linear's [out, in], for timing the plain path side by side."""
+    model.add_kind(OUT_IN, next(k for k in model.layout.kinds if k in CONVERTIBLE))
 
 
 def _no_plain_copy(model, free_bytes: int | None) -> str | None:  # type: ignore[no-untyped-def]
