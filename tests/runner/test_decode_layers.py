@@ -28,13 +28,14 @@ PANELS_FASTER = layout_times(in_out=2.0, out_in=2.0, panels=1.0)
 
 
 def engine(tmp_path: Path, model_dir: Path | None, fused: bool, fused_s: float = 0.001, strict: bool = False,
-           layouts=PANELS_FASTER) -> LLMEngine:  # type: ignore[no-untyped-def]
+           layouts=PANELS_FASTER, dtype: str = "float32") -> LLMEngine:  # type: ignore[no-untyped-def]
     """An engine whose start-up measurements are stated: panels win the layout timing; with `fused`, the fused
     decode layers are tried (checked on the model for real) and take `fused_s` against the modules' 2 ms."""
     timings = DecodeTimings(candidates={"fused": (fused_s, 0.002)}) if fused else None
     measured = replace(stated(layouts, decode=timings), fused_decode=fused)
     return LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", profile_path=tmp_path / "absent.yaml",
-                                          max_model_len=128, max_num_seqs=4, strict=strict, measurements=measured))
+                                          max_model_len=128, max_num_seqs=4, strict=strict, measurements=measured,
+                                          dtype=dtype))
 
 
 def tokens(e: LLMEngine) -> list[list[int]]:
@@ -42,15 +43,16 @@ def tokens(e: LLMEngine) -> list[list[int]]:
 
 
 @needs_compiler
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])  # qwen2: q/k/v biases
-def test_greedy_tokens_match_the_modules_through_the_engine(tmp_path, arch):
+def test_greedy_tokens_match_the_modules_through_the_engine(tmp_path, arch, dtype):
     model_dir = tmp_path / arch
     make_hf_model(model_dir, arch, hidden=64, heads=4, kv_heads=2, intermediate=96, layers=3)
-    fused = engine(tmp_path, model_dir, fused=True)
-    assert fused.plan.decode_layers.value == "fused"
+    fused = engine(tmp_path, model_dir, fused=True, dtype=dtype)
+    assert fused.plan.dtype.value == dtype and fused.plan.decode_layers.value == "fused"
     assert "confirmed on this model" in fused.plan.decode_layers.evidence
     assert fused.executor.fused is not None
-    plain = engine(tmp_path, model_dir, fused=False)
+    plain = engine(tmp_path, model_dir, fused=False, dtype=dtype)
     assert plain.plan.decode_layers.value == "modules" and plain.executor.fused is None
     assert tokens(fused) == tokens(plain)
     assert fused.stats()["fallbacks"]["op"] == 0
@@ -79,7 +81,10 @@ def test_hidden_states_match_the_modules_on_ragged_decode_steps(tmp_path):
 def test_only_models_it_computes_exactly_are_fused(tmp_path):
     builtin = load_builtin(torch.float32, "cpu", WeightLayout("panels", "panels"))
     assert decode_layers.cannot_fuse(builtin, 128) is None
-    assert "float32 only" in decode_layers.cannot_fuse(load_builtin(torch.bfloat16, "cpu", WeightLayout()), 128)
+    assert decode_layers.cannot_fuse(load_builtin(torch.bfloat16, "cpu", WeightLayout("panels", "panels")), 128) \
+        is None
+    assert "float32 and bfloat16 only; the model runs float16" in decode_layers.cannot_fuse(
+        load_builtin(torch.float16, "cpu", WeightLayout()), 128)
     assert "reads weights stored as panels; the layout stores in_out and out_in" in decode_layers.cannot_fuse(
         load_builtin(torch.float32, "cpu", WeightLayout("in_out", "out_in", 4)), 128)
     assert decode_layers.cannot_fuse(load_builtin(torch.float32, "cpu", WeightLayout("in_out", "panels", 1)), 128) \
@@ -120,6 +125,33 @@ def test_wrong_numbers_keep_it_out_of_the_plan(tmp_path, monkeypatch):
     assert e.plan.decode_layers.value == "modules"
     assert "differs from the modules by" in e.plan.decode_layers.evidence
     assert e.executor.fused is None
+
+
+@needs_compiler
+def test_wrong_bfloat16_numbers_keep_it_out_of_the_plan(tmp_path, monkeypatch):
+    real = decode_layers.library()
+    hidden = load_builtin(torch.bfloat16, "meta").config.hidden_size
+
+    class Wrong:  # the real kernel, then half of every residual row 5 % high: 2.5 % off after the final norm
+        bringup_decode_layers = real.bringup_decode_layers
+
+        def bringup_decode_layers_bf16(self, x, batch, *args):  # type: ignore[no-untyped-def]
+            real.bringup_decode_layers_bf16(x, batch, *args)
+            rows = _bf16_at(x, batch * hidden).view(batch, hidden)
+            rows[:, : hidden // 2] *= 1.05
+
+    monkeypatch.setattr(decode_layers, "library", lambda: Wrong())
+    e = engine(tmp_path, None, fused=True, dtype="bfloat16")
+    assert e.plan.decode_layers.value == "modules"
+    assert "(at most 0.0002) on a check" in e.plan.decode_layers.evidence, e.plan.decode_layers.evidence
+    assert e.executor.fused is None
+
+
+def _bf16_at(address: int, n: int) -> torch.Tensor:
+    """The n bfloat16 values at `address`, as a tensor sharing their memory."""
+    import ctypes
+
+    return torch.frombuffer((ctypes.c_uint16 * n).from_address(address), dtype=torch.bfloat16)
 
 
 def _float_at(address: int) -> torch.Tensor:

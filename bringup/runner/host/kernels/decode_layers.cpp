@@ -1,4 +1,5 @@
-// Every decoder layer of one decode step in a single call: float32, host memory, weights stored as panels.
+// Every decoder layer of one decode step in a single call: float32 or bfloat16, host memory, weights stored as
+// panels.
 //
 // A decode step of a small model on a CPU is weight streaming plus, per layer, some twenty small ops that
 // each cost a Python call and a dispatch. Here the step runs inside one OpenMP parallel region, the ops one
@@ -7,8 +8,11 @@
 // attention (paged_attention.h), the output product added to the residual, RMSNorm, the fused gate/up
 // product, SiLU(gate) * up, and the down product added to the residual. The same arithmetic as the
 // decoder's modules (runner/model/decoder.py) for Llama-style layers; see runner/host/decode_layers.py.
+// In bfloat16 every value is rounded where the modules' bfloat16 ops round it (as<T>), and computed in float32
+// in between, as torch computes a bfloat16 op; the products accumulate in float32 and round once.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "paged_attention.h"
 #include "panel_tile.h"
@@ -22,86 +26,127 @@ enum Dim { LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE, ROTARY_HALF,
 
 extern "C" int bringup_decode_layers_abi(void) { return WEIGHTS_PER_LAYER * 100 + DIMS; }
 
-static inline void rms_norm_rows_for(const float* x, int64_t rows, int64_t n, const float* weight, float eps,
-                                     float* out) {
+// out (float32, holding T values): in bfloat16 the normalised row is rounded before the scale, as Llama's norm does
+template <typename T>
+static inline void rms_norm_rows_for(const T* x, int64_t rows, int64_t n, const T* weight, float eps, float* out) {
 #pragma omp for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * n;
+    const T* row = x + r * n;
     float total = 0.f;
-    for (int64_t i = 0; i < n; ++i) total += row[i] * row[i];
+    for (int64_t i = 0; i < n; ++i) total += scalar(row[i]) * scalar(row[i]);
     const float inv = 1.f / std::sqrt(total / float(n) + eps);
-    for (int64_t i = 0; i < n; ++i) out[r * n + i] = row[i] * inv * weight[i];
+    for (int64_t i = 0; i < n; ++i) out[r * n + i] = as<T>(as<T>(scalar(row[i]) * inv) * scalar(weight[i]));
   }
 }
 
-static inline void rotate(float* head, const float* cos, const float* sin, int64_t half) {
+template <typename T>
+static inline void rotate(T* head, const T* cos, const T* sin, int64_t half) {
   for (int64_t i = 0; i < half; ++i) {
-    const float x1 = head[i], x2 = head[i + half];
-    head[i] = x1 * cos[i] - x2 * sin[i];
-    head[i + half] = x2 * cos[i] + x1 * sin[i];
+    const float x1 = scalar(head[i]), x2 = scalar(head[i + half]), c = scalar(cos[i]), s = scalar(sin[i]);
+    put(head + i, as<T>(x1 * c) - as<T>(x2 * s));
+    put(head + i + half, as<T>(x2 * c) + as<T>(x1 * s));
+  }
+}
+
+// y = y + p, rounded once (in bfloat16 the product p was rounded first, as the modules' residual add is)
+template <typename T>
+static inline void add_rows_for(T* y, const T* p, int64_t rows, int64_t n) {
+#pragma omp for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) put(y + r * n + i, scalar(y[r * n + i]) + scalar(p[r * n + i]));
+}
+
+// the product x W^T + b added to the residual y: in float32 in one pass; in bfloat16 rounded, then added
+template <typename T>
+static inline void residual_product_for(const float* x, int64_t m, int64_t k, const T* panels, int64_t n,
+                                        const T* bias, T* y, T* scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    panel_rows_for<true>(x, m, k, panels, k, n, bias, y, n);
+  } else {
+    panel_rows_for<false>(x, m, k, panels, k, n, bias, scratch, n);
+    add_rows_for(y, scratch, m, n);
   }
 }
 
 // x: the residual stream [batch, hidden], updated in place. rope_cos/sin: [positions, rotary_half] tables.
 // context_slots: [batch, ld_slots], the first context_lens[b] of them read (the new token's slot included).
-// work: batch * (hidden + qkv_width + heads * head_dim + gate_up_width + intermediate) floats.
-extern "C" void bringup_decode_layers(float* x, int64_t batch, const int64_t* dims, const void* const* weights,
-                                      const float* rope_cos, const float* rope_sin, const int64_t* positions,
-                                      const int64_t* slot_mapping, const int64_t* context_slots,
-                                      const int64_t* context_lens, float eps, float scale, float* work) {
+// work: batch * (2 * hidden + qkv_width + 2 * heads * head_dim + gate_up_width + intermediate) floats.
+template <typename T>
+static void decode_layers(T* x, int64_t batch, const int64_t* dims, const void* const* weights, const T* rope_cos,
+                          const T* rope_sin, const int64_t* positions, const int64_t* slot_mapping,
+                          const int64_t* context_slots, const int64_t* context_lens, float eps, float scale,
+                          float* work) {
   const int64_t hidden = dims[HIDDEN], heads = dims[HEADS], kv_heads = dims[KV_HEADS], head_dim = dims[HEAD_DIM];
   const int64_t inter = dims[INTERMEDIATE], half = dims[ROTARY_HALF], qkv_width = dims[QKV_WIDTH];
   const int64_t gate_up_width = dims[GATE_UP_WIDTH], slots_total = dims[SLOTS_TOTAL], ld_slots = dims[LD_SLOTS];
   const int64_t group = heads / kv_heads, q_width = heads * head_dim;
   float* normed = work;
-  float* qkv = normed + batch * hidden;
-  float* attn = qkv + batch * qkv_width;
-  float* gate_up = attn + batch * q_width;
-  float* act = gate_up + batch * gate_up_width;
+  T* qkv = (T*)(normed + batch * hidden);  // the T buffers take a float's room each, whatever T's size
+  float* attn = (float*)qkv + batch * qkv_width;
+  float* q = attn + batch * q_width;  // the rotated queries, widened for attention
+  T* gate_up = (T*)(q + batch * q_width);
+  float* act = (float*)gate_up + batch * gate_up_width;
+  T* scratch = (T*)(act + batch * inter);
 #pragma omp parallel
   for (int64_t layer = 0; layer < dims[LAYERS]; ++layer) {
     const void* const* w = weights + layer * WEIGHTS_PER_LAYER;
-    float* k_cache = (float*)w[K_CACHE];
-    float* v_cache = (float*)w[V_CACHE];
-    rms_norm_rows_for(x, batch, hidden, (const float*)w[INPUT_NORM], eps, normed);
-    panel_rows_for<false>(normed, batch, hidden, (const float*)w[QKV], hidden, qkv_width,
-                          (const float*)w[QKV_BIAS], qkv, qkv_width);
+    T* k_cache = (T*)w[K_CACHE];
+    T* v_cache = (T*)w[V_CACHE];
+    rms_norm_rows_for(x, batch, hidden, (const T*)w[INPUT_NORM], eps, normed);
+    panel_rows_for<false>(normed, batch, hidden, (const T*)w[QKV], hidden, qkv_width, (const T*)w[QKV_BIAS], qkv,
+                          qkv_width);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t h = 0; h < heads + kv_heads; ++h) {  // q heads, then k heads: rotated; k and v cached
-        float* row = qkv + b * qkv_width;
+        T* row = qkv + b * qkv_width;
         const int64_t position = positions[b];
         rotate(row + h * head_dim, rope_cos + position * half, rope_sin + position * half, half);
-        if (h >= heads) {
+        if (h < heads) {
+          for (int64_t i = 0; i < head_dim; ++i) q[b * q_width + h * head_dim + i] = scalar(row[h * head_dim + i]);
+        } else {
           const int64_t kv = h - heads, slot = slot_mapping[b];
-          const float* k = row + h * head_dim;
-          const float* v = row + (heads + kv_heads + kv) * head_dim;
-          std::memcpy(k_cache + (kv * slots_total + slot) * head_dim, k, head_dim * sizeof(float));
-          std::memcpy(v_cache + (kv * slots_total + slot) * head_dim, v, head_dim * sizeof(float));
+          const T* k = row + h * head_dim;
+          const T* v = row + (heads + kv_heads + kv) * head_dim;
+          std::memcpy(k_cache + (kv * slots_total + slot) * head_dim, k, head_dim * sizeof(T));
+          std::memcpy(v_cache + (kv * slots_total + slot) * head_dim, v, head_dim * sizeof(T));
         }
       }
     }
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t h = 0; h < kv_heads; ++h) {
-        attend_kv_head(qkv + b * qkv_width + h * group * head_dim, group, head_dim,
-                       k_cache + h * slots_total * head_dim, v_cache + h * slots_total * head_dim,
-                       context_slots + b * ld_slots, context_lens[b], scale, attn + b * q_width + h * group * head_dim);
+        attend_kv_head(q + b * q_width + h * group * head_dim, group, head_dim, k_cache + h * slots_total * head_dim,
+                       v_cache + h * slots_total * head_dim, context_slots + b * ld_slots, context_lens[b], scale,
+                       attn + b * q_width + h * group * head_dim);
       }
     }
-    panel_rows_for<true>(attn, batch, q_width, (const float*)w[O], q_width, hidden, (const float*)w[O_BIAS], x,
-                         hidden);
-    rms_norm_rows_for(x, batch, hidden, (const float*)w[POST_NORM], eps, normed);
-    panel_rows_for<false>(normed, batch, hidden, (const float*)w[GATE_UP], hidden, gate_up_width,
-                          (const float*)w[GATE_UP_BIAS], gate_up, gate_up_width);
+    residual_product_for(attn, batch, q_width, (const T*)w[O], hidden, (const T*)w[O_BIAS], x, scratch);
+    rms_norm_rows_for(x, batch, hidden, (const T*)w[POST_NORM], eps, normed);
+    panel_rows_for<false>(normed, batch, hidden, (const T*)w[GATE_UP], hidden, gate_up_width,
+                          (const T*)w[GATE_UP_BIAS], gate_up, gate_up_width);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t i = 0; i < inter; ++i) {
-        const float g = gate_up[b * gate_up_width + i];
-        act[b * inter + i] = g / (1.f + std::exp(-g)) * gate_up[b * gate_up_width + inter + i];
+        const float g = scalar(gate_up[b * gate_up_width + i]);
+        act[b * inter + i] = as<T>(as<T>(g / (1.f + std::exp(-g))) * scalar(gate_up[b * gate_up_width + inter + i]));
       }
     }
-    panel_rows_for<true>(act, batch, inter, (const float*)w[DOWN], inter, hidden, (const float*)w[DOWN_BIAS], x,
-                         hidden);
+    residual_product_for(act, batch, inter, (const T*)w[DOWN], hidden, (const T*)w[DOWN_BIAS], x, scratch);
   }
+}
+
+extern "C" void bringup_decode_layers(float* x, int64_t batch, const int64_t* dims, const void* const* weights,
+                                      const float* rope_cos, const float* rope_sin, const int64_t* positions,
+                                      const int64_t* slot_mapping, const int64_t* context_slots,
+                                      const int64_t* context_lens, float eps, float scale, float* work) {
+  decode_layers(x, batch, dims, weights, rope_cos, rope_sin, positions, slot_mapping, context_slots, context_lens,
+                eps, scale, work);
+}
+
+extern "C" void bringup_decode_layers_bf16(bf16* x, int64_t batch, const int64_t* dims, const void* const* weights,
+                                           const bf16* rope_cos, const bf16* rope_sin, const int64_t* positions,
+                                           const int64_t* slot_mapping, const int64_t* context_slots,
+                                           const int64_t* context_lens, float eps, float scale, float* work) {
+  decode_layers(x, batch, dims, weights, rope_cos, rope_sin, positions, slot_mapping, context_slots, context_lens,
+                eps, scale, work);
 }

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 typedef float vec8 __attribute__((vector_size(32)));
 typedef uint16_t half8 __attribute__((vector_size(16)));
@@ -38,6 +39,33 @@ static inline float scalar(bf16 v) {
   float f;
   std::memcpy(&f, &w, sizeof f);
   return f;
+}
+
+// x rounded to the nearest bfloat16 (ties to even; NaN stays a quiet NaN), returned widened: what a bfloat16
+// op's result is
+static inline float round_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = x != x ? 0x7FC00000u : (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+// what a T op's result is: the float32 value itself, or it rounded to bfloat16
+template <typename T>
+static inline float as(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else return round_bf16(x);
+}
+
+static inline void put(float* p, float v) { *p = v; }
+
+static inline void put(bf16* p, float v) {
+  const float r = round_bf16(v);
+  uint32_t bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  *p = bf16(bits >> 16);
 }
 
 static inline void store8(float* p, vec8 v) { std::memcpy(p, &v, sizeof v); }
