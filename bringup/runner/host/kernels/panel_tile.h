@@ -11,7 +11,6 @@
 #include <type_traits>
 
 typedef float vec8 __attribute__((vector_size(32)));
-typedef uint16_t half8 __attribute__((vector_size(16)));
 typedef uint32_t word8 __attribute__((vector_size(32)));
 typedef int32_t mask8 __attribute__((vector_size(32)));
 typedef uint16_t bf16;
@@ -23,13 +22,21 @@ static const int MAX_ROWS = 6;  // 12 + 2 of 16
 #endif
 static const int64_t PREFETCH_BYTES = 2048;  // a hint, harmless past the end
 
-static inline void load8(const float* p, vec8& out) { std::memcpy(&out, p, sizeof out); }
+// One panel row (16 columns) as two vectors, lo and hi. float32: columns 0-7 and 8-15. bfloat16: the even
+// columns and the odd ones, each 32-bit word of the row holding an even column's bits low and an odd one's high,
+// so widening is one mask and one shift per 16 weights (no shuffles). A tile loads its weights, bias and output
+// rows, and stores them, in the same arrangement, so every column's sum is the same wherever its lane is.
+static inline void load16(const float* p, vec8& lo, vec8& hi) {
+  std::memcpy(&lo, p, sizeof lo);
+  std::memcpy(&hi, p + 8, sizeof hi);
+}
 
-static inline void load8(const bf16* p, vec8& out) {
-  half8 h;
-  std::memcpy(&h, p, sizeof h);
-  const word8 w = __builtin_convertvector(h, word8) << 16;
-  std::memcpy(&out, &w, sizeof out);
+static inline void load16(const bf16* p, vec8& lo, vec8& hi) {
+  word8 words;
+  std::memcpy(&words, p, sizeof words);
+  const word8 even = words << 16, odd = words & 0xFFFF0000u;
+  std::memcpy(&lo, &even, sizeof lo);
+  std::memcpy(&hi, &odd, sizeof hi);
 }
 
 static inline float scalar(float v) { return v; }
@@ -68,16 +75,22 @@ static inline void put(bf16* p, float v) {
   *p = bf16(bits >> 16);
 }
 
-static inline void store8(float* p, vec8 v) { std::memcpy(p, &v, sizeof v); }
+static inline void store16(float* p, vec8 lo, vec8 hi) {
+  std::memcpy(p, &lo, sizeof lo);
+  std::memcpy(p + 8, &hi, sizeof hi);
+}
 
-static inline void store8(bf16* p, vec8 v) {  // round to nearest even; NaN stays a quiet NaN
+static inline word8 rounded_bits(vec8 v) {  // round to nearest even, the result in the top 16 bits; NaN stays quiet
   word8 bits;
   std::memcpy(&bits, &v, sizeof bits);
-  const word8 rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  const word8 rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
   const mask8 nan = v != v;
-  const word8 out = nan ? word8{} + 0x7FC0u : rounded;
-  const half8 h = __builtin_convertvector(out, half8);
-  std::memcpy(p, &h, sizeof h);
+  return nan ? word8{} + 0x7FC00000u : rounded;
+}
+
+static inline void store16(bf16* p, vec8 even, vec8 odd) {
+  const word8 words = (rounded_bits(even) >> 16) | rounded_bits(odd);
+  std::memcpy(p, &words, sizeof words);
 }
 
 // ACCUMULATE: y = y + (x W^T + b), the residual add of a decoder layer, in that order of operations
@@ -89,8 +102,7 @@ static inline void tile(const float* x, int64_t ldx, const T* panel, int64_t k, 
   for (int64_t i = 0; i < k; ++i) {
     __builtin_prefetch(panel + (i + ahead) * PANEL, 0, 0);
     vec8 w0, w1;
-    load8(panel + i * PANEL, w0);
-    load8(panel + i * PANEL + 8, w1);
+    load16(panel + i * PANEL, w0, w1);
     for (int r = 0; r < ROWS; ++r) {
       const float xv = x[r * ldx + i];
       acc[r][0] += xv * w0;
@@ -99,20 +111,17 @@ static inline void tile(const float* x, int64_t ldx, const T* panel, int64_t k, 
   }
   vec8 b0 = vec8{}, b1 = vec8{};
   if (bias) {
-    load8(bias, b0);
-    load8(bias + 8, b1);
+    load16(bias, b0, b1);
   }
   for (int r = 0; r < ROWS; ++r) {
     vec8 out0 = acc[r][0] + b0, out1 = acc[r][1] + b1;
     if constexpr (ACCUMULATE) {
       vec8 y0, y1;
-      load8(y + r * ldy, y0);
-      load8(y + r * ldy + 8, y1);
+      load16(y + r * ldy, y0, y1);
       out0 = y0 + out0;
       out1 = y1 + out1;
     }
-    store8(y + r * ldy, out0);
-    store8(y + r * ldy + 8, out1);
+    store16(y + r * ldy, out0, out1);
   }
 }
 
@@ -139,8 +148,7 @@ static inline void group_tile(const float* x, int64_t ldx, const T* panel, int64
   for (int64_t i = 0; i < k; ++i) {
     for (int j = 0; j < GROUP; ++j) {
       vec8 w0, w1;
-      load8(panel + j * stride + i * PANEL, w0);
-      load8(panel + j * stride + i * PANEL + 8, w1);
+      load16(panel + j * stride + i * PANEL, w0, w1);
       for (int r = 0; r < ROWS; ++r) {
         const float xv = x[r * ldx + i];
         acc[r][j][0] += xv * w0;
@@ -151,21 +159,18 @@ static inline void group_tile(const float* x, int64_t ldx, const T* panel, int64
   for (int j = 0; j < GROUP; ++j) {
     vec8 b0 = vec8{}, b1 = vec8{};
     if (bias) {
-      load8(bias + j * PANEL, b0);
-      load8(bias + j * PANEL + 8, b1);
+      load16(bias + j * PANEL, b0, b1);
     }
     for (int r = 0; r < ROWS; ++r) {
       T* out = y + r * ldy + j * PANEL;
       vec8 out0 = acc[r][j][0] + b0, out1 = acc[r][j][1] + b1;
       if constexpr (ACCUMULATE) {
         vec8 y0, y1;
-        load8(out, y0);
-        load8(out + 8, y1);
+        load16(out, y0, y1);
         out0 = y0 + out0;
         out1 = y1 + out1;
       }
-      store8(out, out0);
-      store8(out + 8, out1);
+      store16(out, out0, out1);
     }
   }
 }
@@ -193,8 +198,9 @@ template <bool ACCUMULATE, typename T>
 static inline void panel_rows_for(const float* x, int64_t m, int64_t ldx, const T* panels, int64_t k, int64_t n,
                                   const T* bias, T* y, int64_t ldy) {
   const int64_t num_panels = n / PANEL;
-  if (m == 1) return few_rows_for<1, 4, ACCUMULATE>(x, ldx, panels, k, num_panels, bias, y, ldy);
-  if (m == 2) return few_rows_for<2, 2, ACCUMULATE>(x, ldx, panels, k, num_panels, bias, y, ldy);
+  constexpr int wide = sizeof(float) / sizeof(T);  // bfloat16 panels: twice the panels for the same bytes in flight
+  if (m == 1) return few_rows_for<1, 4 * wide, ACCUMULATE>(x, ldx, panels, k, num_panels, bias, y, ldy);
+  if (m == 2) return few_rows_for<2, 2 * wide, ACCUMULATE>(x, ldx, panels, k, num_panels, bias, y, ldy);
 #pragma omp for schedule(static)
   for (int64_t p = 0; p < num_panels; ++p) {
     const T* panel = panels + p * k * PANEL;
