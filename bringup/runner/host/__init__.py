@@ -1,4 +1,5 @@
 """Optional CPU-only kernels, built with the host C++ compiler at first use (build.py): panels.py (a linear
-kernel streaming weights on every core) and paged_decode.py (decode attention reading K/V in place). Each checks
-every input before a pointer reaches C++, and the plan uses one only where it measured faster on this machine.
+kernel streaming weights on every core), paged_decode.py (decode attention reading K/V in place) and
+decode_layers.py (every decoder layer of a decode step in one call, float32 or bfloat16). Each checks every input
+before a pointer reaches C++, and the plan uses one only where it measured faster on this machine.
 """
