@@ -34,6 +34,7 @@ WEIGHTS_PER_LAYER, DIMS = 12, 11  # the kernel's Weight and Dim enums
 # propagates through the layers: on the same model 1.3e-2 and an NMSE of 2.7e-5, while bfloat16 itself is 2.1e-4
 # (NMSE) away from float32 there. The bounds allow about bfloat16's own error: a 2.5 % error is caught, 1 % is not.
 TOLERANCES = {torch.float32: (1e-4, 1e-8), torch.bfloat16: (5e-2, 2e-4)}
+ENTRY_POINTS = {torch.float32: "bringup_decode_layers", torch.bfloat16: "bringup_decode_layers_bf16"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -43,13 +44,11 @@ def library() -> ctypes.CDLL:
         raise HostKernelInputError(f"decode_layers.cpp has ABI {lib.bringup_decode_layers_abi()}, expected "
                                    f"{WEIGHTS_PER_LAYER * 100 + DIMS}")
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    for entry in (lib.bringup_decode_layers, lib.bringup_decode_layers_bf16):
+    for name in ENTRY_POINTS.values():
+        entry = getattr(lib, name)
         entry.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ctypes.c_float, ctypes.c_float, ptr]
         entry.restype = None
     return lib
-
-
-DTYPES = (torch.float32, torch.bfloat16)  # what the kernel computes in, each with its entry
 
 
 def cannot_fuse(model: DecoderModel, max_model_len: int) -> str | None:
@@ -57,7 +56,7 @@ def cannot_fuse(model: DecoderModel, max_model_len: int) -> str | None:
     name, c = type(model).__name__, model.config
     if model.device.type != "cpu":
         return f"a host-memory kernel; the model is on {model.device}"
-    if model.dtype not in DTYPES:
+    if model.dtype not in ENTRY_POINTS:
         return f"float32 and bfloat16 only; the model runs {str(model.dtype).removeprefix('torch.')}"
     for i, layer in enumerate(model.layers):
         why = _layer_differs(layer, max_model_len)
@@ -147,7 +146,7 @@ class FusedDecode:
         batch, slots = x.shape[0], meta.context_slots.contiguous()
         dims = torch.tensor([*self.dims, slots.shape[1]], dtype=torch.int64)
         work = torch.empty(batch * self.work_per_row, dtype=torch.float32)
-        entry = library().bringup_decode_layers if m.dtype == torch.float32 else library().bringup_decode_layers_bf16
+        entry = getattr(library(), ENTRY_POINTS[m.dtype])
         entry(x.data_ptr(), batch, dims.data_ptr(), self.table, m.rope_cos.data_ptr(), m.rope_sin.data_ptr(),
               positions.data_ptr(), meta.slot_mapping.data_ptr(), slots.data_ptr(), meta.context_lens.data_ptr(),
               self.eps, self.scale, work.data_ptr())
