@@ -176,8 +176,7 @@ def _supervise(ranks: list[RankState], processes: RankProcesses, plan: Plan, sta
                 if _read(state, selector, faults):
                     last_progress = time.monotonic()
             processes.refresh()
-            for state in ranks:
-                _check_exit(state, processes.exit_codes.get(state.rank), faults)
+            judge_exits(ranks, processes.exit_codes, selector, faults)
             done_now = min(len(s.results) for s in ranks)
             if on_case_done is not None and done_now > completed:
                 on_case_done(done_now - completed)
@@ -248,6 +247,18 @@ def handle_message(state: RankState, message: dict[str, Any], faults: list[Fault
         state.reported_failure = True
         faults.append(Fault(state.rank, "error",
                             f"rank {state.rank} failed {state.position()}: {message.get('detail')}"))
+
+
+def judge_exits(ranks: list[RankState], exit_codes: dict[int, int], selector: selectors.BaseSelector,
+                faults: list[Fault]) -> None:
+    """Judge each rank that has newly exited, after reading what it wrote before it went: a rank that sent
+    `done` and exited between the last read and the exit poll still has `done` in its pipe."""
+    for state in ranks:
+        code = exit_codes.get(state.rank)
+        if code is not None and state.exit_code is None:
+            while state.fd is not None and _read(state, selector, faults):
+                pass
+        _check_exit(state, code, faults)
 
 
 def _check_exit(state: RankState, code: int | None, faults: list[Fault]) -> None:
