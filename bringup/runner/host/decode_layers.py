@@ -115,7 +115,7 @@ class FusedDecode:
                      self.rotary_half, *self.widths, self.slots_total]  # the kernel's Dim order; LD_SLOTS per step
         self.work_per_row = 2 * c.hidden_size + self.widths[0] + 2 * c.num_heads * c.head_dim + self.widths[1] + \
             c.intermediate_size
-        library()  # built (or found) now, not on the first request
+        self.entry = getattr(library(), ENTRY_POINTS[model.dtype])  # built (or found) now, not on the first request
 
     def _pointer(self, t: torch.Tensor | None) -> int:
         if t is None:
@@ -146,10 +146,9 @@ class FusedDecode:
         batch, slots = x.shape[0], meta.context_slots.contiguous()
         dims = torch.tensor([*self.dims, slots.shape[1]], dtype=torch.int64)
         work = torch.empty(batch * self.work_per_row, dtype=torch.float32)
-        entry = getattr(library(), ENTRY_POINTS[m.dtype])
-        entry(x.data_ptr(), batch, dims.data_ptr(), self.table, m.rope_cos.data_ptr(), m.rope_sin.data_ptr(),
-              positions.data_ptr(), meta.slot_mapping.data_ptr(), slots.data_ptr(), meta.context_lens.data_ptr(),
-              self.eps, self.scale, work.data_ptr())
+        self.entry(x.data_ptr(), batch, dims.data_ptr(), self.table, m.rope_cos.data_ptr(), m.rope_sin.data_ptr(),
+                   positions.data_ptr(), meta.slot_mapping.data_ptr(), slots.data_ptr(),
+                   meta.context_lens.data_ptr(), self.eps, self.scale, work.data_ptr())
         return m.norm(x)
 
     def _check(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> None:
