@@ -1,0 +1,28 @@
+"""Text from a profile, a model or a request, made safe for a terminal: control characters shown, markup inert.
+
+Every string that did not come from bringup itself goes through `shown` before it is printed as plain text, and
+through `markup_safe` before it is placed inside a rich markup string.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shown(text: object) -> str:
+    """`text` with every control character (ESC, BEL, CR, C1, bidi overrides) written as a visible escape."""
+    return _CONTROL.sub(_visible, str(text))
+
+
+def markup_safe(text: object) -> str:
+    """`shown(text)` with rich markup escaped, for interpolation into a rich markup string."""
+    from rich.markup import escape
+
+    return escape(shown(text))
