@@ -17,4 +17,4 @@ lint:
 
 docs:
 	VENV=$(VENV) scripts/setup-venv.sh docs
-	$(VENV)/bin/mkdocs build --strict --site-dir site
+	$(VENV)/bin/python -m mkdocs build --strict --site-dir site
