@@ -121,6 +121,15 @@ def served(build: Builder) -> Builder:
     return build_serve
 
 
+def verify_ops(build: Builder) -> Builder:
+    """The same directory given to `bringup verify-ops --model` (which reads its config.json for shapes)."""
+    def build_verify(tmp_path: Path, good: Path) -> list[str]:
+        argv = build(tmp_path, good)
+        return ["verify-ops", "--model", argv[argv.index("--model") + 1], "--profile", str(tmp_path / "p.yaml")]
+
+    return build_verify
+
+
 DEEP = b"[" * 100_000 + b"]" * 100_000
 DEEP_INDEX = b'{"weight_map": ' + DEEP + b"}"
 NOT_UTF8 = b'{"model_type": "llama\xff\xfe"}'
@@ -171,6 +180,10 @@ UNREADABLE_JSON = [
     Case("chat_template.jinja is not UTF-8", raw_file(TEMPLATE, b"{{ 1 }}\xff"), (TEMPLATE, "not UTF-8")),
     Case("chat_template.jinja over 4 MiB", sized_file(TEMPLATE, (4 << 20) + 1), (TEMPLATE, "larger than the 4 MiB")),
     Case("config.json over 64 MiB", sized_file("config.json", (64 << 20) + 1), ("config.json", "64 MiB")),
+    Case("config.json nested 10^5 deep (verify-ops --model)", verify_ops(raw_file("config.json", DEEP)),
+         ("config.json", "levels deep")),
+    Case("config.json links outside (verify-ops --model)", verify_ops(link_out("config.json")),
+         ("config.json", *OUTSIDE)),
     Case("safetensors header nested 10^5 deep",
          raw_file(WEIGHTS, struct.pack("<Q", len(DEEP)) + DEEP), (WEIGHTS, "levels deep")),
 ]

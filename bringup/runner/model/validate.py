@@ -192,8 +192,8 @@ def check_fits(model_dir: Path, specs: list[TensorSpec], dtype: torch.dtype, fre
     read from the headers only, before any weight is."""
     need = weight_bytes(specs, dtype)
     if free_bytes is not None and need > free_bytes:
-        raise BringupError(f"{model_dir}: the weights need {_gib(need)} as {str(dtype).removeprefix('torch.')} "
-                           f"({len(specs)} tensors) but {device} has {_gib(free_bytes)} free; nothing was loaded: "
+        raise BringupError(f"{model_dir}: the weights need {_size(need)} as {str(dtype).removeprefix('torch.')} "
+                           f"({len(specs)} tensors) but {device} has {_size(free_bytes)} free; nothing was loaded: "
                            "use a smaller model, a smaller --dtype, or a device with more free memory")
 
 
@@ -202,8 +202,8 @@ def weight_bytes(specs: list[TensorSpec], dtype: torch.dtype) -> int:
     return sum(_numel(list(spec.shape)) for spec in specs) * dtype.itemsize
 
 
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB"
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.2f} MiB"
 
 
 # ---------------------------------------------------------------- values
