@@ -133,6 +133,7 @@ def verify_ops(build: Builder) -> Builder:
 DEEP = b"[" * 100_000 + b"]" * 100_000
 DEEP_INDEX = b'{"weight_map": ' + DEEP + b"}"
 NOT_UTF8 = b'{"model_type": "llama\xff\xfe"}'
+ODD_SHARDS = json.dumps({"weight_map": {"a": "x\u0000y\u001b[2J", "b": "z" * 100_000, "c": "q", "d": "r"}}).encode()
 
 # ---------------------------------------------------------------- the corpus
 
@@ -153,6 +154,8 @@ OUTSIDE_LINKS = [
     Case("shard index names ../outside.safetensors", shards("../outside.safetensors", outside_weights=True),
          ("../outside.safetensors", *OUTSIDE)),
     Case("shard index names an absolute path", shards("{tmp}/secret.txt"), ("secret.txt", *OUTSIDE)),
+    Case("shard index names NUL, ESC and 10^5-character shards", raw_file(INDEX, ODD_SHARDS),
+         ("missing: q, r, x\\x00y\\x1b[2J (and 1 more)",)),
     Case("shard index names the outside FIFO", shards("../outside.fifo"), ("outside.fifo", *OUTSIDE)),
 ]
 SPECIAL_FILES = [

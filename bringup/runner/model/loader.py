@@ -63,11 +63,16 @@ def _shard_names(model_dir: Path) -> list[str]:
         raise BringupError(f"{index}: 'weight_map' must map tensor names to shard file names; re-save the "
                            "model with save_pretrained")
     names = sorted(set(weight_map.values()))
-    missing = [shown(name) for name in names if not has_entry(model_dir, name)]
+    missing = [name for name in names if not has_entry(model_dir, name)]
     if missing:
-        raise BringupError(f"{index} names shard(s) that are missing: {', '.join(missing)}; "
+        more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
+        raise BringupError(f"{index} names shard(s) that are missing: {', '.join(map(_bounded, missing[:3]))}{more}; "
                            "download the complete model")
     return names
+
+
+def _bounded(name: str) -> str:
+    return shown(name if len(name) <= 80 else name[:77] + "...")
 
 
 def check_weights(model_dir: Path, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
