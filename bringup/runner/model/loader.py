@@ -45,7 +45,7 @@ def safetensors_files(model_dir: Path) -> list[Path]:
     pickles = sorted(p.name for p in model_dir.iterdir() if p.suffix in PICKLE_SUFFIXES)
     if pickles:
         raise BringupError(
-            f"{model_dir} has only pickle weights ({', '.join(pickles[:3])}); bringup loads safetensors only "
+            f"{model_dir} has only pickle weights ({shown(', '.join(pickles[:3]))}); bringup loads safetensors only "
             "because unpickling can run arbitrary code. Convert them, e.g. load with transformers and "
             "save_pretrained(dir, safe_serialization=True)")
     raise BringupError(f"{model_dir} has no *.safetensors weight files")
