@@ -62,6 +62,18 @@ def link_out(name: str, target: str = "fifo") -> Builder:
     return build
 
 
+def outside_folder(name: str) -> Builder:
+    """`name` in the model a symlink to a folder outside holding a FIFO `x.jinja`: not even listed."""
+    def build(tmp_path: Path, good: Path) -> list[str]:
+        model = copied(tmp_path, good)
+        (tmp_path / "folder").mkdir()
+        os.mkfifo(tmp_path / "folder" / "x.jinja")
+        (model / name).symlink_to(tmp_path / "folder")
+        return generate(model, tmp_path)
+
+    return build
+
+
 def special(name: str, make: str) -> Builder:
     """`name` in the model replaced by a FIFO, a directory or a link to nothing."""
     def build(tmp_path: Path, good: Path) -> list[str]:
@@ -143,6 +155,8 @@ OUTSIDE_LINKS = [
     Case("chat_template.jinja links to a secret", link_out(TEMPLATE, "secret"), (TEMPLATE, *OUTSIDE)),
     Case("additional template links outside", link_out("additional_chat_templates/tool_use.jinja"),
          ("tool_use.jinja", *OUTSIDE)),
+    Case("additional_chat_templates links to an outside folder", outside_folder("additional_chat_templates"),
+         ("additional_chat_templates", *OUTSIDE)),
     Case("config.json links outside", link_out("config.json"), ("config.json", *OUTSIDE)),
     Case("tokenizer.json links outside", link_out("tokenizer.json"), ("tokenizer.json", *OUTSIDE)),
     Case("tokenizer_config.json links outside", link_out("tokenizer_config.json"),

@@ -25,7 +25,7 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bringup.errors import BringupError
-from bringup.runner.model.model_files import MAX_TEMPLATE_BYTES, has_entry, read_text
+from bringup.runner.model.model_files import MAX_TEMPLATE_BYTES, files_in, has_entry, read_text
 
 RESERVED_VARIABLES = ("messages", "tools", "documents", "add_generation_prompt")
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")  # the first is the one templates read
@@ -90,10 +90,8 @@ def load_chat_templates(model_dir: Path, config_value: Any, config_path: Path) -
     files: dict[str, ChatTemplate] = {}
     if has_entry(model_dir, "chat_template.jinja"):
         files["default"] = _read_template(model_dir, "chat_template.jinja")
-    named_dir = model_dir / "additional_chat_templates"
-    if named_dir.is_dir():
-        for path in sorted(named_dir.glob("*.jinja")):
-            files[path.name.removesuffix(".jinja")] = _read_template(model_dir, path.relative_to(model_dir))
+    for name in files_in(model_dir, "additional_chat_templates", "*.jinja"):
+        files[name.name.removesuffix(".jinja")] = _read_template(model_dir, name)
     if files:
         return files
     return _config_templates(config_value, config_path)

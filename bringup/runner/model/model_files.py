@@ -70,6 +70,20 @@ def model_file(model_dir: Path, name: str | Path) -> Path:
     return real
 
 
+def files_in(model_dir: Path, folder: str, pattern: str) -> list[Path]:
+    """The names (relative to the model directory) of the entries of its sub-folder `folder` matching `pattern`,
+    sorted; [] when there is no such folder. A folder that resolves outside the directory is refused unlisted."""
+    if not has_entry(model_dir, folder):
+        return []
+    real = (model_dir / folder).resolve()
+    if not any(real.is_relative_to(root) for root in model_roots(model_dir)):
+        raise BringupError(f"{shown(model_dir / folder)} resolves to {shown(real)}, outside the model directory "
+                           f"{shown(model_dir)}; a model may only read its own files: copy the folder into it")
+    if not real.is_dir():
+        return []
+    return sorted(Path(folder) / p.name for p in real.glob(pattern))
+
+
 def read_bytes(model_dir: Path, name: str | Path, max_bytes: int) -> bytes:
     """The bytes of the model file `name` (checked by model_file), refused when larger than `max_bytes`."""
     real, label = model_file(model_dir, name), shown(model_dir / name)
