@@ -33,6 +33,7 @@ class CpuBackend(Backend):
     family = "cpu"
     torch_device_type = "cpu"
     visibility_variable = None
+    collective_libraries = {"cpu": ("gloo", "gloo, torch's CPU collective library")}
 
     def availability(self) -> tuple[bool, str]:
         return True, ""

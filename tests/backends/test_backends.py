@@ -1,5 +1,6 @@
 import torch
 
+from bringup.backends.ascend import AscendBackend
 from bringup.backends.cpu import CpuBackend
 from bringup.backends.cuda import CudaBackend
 from bringup.backends.mps import MpsBackend
@@ -22,13 +23,13 @@ def test_cpu_identity_is_complete_and_queries_are_idempotent():
 
 
 def test_absent_families_report_unavailable_without_raising():
-    for backend in (CudaBackend(), XpuBackend(), MpsBackend(), PrivateUse1Backend("npu")):
+    for backend in (CudaBackend(), XpuBackend(), MpsBackend(), AscendBackend(), PrivateUse1Backend("npu")):
         usable, reason = backend.availability()
         if usable:
             continue
         assert reason, backend.family
         assert backend.devices() == [] and backend.device_count() == 0
-    npu = PrivateUse1Backend("npu")
+    npu = AscendBackend()
     assert npu.visibility_variable == "ASCEND_RT_VISIBLE_DEVICES" and npu.vendor_default == "Huawei"
     assert not npu.availability()[0] and "torch.npu is missing" in npu.availability()[1]
 

@@ -70,9 +70,7 @@ def check_peer_access(device: torch.device) -> dict[str, Any]:
         same = torch.equal(dst.cpu(), src.cpu())
     except Exception as exc:
         return unsupported(f"copy {device} -> {other} failed: {error_text(exc)}")
-    direct = None
-    if device.type == "cuda":
-        direct = bool(torch.cuda.can_device_access_peer(index, other.index))
+    direct = backend.peer_access(index, other.index)
     if not same:
         return unsupported(f"copy {device} -> {other} changed values")
     return supported(f"copied 1 MiB {device} -> {other} exactly; direct peer access: {direct}", direct=direct)
