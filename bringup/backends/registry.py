@@ -8,6 +8,7 @@ BUILTIN below instead, so they are found once either way.
 
 from functools import lru_cache
 from importlib import import_module, metadata
+from pathlib import Path
 
 import torch
 
@@ -96,6 +97,11 @@ def attention_implementations(device_type: str) -> dict[str, AttentionFn]:
         if backend.torch_device_type == device_type:
             found |= {k: v for k, v in backend.attention_implementations().items() if k not in found}
     return found
+
+
+def peaks_files() -> tuple[Path, ...]:
+    """The datasheet-peak tables the present backends ship (Backend.peaks_file)."""
+    return tuple(b.peaks_file for b in all_backends() if b.peaks_file is not None)
 
 
 def synchronize(device: torch.device | str) -> None:

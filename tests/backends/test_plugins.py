@@ -77,6 +77,17 @@ def test_probe_verifies_plugin_attention_and_the_runner_uses_only_the_verified_o
     assert result["fallbacks"] == {"op": 0, "path": 0, "global": 0}  # --strict: it ran, nothing fell back
 
 
+def test_plugin_peaks_are_searched_before_the_bundled_table(plugin_site, tmp_path):
+    code = ("from bringup.probes.bench.roofline import datasheet_for; "
+            "print(datasheet_for('FakeCPU FC-1')[0].id, datasheet_for('NVIDIA H100 PCIe')[0].id)")
+    done = run(["-c", code], plugin_site, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fakecpu-fc1", "nvidia-h100-pcie"]
+    without = "from bringup.probes.bench.roofline import datasheet_for; print(datasheet_for('FakeCPU FC-1')[1])"
+    alone = run(["-c", without], None, tmp_path)
+    assert alone.returncode == 0 and "no datasheet entry matches 'FakeCPU FC-1'" in alone.stdout
+
+
 def test_builtins_come_from_the_installed_distributions_entry_points(plugin_site, tmp_path):
     """An installed bringup that declares the group is read, not BUILTIN: here it declares only two families
     (in an order unlike BUILTIN's), and they are listed once each, the host last, the plugin before it."""

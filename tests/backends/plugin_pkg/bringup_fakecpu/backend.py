@@ -5,6 +5,8 @@ It supplies two attention implementations in the runner's calling convention: `f
 float32 masked softmax) and `fakecpu_broken` (drops the mask, a real wrong answer), so a test can see the probe
 verify one, reject the other, and the plan choose only the verified one."""
 
+from pathlib import Path
+
 import torch
 
 from bringup.backends.base import AttentionFn, DeviceInfo
@@ -29,6 +31,7 @@ def fakecpu_broken(q, k, v, mask, scale, softcap=None):  # type: ignore[no-untyp
 class FakeCpuBackend(CpuBackend):
     family = "fakecpu"
     torch_device_type = "cpu"
+    peaks_file = Path(__file__).with_name("peaks.yaml")
 
     def device_info(self, index: int) -> DeviceInfo:
         info = super().device_info(index)
