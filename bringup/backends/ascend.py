@@ -12,6 +12,7 @@ class AscendBackend(PrivateUse1Backend):
     environment_prefixes = ("ASCEND_", "HCCL_")
     smi_tools = (SmiTool("npu-smi", ("info",), r"Version|^\|\s*\d+\s+\w"),)
     driver_files = {"usr/local/Ascend/driver/version.info": "ascend"}
+    packages = ("torch_npu",)
     collective_libraries = {"npu": ("hccl", "Ascend's HCCL (registered by torch_npu)")}
 
     def __init__(self) -> None:

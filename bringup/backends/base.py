@@ -41,6 +41,10 @@ class SmiTool:
     keep: str  # regular expression: the output lines worth keeping
 
 
+def device_count_text(count: int) -> str:
+    return f"yes ({count} device{'s' if count != 1 else ''})"
+
+
 class Backend(ABC):
     """One device family. Subclasses answer from torch and the OS without side effects."""
 
@@ -56,6 +60,7 @@ class Backend(ABC):
     smi_tools: tuple[SmiTool, ...] = ()
     driver_files: Mapping[str, str] = {}            # file below the system root -> fact name (driver_<name>)
     kernel_modules: tuple[str, ...] = ()            # kernel modules reported as loaded or not
+    packages: tuple[str, ...] = ()                  # Python distributions whose versions the report names
     collective_libraries: Mapping[str, tuple[str, str]] = {}  # device family -> (torch.distributed backend, what)
     peaks_file: Path | None = None                  # datasheet peaks (bringup.peaks/v1 YAML) for its devices
 
@@ -84,6 +89,14 @@ class Backend(ABC):
     def build_support(self) -> dict[str, tuple[bool, str]]:
         """For each of its `hardware` names: does this torch build contain the backend (and if not, why)?"""
         return {}
+
+    def availability_facts(self) -> dict[str, str]:
+        """`<family>_available: yes (N devices) | not built | no (why)` for the environment report."""
+        built, _ = self.build_support().get(self.family, (True, ""))
+        if not built:
+            return {f"{self.family}_available": "not built"}
+        usable, why = self.availability()
+        return {f"{self.family}_available": device_count_text(self.device_count()) if usable else f"no ({why})"}
 
     def integrated_guess(self, vendor_id: str, class_code: str, address: str) -> bool | None:
         """Whether an OS-listed device of this family is integrated, where the PCI facts alone tell."""

@@ -35,6 +35,9 @@ class CpuBackend(Backend):
     visibility_variable = None
     collective_libraries = {"cpu": ("gloo", "gloo, torch's CPU collective library")}
 
+    def availability_facts(self) -> dict[str, str]:
+        return {}  # the host is described by the cpu topic
+
     def availability(self) -> tuple[bool, str]:
         return True, ""
 

@@ -61,6 +61,10 @@ class CudaBackend(ModuleBackend):
             "rocm": (is_rocm_build(), f"this torch build ({version}) has no ROCm support"),
         }
 
+    def availability_facts(self) -> dict[str, str]:
+        key = "rocm_available" if is_rocm_build() else "cuda_available"
+        return {key: self.module_availability(torch.version.cuda is not None or is_rocm_build())}
+
     def order_warnings(self, devices: list[DeviceInfo], env: Mapping[str, str]) -> list[str]:
         cuda = [d for d in devices if d.id.startswith("cuda:")]
         if len(cuda) < 2 or env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID":

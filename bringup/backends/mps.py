@@ -18,6 +18,11 @@ class MpsBackend(Backend):
         mps = getattr(torch.backends, "mps", None)
         return {"mps": (bool(mps and mps.is_built()), f"this torch build ({torch.__version__}) was built without MPS")}
 
+    def availability_facts(self) -> dict[str, str]:
+        if torch.backends.mps.is_available():
+            return {"mps_available": "yes"}
+        return {"mps_available": "no" if torch.backends.mps.is_built() else "not built"}
+
     def availability(self) -> tuple[bool, str]:
         mps = getattr(torch.backends, "mps", None)
         if mps is None or not mps.is_built():

@@ -19,6 +19,7 @@ class XpuBackend(ModuleBackend):
     environment_prefixes = ("ZE_", "SYCL_", "ONEAPI_", "CCL_")
     smi_tools = (SmiTool("xpu-smi", ("discovery",), r"Device Name|Driver Version|PCI BDF"),)
     kernel_modules = ("i915", "xe")
+    packages = ("intel_extension_for_pytorch",)
     collective_libraries = {"xpu": ("xccl", "oneCCL, exposed as 'xccl' in torch >= 2.7")}
 
     def build_support(self) -> dict[str, tuple[bool, str]]:
@@ -27,6 +28,11 @@ class XpuBackend(ModuleBackend):
         xpu = getattr(torch, "xpu", None)
         built = bool(xpu is not None and getattr(xpu, "_is_compiled", lambda: False)())
         return {"xpu": (built, f"this torch build ({torch.__version__}) has no XPU support")}
+
+    def availability_facts(self) -> dict[str, str]:
+        import torch
+
+        return {"xpu_available": self.module_availability(bool(getattr(torch.version, "xpu", None)))}
 
     def integrated_guess(self, vendor_id: str, class_code: str, address: str) -> bool | None:
         """The one safe guess: an Intel display controller on the root bus is the CPU's iGPU."""
