@@ -110,6 +110,11 @@ class Backend(ABC):
         """Name of the family's graph-capture API, or None when it has none."""
         return None
 
+    def capture_graph(self, device: torch.device, step: Callable[[], None]) -> Callable[[], None] | None:
+        """Run `step` to warm up, capture it into the family's graph, and return the replay; None where
+        bringup has no executed capture for the family."""
+        return None
+
     def peer_access(self, index: int, other: int) -> bool | None:
         """Whether device `index` reads device `other`'s memory directly; None where the family cannot tell."""
         return None

@@ -1,7 +1,7 @@
 """NVIDIA CUDA, and AMD ROCm (HIP builds of torch expose the same torch.cuda API)."""
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -80,6 +80,18 @@ class CudaBackend(ModuleBackend):
             f"CUDA_DEVICE_ORDER is not PCI_BUS_ID: torch numbers devices fastest-first, {detail}; "
             "set CUDA_DEVICE_ORDER=PCI_BUS_ID for a stable order"
         ]
+
+    def capture_graph(self, device: torch.device, step: Callable[[], None]) -> Callable[[], None] | None:
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream(device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+        return graph.replay
 
     def peer_access(self, index: int, other: int) -> bool | None:
         return bool(torch.cuda.can_device_access_peer(index, other))
