@@ -72,11 +72,19 @@ def registered() -> list[Backend]:
     return [cls() for cls in backend_classes()]
 
 
+def _present(backend: Backend) -> bool:
+    try:
+        return bool(backend.present())
+    except Exception as exc:  # a plugin's bug must not hide the other families
+        log.warning("backend %r is left out: its present() raised %s: %s", backend.family, type(exc).__name__, exc)
+        return False
+
+
 def all_backends() -> list[Backend]:
     """The families this torch process has, one backend each, in listing order."""
     found: dict[str, Backend] = {}
     for backend in registered():
-        if backend.present() and backend.family not in found:
+        if backend.family not in found and _present(backend):
             found[backend.family] = backend
     return list(found.values())
 

@@ -104,6 +104,17 @@ def test_builtins_come_from_the_installed_distributions_entry_points(plugin_site
     assert done.stdout.strip() == "['cuda', 'fakecpu', 'cpu']"
 
 
+def test_a_plugin_that_cannot_load_is_named_and_left_out(tmp_path):
+    dist = tmp_path / "site" / "bringup_broken-0.1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bringup-broken\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nbroken = bringup_no_such_module:Backend\n")
+    done = bringup(["devices", "--json", "--profile", str(tmp_path / "p.yaml")], tmp_path / "site", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "cpu" in [f["family"] for f in json.loads(done.stdout)["torch"]]
+    assert "backend 'broken' (bringup_no_such_module:Backend) could not be loaded" in " ".join(done.stderr.split())
+
+
 def test_pyproject_declares_exactly_the_builtin_list():
     """The two places the built-ins are named (the entry points an install reads, the list a source tree
     falls back on) say the same, in the same order."""
