@@ -50,6 +50,9 @@ def declared() -> dict[str, str]:
     ordered = {name: builtin[name] for name in BUILTIN if name in builtin}
     ordered |= {name: target for name, target in builtin.items() if name not in ordered}
     plugins = {e.name: e.value for e in entries if not _is_bringup(e) and e.name not in ordered}
+    for entry in entries:
+        if not _is_bringup(entry) and entry.name in ordered:
+            log.warning("backend %r (%s) is left out: a built-in family has that name", entry.name, entry.value)
     host = {HOST: ordered.pop(HOST)} if HOST in ordered else {}
     return ordered | plugins | host
 

@@ -3,6 +3,7 @@ import torch
 from bringup.backends.ascend import AscendBackend
 from bringup.backends.cpu import CpuBackend
 from bringup.backends.cuda import CudaBackend
+from bringup.backends.habana import HabanaBackend
 from bringup.backends.mps import MpsBackend
 from bringup.backends.privateuse1 import PrivateUse1Backend
 from bringup.backends.registry import all_backends, backend_for, device_info, synchronize
@@ -23,7 +24,8 @@ def test_cpu_identity_is_complete_and_queries_are_idempotent():
 
 
 def test_absent_families_report_unavailable_without_raising():
-    for backend in (CudaBackend(), XpuBackend(), MpsBackend(), AscendBackend(), PrivateUse1Backend("npu")):
+    for backend in (CudaBackend(), XpuBackend(), MpsBackend(), AscendBackend(), HabanaBackend(),
+                    PrivateUse1Backend("npu")):
         usable, reason = backend.availability()
         if usable:
             continue
