@@ -6,7 +6,7 @@ import time
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, Request
+from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from bringup.serve.chat import create_chat_completion
@@ -36,7 +36,7 @@ from bringup.serve.schemas import (
     TokenizeRequest,
     TokenizeResponse,
 )
-from bringup.serve.tokenization import detokenize, key_check, tokenize
+from bringup.serve.tokenization import detokenize, tokenize
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
@@ -111,15 +111,14 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
     async def chat_completions(body: ChatCompletionRequest, request: Request):
         return await create_chat_completion(body, request, ctx)
 
-    guarded = [Depends(key_check(ctx.config.api_key))]  # outside /v1, as vLLM serves them
-
-    @app.post("/tokenize", response_model=TokenizeResponse, dependencies=guarded,
+    # outside /v1, as vLLM serves them; the key is checked by APIKeyMiddleware as on /v1
+    @app.post("/tokenize", response_model=TokenizeResponse,
               responses={c: _ERRORS[c] for c in (400, 401, 404, 413)})
-    async def tokenize_route(body: Annotated[TokenizeRequest, Body()]) -> TokenizeResponse:
+    async def tokenize_route(body: Annotated[TokenizeRequest, Body()]) -> Response:
         """vLLM's /tokenize: a `prompt`, or `messages` rendered by the chat template as the chat endpoint does."""
         return await tokenize(body, ctx)
 
-    @app.post("/detokenize", response_model=DetokenizeResponse, dependencies=guarded,
+    @app.post("/detokenize", response_model=DetokenizeResponse,
               responses={c: _ERRORS[c] for c in (400, 401, 404, 413)})
     async def detokenize_route(body: DetokenizeRequest) -> DetokenizeResponse:
         return await detokenize(body, ctx)

@@ -23,22 +23,36 @@ async def _send_json(send, status: int, payload: dict, headers: list[tuple[bytes
 
 
 class APIKeyMiddleware:
-    """With a key configured, every /v1 path needs `Authorization: Bearer <key>` (else 401)."""
+    """With a key configured, every /v1 path and JSON_PATHS need `Authorization: Bearer <key>`, decided here
+    once for all of them, before any body is read: a missing or wrong key, or more than one Authorization
+    header (which one counts would be a guess), is a 401 and the connection is closed unread."""
 
     def __init__(self, app, api_key: str | None) -> None:
         self.app = app
         self.expected = f"Bearer {api_key}".encode() if api_key else None
 
     async def __call__(self, scope, receive, send) -> None:
-        if self.expected is not None and scope["type"] == "http" and scope["path"].startswith("/v1"):
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not secrets.compare_digest(given, self.expected):
-                why = "missing" if not given else "wrong"
-                await _send_json(send, 401, error_body(
-                    401, f"{why} API key: send the server's key as 'Authorization: Bearer <key>'",
-                    code="invalid_api_key"), [(b"www-authenticate", b"Bearer")])
+        if self.expected is not None and scope["type"] == "http" and _needs_key(scope["path"]):
+            why = self._refusal(scope)
+            if why is not None:
+                await _send_json(send, 401, error_body(401, why, code="invalid_api_key"),
+                                 [(b"www-authenticate", b"Bearer"), (b"connection", b"close")])
                 return
         await self.app(scope, receive, send)
+
+    def _refusal(self, scope) -> str | None:
+        given = [value for name, value in scope.get("headers") or [] if name == b"authorization"]
+        if len(given) > 1:
+            return (f"{len(given)} Authorization headers: send exactly one, "
+                    "'Authorization: Bearer <key>' with the server's key")
+        if given and secrets.compare_digest(given[0], self.expected):
+            return None
+        why = "missing" if not given else "wrong"
+        return f"{why} API key: send the server's key as 'Authorization: Bearer <key>'"
+
+
+def _needs_key(path: str) -> bool:
+    return path.startswith("/v1") or path in JSON_PATHS
 
 
 class StatusCountMiddleware:
