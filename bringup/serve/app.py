@@ -70,7 +70,8 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
     app.state.ctx = ctx
     install_error_handlers(app)
     app.add_middleware(AssumeJSONMiddleware)
-    app.add_middleware(BodyLimitMiddleware, limits=ctx.body_limits())  # after the key check: no key, no reading
+    # added before the key check, so it runs after it: no key, no reading
+    app.add_middleware(BodyLimitMiddleware, limits=ctx.body_limits(), body_timeout_s=ctx.config.body_timeout_s)
     app.add_middleware(APIKeyMiddleware, api_key=ctx.config.api_key)
     app.add_middleware(StatusCountMiddleware, metrics=ctx.metrics)
     created = int(time.time())

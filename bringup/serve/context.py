@@ -35,6 +35,9 @@ class ServerConfig:
     drain_timeout_s: float = 60.0
     stream_write_timeout_s: float = 30.0  # a stream whose client reads nothing for this long is cut
     max_body_bytes: int = 64 * MIB
+    header_timeout_s: float = 10.0  # a request's head must arrive whole within this
+    body_timeout_s: float = 60.0  # and its body within this after the head
+    max_connections: int = 1000  # open connections (lowered to what ulimit -n allows)
     profile_path: Path | None = None
     extra_model_names: list[str] = field(default_factory=list)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+import time
 
 from bringup.serve.body import BodyLimits, BodyScanner, Refusal, over_declared_size
 from bringup.serve.errors import error_body
@@ -104,12 +106,14 @@ class BodyLimitMiddleware:
     """Reads every request body through a BodyScanner before the app sees it (any transfer encoding).
 
     A refused body is answered at once with one JSON error line and `Connection: close`: the rest of it is
-    never read. A body within the limits is handed to the app in one piece.
+    never read. So is a body that has not arrived whole within `body_timeout_s` of its head (a 408). A body
+    within the limits is handed to the app in one piece.
     """
 
-    def __init__(self, app, limits: BodyLimits) -> None:
+    def __init__(self, app, limits: BodyLimits, body_timeout_s: float = 60.0) -> None:
         self.app = app
         self.limits = limits
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or not _has_body(scope):
@@ -119,7 +123,7 @@ class BodyLimitMiddleware:
         if declared.isdigit() and int(declared) > self.limits.max_bytes:
             await _refuse(send, over_declared_size(int(declared), self.limits))
             return
-        body = await _read_body(receive, BodyScanner(self.limits))
+        body = await _read_body(receive, BodyScanner(self.limits), self.body_timeout_s)
         if isinstance(body, Refusal):
             await _refuse(send, body)
         elif body is not None:  # None: the client left before sending all of it
@@ -131,10 +135,16 @@ def _has_body(scope) -> bool:
     return b"transfer-encoding" in headers or headers.get(b"content-length", b"0") not in (b"0", b"")
 
 
-async def _read_body(receive, scanner: BodyScanner) -> bytes | Refusal | None:
+async def _read_body(receive, scanner: BodyScanner, timeout_s: float) -> bytes | Refusal | None:
     chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
     while True:
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            return Refusal(408, f"the request body did not arrive within {timeout_s:g} s (the server's "
+                                f"--body-timeout); {scanner.size} bytes came; send it faster or in one piece",
+                           "body_timeout")
         if message["type"] == "http.disconnect":
             return None
         chunk = message.get("body", b"")

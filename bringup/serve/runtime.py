@@ -9,14 +9,17 @@ tells the caller to exit non-zero. A second Ctrl-C ends it at once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
+import socket
 import time
 from types import FrameType
 
 import uvicorn
 
 from bringup.log import get_logger
+from bringup.serve.connections import AcceptErrorLog, ConnectionLimits, guarded_protocol, usable_connection_cap
 from bringup.serve.context import ServerContext
 from bringup.serve.generation import STREAM_CUT
 
@@ -32,6 +35,10 @@ class DrainingServer(uvicorn.Server):
         self.drain_started: float | None = None
         self.cut_at: float | None = None
         self.requests_cut: list[str] = []
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
+        await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.drain_started is None:
@@ -83,8 +90,10 @@ class _CutStreamFilter(logging.Filter):
 
 
 def make_server(ctx: ServerContext, app, host: str, port: int, log_level: str = "warning") -> DrainingServer:
+    limits = ConnectionLimits(header_timeout_s=ctx.config.header_timeout_s,
+                              max_connections=usable_connection_cap(ctx.config.max_connections))
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=5, lifespan="on")
+                            timeout_graceful_shutdown=5, lifespan="on", http=guarded_protocol(limits))
     uvicorn_log = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, _CutStreamFilter) for f in uvicorn_log.filters):
         uvicorn_log.addFilter(_CutStreamFilter())
