@@ -70,6 +70,9 @@ def command(
                                                  "allows). Past it the longest-silent connection is closed; "
                                                  "if every one has a request in progress, the new one gets 503.",
                                                  min=1)] = 1000,
+    template_timeout: Annotated[float, typer.Option(help="Seconds one rendering of the model's chat template may "
+                                                    "take; past it (or past its output and value-size limits) "
+                                                    "the request gets 400.", min=0.01)] = 10.0,
     allow_cpu_fallback: Annotated[bool, typer.Option(help="If the device cannot run the model, run on the CPU "
                                                      "instead of refusing (a global fallback).")] = False,
     dtype: DtypeOption = "auto",
@@ -109,7 +112,7 @@ def command(
                           drain_timeout_s=drain_timeout, stream_write_timeout_s=stream_write_timeout,
                           max_body_bytes=int(max_body_mb * 1024 * 1024), profile_path=profile_used,
                           header_timeout_s=header_timeout, body_timeout_s=body_timeout,
-                          max_connections=max_connections)
+                          max_connections=max_connections, template_timeout_s=template_timeout)
     app = create_app(engine, config)
     ctx = app.state.ctx
     bound_host, bound_port = sock.getsockname()[:2]

@@ -63,6 +63,7 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
         try:
             yield
         finally:
+            ctx.templates.close()
             ctx.engine.stop()
 
     app = FastAPI(title="bringup serve", version="1", lifespan=lifespan,

@@ -50,13 +50,14 @@ def template_messages(body: ChatTemplateFields, char_limit: int, too_long: str) 
 async def chat_prompt_ids(body: ChatTemplateFields, messages: list[dict[str, str]], ctx: ServerContext, *,
                           tools: list[dict] | None = None) -> list[int]:
     """The token ids of the conversation as the model's chat template renders it (transformers'
-    apply_chat_template(..., tokenize=True)); with add_special_tokens, the model's BOS on top."""
+    apply_chat_template(..., tokenize=True)); with add_special_tokens, the model's BOS on top. The template is
+    rendered on the server's template pool, under its limits."""
     tokenizer, args = ctx.tokenizer, {**body.template_args(), "tools": tools}
     try:
         if body.add_special_tokens:
-            text = await asyncio.to_thread(tokenizer.apply_chat_template, messages, **args)
+            text = await ctx.templates.run(tokenizer.apply_chat_template, messages, **args)
             return await asyncio.to_thread(tokenizer.encode, text, add_special_tokens=True)
-        return await asyncio.to_thread(tokenizer.encode_chat, messages, **args)
+        return await ctx.templates.run(tokenizer.encode_chat, messages, **args)
     except (BringupError, ValueError, TypeError) as exc:
         raise APIError(400, f"messages: the chat template refused them: {exc}", param="messages") from None
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from bringup.log import get_logger
+from bringup.runner.model.template_limits import TemplateLimits
 from bringup.serve.async_engine import AsyncEngine
 from bringup.serve.body import MIB, BodyLimits
 from bringup.serve.errors import APIError, error_body
@@ -16,6 +17,7 @@ from bringup.serve.ignored_fields import IgnoredFields
 from bringup.serve.metrics import ServerMetrics
 from bringup.serve.protocol import Engine
 from bringup.serve.request_rules import MAX_PROMPTS
+from bringup.serve.template_pool import TemplatePool
 
 log = get_logger("serve")
 
@@ -38,6 +40,9 @@ class ServerConfig:
     header_timeout_s: float = 10.0  # a request's head must arrive whole within this
     body_timeout_s: float = 60.0  # and its body within this after the head
     max_connections: int = 1000  # open connections (lowered to what ulimit -n allows)
+    template_timeout_s: float = 10.0  # one chat-template rendering's time budget
+    template_workers: int = 2  # threads that render chat templates (their own pool; rendering holds the GIL,
+    # so more threads add no throughput)
     profile_path: Path | None = None
     extra_model_names: list[str] = field(default_factory=list)
 
@@ -55,6 +60,8 @@ class ServerContext:
         self.generation_defaults = dict(getattr(engine.tokenizer, "generation_defaults", {}) or {})
         self.preparer = Preparer(engine.tokenizer, self.max_model_len, engine.vocab_size)
         self.ignored_fields = IgnoredFields()
+        self.templates = TemplatePool(config.template_workers, config.max_queue,
+                                      TemplateLimits(time_s=config.template_timeout_s))
         self.metrics.watch_ignored_fields(self.ignored_fields.snapshot)
 
     def body_limits(self) -> BodyLimits:

@@ -36,6 +36,10 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 MAX_INT_BITS = 100_000  # about 30,000 decimal digits
 MAX_WEIGHT_DEPTH = 100
 MAX_JSON_INDENT = 64
+# A render holds the GIL: every YIELD_EVERY_S of rendering it sleeps YIELD_FOR_S, so the threads that answer
+# other requests (the server's event loop) get the interpreter promptly even while several renders run.
+YIELD_EVERY_S = 0.004
+YIELD_FOR_S = 0.001
 _FORMAT_NUMBER = re.compile(r"\d+")
 
 
@@ -55,12 +59,17 @@ class RenderBudget:
     def __init__(self, limits: TemplateLimits) -> None:
         self.limits = limits
         self.deadline = time.monotonic() + limits.time_s
+        self.next_yield = time.monotonic() + YIELD_EVERY_S
         self.created = 0
         self.output = 0
 
     def tick(self) -> None:
-        if time.monotonic() > self.deadline:
+        now = time.monotonic()
+        if now > self.deadline:
             raise TemplateLimitExceeded(f"rendering took longer than its time budget of {self.limits.time_s:g} s")
+        if now > self.next_yield:
+            time.sleep(YIELD_FOR_S)
+            self.next_yield = time.monotonic() + YIELD_EVERY_S
 
     def allow(self, size: int, what: str) -> None:
         """Refuse making a value of `size` characters, or count it."""
