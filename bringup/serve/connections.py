@@ -6,6 +6,9 @@
 - At most `max_connections` connections are open. Past the cap the connection silent the longest (no request
   in progress) is closed to make room, so a flood of silent sockets cannot lock out /health; when every
   connection has a request in progress, the new one gets a 503 and is closed.
+- The event loop accepts at most `accept_batch` connections before their protocols run (asyncio accepts up to
+  its `backlog` at once), so a flood is capped in steps instead of taking every descriptor in one go; the
+  kernel's queue of pending connections stays long (KERNEL_BACKLOG), so a client is never refused there.
 - Running out of file descriptors in accept() is logged as one WARNING line at most every FD_WARNING_EVERY_S
   (with how many were not logged), not a traceback a second; accepting resumes when sockets free up.
 """
@@ -14,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import resource
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +32,7 @@ log = get_logger("serve")
 
 FD_RESERVE = 64  # descriptors kept for everything but client sockets (model files, logs, pipes, threads)
 FD_WARNING_EVERY_S = 10.0
+KERNEL_BACKLOG = 2048
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -34,6 +40,19 @@ _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 class ConnectionLimits:
     header_timeout_s: float = 10.0
     max_connections: int = 1000
+
+    @property
+    def accept_batch(self) -> int:
+        """Accepted sockets wait two or three loop turns for their protocol: that many batches must fit in
+        the descriptors FD_RESERVE leaves beside the cap."""
+        return max(8, min(KERNEL_BACKLOG, self.max_connections // 8))
+
+
+def restore_kernel_backlog(listening: list) -> None:
+    """asyncio listens with its accept batch as the queue length; give the kernel its long queue back."""
+    for transport_socket in listening:
+        with socket.socket(fileno=os.dup(transport_socket.fileno())) as same_socket:
+            same_socket.listen(KERNEL_BACKLOG)
 
 
 def usable_connection_cap(requested: int) -> int:

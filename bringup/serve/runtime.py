@@ -19,7 +19,13 @@ from types import FrameType
 import uvicorn
 
 from bringup.log import get_logger
-from bringup.serve.connections import AcceptErrorLog, ConnectionLimits, guarded_protocol, usable_connection_cap
+from bringup.serve.connections import (
+    AcceptErrorLog,
+    ConnectionLimits,
+    guarded_protocol,
+    restore_kernel_backlog,
+    usable_connection_cap,
+)
 from bringup.serve.context import ServerContext
 from bringup.serve.generation import STREAM_CUT
 
@@ -39,6 +45,10 @@ class DrainingServer(uvicorn.Server):
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
         await super().serve(sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        restore_kernel_backlog([s for server in self.servers for s in server.sockets])
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.drain_started is None:
@@ -93,7 +103,8 @@ def make_server(ctx: ServerContext, app, host: str, port: int, log_level: str = 
     limits = ConnectionLimits(header_timeout_s=ctx.config.header_timeout_s,
                               max_connections=usable_connection_cap(ctx.config.max_connections))
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=5, lifespan="on", http=guarded_protocol(limits))
+                            timeout_graceful_shutdown=5, lifespan="on", http=guarded_protocol(limits),
+                            backlog=limits.accept_batch)
     uvicorn_log = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, _CutStreamFilter) for f in uvicorn_log.filters):
         uvicorn_log.addFilter(_CutStreamFilter())
