@@ -59,12 +59,12 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        ctx.engine.start()
+        ctx.async_engine.start()
         try:
             yield
         finally:
             ctx.templates.close()
-            ctx.engine.stop()
+            ctx.async_engine.stop()
 
     app = FastAPI(title="bringup serve", version="1", lifespan=lifespan,
                   description="OpenAI-compatible inference on the bringup runner.")
@@ -80,13 +80,13 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
     @app.get("/health", responses={503: {"description": "draining or engine dead"}})
     async def health() -> JSONResponse:
         """200 while requests are admitted; 503 while draining or after the engine loop died."""
-        engine_ = ctx.engine
-        if not engine_.alive:
-            return JSONResponse({"status": "dead", "reason": engine_.dead_reason or "engine loop stopped"},
+        async_engine = ctx.async_engine
+        if not async_engine.alive:
+            return JSONResponse({"status": "dead", "reason": async_engine.dead_reason or "engine loop stopped"},
                                 status_code=503)
-        if engine_.draining:
-            return JSONResponse({"status": "draining", "in_flight": engine_.in_flight}, status_code=503)
-        return JSONResponse({"status": "ok", "in_flight": engine_.in_flight})
+        if async_engine.draining:
+            return JSONResponse({"status": "draining", "in_flight": async_engine.in_flight}, status_code=503)
+        return JSONResponse({"status": "ok", "in_flight": async_engine.in_flight})
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> Response:

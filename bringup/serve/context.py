@@ -1,4 +1,4 @@
-"""What request handlers need: the async engine, the tokenizer, limits and names."""
+"""What request handlers need: the engine, its async front (async_engine), the tokenizer, limits and names."""
 
 from __future__ import annotations
 
@@ -49,13 +49,13 @@ class ServerConfig:
 
 class ServerContext:
     def __init__(self, engine: Engine, config: ServerConfig, metrics: ServerMetrics | None = None) -> None:
-        self.llm = engine
+        self.engine = engine
         self.config = config
         self.model_name = config.served_model_name or engine.model_name
         self.max_model_len = int(engine.max_model_len)
         self.metrics = metrics or ServerMetrics(self.model_name, self.max_model_len)
-        self.engine = AsyncEngine(engine, max_queue=config.max_queue, metrics=self.metrics)
-        self.metrics.watch_engine(engine, self.engine.snapshot)
+        self.async_engine = AsyncEngine(engine, max_queue=config.max_queue, metrics=self.metrics)
+        self.metrics.watch_engine(engine, self.async_engine.snapshot)
         self.tokenizer = engine.tokenizer
         self.generation_defaults = dict(getattr(engine.tokenizer, "generation_defaults", {}) or {})
         self.preparer = Preparer(engine.tokenizer, self.max_model_len, engine.vocab_size)

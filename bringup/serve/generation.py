@@ -189,8 +189,8 @@ def _failed(output: Any) -> APIError:
 async def respond(job: Job, ctx: Any, request: Request, stream: bool,
                   make_stream: Callable[[Subscription], AsyncIterator[bytes]]) -> SSEResponse | list[Any]:
     """Admit the job; stream it (an SSE response) or wait for every choice's final output."""
-    ctx.engine.admit()
-    sub = Subscription(ctx.engine, job)
+    ctx.async_engine.admit()
+    sub = Subscription(ctx.async_engine, job)
     try:
         await sub.start()
     except BaseException:
