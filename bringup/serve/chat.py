@@ -33,7 +33,7 @@ from bringup.serve.schemas import (
     ChatTemplateFields,
     Usage,
 )
-from bringup.serve.sse_stream import Piece, sse_events
+from bringup.serve.streaming import Piece, sse_events
 
 
 def template_messages(body: ChatTemplateFields, char_limit: int, too_long: str) -> list[dict[str, str]]:

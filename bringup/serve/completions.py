@@ -27,7 +27,7 @@ from bringup.serve.schemas import (
     CompletionResponse,
     Usage,
 )
-from bringup.serve.sse_stream import Piece, sse_events
+from bringup.serve.streaming import Piece, sse_events
 
 MAX_SEQUENCES_PER_REQUEST = 64
 

@@ -19,11 +19,12 @@ from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.serve.async_engine import AsyncEngine, EngineFailure, Sequence
 from bringup.serve.errors import APIError
 from bringup.serve.schemas import SamplingFields, Usage
-from bringup.serve.streaming import SSE_HEADERS
 
 # A prompt longer than this many characters per context token cannot fit: reject it before
 # spending time tokenising it.
 MAX_CHARS_PER_TOKEN = 64
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no proxy buffering of a stream
 
 log = get_logger("serve")
 
