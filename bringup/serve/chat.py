@@ -18,7 +18,7 @@ from bringup.serve.generation import (
     Job,
     Subscription,
     new_id,
-    respond,
+    run_request,
     sampling_params,
     usage,
 )
@@ -79,22 +79,17 @@ async def build_job(body: ChatCompletionRequest, ctx: ServerContext) -> Job:
 
 
 async def create_chat_completion(body: ChatCompletionRequest, request: Request, ctx: ServerContext):
-    ctx.accept(body, body.model)
-    job = await build_job(body, ctx)
-    include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
-    result = await respond(job, ctx, request, body.stream,
-                           lambda sub: stream(sub, body, ctx, include_usage))
-    if body.stream:
-        return result
-    finals = result
-    fmt = LogprobFormatter(ctx.tokenizer)
-    choices = [
-        ChatChoice(index=i, message=AssistantMessage(content=out.text), finish_reason=out.finish_reason,
-                   logprobs=fmt.chat(out.logprobs) if body.logprobs else None)
-        for i, out in enumerate(finals)
-    ]
-    return ChatCompletionResponse(id=job.id, created=int(time.time()), model=ctx.model_name, choices=choices,
-                                  usage=usage(job, finals))
+    def answer(job: Job, finals: list[Any]) -> ChatCompletionResponse:
+        fmt = LogprobFormatter(ctx.tokenizer)
+        choices = [
+            ChatChoice(index=i, message=AssistantMessage(content=out.text), finish_reason=out.finish_reason,
+                       logprobs=fmt.chat(out.logprobs) if body.logprobs else None)
+            for i, out in enumerate(finals)
+        ]
+        return ChatCompletionResponse(id=job.id, created=int(time.time()), model=ctx.model_name, choices=choices,
+                                      usage=usage(job, finals))
+
+    return await run_request(body, request, ctx, build_job, stream, answer)
 
 
 def stream(sub: Subscription, body: ChatCompletionRequest, ctx: ServerContext,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -205,6 +205,18 @@ async def respond(job: Job, ctx: Any, request: Request, stream: bool,
         return await final_outputs(sub, request)
     finally:
         sub.close()
+
+
+async def run_request(body: Any, request: Request, ctx: Any, build: Callable[[Any, Any], Awaitable[Job]],
+                      stream: Callable[[Subscription, Any, Any, bool], AsyncIterator[str]],
+                      answer: Callable[[Job, list[Any]], Any]) -> Any:
+    """What every generation endpoint does with a request: check it, build its job, then stream it, or answer
+    with `answer(job, final outputs)` once every choice is final."""
+    ctx.accept(body, body.model)
+    job = await build(body, ctx)
+    include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
+    result = await respond(job, ctx, request, body.stream, lambda sub: stream(sub, body, ctx, include_usage))
+    return result if body.stream else answer(job, result)
 
 
 def usage(job: Job, outputs: list[Any]) -> Usage:
