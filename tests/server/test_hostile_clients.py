@@ -47,6 +47,13 @@ BOMBS = {  # issue 28's template bombs, and their relatives
     "replace explosion": "{% set s = 'a' * 1000000 %}{{ s.replace('a', s) }}",
     "printf width": "{{ '%0999999999d' % 1 }}",
     "shared references printed": "{% set s = 'a' * 3000000 %}{{ [s, s, s, s, s, s, s, s] }}",
+    "indent by a long string": "{% set s = 'x\\n' * 1000 %}{{ s|indent('a' * 1000000) }}",
+    "join with a long separator": "{{ ([''] * 1000000)|join('a' * 1000) }}",
+    "replace filter explosion": "{% set s = 'a' * 1000000 %}{{ s|replace('a', s) }}",
+    "format filter width": "{{ '%0999999999d'|format(1) }}",
+    "wordwrap with a long wrapstring": "{% set s = 'a' * 100000 %}{{ s|wordwrap(1, wrapstring='b' * 1000) }}",
+    "str.format width": "{{ '{:999999999}'.format(1) }}",
+    "integer squaring": "{% set ns = namespace(x=3) %}{% for i in range(40) %}{% set ns.x = ns.x * ns.x %}{% endfor %}",
     "endless output": "{% for i in range(100000) %}{% for j in range(100000) %}{{ 'y' * 100 }}{% endfor %}"
                       "{% endfor %}",
 }

@@ -20,6 +20,7 @@ characters a value turns into when printed, counted through containers.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import re
 import time
@@ -264,35 +265,71 @@ def bounded_tojson(value: Any, ensure_ascii: bool = False, indent: int | str | N
     return "".join(pieces)
 
 
-def _filter_arguments(original: Callable, args: tuple) -> tuple:
-    """The arguments a filter was called with, without the context or environment Jinja passes first."""
-    return args[1:] if getattr(original, "jinja_pass_arg", None) is not None else args
+def _text_size(value: Any) -> int:
+    return len(value) if isinstance(value, str) else weight(value)
 
 
-def _padding_filter(original: Callable, width_arg: str, position: int, what: str) -> Callable:
-    """A filter whose `width_arg` pads its result: refused when the padding alone passes the value cap."""
+def _replaced_size(text: str, old: Any, new: Any) -> int:
+    if not (isinstance(text, str) and isinstance(old, str) and isinstance(new, str)):
+        return _text_size(text)
+    matches = text.count(old) if old else len(text) + 1
+    return len(text) + matches * max(len(new) - len(old), 0)
+
+
+def _indented_size(a: dict) -> int:
+    width = a["width"]
+    pad = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
+    return _text_size(a["s"]) + max(pad, 0) * (str(a["s"]).count("\n") + 1)
+
+
+def _formatted_size(a: dict) -> int:
+    if isinstance(a["value"], str):
+        _check_format_string(a["value"], "the format filter", _budget())
+    return _text_size(a["value"]) + weight(a["args"]) + weight(a["kwargs"])
+
+
+def _wrapped_size(a: dict) -> int:
+    width = a["width"] if isinstance(a["width"], int) and a["width"] > 0 else 1
+    wrap = a["wrapstring"] if isinstance(a["wrapstring"], str) else "\n"
+    return _text_size(a["s"]) * (1 + len(wrap) // width + 1)
+
+
+# each filter that can make a value bigger than its input, with the size of its result from its arguments
+_FILTER_SIZES: dict[str, Callable[[dict], int]] = {
+    "indent": _indented_size,
+    "center": lambda a: max(_text_size(a["value"]), a["width"] if isinstance(a["width"], int) else 0),
+    "join": lambda a: weight(a["value"]) + len(str(a["d"])) * len(a["value"]),
+    "replace": lambda a: _replaced_size(a["s"], a["old"], a["new"]),
+    "format": _formatted_size,
+    "wordwrap": _wrapped_size,
+    "truncate": lambda a: _text_size(a["s"]) + len(str(a["end"])),
+    "string": lambda a: weight(a["s"]),
+    "list": lambda a: weight(a["value"]),
+}
+
+
+_PASSED_NAMES = ("eval_ctx", "environment", "env", "context", "ctx")
+
+
+def _checked_filter(original: Callable, name: str) -> Callable:
+    """The filter, refused before it runs when its result would be over a limit (sized by _FILTER_SIZES)."""
+    passes_first = getattr(original, "jinja_pass_arg", None) is not None
+    signature = inspect.signature(original)
+    parameters = list(signature.parameters.values())
+    if parameters and parameters[0].name in _PASSED_NAMES:  # (an async variant's wrapped function has none)
+        signature = signature.replace(parameters=parameters[1:])
 
     @functools.wraps(original)
-    def bounded(*args: Any, **kwargs: Any) -> Any:
-        given = _filter_arguments(original, args)
-        width = kwargs.get(width_arg, given[position] if len(given) > position else 0)
-        if isinstance(width, int):
-            _budget().allow(width + weight(given[0] if given else ""), what)
-        return original(*args, **kwargs)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        head, given = (args[:1], list(args[1:])) if passes_first else ((), list(args))
+        if given and isinstance(given[0], Iterator):
+            given[0] = list(given[0])  # a generator (select, map): sized once, then handed on
+        bound = signature.bind(*given, **kwargs)
+        bound.apply_defaults()
+        _budget().allow(_FILTER_SIZES[name](bound.arguments), f"the {name} filter")
+        return original(*head, *given, **kwargs)
 
-    return bounded
-
-
-def _sized_filter(original: Callable, what: str) -> Callable:
-    """A filter whose result is no bigger than its input's weight (plus the separator's repeats): checked first."""
-
-    @functools.wraps(original)
-    def bounded(*args: Any, **kwargs: Any) -> Any:
-        given = _filter_arguments(original, args)
-        _budget().allow(sum(weight(a) for a in given) + sum(weight(v) for v in kwargs.values()), what)
-        return original(*args, **kwargs)
-
-    return bounded
+    return checked
 
 
 def _batch(value: Iterable, linecount: int, fill_with: Any = None) -> Any:
@@ -324,10 +361,8 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         self.budgeted_iteration = budgeted_iteration
         self.bounded_concat = bounded_concat
         self.filters["tojson"] = bounded_tojson
-        for name in ("indent", "center"):
-            self.filters[name] = _padding_filter(self.filters[name], "width", 1, f"the {name} filter")
-        for name in ("join", "replace", "format", "string", "list", "wordwrap", "truncate"):
-            self.filters[name] = _sized_filter(self.filters[name], f"the {name} filter")
+        for name in _FILTER_SIZES:
+            self.filters[name] = _checked_filter(self.filters[name], name)
         self.filters["batch"] = _batch
         self.filters["sum"] = _sum
         self.filters.pop("pprint", None)  # pformat of shared references has no cheap size bound
