@@ -353,3 +353,57 @@ def test_fd_limit_helper_really_lowers_the_limit() -> None:
                          preexec_fn=_low_fd_limit, capture_output=True, text=True, timeout=30).stdout
     assert out.strip() == "(128, 128)"
 
+
+
+OUT_OF_DESCRIPTORS = """
+import asyncio, resource, socket
+from bringup.log import configure_logging, get_logger
+from bringup.serve.connections import AcceptErrorLog
+
+configure_logging(False)
+get_logger("serve").warning("logging warmed up")  # its lazy imports done while descriptors are left
+resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+made = []
+
+class Counting(asyncio.Protocol):
+    def connection_made(self, transport):
+        made.append(transport)
+
+async def main():
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(AcceptErrorLog())
+    server = await loop.create_server(Counting, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    hogs = []
+    try:
+        for _ in range(100):  # bounded: the limit is 48
+            hogs.append(open("/dev/null"))
+    except OSError:
+        pass
+    hogs.pop().close()
+    client = socket.create_connection(("127.0.0.1", port))  # takes the last descriptor: accept() has none
+    await asyncio.sleep(3.5)  # asyncio retries accept() each second
+    print("made while out of descriptors:", len(made), flush=True)
+    for hog in hogs:
+        hog.close()
+    for _ in range(30):  # bounded wait for the retry
+        if made:
+            break
+        await asyncio.sleep(0.1)
+    print("made after they were freed:", len(made), flush=True)
+    client.close()
+
+asyncio.run(main())
+"""
+
+
+def test_running_out_of_descriptors_is_one_warning_and_accepting_resumes(tmp_path) -> None:
+    """A real EMFILE in a real event loop's accept(), with the server's exception handler installed."""
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}
+    run = subprocess.run([sys.executable, "-c", OUT_OF_DESCRIPTORS], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "made while out of descriptors: 0" in run.stdout and "made after they were freed: 1" in run.stdout
+    warnings = [line for line in run.stderr.splitlines() if "cannot accept connections" in line]
+    assert len(warnings) == 1 and "Too many open files" in warnings[0], run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
