@@ -21,6 +21,7 @@ from bringup.cli.common import (
 from bringup.cli.output import console, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
+from bringup.terminal_text import markup_safe, shown
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -59,6 +60,19 @@ def command(
     max_body_mb: Annotated[float, typer.Option(help="Largest request body in MiB, whatever its transfer "
                                                "encoding; larger ones get 413 and are not read further.",
                                                min=0.001)] = 64.0,
+    header_timeout: Annotated[float, typer.Option(help="Seconds a request's line and headers may take to "
+                                                  "arrive, from the connection opening (or a kept-alive one's "
+                                                  "first byte); slower ones get 408 and are closed.",
+                                                  min=0.01)] = 10.0,
+    body_timeout: Annotated[float, typer.Option(help="Seconds a request body may take to arrive after its "
+                                                "headers; slower ones get 408 and are closed.", min=0.01)] = 60.0,
+    max_connections: Annotated[int, typer.Option(help="Most open client connections (lowered to what ulimit -n "
+                                                 "allows). Past it the longest-silent connection is closed; "
+                                                 "if every one has a request in progress, the new one gets 503.",
+                                                 min=1)] = 1000,
+    template_timeout: Annotated[float, typer.Option(help="Seconds one rendering of the model's chat template may "
+                                                    "take; past it (or past its output and value-size limits) "
+                                                    "the request gets 400.", min=0.01)] = 10.0,
     allow_cpu_fallback: Annotated[bool, typer.Option(help="If the device cannot run the model, run on the CPU "
                                                      "instead of refusing (a global fallback).")] = False,
     dtype: DtypeOption = "auto",
@@ -79,6 +93,7 @@ def command(
     curl localhost:8000/v1/completions -d '{"model": "bringup-builtin-llama-2.5m", "prompt": "Hi", "max_tokens": 8}'
     """
     configure_logging(verbose)
+    check_served_model_name(served_model_name)
     if host not in LOOPBACK and not api_key:
         log.warning("binding %s without --api-key: anyone who can reach this address can use the server", host)
     sock = bind(host, port)
@@ -95,7 +110,9 @@ def command(
     profile_used = profile_path_in_use(engine, profile)
     config = ServerConfig(served_model_name=served_model_name, api_key=api_key, max_queue=max_queue,
                           drain_timeout_s=drain_timeout, stream_write_timeout_s=stream_write_timeout,
-                          max_body_bytes=int(max_body_mb * 1024 * 1024), profile_path=profile_used)
+                          max_body_bytes=int(max_body_mb * 1024 * 1024), profile_path=profile_used,
+                          header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+                          max_connections=max_connections, template_timeout_s=template_timeout)
     app = create_app(engine, config)
     ctx = app.state.ctx
     bound_host, bound_port = sock.getsockname()[:2]
@@ -104,7 +121,7 @@ def command(
         print_json({"url": url, "model": ctx.model_name, "plan": _plan_dict(engine)})
     else:
         console.print(plan_table(engine, ctx.model_name))
-        console.print(f"serving [bold]{ctx.model_name}[/] on {url}  (OpenAI API at {url}/v1; "
+        console.print(f"serving [bold]{markup_safe(ctx.model_name)}[/] on {url}  (OpenAI API at {url}/v1; "
                       f"{'API key required' if api_key else 'no API key'}; Ctrl-C or SIGTERM drains and stops)")
     server = make_server(ctx, app, bound_host, bound_port, log_level="info" if verbose else "warning")
     server.run(sockets=[sock])
@@ -113,6 +130,15 @@ def command(
                   len(server.requests_cut))
         raise typer.Exit(1)
     log.info("server stopped")
+
+
+def check_served_model_name(name: str | None) -> None:
+    """Before the model loads: a name clients must send cannot hold control characters (markup is fine: it is
+    printed escaped)."""
+    if name is not None and (not name or shown(name) != name):
+        what = "is empty" if not name else f"holds control characters ({shown(name)})"
+        raise BringupError(f"--served-model-name {what}: clients must send it as the model name; give a "
+                           "printable name")
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -147,8 +173,8 @@ def plan_table(engine: Any, model_name: str) -> Table:
     from rich.table import Table
 
     plan = engine.plan
-    table = Table(title=f"execution plan for {model_name} on {getattr(plan, 'device', '?')} "
-                        f"(profile: {getattr(plan, 'profile', '?')})", title_justify="left")
+    table = Table(title=f"execution plan for {markup_safe(model_name)} on {markup_safe(getattr(plan, 'device', '?'))} "
+                        f"(profile: {markup_safe(getattr(plan, 'profile', '?'))})", title_justify="left")
     table.add_column("setting", style="bold")
     table.add_column("value")
     table.add_column("evidence", overflow="fold")
@@ -157,8 +183,8 @@ def plan_table(engine: Any, model_name: str) -> Table:
     else:
         rows = [(k, str(v.get("value") if isinstance(v, dict) else v),
                  str(v.get("evidence", "")) if isinstance(v, dict) else "") for k, v in _plan_dict(engine).items()]
-    for setting, value, evidence in rows:
-        table.add_row(setting, value, evidence)
+    for setting, value, evidence in rows:  # evidence quotes the profile: escaped, as any outside text
+        table.add_row(markup_safe(setting), markup_safe(value), markup_safe(evidence))
     for warning in getattr(plan, "warnings", []) or []:
-        table.add_row("[yellow]warning[/]", "", warning)
+        table.add_row("[yellow]warning[/]", "", markup_safe(warning))
     return table

@@ -6,7 +6,7 @@ import time
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, Request
+from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from bringup.serve.chat import create_chat_completion
@@ -36,7 +36,7 @@ from bringup.serve.schemas import (
     TokenizeRequest,
     TokenizeResponse,
 )
-from bringup.serve.tokenization import detokenize, key_check, tokenize
+from bringup.serve.tokenization import detokenize, tokenize
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
@@ -59,18 +59,20 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        ctx.engine.start()
+        ctx.async_engine.start()
         try:
             yield
         finally:
-            ctx.engine.stop()
+            ctx.templates.close()
+            ctx.async_engine.stop()
 
     app = FastAPI(title="bringup serve", version="1", lifespan=lifespan,
                   description="OpenAI-compatible inference on the bringup runner.")
     app.state.ctx = ctx
     install_error_handlers(app)
     app.add_middleware(AssumeJSONMiddleware)
-    app.add_middleware(BodyLimitMiddleware, limits=ctx.body_limits())  # after the key check: no key, no reading
+    # added before the key check, so it runs after it: no key, no reading
+    app.add_middleware(BodyLimitMiddleware, limits=ctx.body_limits(), body_timeout_s=ctx.config.body_timeout_s)
     app.add_middleware(APIKeyMiddleware, api_key=ctx.config.api_key)
     app.add_middleware(StatusCountMiddleware, metrics=ctx.metrics)
     created = int(time.time())
@@ -78,13 +80,13 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
     @app.get("/health", responses={503: {"description": "draining or engine dead"}})
     async def health() -> JSONResponse:
         """200 while requests are admitted; 503 while draining or after the engine loop died."""
-        engine_ = ctx.engine
-        if not engine_.alive:
-            return JSONResponse({"status": "dead", "reason": engine_.dead_reason or "engine loop stopped"},
+        async_engine = ctx.async_engine
+        if not async_engine.alive:
+            return JSONResponse({"status": "dead", "reason": async_engine.dead_reason or "engine loop stopped"},
                                 status_code=503)
-        if engine_.draining:
-            return JSONResponse({"status": "draining", "in_flight": engine_.in_flight}, status_code=503)
-        return JSONResponse({"status": "ok", "in_flight": engine_.in_flight})
+        if async_engine.draining:
+            return JSONResponse({"status": "draining", "in_flight": async_engine.in_flight}, status_code=503)
+        return JSONResponse({"status": "ok", "in_flight": async_engine.in_flight})
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> Response:
@@ -111,15 +113,14 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
     async def chat_completions(body: ChatCompletionRequest, request: Request):
         return await create_chat_completion(body, request, ctx)
 
-    guarded = [Depends(key_check(ctx.config.api_key))]  # outside /v1, as vLLM serves them
-
-    @app.post("/tokenize", response_model=TokenizeResponse, dependencies=guarded,
+    # outside /v1, as vLLM serves them; the key is checked by APIKeyMiddleware as on /v1
+    @app.post("/tokenize", response_model=TokenizeResponse,
               responses={c: _ERRORS[c] for c in (400, 401, 404, 413)})
-    async def tokenize_route(body: Annotated[TokenizeRequest, Body()]) -> TokenizeResponse:
+    async def tokenize_route(body: Annotated[TokenizeRequest, Body()]) -> Response:
         """vLLM's /tokenize: a `prompt`, or `messages` rendered by the chat template as the chat endpoint does."""
         return await tokenize(body, ctx)
 
-    @app.post("/detokenize", response_model=DetokenizeResponse, dependencies=guarded,
+    @app.post("/detokenize", response_model=DetokenizeResponse,
               responses={c: _ERRORS[c] for c in (400, 401, 404, 413)})
     async def detokenize_route(body: DetokenizeRequest) -> DetokenizeResponse:
         return await detokenize(body, ctx)

@@ -8,13 +8,22 @@ half a second even in a worker thread.
 The value count is the number of commas outside strings (list items and object fields), found with
 C-speed byte operations per chunk: escaped backslashes and escaped quotes are masked first, so every quote
 left opens or closes a string, and the strings' count is capped too (it bounds the per-chunk work).
+
+The nesting depth (brackets and braces outside strings) is followed the same way, so a body nested deeper than
+any valid request is refused before the recursive JSON parser (or anything after it) sees it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 MIB = 1024 * 1024
+MAX_JSON_DEPTH = 64  # a valid request nests 4 levels (messages, content parts); template arguments get the rest
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_DEPTH_STEP = [0] * 256
+for _open, _close in (b"[]", b"{}"):
+    _DEPTH_STEP[_open], _DEPTH_STEP[_close] = 1, -1
 
 
 @dataclass(frozen=True)
@@ -23,6 +32,7 @@ class BodyLimits:
     max_values: int  # commas outside strings
     max_strings: int
     values_rule: str = ""  # why no valid request holds more values (for the message)
+    max_depth: int = MAX_JSON_DEPTH
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,8 @@ class BodyScanner:
         self.size = 0
         self.values = 0
         self.quotes = 0
+        self.depth = 0
+        self.deepest = 0
         self._in_string = False
         self._carry = b""  # an unpaired backslash that ended the previous chunk
 
@@ -58,6 +70,10 @@ class BodyScanner:
             return Refusal(400, "request body holds a NUL byte: JSON requests must be UTF-8 (RFC 8259), which "
                                 "never has one; send UTF-8 JSON", "invalid_encoding")
         self._count(self._masked(chunk))
+        if self.deepest > self.limits.max_depth:
+            return Refusal(400, f"request body nests JSON deeper than {self.limits.max_depth} levels (the "
+                                "server's maximum recursion depth for JSON, checked before parsing); no valid "
+                                "request nests that deep; flatten it", "json_too_deep")
         if self.quotes > 2 * self.limits.max_strings:
             return Refusal(413, f"request body holds more than {self.limits.max_strings} JSON strings; no valid "
                                 "request has that many; shorten it", "body_too_large")
@@ -82,11 +98,20 @@ class BodyScanner:
         if not quotes:
             if not self._in_string:
                 self.values += text.count(b",")
+                self._follow_depth(text)
             return
         parts = text.split(b'"')
         outside = parts[1::2] if self._in_string else parts[0::2]
         self.values += sum(part.count(b",") for part in outside)
+        self._follow_depth(b"".join(outside))
         self._in_string ^= quotes % 2 == 1
+
+    def _follow_depth(self, outside_strings: bytes) -> None:
+        brackets = outside_strings.translate(None, _NOT_BRACKETS)
+        if brackets:
+            depths = list(accumulate(map(_DEPTH_STEP.__getitem__, brackets), initial=self.depth))
+            self.deepest = max(self.deepest, max(depths))
+            self.depth = depths[-1]
 
 
 def _size(n: int) -> str:

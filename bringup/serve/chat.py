@@ -18,7 +18,7 @@ from bringup.serve.generation import (
     Job,
     Subscription,
     new_id,
-    respond,
+    run_request,
     sampling_params,
     usage,
 )
@@ -33,7 +33,7 @@ from bringup.serve.schemas import (
     ChatTemplateFields,
     Usage,
 )
-from bringup.serve.sse_stream import Piece, sse_events
+from bringup.serve.streaming import Piece, sse_events
 
 
 def template_messages(body: ChatTemplateFields, char_limit: int, too_long: str) -> list[dict[str, str]]:
@@ -50,13 +50,14 @@ def template_messages(body: ChatTemplateFields, char_limit: int, too_long: str) 
 async def chat_prompt_ids(body: ChatTemplateFields, messages: list[dict[str, str]], ctx: ServerContext, *,
                           tools: list[dict] | None = None) -> list[int]:
     """The token ids of the conversation as the model's chat template renders it (transformers'
-    apply_chat_template(..., tokenize=True)); with add_special_tokens, the model's BOS on top."""
+    apply_chat_template(..., tokenize=True)); with add_special_tokens, the model's BOS on top. The template is
+    rendered on the server's template pool, under its limits."""
     tokenizer, args = ctx.tokenizer, {**body.template_args(), "tools": tools}
     try:
         if body.add_special_tokens:
-            text = await asyncio.to_thread(tokenizer.apply_chat_template, messages, **args)
+            text = await ctx.templates.run(tokenizer.apply_chat_template, messages, **args)
             return await asyncio.to_thread(tokenizer.encode, text, add_special_tokens=True)
-        return await asyncio.to_thread(tokenizer.encode_chat, messages, **args)
+        return await ctx.templates.run(tokenizer.encode_chat, messages, **args)
     except (BringupError, ValueError, TypeError) as exc:
         raise APIError(400, f"messages: the chat template refused them: {exc}", param="messages") from None
 
@@ -78,22 +79,17 @@ async def build_job(body: ChatCompletionRequest, ctx: ServerContext) -> Job:
 
 
 async def create_chat_completion(body: ChatCompletionRequest, request: Request, ctx: ServerContext):
-    ctx.accept(body, body.model)
-    job = await build_job(body, ctx)
-    include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
-    result = await respond(job, ctx, request, body.stream,
-                           lambda sub: stream(sub, body, ctx, include_usage))
-    if body.stream:
-        return result
-    finals = result
-    fmt = LogprobFormatter(ctx.tokenizer)
-    choices = [
-        ChatChoice(index=i, message=AssistantMessage(content=out.text), finish_reason=out.finish_reason,
-                   logprobs=fmt.chat(out.logprobs) if body.logprobs else None)
-        for i, out in enumerate(finals)
-    ]
-    return ChatCompletionResponse(id=job.id, created=int(time.time()), model=ctx.model_name, choices=choices,
-                                  usage=usage(job, finals))
+    def answer(job: Job, finals: list[Any]) -> ChatCompletionResponse:
+        fmt = LogprobFormatter(ctx.tokenizer)
+        choices = [
+            ChatChoice(index=i, message=AssistantMessage(content=out.text), finish_reason=out.finish_reason,
+                       logprobs=fmt.chat(out.logprobs) if body.logprobs else None)
+            for i, out in enumerate(finals)
+        ]
+        return ChatCompletionResponse(id=job.id, created=int(time.time()), model=ctx.model_name, choices=choices,
+                                      usage=usage(job, finals))
+
+    return await run_request(body, request, ctx, build_job, stream, answer)
 
 
 def stream(sub: Subscription, body: ChatCompletionRequest, ctx: ServerContext,

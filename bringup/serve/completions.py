@@ -15,7 +15,7 @@ from bringup.serve.generation import (
     Job,
     Subscription,
     new_id,
-    respond,
+    run_request,
     sampling_params,
     usage,
 )
@@ -27,7 +27,7 @@ from bringup.serve.schemas import (
     CompletionResponse,
     Usage,
 )
-from bringup.serve.sse_stream import Piece, sse_events
+from bringup.serve.streaming import Piece, sse_events
 
 MAX_SEQUENCES_PER_REQUEST = 64
 
@@ -53,22 +53,17 @@ async def build_job(body: CompletionRequest, ctx: ServerContext) -> Job:
 
 
 async def create_completion(body: CompletionRequest, request: Request, ctx: ServerContext):
-    ctx.accept(body, body.model)
-    job = await build_job(body, ctx)
-    include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
-    result = await respond(job, ctx, request, body.stream,
-                           lambda sub: stream(sub, body, ctx, include_usage))
-    if body.stream:
-        return result
-    finals = result
-    fmt = LogprobFormatter(ctx.tokenizer)
-    choices = [
-        CompletionChoice(index=i, text=out.text, finish_reason=out.finish_reason,
-                         logprobs=fmt.completion(out.logprobs, 0) if body.logprobs is not None else None)
-        for i, out in enumerate(finals)
-    ]
-    return CompletionResponse(id=job.id, created=int(time.time()), model=ctx.model_name, choices=choices,
-                              usage=usage(job, finals))
+    def answer(job: Job, finals: list[Any]) -> CompletionResponse:
+        fmt = LogprobFormatter(ctx.tokenizer)
+        choices = [
+            CompletionChoice(index=i, text=out.text, finish_reason=out.finish_reason,
+                             logprobs=fmt.completion(out.logprobs, 0) if body.logprobs is not None else None)
+            for i, out in enumerate(finals)
+        ]
+        return CompletionResponse(id=job.id, created=int(time.time()), model=ctx.model_name, choices=choices,
+                                  usage=usage(job, finals))
+
+    return await run_request(body, request, ctx, build_job, stream, answer)
 
 
 def stream(sub: Subscription, body: CompletionRequest, ctx: ServerContext,

@@ -1,4 +1,4 @@
-"""What request handlers need: the async engine, the tokenizer, limits and names."""
+"""What request handlers need: the engine, its async front (async_engine), the tokenizer, limits and names."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from bringup.log import get_logger
+from bringup.runner.model.template_limits import TemplateLimits
 from bringup.serve.async_engine import AsyncEngine
 from bringup.serve.body import MIB, BodyLimits
 from bringup.serve.errors import APIError, error_body
@@ -16,6 +17,7 @@ from bringup.serve.ignored_fields import IgnoredFields
 from bringup.serve.metrics import ServerMetrics
 from bringup.serve.protocol import Engine
 from bringup.serve.request_rules import MAX_PROMPTS
+from bringup.serve.template_pool import TemplatePool
 
 log = get_logger("serve")
 
@@ -35,23 +37,31 @@ class ServerConfig:
     drain_timeout_s: float = 60.0
     stream_write_timeout_s: float = 30.0  # a stream whose client reads nothing for this long is cut
     max_body_bytes: int = 64 * MIB
+    header_timeout_s: float = 10.0  # a request's head must arrive whole within this
+    body_timeout_s: float = 60.0  # and its body within this after the head
+    max_connections: int = 1000  # open connections (lowered to what ulimit -n allows)
+    template_timeout_s: float = 10.0  # one chat-template rendering's time budget
+    template_workers: int = 2  # threads that render chat templates (their own pool; rendering holds the GIL,
+    # so more threads add no throughput)
     profile_path: Path | None = None
     extra_model_names: list[str] = field(default_factory=list)
 
 
 class ServerContext:
     def __init__(self, engine: Engine, config: ServerConfig, metrics: ServerMetrics | None = None) -> None:
-        self.llm = engine
+        self.engine = engine
         self.config = config
         self.model_name = config.served_model_name or engine.model_name
         self.max_model_len = int(engine.max_model_len)
         self.metrics = metrics or ServerMetrics(self.model_name, self.max_model_len)
-        self.engine = AsyncEngine(engine, max_queue=config.max_queue, metrics=self.metrics)
-        self.metrics.watch_engine(engine, self.engine.snapshot)
+        self.async_engine = AsyncEngine(engine, max_queue=config.max_queue, metrics=self.metrics)
+        self.metrics.watch_engine(engine, self.async_engine.snapshot)
         self.tokenizer = engine.tokenizer
         self.generation_defaults = dict(getattr(engine.tokenizer, "generation_defaults", {}) or {})
         self.preparer = Preparer(engine.tokenizer, self.max_model_len, engine.vocab_size)
         self.ignored_fields = IgnoredFields()
+        self.templates = TemplatePool(config.template_workers, config.max_queue,
+                                      TemplateLimits(time_s=config.template_timeout_s))
         self.metrics.watch_ignored_fields(self.ignored_fields.snapshot)
 
     def body_limits(self) -> BodyLimits:

@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bringup.log import get_logger
 from bringup.serve.request_rules import json_type
+from bringup.terminal_text import shown
 
 log = get_logger("serve")
 
@@ -19,6 +20,7 @@ _TYPES = {
     401: "authentication_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
     429: "rate_limit_error",
@@ -137,5 +139,5 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error serving %s %s", request.method, request.url.path)
+        log.exception("internal error serving %s %s", request.method, shown(request.url.path))
         return error_response(500, f"internal server error: {type(exc).__name__}: {exc}")

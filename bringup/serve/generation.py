@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +19,12 @@ from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.serve.async_engine import AsyncEngine, EngineFailure, Sequence
 from bringup.serve.errors import APIError
 from bringup.serve.schemas import SamplingFields, Usage
-from bringup.serve.streaming import SSE_HEADERS
 
 # A prompt longer than this many characters per context token cannot fit: reject it before
 # spending time tokenising it.
 MAX_CHARS_PER_TOKEN = 64
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no proxy buffering of a stream
 
 log = get_logger("serve")
 
@@ -189,8 +190,8 @@ def _failed(output: Any) -> APIError:
 async def respond(job: Job, ctx: Any, request: Request, stream: bool,
                   make_stream: Callable[[Subscription], AsyncIterator[bytes]]) -> SSEResponse | list[Any]:
     """Admit the job; stream it (an SSE response) or wait for every choice's final output."""
-    ctx.engine.admit()
-    sub = Subscription(ctx.engine, job)
+    ctx.async_engine.admit()
+    sub = Subscription(ctx.async_engine, job)
     try:
         await sub.start()
     except BaseException:
@@ -204,6 +205,18 @@ async def respond(job: Job, ctx: Any, request: Request, stream: bool,
         return await final_outputs(sub, request)
     finally:
         sub.close()
+
+
+async def run_request(body: Any, request: Request, ctx: Any, build: Callable[[Any, Any], Awaitable[Job]],
+                      stream: Callable[[Subscription, Any, Any, bool], AsyncIterator[str]],
+                      answer: Callable[[Job, list[Any]], Any]) -> Any:
+    """What every generation endpoint does with a request: check it, build its job, then stream it, or answer
+    with `answer(job, final outputs)` once every choice is final."""
+    ctx.accept(body, body.model)
+    job = await build(body, ctx)
+    include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
+    result = await respond(job, ctx, request, body.stream, lambda sub: stream(sub, body, ctx, include_usage))
+    return result if body.stream else answer(job, result)
 
 
 def usage(job: Job, outputs: list[Any]) -> Usage:

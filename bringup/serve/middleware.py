@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+import time
 
 from bringup.serve.body import BodyLimits, BodyScanner, Refusal, over_declared_size
 from bringup.serve.errors import error_body
@@ -23,22 +25,36 @@ async def _send_json(send, status: int, payload: dict, headers: list[tuple[bytes
 
 
 class APIKeyMiddleware:
-    """With a key configured, every /v1 path needs `Authorization: Bearer <key>` (else 401)."""
+    """With a key configured, every /v1 path and JSON_PATHS need `Authorization: Bearer <key>`, decided here
+    once for all of them, before any body is read: a missing or wrong key, or more than one Authorization
+    header (which one counts would be a guess), is a 401 and the connection is closed unread."""
 
     def __init__(self, app, api_key: str | None) -> None:
         self.app = app
         self.expected = f"Bearer {api_key}".encode() if api_key else None
 
     async def __call__(self, scope, receive, send) -> None:
-        if self.expected is not None and scope["type"] == "http" and scope["path"].startswith("/v1"):
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not secrets.compare_digest(given, self.expected):
-                why = "missing" if not given else "wrong"
-                await _send_json(send, 401, error_body(
-                    401, f"{why} API key: send the server's key as 'Authorization: Bearer <key>'",
-                    code="invalid_api_key"), [(b"www-authenticate", b"Bearer")])
+        if self.expected is not None and scope["type"] == "http" and _needs_key(scope["path"]):
+            why = self._refusal(scope)
+            if why is not None:
+                await _send_json(send, 401, error_body(401, why, code="invalid_api_key"),
+                                 [(b"www-authenticate", b"Bearer"), (b"connection", b"close")])
                 return
         await self.app(scope, receive, send)
+
+    def _refusal(self, scope) -> str | None:
+        given = [value for name, value in scope.get("headers") or [] if name == b"authorization"]
+        if len(given) > 1:
+            return (f"{len(given)} Authorization headers: send exactly one, "
+                    "'Authorization: Bearer <key>' with the server's key")
+        if given and secrets.compare_digest(given[0], self.expected):
+            return None
+        why = "missing" if not given else "wrong"
+        return f"{why} API key: send the server's key as 'Authorization: Bearer <key>'"
+
+
+def _needs_key(path: str) -> bool:
+    return path.startswith("/v1") or path in JSON_PATHS
 
 
 class StatusCountMiddleware:
@@ -90,12 +106,14 @@ class BodyLimitMiddleware:
     """Reads every request body through a BodyScanner before the app sees it (any transfer encoding).
 
     A refused body is answered at once with one JSON error line and `Connection: close`: the rest of it is
-    never read. A body within the limits is handed to the app in one piece.
+    never read. So is a body that has not arrived whole within `body_timeout_s` of its head (a 408). A body
+    within the limits is handed to the app in one piece.
     """
 
-    def __init__(self, app, limits: BodyLimits) -> None:
+    def __init__(self, app, limits: BodyLimits, body_timeout_s: float = 60.0) -> None:
         self.app = app
         self.limits = limits
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or not _has_body(scope):
@@ -105,7 +123,7 @@ class BodyLimitMiddleware:
         if declared.isdigit() and int(declared) > self.limits.max_bytes:
             await _refuse(send, over_declared_size(int(declared), self.limits))
             return
-        body = await _read_body(receive, BodyScanner(self.limits))
+        body = await _read_body(receive, BodyScanner(self.limits), self.body_timeout_s)
         if isinstance(body, Refusal):
             await _refuse(send, body)
         elif body is not None:  # None: the client left before sending all of it
@@ -117,10 +135,16 @@ def _has_body(scope) -> bool:
     return b"transfer-encoding" in headers or headers.get(b"content-length", b"0") not in (b"0", b"")
 
 
-async def _read_body(receive, scanner: BodyScanner) -> bytes | Refusal | None:
+async def _read_body(receive, scanner: BodyScanner, timeout_s: float) -> bytes | Refusal | None:
     chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
     while True:
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            return Refusal(408, f"the request body did not arrive within {timeout_s:g} s (the server's "
+                                f"--body-timeout); {scanner.size} bytes came; send it faster or in one piece",
+                           "body_timeout")
         if message["type"] == "http.disconnect":
             return None
         chunk = message.get("body", b"")

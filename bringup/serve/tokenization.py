@@ -3,20 +3,21 @@
 A conversation is tokenised exactly as /v1/chat/completions builds its prompt (the same chat template call),
 so `count` is the prompt's length there. Texts longer than the context are counted all the same: the answer
 carries max_model_len for the client to compare. vLLM serves both outside /v1; with an API key configured
-they need it as /v1 does.
+they need it as /v1 does (checked by APIKeyMiddleware, before the body is read).
+
+The answer to /tokenize can hold a million ids and their strings: it is built and encoded in a worker thread,
+never on the event loop, so /health and every other request keep being answered meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
-from collections.abc import Callable
+from typing import Any
 
-from starlette.requests import Request
+from starlette.responses import Response
 
 from bringup.serve.chat import chat_prompt_ids, template_messages
 from bringup.serve.context import ServerContext
-from bringup.serve.errors import APIError
 from bringup.serve.logprobs import LogprobFormatter
 from bringup.serve.request_rules import MAX_PROMPT_CHARS
 from bringup.serve.schemas import (
@@ -28,18 +29,26 @@ from bringup.serve.schemas import (
 )
 
 
-async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest, ctx: ServerContext) -> TokenizeResponse:
+async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest, ctx: ServerContext) -> Response:
+    """The TokenizeResponse, encoded as JSON (off the event loop)."""
     ctx.accept(body, body.model)
     if isinstance(body, TokenizeChatRequest):
         messages = template_messages(body, MAX_PROMPT_CHARS, f"the limit for /tokenize is {MAX_PROMPT_CHARS}")
         ids = await chat_prompt_ids(body, messages, ctx, tools=body.tools)
     else:
         ids = await asyncio.to_thread(ctx.tokenizer.encode, body.prompt, add_special_tokens=body.add_special_tokens)
+    content = await asyncio.to_thread(_tokenize_answer, ids, ctx.tokenizer, ctx.max_model_len,
+                                      body.return_token_strs)
+    return Response(content, media_type="application/json")
+
+
+def _tokenize_answer(ids: list[int], tokenizer: Any, max_model_len: int, with_strs: bool) -> bytes:
     strs = None
-    if body.return_token_strs:
-        piece = LogprobFormatter(ctx.tokenizer).piece
+    if with_strs:
+        piece = LogprobFormatter(tokenizer).piece
         strs = [piece(t) for t in ids]
-    return TokenizeResponse(count=len(ids), max_model_len=ctx.max_model_len, tokens=ids, token_strs=strs)
+    answer = TokenizeResponse(count=len(ids), max_model_len=max_model_len, tokens=ids, token_strs=strs)
+    return answer.model_dump_json().encode()
 
 
 async def detokenize(body: DetokenizeRequest, ctx: ServerContext) -> DetokenizeResponse:
@@ -50,18 +59,3 @@ async def detokenize(body: DetokenizeRequest, ctx: ServerContext) -> DetokenizeR
     text = await asyncio.to_thread(ctx.tokenizer.decode, body.tokens, skip_special_tokens=False)
     return DetokenizeResponse(prompt=text)
 
-
-def key_check(api_key: str | None) -> Callable:
-    """A route dependency: with a key configured, `Authorization: Bearer <key>` or a 401 (as on /v1)."""
-    expected = f"Bearer {api_key}".encode() if api_key else None
-
-    async def check(request: Request) -> None:
-        if expected is None:
-            return
-        given = request.headers.get("authorization", "").encode("latin-1")
-        if not secrets.compare_digest(given, expected):
-            why = "missing" if not given else "wrong"
-            raise APIError(401, f"{why} API key: send the server's key as 'Authorization: Bearer <key>'",
-                           code="invalid_api_key")
-
-    return check

@@ -31,7 +31,8 @@ def free_port() -> int:
 
 def engine_options(profile_dir: Path, profile_name: str = "absent.yaml", **overrides) -> EngineOptions:
     """The built-in model on the CPU; without a profile at profile_dir/profile_name, the conservative plan."""
-    return EngineOptions(model_dir=None, profile_path=profile_dir / profile_name, device="cpu", **overrides)
+    return EngineOptions(**{"model_dir": None, "profile_path": profile_dir / profile_name, "device": "cpu",
+                            **overrides})
 
 
 def wait_healthy(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> None:
@@ -112,8 +113,9 @@ def _listener(sndbuf: int | None) -> socket.socket:
     return sock
 
 
-def spawn_cli(args: list[str], cwd: Path) -> subprocess.Popen:
-    """`python -m bringup <args>` as a child process with this checkout on its path."""
+def spawn_cli(args: list[str], cwd: Path, **popen) -> subprocess.Popen:
+    """`python -m bringup <args>` as a child process with this checkout on its path (popen: more Popen
+    arguments, such as a preexec_fn that lowers a resource limit)."""
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.Popen([sys.executable, "-m", "bringup", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)

@@ -52,6 +52,14 @@ def chat(**fields: Any) -> dict:
     return {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": 2, **fields}
 
 
+def nested(levels: int) -> Any:
+    """A JSON value nested `levels` deep (lists and objects in turn)."""
+    value: Any = 1
+    for level in range(levels):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
 def text_part(kind: str) -> dict:
     return {"type": kind, "text": "x"}
 
@@ -70,6 +78,20 @@ CORPUS: list[Case] = [
          "request body is not valid JSON: 'utf-8' codec can't decode"),
     Case("utf-16 body", "POST", C, json.dumps(cmpl()).encode("utf-16"), 400, "JSON requests must be UTF-8"),
     Case("nesting too deep", "POST", C, b"[" * 100_000 + b"]" * 100_000, 400, "maximum recursion depth"),
+    Case("nesting one level over the limit", "POST", C, b"[" * 65 + b"]" * 65, 400,
+         "request body nests JSON deeper than 64 levels"),
+    Case("nesting at the limit parses", "POST", C, b"[" * 64 + b"]" * 64, 400, "request body must be a JSON object"),
+    Case("brackets inside strings are not nesting", "POST", C, cmpl(prompt="[{" * 200), 400,
+         "this model's maximum context length is 64 tokens"),
+    Case("chat_template_kwargs nested 900 deep", "POST", CH, chat(chat_template_kwargs={"x": nested(900)}), 400,
+         "deeper than 64 levels"),
+    Case("documents nested 500 deep", "POST", CH, chat(documents=[{"x": nested(500)}]), 400,
+         "deeper than 64 levels"),
+    Case("tools nested 700 deep on /tokenize", "POST", "/tokenize",
+         {"messages": [{"role": "user", "content": "x"}], "tools": [{"x": nested(700)}]}, 400,
+         "deeper than 64 levels"),
+    Case("nesting split across chunks", "POST", C, Chunked(b'{"a": ' + b"[" * 70 + b"]" * 70 + b"}", piece=3),
+         400, "deeper than 64 levels"),
     Case("NaN literal", "POST", C, b'{"model": "hostile-corpus", "prompt": "x", "temperature": NaN}', 400,
          "temperature: Input should be a finite number"),
     Case("Infinity literal", "POST", C, b'{"model": "hostile-corpus", "prompt": "x", "top_p": -Infinity}', 400,
@@ -90,6 +112,17 @@ CORPUS: list[Case] = [
     Case("missing api key", "POST", C, cmpl(), 401, "missing API key", key=None),
     Case("wrong api key", "POST", C, cmpl(), 401, "wrong API key", key="not-the-key"),
     Case("health needs no key", "GET", "/health", None, 200, "", key=None),
+    Case("two authorization headers on /v1", "POST", C, cmpl(), 401, "2 Authorization headers: send exactly one",
+         headers={"authorization": f"Bearer {KEY}"}),
+    Case("two authorization headers, the second right", "POST", CH, chat(), 401, "2 Authorization headers",
+         key="wrong", headers={"authorization": f"Bearer {KEY}"}),
+    Case("two authorization headers on /tokenize", "POST", "/tokenize", {"prompt": "x"}, 401,
+         "2 Authorization headers", headers={"authorization": f"Bearer {KEY}"}),
+    Case("two authorization headers on /detokenize", "POST", "/detokenize", {"tokens": [1]}, 401,
+         "2 Authorization headers", key="wrong", headers={"authorization": f"Bearer {KEY}"}),
+    Case("tokenize without the key is refused before its 60 MB body", "POST", "/tokenize", None, 401,
+         "missing API key", key=None, headers={"Content-Length": str(60 * 1024 * 1024)}),
+    Case("detokenize with a wrong key", "POST", "/detokenize", {"tokens": [1]}, 401, "wrong API key", key="nope"),
     Case("unknown path", "GET", "/v1/nothing-here", None, 404, "Not Found"),
     Case("wrong method", "GET", C, None, 405, "Method Not Allowed"),
     Case("unknown model", "POST", C, cmpl(model="gpt-4"), 404, "the model `gpt-4` does not exist"),

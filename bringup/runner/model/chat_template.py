@@ -7,11 +7,11 @@ separators / sort_keys accepted), and the same preparation of inputs (message ke
 dropped, reasoning fields aliased, everything rebuilt from plain JSON types). Also where the templates of a
 model directory live (chat_template.jinja, additional_chat_templates/*.jinja, tokenizer_config.json) and which one a
 call uses. Anything a template raises becomes one ChatTemplateError line that names the template's source.
+A render is held to limits on time, output and value sizes (template_limits.py).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,10 +22,10 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension, loopcontrols
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bringup.errors import BringupError
 from bringup.runner.model.model_files import MAX_TEMPLATE_BYTES, files_in, has_entry, read_text
+from bringup.runner.model.template_limits import BoundedSandbox, TemplateLimitExceeded, render_bounded
 
 RESERVED_VARIABLES = ("messages", "tools", "documents", "add_generation_prompt")
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")  # the first is the one templates read
@@ -55,7 +55,7 @@ def render_chat(template: ChatTemplate, messages: list[dict], *, add_generation_
     context.update(messages=_prepare_messages(messages), tools=_prepare_list(tools, "tools"),
                    documents=_prepare_list(documents, "documents"), add_generation_prompt=add_generation_prompt)
     try:
-        return compiled.render(**context)
+        return render_bounded(compiled, context)
     except Exception as exc:  # the template is user code: any failure of it is the template's
         raise _render_error(template.source, exc) from None
 
@@ -116,12 +116,6 @@ def strftime_now(format: str) -> str:
     return datetime.now().strftime(format)
 
 
-def tojson(value: Any, ensure_ascii: bool = False, indent: int | str | None = None,
-           separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    """json.dumps with transformers' defaults: unlike Jinja's own filter, nothing is HTML-escaped."""
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
 class TemplateRefusal(jinja2.TemplateError):
     """What `raise_exception(message)` raises: the template refuses the conversation."""
 
@@ -175,10 +169,8 @@ class GenerationTag(Extension):
 
 
 @lru_cache(maxsize=1)
-def template_environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[GenerationTag, loopcontrols])
-    env.filters["tojson"] = tojson
+def template_environment() -> BoundedSandbox:
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, loopcontrols])
     env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now, dict=LimitedDict(),
                        namespace=GuardedNamespace)
     return env
@@ -186,7 +178,7 @@ def template_environment() -> ImmutableSandboxedEnvironment:
 
 @lru_cache(maxsize=64)
 def _compile(text: str) -> jinja2.Template:
-    return template_environment().from_string(text)
+    return template_environment().from_bounded_source(text)
 
 
 def _prepare_messages(messages: Any) -> list[dict]:
@@ -246,6 +238,9 @@ def _render_error(source: str, exc: Exception) -> ChatTemplateError:
     at = f" (line {line})" if line is not None else ""
     if isinstance(exc, TemplateRefusal):
         return ChatTemplateError(f"the chat template in {source} refused the conversation{at}: {_one_line(exc)}")
+    if isinstance(exc, TemplateLimitExceeded):
+        return ChatTemplateError(f"the chat template in {source} went over a limit{at}: {_one_line(exc)}; the "
+                                 "template or the conversation is too big for it")
     return ChatTemplateError(f"the chat template in {source} failed{at}: {type(exc).__name__}: {_one_line(exc)}; "
                              "fix the template or the conversation")
 
