@@ -64,6 +64,7 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
             yield
         finally:
             ctx.templates.close()
+            ctx.text_work.close()
             ctx.async_engine.stop()
 
     app = FastAPI(title="bringup serve", version="1", lifespan=lifespan,

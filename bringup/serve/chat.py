@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -56,7 +55,7 @@ async def chat_prompt_ids(body: ChatTemplateFields, messages: list[dict[str, str
     try:
         if body.add_special_tokens:
             text = await ctx.templates.run(tokenizer.apply_chat_template, messages, **args)
-            return await asyncio.to_thread(tokenizer.encode, text, add_special_tokens=True)
+            return await ctx.text_work.run(tokenizer.encode, text, add_special_tokens=True)
         return await ctx.templates.run(tokenizer.encode_chat, messages, **args)
     except (BringupError, ValueError, TypeError) as exc:
         raise APIError(400, f"messages: the chat template refused them: {exc}", param="messages") from None

@@ -18,6 +18,7 @@ from bringup.serve.metrics import ServerMetrics
 from bringup.serve.protocol import Engine
 from bringup.serve.request_rules import MAX_PROMPTS
 from bringup.serve.template_pool import TemplatePool
+from bringup.serve.text_work import TextWork
 
 log = get_logger("serve")
 
@@ -58,7 +59,8 @@ class ServerContext:
         self.metrics.watch_engine(engine, self.async_engine.snapshot)
         self.tokenizer = engine.tokenizer
         self.generation_defaults = dict(getattr(engine.tokenizer, "generation_defaults", {}) or {})
-        self.preparer = Preparer(engine.tokenizer, self.max_model_len, engine.vocab_size)
+        self.text_work = TextWork()
+        self.preparer = Preparer(engine.tokenizer, self.max_model_len, engine.vocab_size, self.text_work)
         self.ignored_fields = IgnoredFields()
         self.templates = TemplatePool(config.template_workers, config.max_queue,
                                       TemplateLimits(time_s=config.template_timeout_s))

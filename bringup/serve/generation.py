@@ -19,6 +19,7 @@ from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.serve.async_engine import AsyncEngine, EngineFailure, Sequence
 from bringup.serve.errors import APIError
 from bringup.serve.schemas import SamplingFields, Usage
+from bringup.serve.text_work import TextWork
 
 # A prompt longer than this many characters per context token cannot fit: reject it before
 # spending time tokenising it.
@@ -53,8 +54,9 @@ def new_id(prefix: str) -> str:
 class Preparer:
     """Checks and converts request fields against the loaded model (context length, vocabulary)."""
 
-    def __init__(self, tokenizer: Any, max_model_len: int, vocab_size: int | None) -> None:
+    def __init__(self, tokenizer: Any, max_model_len: int, vocab_size: int | None, text_work: TextWork) -> None:
         self.tokenizer = tokenizer
+        self.text_work = text_work
         self.max_model_len = max_model_len
         self.vocab_size = vocab_size
 
@@ -66,7 +68,7 @@ class Preparer:
             raise APIError(400, f"{param} is {len(text)} characters; it cannot fit the model's context of "
                                 f"{self.max_model_len} tokens; shorten it", param=param,
                            code="context_length_exceeded")
-        return await asyncio.to_thread(self.tokenizer.encode, text, add_special_tokens=add_special_tokens)
+        return await self.text_work.run(self.tokenizer.encode, text, add_special_tokens=add_special_tokens)
 
     def check_ids(self, ids: list[int], param: str) -> None:
         """A non-empty prompt whose every token id is in [0, vocab_size)."""

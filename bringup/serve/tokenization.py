@@ -5,13 +5,13 @@ so `count` is the prompt's length there. Texts longer than the context are count
 carries max_model_len for the client to compare. vLLM serves both outside /v1; with an API key configured
 they need it as /v1 does (checked by APIKeyMiddleware, before the body is read).
 
-The answer to /tokenize can hold a million ids and their strings: it is built and encoded in a worker thread,
-never on the event loop, so /health and every other request keep being answered meanwhile.
+The answer to /tokenize can hold a million ids and their strings: it is built and encoded on the server's
+text-work thread (one request at a time, which bounds the memory such answers take), never on the event loop, so
+/health and every other request keep being answered meanwhile.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from starlette.responses import Response
@@ -36,8 +36,8 @@ async def tokenize(body: TokenizeCompletionRequest | TokenizeChatRequest, ctx: S
         messages = template_messages(body, MAX_PROMPT_CHARS, f"the limit for /tokenize is {MAX_PROMPT_CHARS}")
         ids = await chat_prompt_ids(body, messages, ctx, tools=body.tools)
     else:
-        ids = await asyncio.to_thread(ctx.tokenizer.encode, body.prompt, add_special_tokens=body.add_special_tokens)
-    content = await asyncio.to_thread(_tokenize_answer, ids, ctx.tokenizer, ctx.max_model_len,
+        ids = await ctx.text_work.run(ctx.tokenizer.encode, body.prompt, add_special_tokens=body.add_special_tokens)
+    content = await ctx.text_work.run(_tokenize_answer, ids, ctx.tokenizer, ctx.max_model_len,
                                       body.return_token_strs)
     return Response(content, media_type="application/json")
 
@@ -56,6 +56,6 @@ async def detokenize(body: DetokenizeRequest, ctx: ServerContext) -> DetokenizeR
     ctx.accept(body, body.model)
     if body.tokens:
         ctx.preparer.check_ids(body.tokens, "tokens")
-    text = await asyncio.to_thread(ctx.tokenizer.decode, body.tokens, skip_special_tokens=False)
+    text = await ctx.text_work.run(ctx.tokenizer.decode, body.tokens, skip_special_tokens=False)
     return DetokenizeResponse(prompt=text)
 
