@@ -9,6 +9,9 @@ import textwrap
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.text import Text
+
+from bringup.terminal_text import shown
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -17,6 +20,12 @@ console = Console()
 err_console = Console(stderr=True)
 # `bringup all` sets this: a stage's progress bar then disappears when the stage ends
 transient_progress = False
+
+
+def plain(value: object) -> Text:
+    """A table cell or printable from outside text (a profile, a model, the OS): markup never interpreted, control
+    characters shown as escapes."""
+    return Text(shown(value))
 
 
 def print_json(data: Any) -> None:

@@ -14,13 +14,14 @@ from pydantic import ValidationError
 from bringup import __version__
 from bringup.errors import BringupError
 from bringup.log import get_logger
+from bringup.profiles.plain_yaml import AnchorFound, NeedsFullLoader, TooDeep, load_plain
 from bringup.profiles.profile_file import NotAProfileFile, read_text, real_target, replace_text
 from bringup.profiles.schema import SCHEMA_VERSION, DeviceSection, Profile, StageStamp, StageStatus
 
 log = get_logger("profile")
 LOCK_TIMEOUT_S = 60.0
 # libyaml's safe loader/dumper are 5x faster on large profiles (thousands of op records); same safety.
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # plain_yaml reads with the same one
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 MAX_DEPTH = 64  # nesting levels of mappings and lists; bringup's own profiles use 9
 
@@ -90,6 +91,13 @@ def describe_yaml_error(path: Path, exc: yaml.YAMLError) -> str:
     return f"profile {path} is not valid YAML{where}: {problem}; fix or delete the file"
 
 
+def anchor_error(path: Path, kind: str, line: int, column: int) -> BringupError:
+    return loading_error(
+        f"profile {path} uses a YAML {kind} at line {line}, column {column}; profiles are plain data without "
+        "anchors or aliases (&name, *name): write the values out, or re-run the stage"
+    )
+
+
 def refuse_anchors(path: Path, text: str) -> None:
     """A profile is plain data: an anchor (&name) or alias (*name) is refused before anything is built from it,
     so a small file cannot expand into gigabytes (the "billion laughs"). Scanning tokens costs ~0.1 s per MB,
@@ -99,11 +107,7 @@ def refuse_anchors(path: Path, text: str) -> None:
     for token in yaml.scan(text, Loader=SAFE_LOADER):
         if isinstance(token, yaml.AnchorToken | yaml.AliasToken):
             kind = "anchor" if isinstance(token, yaml.AnchorToken) else "alias"
-            mark = token.start_mark
-            raise loading_error(
-                f"profile {path} uses a YAML {kind} at line {mark.line + 1}, column {mark.column + 1}; profiles "
-                "are plain data without anchors or aliases (&name, *name): write the values out, or re-run the stage"
-            )
+            raise anchor_error(path, kind, token.start_mark.line + 1, token.start_mark.column + 1)
 
 
 def nesting_depth(document: Any) -> int:
@@ -116,25 +120,39 @@ def nesting_depth(document: Any) -> int:
     return depth
 
 
-def refuse_deep(path: Path, document: Any) -> None:
+def too_deep(path: Path, where: str = "") -> BringupError:
+    return loading_error(f"profile {path} nests mappings or lists more than {MAX_DEPTH} levels deep{where}; "
+                         "profiles are flat records (bringup writes at most 9): fix the file or re-run the stage")
+
+
+def read_document(path: Path, text: str) -> Any:
+    """The YAML document as plain data, built straight from the parser's events; the full safe loader (after the
+    anchor scan) only for a document using tags, merge keys or complex keys."""
+    try:
+        return load_plain(text, MAX_DEPTH)
+    except AnchorFound as exc:
+        raise anchor_error(path, exc.kind, exc.line, exc.column) from None
+    except TooDeep as exc:
+        raise too_deep(path, f" (line {exc.line})") from None
+    except NeedsFullLoader:
+        pass
+    refuse_anchors(path, text)
+    document = yaml.load(text, Loader=SAFE_LOADER)
     if nesting_depth(document) > MAX_DEPTH:
-        raise loading_error(f"profile {path} nests mappings or lists more than {MAX_DEPTH} levels deep; profiles are "
-                            "flat records (bringup writes at most 9 levels): fix the file or re-run the stage")
+        raise too_deep(path)
+    return document
 
 
 def parse_profile(path: Path, text: str) -> Profile:
     try:
-        refuse_anchors(path, text)
-        document = yaml.load(text, Loader=SAFE_LOADER)
+        document = read_document(path, text)
     except yaml.YAMLError as exc:
         raise loading_error(describe_yaml_error(path, exc)) from None
     except RecursionError:
-        raise loading_error(f"profile {path} nests too deeply to read; profiles are flat records: fix the file or "
-                            "re-run the stage") from None
+        raise too_deep(path) from None
     except ValueError as exc:  # an integer of more digits than Python converts (4,300)
         raise loading_error(f"profile {path} holds a value that cannot be read ({str(exc)[:80]}); fix the file or "
                             "re-run the stage") from None
-    refuse_deep(path, document)
     if not isinstance(document, dict):
         raise loading_error(
             f"profile {path} must be a YAML mapping with a 'schema' key, got {type(document).__name__}; "
