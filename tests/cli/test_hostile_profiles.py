@@ -355,3 +355,15 @@ def test_the_event_reader_matches_the_safe_loader_on_the_reference_profiles() ->
     for path in sorted(reference.glob("*.yaml")):
         text = path.read_text()
         assert load_plain(text, 64) == yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+# ---------------------------------------------------------------- strings from the OS reach the terminal escaped too
+
+def test_os_device_strings_reach_the_terminal_escaped(tmp_path: Path) -> None:
+    from tests.backends.sysfs import add_nodes, add_pci
+
+    add_pci(tmp_path, "0000:01:00.0", "0x10de", "0x2520", "0x030200",
+            "nv\x1b[2J\x07\u202e[bold]")  # a driver name (no '/': it is a directory name); details list it
+    add_nodes(tmp_path, "nvidia0")
+    result = run_cli(["devices", "--device", "cpu", "--no-write", "--system-root", str(tmp_path), "--details"])
+    assert_terminal_safe(result)
