@@ -77,7 +77,10 @@ class _Scalars:
                 return int(text)
             except ValueError:
                 pass
-        return self.loader.yaml_constructors[tag](self.loader, ScalarNode(tag, text))
+        construct = self.loader.yaml_constructors.get(tag)
+        if construct is None:  # e.g. the `=` value tag: the full loader words the error
+            raise NeedsFullLoader
+        return construct(self.loader, ScalarNode(tag, text))
 
 
 def _container(event: Any, mapping: bool) -> tuple[Any, bool]:
