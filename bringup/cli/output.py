@@ -95,9 +95,9 @@ class CompactWarnings(logging.Handler):
         if len(self.seen) > self.limit:
             self.suppressed += 1
             return
-        from rich.markup import escape
+        from bringup.terminal_text import markup_safe
 
         label = record.levelname.lower()
         style = "red" if record.levelno >= logging.ERROR else "yellow"
         text = fit_lines(f"{label}: {message}", 2)
-        err_console.print(f"[{style}]{label}:[/]{escape(text[len(label) + 1:])}", highlight=False)
+        err_console.print(f"[{style}]{label}:[/]{markup_safe(text[len(label) + 1:])}", highlight=False)
