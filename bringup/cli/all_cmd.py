@@ -34,6 +34,7 @@ from bringup.cli.common import (
 from bringup.cli.output import CompactWarnings, console, err_console, print_json
 from bringup.cli.run_levels import DEFAULT_LEVEL, DEFAULT_SOAK_MINUTES, LEVEL_HELP, STAGE_NAMES, Stage, stages_for
 from bringup.log import capture_to_file, get_logger
+from bringup.terminal_text import markup_safe
 
 if TYPE_CHECKING:
     from bringup.profiles.schema import Profile
@@ -137,7 +138,7 @@ def keep_log(scratch: TextIO, target: Path) -> None:
 
 def stage_line(run: StageRun, figure: str, width: int) -> str:
     """`verify-ops ok      61.2 s  ops 940 pass · 15 unsupported; compiled 15 pass` (a second line if needed)."""
-    from rich.markup import escape
+    from bringup.terminal_text import markup_safe as escape
 
     if run.action != "ran":
         mark, style, seconds = "kept", "dim", "-"
@@ -222,7 +223,8 @@ def command(
                 ctx = stage_context(device, profile, json_out, verbose, strict=strict, force=force)
                 log_path = log_path_for(ctx.profile_path)
                 if not json_out:
-                    console.print(f"bringup all on [bold]{ctx.info.id}[/] ({ctx.info.name}) → {ctx.profile_path}",
+                    console.print(f"bringup all on [bold]{markup_safe(ctx.info.id)}[/] "
+                                  f"({markup_safe(ctx.info.name)}) → {markup_safe(ctx.profile_path)}",
                                   highlight=False)
                 runs, facts, plan = run_everything(ctx, model, rerun, skip or [], force, strict, verbose, json_out,
                                                    scratch, stages_for(level, soak_minutes), level)
@@ -288,16 +290,15 @@ def write_artifacts(profile_path: Path, scratch: TextIO) -> dict[str, Any]:
 
 def render_end(profile_path: Path, log_path: Path | None, plan: list[tuple[str, str, str]], suppressed: int,
                artifacts: dict[str, Any]) -> None:
-    from rich.markup import escape
-
-    console.print(escape(output.fit_lines("plan: " + plan_line(plan), 4)), highlight=False)
-    console.print(f"profile: {profile_path}", highlight=False)
+    plain = output.plain
+    console.print(plain(output.fit_lines("plan: " + plan_line(plan), 4)), highlight=False)
+    console.print(plain(f"profile: {profile_path}"), highlight=False)
     if artifacts["report"]:
-        console.print(f"report:  {artifacts['report']}", highlight=False)
+        console.print(plain(f"report:  {artifacts['report']}"), highlight=False)
     if artifacts["reproducer_files"]:
-        console.print(f"repro:   {artifacts['reproducers']} ({artifacts['reproducer_files']} standalone file(s), "
-                      "one per failing case)", highlight=False)
+        console.print(plain(f"repro:   {artifacts['reproducers']} ({artifacts['reproducer_files']} standalone file(s), "
+                            "one per failing case)"), highlight=False)
     more = f"; {suppressed} more warning(s) there" if suppressed else ""
-    console.print(f"log:     {log_path} (each stage's full output{more})", highlight=False)
-    console.print("details: bringup profile show " + str(profile_path), highlight=False)
+    console.print(plain(f"log:     {log_path} (each stage's full output{more})"), highlight=False)
+    console.print(plain("details: bringup profile show " + str(profile_path)), highlight=False)
     sys.stdout.flush()

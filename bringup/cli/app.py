@@ -81,8 +81,9 @@ def print_error(message: str) -> None:
     from rich.text import Text
 
     from bringup.cli.output import err_console
+    from bringup.terminal_text import shown
 
-    err_console.print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
+    err_console.print(Text.assemble(("error: ", "bold red"), shown(message)), soft_wrap=True)
 
 
 def main() -> None:

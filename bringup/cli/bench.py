@@ -17,9 +17,10 @@ from bringup.cli.common import (
     VerboseOption,
     stage_context,
 )
-from bringup.cli.output import console, name_some, print_json, progress
+from bringup.cli.output import console, name_some, plain, print_json, progress
 from bringup.errors import BringupError
 from bringup.log import get_logger
+from bringup.terminal_text import markup_safe as safe
 
 if TYPE_CHECKING:  # these import torch: loaded when the command runs, not for --help
     from rich.table import Table
@@ -106,7 +107,7 @@ def group_table(name: str, group: BenchGroup) -> Table:
     from rich.table import Table
 
     title = f"{name} — {group.status}" + (f" ({group.reason})" if group.reason else "")
-    table = Table(title=title, title_justify="left", show_lines=False)
+    table = Table(title=plain(title), title_justify="left", show_lines=False)
     peak_title = "% peak (run / sheet)" if any(r.pct_datasheet is not None for r in group.records) else "% peak"
     for column in ("measurement", "median ±IQR/med", "reps", "rate", peak_title, "note"):
         table.add_column(column, justify="left" if column in ("measurement", "note") else "right",
@@ -115,9 +116,10 @@ def group_table(name: str, group: BenchGroup) -> Table:
         if r.status != "ok":
             continue
         rel = f" ±{100 * r.iqr_s / r.median_s:.0f}%" if r.median_s and r.iqr_s is not None else ""
-        table.add_row(r.key, fmt_time(r.median_s) + rel, str(r.reps), fmt_rate(r), fmt_peak(r), record_note(r))
+        table.add_row(plain(r.key), fmt_time(r.median_s) + rel, str(r.reps), fmt_rate(r), fmt_peak(r),
+                      plain(record_note(r)))
     if group.notes:
-        table.caption = "; ".join(group.notes)
+        table.caption = plain("; ".join(group.notes))
         table.caption_justify = "left"
     return table
 
@@ -128,14 +130,15 @@ def not_measured_lines(group: BenchGroup) -> list[str]:
     for r in group.records:
         if r.status != "ok":
             by_reason.setdefault((r.status, r.reason or ""), []).append(r.key)
-    return [f"  [yellow]{status}[/] {', '.join(keys)}: {reason}" for (status, reason), keys in by_reason.items()]
+    return [f"  [yellow]{status}[/] {safe(', '.join(keys))}: {safe(reason)}"
+            for (status, reason), keys in by_reason.items()]
 
 
 def print_group(name: str, group: BenchGroup) -> None:
     if any(r.status == "ok" for r in group.records):
         console.print(group_table(name, group))
     else:
-        console.print(f"[bold]{name}[/] — {group.status}" + (f": {group.reason}" if group.reason else ""))
+        console.print(f"[bold]{name}[/] — {group.status}" + (f": {safe(group.reason)}" if group.reason else ""))
     for line in not_measured_lines(group):
         console.print(line, highlight=False)
 
@@ -148,12 +151,12 @@ def group_line(name: str, group: BenchGroup) -> str:
     if rated:
         best = max(rated, key=lambda r: r.tflops if r.tflops is not None and r.name not in ("scale", "add", "triad",
                                                                                              "dot") else r.gbps or 0)
-        text += f": {len(ok)} measured, best {fmt_rate(best)} ({best.key})"
+        text += f": {len(ok)} measured, best {fmt_rate(best)} ({safe(best.key)})"
     elif ok:
         fastest = min(ok, key=lambda r: r.median_s if r.median_s is not None else float("inf"))
-        text += f": {len(ok)} measured, fastest {fmt_time(fastest.median_s)} ({fastest.key})"
+        text += f": {len(ok)} measured, fastest {fmt_time(fastest.median_s)} ({safe(fastest.key)})"
     elif group.reason:
-        text += f": {group.reason}"
+        text += f": {safe(group.reason)}"
     skipped = [r for r in group.records if r.status != "ok"]
     if skipped:
         kinds = sorted({r.status for r in skipped})
@@ -179,7 +182,7 @@ def baseline_table(rows: list[dict[str, Any]]) -> Table:
     for row in rows:
         verdict = row["verdict"]
         table.add_row(
-            row["group"], row["key"], fmt_time(row.get("a_median_s")), fmt_time(row.get("b_median_s")),
+            plain(row["group"]), plain(row["key"]), fmt_time(row.get("a_median_s")), fmt_time(row.get("b_median_s")),
             f"{row['ratio']:.3f}" if "ratio" in row else "",
             f"{row['change_pct']:+.1f}%" if "change_pct" in row else "",
             f"±{row['noise_pct']:.1f}%" if "noise_pct" in row else "",
@@ -280,7 +283,7 @@ def command(
             for name in chosen:
                 print_group(name, current.groups[name])
             for name, why in left_out.items():
-                console.print(f"[dim]{name}: left out — {why}[/]")
+                console.print(f"[dim]{name}: left out — {safe(why)}[/]")
         else:
             print_summary(chosen, current.groups, left_out)
         if section.ceilings:
@@ -288,11 +291,11 @@ def command(
             gbps = section.ceilings.gbps
             bw = f"{gbps:.3g} GB/s ({section.ceilings.gbps_kernel})" if gbps else "none"
             console.print(f"measured ceilings: matmul {tf}; bandwidth {bw}")
-        console.print(f"datasheet: {section.datasheet.name} — {section.datasheet.source}" if section.datasheet
-                      else f"datasheet: {section.datasheet_reason}")
+        console.print(plain(f"datasheet: {section.datasheet.name} — {section.datasheet.source}" if section.datasheet
+                            else f"datasheet: {section.datasheet_reason}"))
         if compared:
             console.print(baseline_table(compared))
-        console.print(f"profile: {ctx.profile_path}" + ("" if details else " (--details: every measurement)"),
+        console.print(plain(f"profile: {ctx.profile_path}" + ("" if details else " (--details: every measurement)")),
                       highlight=False)
     if failed:
         log.error("%d measurement(s) slower than the baseline by more than %g%% beyond noise: %s", len(failed),

@@ -16,8 +16,9 @@ from bringup.cli.common import (
     VerboseOption,
     stage_context,
 )
-from bringup.cli.output import console, format_bytes, print_json
+from bringup.cli.output import console, format_bytes, plain, print_json
 from bringup.log import get_logger
+from bringup.terminal_text import markup_safe
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -40,7 +41,8 @@ def torch_table(inventory: Inventory, selected_id: str) -> Table:
         units = d.extra.get("usable_cores") or d.extra.get("multiprocessors") or ""
         memory = f"{format_bytes(d.memory_total_bytes)} ({format_bytes(d.memory_free_bytes)})"
         mark = "[bold green]selected[/]" if d.id == selected_id else ""
-        table.add_row(d.id, d.name, d.vendor or "?", arch, str(units), memory, d.pci_bus_id or "—", mark)
+        table.add_row(*(plain(cell) for cell in (d.id, d.name, d.vendor or "?", arch, units, memory,
+                                                 d.pci_bus_id or "—")), mark)
     return table
 
 
@@ -51,17 +53,16 @@ def unusable_families(inventory: Inventory) -> list[str]:
 def system_table(inventory: Inventory) -> Table:
     from rich.table import Table
 
-    table = Table(title=f"PCI display / accelerator devices the OS has (root {inventory.system.root})",
+    table = Table(title=plain(f"PCI display / accelerator devices the OS has (root {inventory.system.root})"),
                   title_justify="left")
     for col in ("PCI address", "vendor", "class", "driver", "iGPU", "torch", "status"):
         table.add_column(col)
     for p in inventory.physical:
         integrated = {True: "yes", False: "no", None: "?"}[p.integrated]
-        status = "[green]usable[/]" if p.usable else f"[yellow]not usable:[/] {p.reason}"
-        table.add_row(
+        status = "[green]usable[/]" if p.usable else f"[yellow]not usable:[/] {markup_safe(p.reason)}"
+        table.add_row(*(plain(cell) for cell in (
             p.pci.address, f"{p.pci.vendor} ({p.pci.vendor_id}:{p.pci.device_id})", p.pci.kind,
-            p.pci.driver or "none", integrated, p.torch_id or "—", status,
-        )
+            p.pci.driver or "none", integrated, p.torch_id or "—")), status)
     if not inventory.physical:
         table.add_row("—", "no PCI display or accelerator device found", "", "", "", "", "")
     return table
@@ -113,27 +114,28 @@ def command(
     else:
         print_summary(inventory)
     if inventory.visibility:
-        console.print("visibility: " + ", ".join(f"{k}={v!r}" for k, v in inventory.visibility.items()))
-    console.print(f"selected [bold]{selection.info.id}[/] ({selection.info.name}): {selection.reason}")
+        console.print(plain("visibility: " + ", ".join(f"{k}={v!r}" for k, v in inventory.visibility.items())))
+    console.print(f"selected [bold]{markup_safe(selection.info.id)}[/] ({markup_safe(selection.info.name)}): "
+                  f"{markup_safe(selection.reason)}")
     if write:
-        console.print(f"profile: {ctx.profile_path}", highlight=False)
+        console.print(plain(f"profile: {ctx.profile_path}"), highlight=False)
 
 
 def print_details(inventory: Inventory, selection: Selection) -> None:
     console.print(torch_table(inventory, selection.info.id))
     console.print("Families torch cannot use here:", highlight=False)
     for line in unusable_families(inventory):
-        console.print(line, highlight=False)
+        console.print(plain(line), highlight=False)
     console.print(system_table(inventory))
 
 
 def print_summary(inventory: Inventory, shown: int = 3) -> None:
     """The devices torch can use, then one line per OS accelerator torch cannot use (a few, then a count)."""
     usable = ", ".join(f"{d.id} ({d.name})" for d in inventory.torch_devices) or "none"
-    console.print(f"torch can use: {usable}", highlight=False)
+    console.print(plain(f"torch can use: {usable}"), highlight=False)
     unusable = [p for p in inventory.physical if not p.usable]
     for p in unusable[:shown]:
-        console.print(f"not usable: {p.pci.address} {p.pci.vendor} {p.pci.kind}: {p.reason}", highlight=False)
+        console.print(plain(f"not usable: {p.pci.address} {p.pci.vendor} {p.pci.kind}: {p.reason}"), highlight=False)
     if len(unusable) > shown:
         console.print(f"and {len(unusable) - shown} more the OS has but torch cannot use (--details lists them)",
                       highlight=False)

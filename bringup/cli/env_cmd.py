@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from bringup.cli.common import DeviceOption, ForceOption, JsonOption, VerboseOption
+from bringup.terminal_text import shown
 
 EnvProfileOption = Annotated[
     Optional[Path],
@@ -23,7 +24,7 @@ def render_text(sections: dict[str, dict[str, str]]) -> str:
     """`[section]` headers and one `key: value` line per fact: plain text that pastes into an issue."""
     blocks = []
     for name, facts in sections.items():
-        lines = [f"[{name}]", *(f"{key}: {value}" for key, value in facts.items())]
+        lines = [f"[{name}]", *(shown(f"{key}: {value}").replace("\n", "\\n") for key, value in facts.items())]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
@@ -64,4 +65,4 @@ def command(
     else:
         print(render_text(sections))
     if context is not None and not json_out:
-        print(f"recorded in {context.profile_path}", file=sys.stderr)
+        print(shown(f"recorded in {context.profile_path}"), file=sys.stderr)

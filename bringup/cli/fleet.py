@@ -13,7 +13,7 @@ import typer
 
 from bringup.cli.checks import at_least_one, non_negative_number, positive_seconds
 from bringup.cli.common import DeviceOption, JsonOption, StrictOption, VerboseOption
-from bringup.cli.output import console, print_json, progress
+from bringup.cli.output import console, plain, print_json, progress
 from bringup.errors import BringupError
 
 if TYPE_CHECKING:
@@ -79,25 +79,27 @@ def ranks_table(result: FleetResult) -> Any:
         ops = f"{len(summary.ops) - failing} pass, {failing} not" if summary.ops else "-"
         links = ", ".join(f"{k}: {v:.2f}" for k, v in summary.links.items()) or "-"
         style = "red" if summary.rank in flagged else ""
-        table.add_row(str(summary.rank), summary.host, summary.device, stages or "-", ops, summary.selftest or "-",
-                      *(_fmt(summary.figures.get(name)) for name in figures), links, style=style)
+        table.add_row(str(summary.rank), *(plain(cell) for cell in (summary.host, summary.device, stages or "-")),
+                      ops, plain(summary.selftest or "-"), *(_fmt(summary.figures.get(name)) for name in figures),
+                      plain(links), style=style)
     return table
 
 
 def print_result(result: FleetResult, fleet_file: Path) -> None:
-    from rich.markup import escape
+    from bringup.terminal_text import markup_safe as escape
 
     console.print(ranks_table(result))
     for name, threshold in result.thresholds.items():
-        console.print(f"threshold {name}: median {threshold.median:.4g}, MAD {threshold.mad:.3g}; outlier when "
-                      f"{threshold.rule}", highlight=False)
+        console.print(plain(f"threshold {name}: median {threshold.median:.4g}, MAD {threshold.mad:.3g}; outlier when "
+                            f"{threshold.rule}"), highlight=False)
     for fault in result.faults:
         label = "FAULT" if fault.culprit else "also"
-        console.print(f"[red]{label}[/] rank {fault.rank if fault.rank is not None else '?'} ({fault.kind}"
-                      f"{', stage ' + fault.stage if fault.stage else ''}): {escape(fault.detail)}", highlight=False)
+        console.print(f"[red]{label}[/] rank {fault.rank if fault.rank is not None else '?'} ({escape(fault.kind)}"
+                      f"{', stage ' + escape(fault.stage) if fault.stage else ''}): {escape(fault.detail)}",
+                      highlight=False)
     for outlier in result.outliers:
         style = KIND_STYLE.get(outlier.kind, "red")
-        console.print(f"[{style}]OUTLIER[/] rank {outlier.rank} on {escape(outlier.host)} ({outlier.kind}): "
+        console.print(f"[{style}]OUTLIER[/] rank {outlier.rank} on {escape(outlier.host)} ({escape(outlier.kind)}): "
                       f"{escape(outlier.detail)}",
                       highlight=False)
     verdict = f"{len(result.outliers)} outlier(s)" if result.outliers else "no outlier"

@@ -18,9 +18,10 @@ from bringup.cli.common import (
     StrictOption,
     VerboseOption,
 )
-from bringup.cli.output import console, err_console, print_json
+from bringup.cli.output import console, err_console, plain, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging
+from bringup.terminal_text import shown
 
 if TYPE_CHECKING:  # the runner imports torch: loaded when the command runs, not for --help
     from bringup.runner.engine.engine import LLMEngine
@@ -84,8 +85,8 @@ def command(
                     "fallbacks": engine.fallbacks.summary()})
         return
     print_plan(engine)
-    console.print(text, style="dim", end="", markup=False, highlight=False)
-    console.print(result["text"], markup=False, highlight=False)
+    console.print(shown(text), style="dim", end="", markup=False, highlight=False)
+    console.print(shown(result["text"]), markup=False, highlight=False)
     err_console.print(f"{result['prompt_tokens']} prompt + {result['completion_tokens']} generated tokens "
                       f"({result['finish_reason']}); time to first token {result['ttft_s'] * 1000:.1f} ms; "
                       f"decode {result['decode_tokens_per_s']:.1f} tokens/s")
@@ -153,9 +154,9 @@ def run_one(engine: LLMEngine, ids: list[int], params: SamplingParams) -> dict:
 def print_plan(engine: LLMEngine) -> None:
     from rich.table import Table
 
-    table = Table(title=f"execution plan — {engine.model_name} on {engine.plan.device}", title_justify="left")
+    table = Table(title=plain(f"execution plan — {engine.model_name} on {engine.plan.device}"), title_justify="left")
     for col in ("setting", "choice", "evidence"):
         table.add_column(col, overflow="fold")
     for row in engine.plan.rows():
-        table.add_row(*row)
+        table.add_row(*(plain(cell) for cell in row))
     console.print(table)

@@ -9,6 +9,9 @@ import textwrap
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.text import Text
+
+from bringup.terminal_text import shown
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -17,6 +20,12 @@ console = Console()
 err_console = Console(stderr=True)
 # `bringup all` sets this: a stage's progress bar then disappears when the stage ends
 transient_progress = False
+
+
+def plain(value: object) -> Text:
+    """A table cell or printable from outside text (a profile, a model, the OS): markup never interpreted, control
+    characters shown as escapes."""
+    return Text(shown(value))
 
 
 def print_json(data: Any) -> None:
@@ -86,9 +95,9 @@ class CompactWarnings(logging.Handler):
         if len(self.seen) > self.limit:
             self.suppressed += 1
             return
-        from rich.markup import escape
+        from bringup.terminal_text import markup_safe
 
         label = record.levelname.lower()
         style = "red" if record.levelno >= logging.ERROR else "yellow"
         text = fit_lines(f"{label}: {message}", 2)
-        err_console.print(f"[{style}]{label}:[/]{escape(text[len(label) + 1:])}", highlight=False)
+        err_console.print(f"[{style}]{label}:[/]{markup_safe(text[len(label) + 1:])}", highlight=False)

@@ -16,7 +16,8 @@ from bringup.cli.common import (
     VerboseOption,
     stage_context,
 )
-from bringup.cli.output import console, name_some, print_json, progress
+from bringup.cli.output import console, name_some, plain, print_json, progress
+from bringup.terminal_text import markup_safe
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -33,7 +34,7 @@ def results_table(results: dict[str, dict[str, Any]]) -> Table:
     for check_id, r in results.items():
         style = STATUS_STYLE.get(r["status"], "")
         text = r.get("evidence") or r.get("reason") or ""
-        table.add_row(check_id, f"[{style}]{r['status']}[/]", text, f"{r.get('seconds', 0):.2f}")
+        table.add_row(plain(check_id), f"[{style}]{r['status']}[/]", plain(text), f"{r.get('seconds', 0):.2f}")
     return table
 
 
@@ -107,5 +108,5 @@ def command(
                 console.print(f"[{STATUS_STYLE[status]}]{status}[/]: {name_some(ids, 6)}", highlight=False)
     counts = {s: sum(r["status"] == s for r in done.values()) for s in STATUS_STYLE}
     console.print(f"{counts['supported']} supported, {counts['unsupported']} unsupported, "
-                  f"{counts['unknown']} unknown — written to {ctx.profile_path}"
+                  f"{counts['unknown']} unknown — written to {markup_safe(ctx.profile_path)}"
                   + ("" if details else " (--details: evidence per check)"), highlight=False)

@@ -7,7 +7,8 @@ import typer
 
 from bringup.cli.common import JsonOption
 from bringup.cli.lazy_group import MARKUP_MODE
-from bringup.cli.output import console, format_bytes, print_json
+from bringup.cli.output import console, format_bytes, plain, print_json
+from bringup.terminal_text import markup_safe as safe
 
 app = typer.Typer(help="Read, check and compare capability profiles.", no_args_is_help=True,
                   rich_markup_mode=MARKUP_MODE)
@@ -26,11 +27,12 @@ def show(path: ProfileArg, json_out: JsonOption = False) -> None:
         return
     if profile.device:
         d = profile.device
-        console.print(f"[bold]{d.id}[/] {d.name} ({d.backend}, {d.vendor or '?'}, {d.arch or '?'}), "
-                      f"memory {format_bytes(d.memory_total_bytes)}")
+        console.print(f"[bold]{safe(d.id)}[/] {safe(d.name)} ({safe(d.backend)}, {safe(d.vendor or '?')}, "
+                      f"{safe(d.arch or '?')}), memory {format_bytes(d.memory_total_bytes)}")
     if profile.environment:
         e = profile.environment
-        console.print(f"bringup {e.bringup}, torch {e.torch}, python {e.python}, driver {e.driver or '—'}, {e.os}")
+        console.print(plain(f"bringup {e.bringup}, torch {e.torch}, python {e.python}, driver {e.driver or '—'}, "
+                            f"{e.os}"))
     if profile.capabilities:
         from rich.table import Table
 
@@ -40,14 +42,15 @@ def show(path: ProfileArg, json_out: JsonOption = False) -> None:
         for group, checks in profile.capabilities.groups().items():
             for name, cap in checks.items():
                 style = STYLE.get(cap.status, "")
-                table.add_row(f"{group}.{name}", f"[{style}]{cap.status}[/]", cap.evidence or cap.reason or "")
+                table.add_row(plain(f"{group}.{name}"), f"[{style}]{cap.status}[/]",
+                              plain(cap.evidence or cap.reason or ""))
         console.print(table)
     failing = [r for r in profile.ops if r.status != "pass"]
     console.print(f"ops: {len(profile.ops)} cases, {len(failing)} not passing; compiled: {len(profile.compiled)} "
                   f"records; bench: {'yes' if profile.bench else 'no'}; selftest: "
                   f"{profile.selftest.status if profile.selftest else 'no'}")
     for stage, stamp in profile.stages.items():
-        console.print(f"stage {stage}: {stamp.status}, finished {stamp.finished} (bringup {stamp.bringup})")
+        console.print(plain(f"stage {stage}: {stamp.status}, finished {stamp.finished} (bringup {stamp.bringup})"))
 
 
 @app.command("validate")
@@ -58,31 +61,46 @@ def validate(path: ProfileArg, json_out: JsonOption = False) -> None:
     profile = load_profile(path)
     summary = {"path": str(path), "valid": True, "schema": profile.schema_version,
                "stages": {k: v.status for k, v in profile.stages.items()}}
-    print_json(summary) if json_out else console.print(f"{path}: valid ({profile.schema_version})")
+    print_json(summary) if json_out else console.print(plain(f"{path}: valid ({profile.schema_version})"))
 
 
 @app.command("diff")
 def diff(before: ProfileArg, after: ProfileArg, json_out: JsonOption = False,
          details: Annotated[bool, typer.Option("--details", help="List every bench measurement that moved, not "
-                                               "only the largest.")] = False) -> None:
+                                               "only the largest.")] = False,
+         fail_on: Annotated[str, typer.Option("--fail-on", metavar="SECTIONS", help="Exit 1 on a difference in "
+                                              "these sections (comma-separated): capabilities (any status that "
+                                              "differs), ops and compiled (a verdict that was pass and is not), "
+                                              "bench (slower beyond noise), device, environment; or none.")]
+         = "capabilities") -> None:
     """Show what changed from BEFORE to AFTER ("what changed since it last worked"): device, environment,
     capability statuses, op and compiled verdicts, the runner plan each gives, and bench measurements that
     moved beyond both runs' noise.
 
-    Exit code 1 when any capability status differs, so scripts can gate on it.
+    Exit code 1 when any capability status differs (or, with --fail-on, a difference in the sections named there,
+    e.g. `--fail-on capabilities,ops` also fails on any op verdict that went from pass to anything else), so
+    scripts can gate on it.
     """
     from bringup.cli.profile_diff_render import plan_rows, render_diff
     from bringup.profiles.diff import diff_profiles
+    from bringup.profiles.diff_gate import failing_changes, parse_gates
     from bringup.profiles.store import load_profile
 
+    gates = parse_gates(fail_on)
     a, b = load_profile(before), load_profile(after)
     changes = diff_profiles(a, b)
     plans = plan_rows(a, b)
-    capability_changed = any(c.section == "capabilities" for c in changes)
+    failing = failing_changes(changes, gates)
     if json_out:
-        print_json({"changes": [c.to_dict() for c in changes], "capabilities_differ": capability_changed,
+        print_json({"changes": [c.to_dict() for c in changes],
+                    "capabilities_differ": any(c.section == "capabilities" for c in changes),
+                    "fail_on": gates, "failing": len(failing),
                     "plan": [{"setting": k, "before": x, "after": y} for k, x, y in plans]})
     else:
         render_diff(str(before), str(after), changes, plans, details)
-    if capability_changed:
+        if failing:
+            sections = sorted({c.section for c in failing})
+            console.print(plain(f"FAIL: {len(failing)} difference(s) in {', '.join(sections)} "
+                                f"(--fail-on {','.join(gates)})"))
+    if failing:
         raise typer.Exit(1)

@@ -8,9 +8,10 @@ from typing import Any
 
 from rich.table import Table
 
-from bringup.cli.output import console, format_bytes
+from bringup.cli.output import console, format_bytes, plain
 from bringup.profiles.diff import Change
 from bringup.profiles.schema import Profile
+from bringup.terminal_text import markup_safe
 
 BENCH_ROWS = 12  # the largest bench moves shown without --details
 SECTION_TITLES = {"device": "device", "environment": "environment", "capabilities": "capabilities (exit 1)",
@@ -40,7 +41,7 @@ def format_seconds(seconds: float | None) -> str:
 
 def render_diff(before: str, after: str, changes: list[Change], plans: list[tuple[str, str, str]],
                 details: bool) -> None:
-    console.print(f"[bold]{before}[/] → [bold]{after}[/]")
+    console.print(f"[bold]{markup_safe(before)}[/] → [bold]{markup_safe(after)}[/]")
     if not changes and not plans:
         console.print("no differences")
         return
@@ -59,7 +60,7 @@ def _table(title: str, rows: list[tuple[str, str, str]]) -> None:
     table.add_column("before", overflow="fold", ratio=2)
     table.add_column("after", overflow="fold", ratio=2)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(plain(cell) for cell in row))
     console.print(table)
 
 
@@ -82,7 +83,7 @@ def _bench(rows: list[Change], details: bool) -> None:
         slower = c.before / c.after if c.key in rated else c.after / c.before  # > 1: after is slower
         change = f"{slower:.2f}x slower" if slower > 1 else f"{1 / slower:.2f}x faster"
         shown_value = (lambda v: f"{v:.3g}") if c.key in rated else format_seconds
-        table.add_row(c.key, shown_value(c.before), shown_value(c.after), f"{change} ({c.note.split('(')[-1]}"
+        table.add_row(plain(c.key), shown_value(c.before), shown_value(c.after), f"{change} ({c.note.split('(')[-1]}"
                       if "(" in c.note else change)
     console.print(table)
 

@@ -18,7 +18,8 @@ from bringup.cli.common import (
     VerboseOption,
     stage_context,
 )
-from bringup.cli.output import console, print_json
+from bringup.cli.output import console, plain, print_json
+from bringup.terminal_text import markup_safe
 
 
 def command(
@@ -76,22 +77,24 @@ def command(
         from bringup.cli.generate import print_plan
 
         print_plan(engine)
-        table = Table(title=f"selftest — {section.model} on {section.device} ({section.dtype})", title_justify="left")
+        table = Table(title=plain(f"selftest — {section.model} on {section.device} ({section.dtype})"),
+                      title_justify="left")
         table.add_column("check")
         table.add_column("value")
         for key in ("status", "max_abs_err", "threshold", "top1_agreement", "near_tie_disagreements", "steps",
                     "attention", "weight_layout", "fallbacks"):
-            table.add_row(key, str(getattr(section, key)))
+            table.add_row(key, plain(getattr(section, key)))
         console.print(table)
-        console.print(f"recorded in {ctx.profile_path}")
+        console.print(plain(f"recorded in {ctx.profile_path}"))
     else:
         style = "green" if section.status == "pass" else "red"
-        console.print(f"[{style}]selftest {section.status}[/]: {section.model} on {section.device} "
+        console.print(f"[{style}]selftest {section.status}[/]: " + markup_safe(
+                      f"{section.model} on {section.device} "
                       f"({section.dtype}, {section.attention}): max abs err {section.max_abs_err:.3g} "
                       f"(threshold {section.threshold:.3g}), top-1 agreement {section.top1_agreement:.3f} "
-                      f"over {section.steps} steps"
-                      + (f"; {section.reason}" if section.reason else ""), highlight=False)
-        console.print(f"recorded in {ctx.profile_path} (--details: the plan and every figure; -v: logs)",
+                      f"over {section.steps} steps" + (f"; {section.reason}" if section.reason else "")),
+                      highlight=False)
+        console.print(plain(f"recorded in {ctx.profile_path} (--details: the plan and every figure; -v: logs)"),
                       highlight=False)
     if section.status != "pass":
         sys.exit(1)

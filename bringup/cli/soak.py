@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from bringup.cli.common import DetailsOption, DeviceOption, ForceOption, JsonOption, ProfileOption, VerboseOption
-from bringup.cli.output import console, print_json
+from bringup.cli.output import console, plain, print_json
 
 SOAK_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -62,7 +62,7 @@ def command(
             console.print(f"{d.dtype:9} {d.rounds} rounds · {d.first_tflops:.3g} → {d.last_tflops:.3g} TFLOP/s "
                           f"({d.ratio:.0%}) · {wrong}" + (f" · {d.bitwise_changes} bitwise changes" if details
                                                          else ""), highlight=False)
-        console.print(f"soak {section.status} in {section.seconds:.0f} s — written to {ctx.profile_path}",
+        console.print(plain(f"soak {section.status} in {section.seconds:.0f} s — written to {ctx.profile_path}"),
                       highlight=False)
     if section.status == "fail":
         raise typer.Exit(1)

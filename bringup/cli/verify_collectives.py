@@ -16,9 +16,10 @@ from bringup.cli.common import (
     VerboseOption,
     stage_context,
 )
-from bringup.cli.output import console, print_json, progress
+from bringup.cli.output import console, plain, print_json, progress
 from bringup.log import configure_logging
 from bringup.probes.collectives.sizes import DEFAULT_SIZES, format_bytes
+from bringup.terminal_text import markup_safe as safe
 
 if TYPE_CHECKING:  # these import torch: loaded when the command runs, not for --help
     from rich.table import Table
@@ -52,7 +53,7 @@ def results_table(section: CollectivesSection) -> Table:
     for case in section.cases:
         style = STATUS_STYLE.get(case.status, "")
         status = f"[{style}]{case.status}[/]"
-        table.add_row(case.op, case.dtype, format_bytes(case.size_bytes), status,
+        table.add_row(plain(case.op), plain(case.dtype), format_bytes(case.size_bytes), status,
                       "-" if case.wrong is None else str(case.wrong), _fmt(case.time_us, 1),
                       _fmt(case.algbw_gbps, 3), _fmt(case.busbw_gbps, 3))
     return table
@@ -62,19 +63,20 @@ def print_report(section: CollectivesSection, profile_path: str) -> None:
     console.print(results_table(section))
     for case in section.cases:
         if case.error:
-            console.print(f"[yellow]{case.op} {case.dtype} {format_bytes(case.size_bytes)}[/]: {case.error}",
+            console.print(f"[yellow]{safe(case.op)} {safe(case.dtype)} {format_bytes(case.size_bytes)}[/]: "
+                          f"{safe(case.error)}",
                           highlight=False)
     for fault in section.faults:
         label = "FAULT" if fault.culprit else "also"
         console.print(f"[red]{label}[/] rank {fault.rank if fault.rank is not None else '?'} "
-                      f"({fault.kind}): {fault.detail}", highlight=False)
+                      f"({safe(fault.kind)}): {safe(fault.detail)}", highlight=False)
     if section.faults and section.detected_after_s is not None:
         console.print(f"first fault detected {section.detected_after_s:.2f} s after the last progress "
                       f"(timeout {section.timeout_s:g} s); every rank process was ended", highlight=False)
     failing = sum(c.status not in ("pass", "skipped", "unsupported") for c in section.cases)
     console.print(f"{section.status.upper()}: {len(section.cases)} of {section.cases_planned} cases run, "
                   f"{failing} failing, {len(section.faults)} fault(s), {section.seconds:.1f} s "
-                  f"— written to {profile_path}", highlight=False)
+                  f"— written to {safe(profile_path)}", highlight=False)
 
 
 def command(

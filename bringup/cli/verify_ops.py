@@ -18,9 +18,10 @@ from bringup.cli.common import (
     VerboseOption,
     stage_context,
 )
-from bringup.cli.output import console, name_some, print_json, progress
+from bringup.cli.output import console, name_some, plain, print_json, progress
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
+from bringup.terminal_text import markup_safe
 
 if TYPE_CHECKING:  # the stage's modules import torch: they load when the command runs, not for --help
     from bringup.profiles.schema import Profile
@@ -183,7 +184,7 @@ def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catal
         repro = write_reproducer_dir(everything, repro_dir, ctx.info.id)
         log.info("%s", repro.line())
         if not json_out:
-            console.print(repro.line())
+            console.print(plain(repro.line()))
     raise typer.Exit(summary.exit_code)
 
 
@@ -274,7 +275,7 @@ def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: 
     if details and summary.failing:
         console.print(failing_table(summary.failing))
     style = "red" if summary.exit_code else "green"
-    console.print(f"[{style}]{summary.line()}[/] — written to {profile_path}"
+    console.print(f"[{style}]{markup_safe(summary.line())}[/] — written to {markup_safe(profile_path)}"
                   + ("" if details else " (--details: full tables)"), highlight=False)
 
 
@@ -283,9 +284,9 @@ def _print_short(results: list[VerifyOpsRecord], summary) -> None:
     from bringup.profiles.sections.ops import OpCaseRecord
 
     if summary.failing:
-        console.print(f"[red]not passing[/]: {name_some([label_of(r) for r in summary.failing], 4)}",
+        console.print(f"[red]not passing[/]: {markup_safe(name_some([label_of(r) for r in summary.failing], 4))}",
                       highlight=False)
     unsupported = sorted({f"{r.op}[{r.dtype}]" if isinstance(r, OpCaseRecord) else f"compiled {r.target}[{r.dtype}]"
                           for r in results if r.status == "unsupported"})
     if unsupported:
-        console.print(f"[yellow]unsupported here[/]: {name_some(unsupported, 4)}", highlight=False)
+        console.print(f"[yellow]unsupported here[/]: {markup_safe(name_some(unsupported, 4))}", highlight=False)

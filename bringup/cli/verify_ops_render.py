@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from bringup.cli.output import plain
 from bringup.probes.compiled.blocks import BLOCKS, DECODER_LAYER_NOTE
 from bringup.probes.ops.spec import Catalog
 from bringup.probes.ops.tolerances import ACCUM_REASON, EXACT_REASON, TABLE
@@ -68,9 +69,9 @@ def matrix_table(cases: list[OpCaseRecord]) -> Table:
     table = Table(title="op x dtype (passed/run)", title_justify="left")
     table.add_column("op")
     for dt in dtypes:
-        table.add_column(dt, justify="center")
+        table.add_column(plain(dt), justify="center")
     for name in ops:
-        row = [name]
+        row: list[Any] = [plain(name)]
         for dt in dtypes:
             statuses = cells.get((name, dt), [])
             row.append(_cell(statuses))
@@ -105,13 +106,13 @@ def failing_table(failing: list[VerifyOpsRecord]) -> Table:
         if isinstance(r, OpCaseRecord):
             name = f"{r.op}[{r.dtype}] {r.case}"
             tol = f"rtol={_fmt(r.rtol)} atol={_fmt(r.atol)}" if r.rtol is not None else ""
-            table.add_row(name, f"[red]{r.status}[/]", _fmt(r.max_abs), _fmt(r.max_rel),
-                          _fmt(r.nmse), _fmt(r.worst_index), tol, r.message or "")
+            table.add_row(plain(name), f"[red]{r.status}[/]", _fmt(r.max_abs), _fmt(r.max_rel),
+                          _fmt(r.nmse), plain(_fmt(r.worst_index)), tol, plain(r.message or ""))
         else:
             name = f"compiled {r.target}[{r.dtype}] {r.case or ''} ({r.backend})"
-            table.add_row(name, f"[red]{r.status}[/]", "", "", "", "",
+            table.add_row(plain(name), f"[red]{r.status}[/]", "", "", "", "",
                           f"allowed RMSE {_fmt(r.allowed)}",
-                          f"{r.message or ''} first failing rung: {r.failing_backend}")
+                          plain(f"{r.message or ''} first failing rung: {r.failing_backend}"))
     return table
 
 
@@ -123,9 +124,9 @@ def compiled_table(compared: list[CompiledRecord]) -> Table:
     for r in compared:
         style = "green" if r.status == "pass" else "yellow" if r.status == "unsupported" else "red"
         name = r.target + (f" {r.case}" if r.case else "")
-        table.add_row(name, r.dtype, r.backend, f"[{style}]{r.status}[/]", _fmt(r.eager_err),
+        table.add_row(plain(name), plain(r.dtype), plain(r.backend), f"[{style}]{r.status}[/]", _fmt(r.eager_err),
                       _fmt(r.compiled_err), _fmt(r.allowed), _fmt(r.compile_s),
-                      _fmt(r.speedup), r.failing_backend or "")
+                      _fmt(r.speedup), plain(r.failing_backend or ""))
     return table
 
 
@@ -142,5 +143,5 @@ def unsupported_table(results: list[VerifyOpsRecord]) -> Table | None:
     for col in ("op", "dtype", "cases", "reason (first case)"):
         table.add_column(col, overflow="fold")
     for (name, dtype), rows in groups.items():
-        table.add_row(name, dtype, str(len(rows)), (rows[0].message or "")[:160])
+        table.add_row(plain(name), plain(dtype), str(len(rows)), plain((rows[0].message or "")[:160]))
     return table

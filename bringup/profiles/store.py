@@ -1,10 +1,8 @@
 """Load and save profiles: safe YAML, one-line validation errors, locked atomic writes."""
 
 import contextlib
-import os
 import re
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,13 +14,16 @@ from pydantic import ValidationError
 from bringup import __version__
 from bringup.errors import BringupError
 from bringup.log import get_logger
+from bringup.profiles.plain_yaml import AnchorFound, NeedsFullLoader, TooDeep, load_plain
+from bringup.profiles.profile_file import NotAProfileFile, read_text, real_target, replace_text
 from bringup.profiles.schema import SCHEMA_VERSION, DeviceSection, Profile, StageStamp, StageStatus
 
 log = get_logger("profile")
 LOCK_TIMEOUT_S = 60.0
 # libyaml's safe loader/dumper are 5x faster on large profiles (thousands of op records); same safety.
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # plain_yaml reads with the same one
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+MAX_DEPTH = 64  # nesting levels of mappings and lists; bringup's own profiles use 9
 
 
 class DeviceLike(Protocol):
@@ -90,6 +91,13 @@ def describe_yaml_error(path: Path, exc: yaml.YAMLError) -> str:
     return f"profile {path} is not valid YAML{where}: {problem}; fix or delete the file"
 
 
+def anchor_error(path: Path, kind: str, line: int, column: int) -> BringupError:
+    return loading_error(
+        f"profile {path} uses a YAML {kind} at line {line}, column {column}; profiles are plain data without "
+        "anchors or aliases (&name, *name): write the values out, or re-run the stage"
+    )
+
+
 def refuse_anchors(path: Path, text: str) -> None:
     """A profile is plain data: an anchor (&name) or alias (*name) is refused before anything is built from it,
     so a small file cannot expand into gigabytes (the "billion laughs"). Scanning tokens costs ~0.1 s per MB,
@@ -99,19 +107,52 @@ def refuse_anchors(path: Path, text: str) -> None:
     for token in yaml.scan(text, Loader=SAFE_LOADER):
         if isinstance(token, yaml.AnchorToken | yaml.AliasToken):
             kind = "anchor" if isinstance(token, yaml.AnchorToken) else "alias"
-            mark = token.start_mark
-            raise loading_error(
-                f"profile {path} uses a YAML {kind} at line {mark.line + 1}, column {mark.column + 1}; profiles "
-                "are plain data without anchors or aliases (&name, *name): write the values out, or re-run the stage"
-            )
+            raise anchor_error(path, kind, token.start_mark.line + 1, token.start_mark.column + 1)
+
+
+def nesting_depth(document: Any) -> int:
+    """Levels of mappings and lists in `document`, counted level by level (no recursion), stopping past MAX_DEPTH."""
+    depth, level = 0, [document] if isinstance(document, dict | list) else []
+    while level and depth <= MAX_DEPTH:
+        depth += 1
+        level = [child for node in level for child in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(child, dict | list)]
+    return depth
+
+
+def too_deep(path: Path, where: str = "") -> BringupError:
+    return loading_error(f"profile {path} nests mappings or lists more than {MAX_DEPTH} levels deep{where}; "
+                         "profiles are flat records (bringup writes at most 9): fix the file or re-run the stage")
+
+
+def read_document(path: Path, text: str) -> Any:
+    """The YAML document as plain data, built straight from the parser's events; the full safe loader (after the
+    anchor scan) only for a document using tags, merge keys or complex keys."""
+    try:
+        return load_plain(text, MAX_DEPTH)
+    except AnchorFound as exc:
+        raise anchor_error(path, exc.kind, exc.line, exc.column) from None
+    except TooDeep as exc:
+        raise too_deep(path, f" (line {exc.line})") from None
+    except NeedsFullLoader:
+        pass
+    refuse_anchors(path, text)
+    document = yaml.load(text, Loader=SAFE_LOADER)
+    if nesting_depth(document) > MAX_DEPTH:
+        raise too_deep(path)
+    return document
 
 
 def parse_profile(path: Path, text: str) -> Profile:
     try:
-        refuse_anchors(path, text)
-        document = yaml.load(text, Loader=SAFE_LOADER)
+        document = read_document(path, text)
     except yaml.YAMLError as exc:
         raise loading_error(describe_yaml_error(path, exc)) from None
+    except RecursionError:
+        raise too_deep(path) from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        raise loading_error(f"profile {path} holds a value that cannot be read ({str(exc)[:80]}); fix the file or "
+                            "re-run the stage") from None
     if not isinstance(document, dict):
         raise loading_error(
             f"profile {path} must be a YAML mapping with a 'schema' key, got {type(document).__name__}; "
@@ -131,9 +172,11 @@ def parse_profile(path: Path, text: str) -> Profile:
 
 def load_profile(path: Path) -> Profile:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(Path(path))
     except FileNotFoundError:
         raise loading_error(f"profile {path} does not exist; run `bringup devices` or `bringup all` first") from None
+    except NotAProfileFile as exc:
+        raise loading_error(f"profile {path} {exc}; pass the path of a profile YAML file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise loading_error(f"profile {path} cannot be read: {exc}") from None
     return parse_profile(Path(path), text)
@@ -163,34 +206,17 @@ def check_identity(path: Path, profile: Profile, current: DeviceSection) -> None
     )
 
 
-def unwritable(path: Path, exc: OSError) -> BringupError:
-    return BringupError(f"cannot write profile {path}: {exc.strerror or exc}; choose a writable --profile path")
+def unwritable(path: Path, exc: OSError | NotAProfileFile) -> BringupError:
+    reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else f"it {exc}"
+    return loading_error(f"cannot write profile {path}: {reason}; choose a writable --profile path")
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Temp file in the same directory, fsync, rename: a crash leaves the old file or the new one."""
-    path = Path(path)
+    """Through links to the real file, keeping its mode; a crash leaves the old file or the new one."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise unwritable(path, exc) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        replace_text(Path(path), text)
+    except (OSError, NotAProfileFile) as exc:
+        raise unwritable(Path(path), exc) from None
 
 
 def render_yaml(profile: Profile) -> str:
@@ -198,12 +224,34 @@ def render_yaml(profile: Profile) -> str:
 
 
 def lock_for(path: Path) -> FileLock:
-    lock_path = Path(path).with_name(Path(path).name + ".lock")
+    """The lock beside the real file (two links to one profile share it)."""
+    target = real_target(Path(path))
+    lock_path = target.with_name(target.name + ".lock")
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise unwritable(path, exc) from None
     return FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the profile's lock; a held lock or any OS error taking it (read-only file system, no space, a
+    directory in its place) is one line."""
+    lock = lock_for(path)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise BringupError(
+            f"profile {path} is locked by another bringup process (lock file {lock.lock_file}); wait for it, "
+            "or remove the lock file if no bringup is running"
+        ) from None
+    except OSError as exc:
+        raise unwritable(path, exc) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def load_for_update(path: Path, current: DeviceSection, force: bool) -> Profile:
@@ -246,34 +294,26 @@ def update_profile(
     """Load (or start) the profile, check it belongs to this device, apply `mutate`, stamp, write atomically."""
     path = Path(path)
     current = DeviceSection.model_validate(info.to_dict())
-    try:
-        with lock_for(path):
-            profile = load_for_update(path, current, force)
-            profile.device = current
-            mutate(profile)
-            previous = profile.stages.get(stage)
-            keep_start = previous is not None and previous.status == "partial" and started is None
-            profile.stages[stage] = StageStamp(
-                started=started or (previous.started if keep_start else now_iso()),
-                finished=now_iso(),
-                bringup=__version__,
-                status=status,
-            )
-            checked = Profile.model_validate(profile.to_document())
-            write_atomically(path, render_yaml(checked))
-            return checked
-    except Timeout:
-        raise BringupError(
-            f"profile {path} is locked by another bringup process (lock file {path}.lock); wait for it, "
-            "or remove the lock file if no bringup is running"
-        ) from None
-    except PermissionError as exc:
-        raise unwritable(path, exc) from None
+    with locked(path):
+        profile = load_for_update(path, current, force)
+        profile.device = current
+        mutate(profile)
+        previous = profile.stages.get(stage)
+        keep_start = previous is not None and previous.status == "partial" and started is None
+        profile.stages[stage] = StageStamp(
+            started=started or (previous.started if keep_start else now_iso()),
+            finished=now_iso(),
+            bringup=__version__,
+            status=status,
+        )
+        checked = Profile.model_validate(profile.to_document())
+        write_atomically(path, render_yaml(checked))
+        return checked
 
 
 def set_stage_level(path: Path, stage: str, level: int) -> None:
     """Record on `stage`'s stamp the `bringup all --level` it ran at (nothing when the stage left no stamp)."""
-    with lock_for(path):
+    with locked(path):
         profile = load_profile(path)
         stamp = profile.stages.get(stage)
         if stamp is None:

@@ -7,6 +7,7 @@ from bringup.report.bench_tables import BenchTable
 from bringup.report.identity import Fact
 from bringup.report.model import Report
 from bringup.report.text import MISSING, number, one_line, seconds
+from bringup.terminal_text import shown
 
 MAX_ROWS = 15  # per list; the HTML report has the rest
 ENVIRONMENT_KEYS = ("bringup", "torch", "python", "driver", "OS")
@@ -15,8 +16,9 @@ MARKDOWN_SPECIALS = str.maketrans({"\\": "\\\\", "`": "\\`", "*": "\\*", "[": "\
 
 
 def md(text: object, limit: int = 160) -> str:
-    """Profile text made inert in Markdown: one line, no markup, no HTML, no table breaks."""
-    return one_line("" if text is None else str(text), limit).translate(MARKDOWN_SPECIALS)
+    """Profile text made inert in Markdown and on a terminal: one line, no markup, no HTML, no table breaks, control
+    characters shown as escapes."""
+    return shown(one_line("" if text is None else str(text), limit).translate(MARKDOWN_SPECIALS))
 
 
 def md_table(headers: list[str], rows: list[list[object]]) -> list[str]:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from bringup.errors import BringupError
+from bringup.profiles.profile_file import NotAProfileFile, replace_text
 from bringup.profiles.store import load_profile, printable
 from bringup.report.html import render_html
 from bringup.report.markdown import render_markdown
 from bringup.report.model import build_report
+from bringup.terminal_text import shown
 
 ReportFormat = Literal["html", "md"]
 SUFFIXES: dict[str, str] = {"html": ".html", "md": ".md"}
@@ -41,19 +41,29 @@ def render_report(profile_path: Path, baseline_path: Path | None = None, fmt: Re
 
 
 def write_text(path: Path, text: str) -> None:
-    """Temp file beside the target, then rename: a reader never sees half a report."""
+    """Temp file beside the real target, then rename: a reader never sees half a report; an old report keeps its
+    mode."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(temporary)
-        raise BringupError(printable(f"cannot write report {path}: {exc.strerror or exc}; choose another -o path")) \
-            from None
+        replace_text(path, text)
+    except (OSError, NotAProfileFile) as exc:
+        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else f"it {exc}"
+        raise BringupError(printable(f"cannot write report {path}: {reason}; choose another -o path")) from None
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file, through links (an `a` that does not exist yet is no file)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_overwriting_inputs(target: Path, inputs: list[Path]) -> None:
+    """The report never replaces the profile or baseline it was made from."""
+    for source in inputs:
+        if same_file(target, source):
+            raise BringupError(printable(f"report output {target} is the input {source}; writing it would replace "
+                                         "the profile with the report: choose another -o path"))
 
 
 def output_path(profile_path: Path, out_path: Path | None, fmt: ReportFormat) -> Path:
@@ -73,11 +83,11 @@ def output_path(profile_path: Path, out_path: Path | None, fmt: ReportFormat) ->
 def write_report(profile_path: Path, out_path: Path | None = None, baseline_path: Path | None = None,
                  fmt: ReportFormat = "html") -> Path:
     """Render and write the report; returns where it went (`-` for stdout). Default: beside the profile."""
-    text = render_report(profile_path, baseline_path, fmt)
     if out_path == STDOUT:
-        sys.stdout.write(text)
+        sys.stdout.write(shown(render_report(profile_path, baseline_path, fmt)))
         sys.stdout.flush()
         return STDOUT
     target = output_path(Path(profile_path), out_path, fmt)
-    write_text(target, text)
+    refuse_overwriting_inputs(target, [Path(p) for p in (profile_path, baseline_path) if p is not None])
+    write_text(target, render_report(profile_path, baseline_path, fmt))
     return target
