@@ -29,6 +29,15 @@ def log_python_warning(message: Any, category: type[Warning], filename: str, lin
                                              filename, lineno)
 
 
+class TerminalSafeFormatter(logging.Formatter):
+    """Log messages carry strings from profiles, models and requests: control characters are shown, not sent."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from bringup.terminal_text import shown
+
+        return shown(super().format(record))
+
+
 def terminal_handler(root: logging.Logger) -> logging.Handler | None:
     return next((h for h in root.handlers if getattr(h, "_bringup", False)), None)
 
@@ -57,6 +66,7 @@ def configure_logging(verbose: bool, quiet: bool = False) -> None:
             rich_tracebacks=False,
             markup=False,
         )
+        handler.setFormatter(TerminalSafeFormatter())
         handler._bringup = True  # type: ignore[attr-defined]
         root.addHandler(handler)
     root.propagate = False

@@ -170,3 +170,20 @@ def test_the_plan_line_names_each_setting_once():
     assert plan_line([("compiled", "eager", "")]) == "eager"
     assert plan_line([("dtype", "float32", ""), ("experts", "none", "")]) == "dtype float32"  # a dense model
     assert plan_line([("experts", "grouped", "")]) == "experts grouped"
+
+
+def test_log_records_reach_the_terminal_with_control_characters_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    """A log message quoting a model's, a profile's or a request's string (a fallback's reason, a file name)."""
+    from bringup.log import ROOT_NAME, configure_logging, terminal_handler
+
+    root = logging.getLogger(ROOT_NAME)
+    saved = list(root.handlers)
+    root.handlers = [h for h in root.handlers if terminal_handler(root) is not h]
+    try:
+        configure_logging(verbose=False)
+        logging.getLogger(f"{ROOT_NAME}.test").warning("model %s failed", "m\x1b[2J\x07\u202e[/bold]")
+    finally:
+        root.handlers = saved
+    err = capsys.readouterr().err
+    assert "\\x1b[2J\\x07\\u202e[/bold]" in err
+    assert "\x1b[2J" not in err and "\x07" not in err and "\u202e" not in err
