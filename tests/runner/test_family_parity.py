@@ -52,13 +52,12 @@ def test_the_window_changes_the_answer(tmp_path, family):
 def test_decode_steps_and_a_ragged_batch_keep_the_window(tmp_path, family):
     """Prefill in two chunks and then decode one token at a time (contexts past the window), two sequences of
     different lengths in one step: every position's logits match transformers."""
-    from bringup.runner.model.kv_cache import allocate_kv_cache
     from bringup.runner.model.loader import load_model
 
     hf = make_family_model(tmp_path, family)
     config = read_config(tmp_path)
     model = load_model(tmp_path, config, torch.float32, "cpu")
-    allocate_kv_cache(model, 8, 16)
+    model.allocate_kv_cache(8, 16)
     short = PROMPT[:13]
     with torch.no_grad():
         ref_long, ref_short = (hf(torch.tensor([p])).logits[0] for p in (PROMPT[:24], short))

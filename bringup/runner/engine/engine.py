@@ -14,11 +14,11 @@ from bringup.runner.engine.block_manager import BlockManager
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.outputs import RequestError, RequestOutput
 from bringup.runner.engine.sampling import sample
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.engine.scheduler import Scheduler
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.plan.measurements import StartupMeasurements
 from bringup.runner.plan.plan import ExecutionPlan
+from bringup.runner.sampling_params import SamplingParams
 
 log = get_logger("runner")
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bringup.errors import BringupError
 from bringup.profiles.store import printable
-from bringup.runner.engine.sampling_params import is_integer, is_number
+from bringup.runner.model.config_fields import MAX_LAYERS, MAX_POSITIONS, Fields, json_type
 from bringup.runner.model.moe_config import MIXTRAL, QWEN3_MOE, MoESettings, parse_moe
 
 QWEN3, PHI3, GEMMA2 = "Qwen3ForCausalLM", "Phi3ForCausalLM", "Gemma2ForCausalLM"
@@ -77,8 +76,8 @@ class ModelConfig:
         that cannot describe a model, and architectures this runner cannot run."""
         if not isinstance(cfg, dict):
             raise BringupError(f"{source} must be a JSON object of model settings, got a JSON "
-                               f"{_json_type(cfg)}; re-download or fix the file")
-        fields = _Fields(cfg, source)
+                               f"{json_type(cfg)}; re-download or fix the file")
+        fields = Fields(cfg, source)
         arch = _architecture(fields)
         act_key, act_served = _ACTIVATION.get(arch, ("hidden_act", "silu"))
         act = fields.text(act_key, act_served)
@@ -122,103 +121,6 @@ class ModelConfig:
         return config
 
 
-MAX_SIZE = 2**20  # hidden, intermediate, heads, head_dim, vocab: far above any published model, far below a bomb
-MAX_LAYERS = 2**12
-MAX_POSITIONS = 2**24
-_REQUIRED = object()
-
-
-def _json_type(value: Any) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)
-
-
-@dataclass
-class _Fields:
-    """Typed reads from one JSON object; each error is one line naming the file and the field."""
-
-    cfg: dict[str, Any]
-    source: str
-
-    def has(self, key: str) -> bool:
-        return self.cfg.get(key) is not None
-
-    def get(self, key: str, default: Any) -> Any:
-        if self.has(key):
-            return self.cfg[key]
-        if default is _REQUIRED:
-            raise BringupError(f"{self.source}: required key {key!r} is missing; is this a Llama-family config.json?")
-        return default
-
-    def wrong(self, key: str, what: str) -> BringupError:
-        value = repr(self.cfg[key])
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return BringupError(f"{self.source}: {key} must be {what}, got {shown} (a JSON {_json_type(self.cfg[key])}); "
-                            "fix the file or re-download the model")
-
-    def size(self, key: str, default: Any = _REQUIRED, limit: int = MAX_SIZE) -> Any:
-        """A positive integer no larger than `limit` (null or absent: `default`)."""
-        if not self.has(key):
-            return self.get(key, default)
-        value = self.cfg[key]
-        if not is_integer(value) or not 1 <= value <= limit:
-            raise self.wrong(key, f"a positive integer (at most {limit})")
-        return value
-
-    def positive_number(self, key: str, default: Any = _REQUIRED) -> float:
-        if not self.has(key):
-            return self.get(key, default)
-        value = self.cfg[key]
-        if not is_number(value) or not 0 < value < math.inf:
-            raise self.wrong(key, "a positive finite number")
-        return float(value)
-
-    def count(self, key: str, default: int) -> int:
-        """A non-negative integer (null or absent: `default`)."""
-        value = self.get(key, default)
-        if not is_integer(value) or not 0 <= value <= MAX_POSITIONS:
-            raise self.wrong(key, f"a non-negative integer (at most {MAX_POSITIONS})")
-        return value
-
-    def optional_number(self, key: str, default: float | None) -> float | None:
-        """A positive finite number; absent: `default`; an explicit null: None (the feature is off)."""
-        if key in self.cfg and self.cfg[key] is None:
-            return None
-        return self.positive_number(key, default) if default is not None or self.has(key) else None
-
-    def flag(self, key: str, default: bool) -> bool:
-        value = self.get(key, default)
-        if not isinstance(value, bool):
-            raise self.wrong(key, "true or false")
-        return value
-
-    def text(self, key: str, default: str | None) -> Any:
-        value = self.get(key, default)
-        if value is not default and not isinstance(value, str):
-            raise self.wrong(key, "a string")
-        return value
-
-    def mapping(self, key: str) -> dict[str, Any]:
-        value = self.get(key, {})
-        if not isinstance(value, dict):
-            raise self.wrong(key, "a JSON object")
-        return dict(value)
-
-    def token_id(self, key: str) -> int | None:
-        value = self.get(key, None)
-        if value is not None and not (is_integer(value) and value >= 0):
-            raise self.wrong(key, "a non-negative integer token id")
-        return value
-
-    def token_ids(self, key: str) -> list[int]:
-        """A token id or a list of them (absent or null: none)."""
-        value = self.get(key, [])
-        ids = value if isinstance(value, list) else [value]
-        if not all(is_integer(i) and i >= 0 for i in ids):
-            raise self.wrong(key, "a non-negative integer token id or a list of them")
-        return ids
-
-
 def _check_heads(source: str, hidden: int, heads: int, kv_heads: int, head_dim: int | None) -> None:
     if head_dim is None and hidden % heads:
         raise BringupError(f"{source}: hidden_size {hidden} is not divisible by num_attention_heads {heads}, so "
@@ -228,7 +130,7 @@ def _check_heads(source: str, hidden: int, heads: int, kv_heads: int, head_dim: 
                            f"{kv_heads}; grouped-query attention needs whole groups; fix the file")
 
 
-def _architecture(fields: _Fields) -> str:
+def _architecture(fields: Fields) -> str:
     source = fields.source
     archs = fields.get("architectures", [])
     if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
@@ -245,11 +147,11 @@ def _architecture(fields: _Fields) -> str:
     )
 
 
-def _rope(fields: _Fields) -> tuple[float, dict[str, Any] | None]:
+def _rope(fields: Fields) -> tuple[float, dict[str, Any] | None]:
     """Read rope theta and scaling from either `rope_parameters` (transformers>=5) or `rope_scaling`."""
     params = fields.mapping("rope_parameters")
     scaling = fields.mapping("rope_scaling") or params
-    in_params = _Fields(params, f"{fields.source}: rope_parameters")
+    in_params = Fields(params, f"{fields.source}: rope_parameters")
     theta = in_params.positive_number("rope_theta") if in_params.has("rope_theta") else \
         fields.positive_number("rope_theta", 10000.0)
     rope_type = scaling.get("rope_type", scaling.get("type", "default"))
@@ -258,7 +160,7 @@ def _rope(fields: _Fields) -> tuple[float, dict[str, Any] | None]:
     if rope_type != "llama3":
         raise BringupError(f"{fields.source}: rope scaling type {str(rope_type)[:40]!r} is not supported "
                            "(only 'llama3')")
-    where = _Fields(scaling, f"{fields.source}: rope scaling")
+    where = Fields(scaling, f"{fields.source}: rope scaling")
     where.positive_number("factor")
     low, high = where.positive_number("low_freq_factor", 1.0), where.positive_number("high_freq_factor", 4.0)
     where.positive_number("original_max_position_embeddings", 8192.0)
@@ -271,12 +173,12 @@ def _rope(fields: _Fields) -> tuple[float, dict[str, Any] | None]:
 # ---------------------------------------------------------------- what only some families read
 
 
-def _null(fields: _Fields, key: str) -> bool:
+def _null(fields: Fields, key: str) -> bool:
     """config.json sets `key` to null explicitly (which turns a feature off, unlike an absent key)."""
     return key in fields.cfg and fields.cfg[key] is None
 
 
-def _sliding_layers(fields: _Fields, layers: int, window: int | None, rule: Callable[[int], bool]) -> list[bool]:
+def _sliding_layers(fields: Fields, layers: int, window: int | None, rule: Callable[[int], bool]) -> list[bool]:
     """Which layers slide: config.json's layer_types when given, else the family's rule; none without a window."""
     if window is None:
         return []
@@ -290,7 +192,7 @@ def _sliding_layers(fields: _Fields, layers: int, window: int | None, rule: Call
     return [t == "sliding_attention" for t in types]
 
 
-def _qwen3_fields(fields: _Fields, c: ModelConfig) -> None:
+def _qwen3_fields(fields: Fields, c: ModelConfig) -> None:
     """Qwen2 and Qwen3: sliding layers only with use_sliding_window, from max_window_layers on (or as layer_types
     says)."""
     slides = fields.flag("use_sliding_window", False)
@@ -299,12 +201,12 @@ def _qwen3_fields(fields: _Fields, c: ModelConfig) -> None:
     c.sliding_layers = _sliding_layers(fields, c.num_layers, c.sliding_window, lambda i: i >= first)
 
 
-def _every_layer_slides(fields: _Fields, c: ModelConfig) -> None:
+def _every_layer_slides(fields: Fields, c: ModelConfig) -> None:
     """Mistral: every layer attends within sliding_window when it is set."""
     c.sliding_layers = [True] * c.num_layers if c.sliding_window else []
 
 
-def _phi3_fields(fields: _Fields, c: ModelConfig) -> None:
+def _phi3_fields(fields: Fields, c: ModelConfig) -> None:
     """Every layer slides when sliding_window is set; rope may rotate only part of each head."""
     c.rms_norm_eps = fields.positive_number("rms_norm_eps", 1e-5)
     _every_layer_slides(fields, c)
@@ -312,7 +214,7 @@ def _phi3_fields(fields: _Fields, c: ModelConfig) -> None:
         raise BringupError(f"{fields.source}: rope scaling {c.rope_scaling.get('rope_type')!r} is not one Phi-3 "
                            "uses; only plain rope is supported for Phi3ForCausalLM")
     params = fields.mapping("rope_parameters")
-    where = _Fields(params, f"{fields.source}: rope_parameters") if "partial_rotary_factor" in params else fields
+    where = Fields(params, f"{fields.source}: rope_parameters") if "partial_rotary_factor" in params else fields
     factor = where.positive_number("partial_rotary_factor", 1.0)
     rotary = int(c.head_dim * factor)
     if factor > 1 or rotary < 2 or rotary % 2:
@@ -322,7 +224,7 @@ def _phi3_fields(fields: _Fields, c: ModelConfig) -> None:
     c.partial_rotary_factor = factor
 
 
-def _gemma2_fields(fields: _Fields, c: ModelConfig) -> None:
+def _gemma2_fields(fields: Fields, c: ModelConfig) -> None:
     """Alternating sliding layers (even indices slide), attention scale from query_pre_attn_scalar, soft-caps."""
     if fields.flag("use_bidirectional_attention", False):
         raise BringupError(f"{fields.source}: use_bidirectional_attention true is not supported (the runner decodes "
@@ -336,7 +238,7 @@ def _gemma2_fields(fields: _Fields, c: ModelConfig) -> None:
     c.final_logit_softcap = fields.optional_number("final_logit_softcapping", 30.0)
 
 
-def _moe_fields(fields: _Fields, c: ModelConfig) -> None:
+def _moe_fields(fields: Fields, c: ModelConfig) -> None:
     """Experts (moe_config.py); like Mistral and Qwen2, every layer slides when a window is set (Qwen3-MoE: only with
     use_sliding_window)."""
     if c.architecture == QWEN3_MOE and not fields.flag("use_sliding_window", False):
@@ -345,6 +247,15 @@ def _moe_fields(fields: _Fields, c: ModelConfig) -> None:
     c.moe = parse_moe(fields, c.architecture, c.num_layers, c.intermediate_size)
 
 
-_FAMILY_FIELDS: dict[str, Callable[[_Fields, ModelConfig], None]] = {
+_FAMILY_FIELDS: dict[str, Callable[[Fields, ModelConfig], None]] = {
     QWEN3: _qwen3_fields, PHI3: _phi3_fields, GEMMA2: _gemma2_fields, "MistralForCausalLM": _every_layer_slides,
     "Qwen2ForCausalLM": _qwen3_fields, MIXTRAL: _moe_fields, QWEN3_MOE: _moe_fields}
+
+
+def mlp_weight_elements(config: ModelConfig) -> int:
+    """Elements of every layer's MLP projections: the dense layers' gate, up and down, each sparse layer's experts
+    (the router is not a linear layer the weight layout stores twice)."""
+    moe, hidden = config.moe, config.hidden_size
+    sparse = len(moe.sparse_layers) if moe else 0
+    experts = sparse * moe.num_experts * 3 * moe.expert_intermediate_size * hidden if moe else 0
+    return (config.num_layers - sparse) * 3 * config.intermediate_size * hidden + experts

@@ -42,7 +42,7 @@ from bringup.runner.model.checkpoint import (
 )
 from bringup.runner.model.checkpoint import hf_tensor_names as hf_tensor_names  # re-exported
 from bringup.runner.model.config import ModelConfig
-from bringup.runner.model.kv_cache import PagedKVCache
+from bringup.runner.model.kv_cache import PagedKVCache, cache_shape
 from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
 from bringup.runner.model.linear_kinds import storage_key
 from bringup.runner.model.norm import RMSNorm
@@ -178,9 +178,15 @@ class DecoderModel(nn.Module):
     def decode_attend(self, fn: DecodeAttendFn | None) -> None:
         self.ops.decode_attend = fn
 
-    # ---------------------------------------------------------------- KV cache (kv_cache.py allocates it)
+    # ---------------------------------------------------------------- KV cache (kv_cache.py)
     def kv_caches(self) -> list[PagedKVCache]:
         return [layer.self_attn.cache for layer in self.layers]
+
+    def allocate_kv_cache(self, num_blocks: int, block_size: int) -> None:
+        """Allocate the cache once, every layer's planes in the model's dtype and on its device."""
+        shape = cache_shape(self.config, num_blocks * block_size)
+        for cache in self.kv_caches():
+            cache.allocate(shape, self.dtype, self.device)
 
     @property
     def k_caches(self) -> list[torch.Tensor]:

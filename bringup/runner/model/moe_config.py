@@ -8,13 +8,10 @@ training and are not read.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from bringup.errors import BringupError
-from bringup.runner.engine.sampling_params import is_integer
-
-if TYPE_CHECKING:
-    from bringup.runner.model.config import ModelConfig, _Fields
+from bringup.runner.model.config_fields import Fields
+from bringup.runner.sampling_params import is_integer
 
 MIXTRAL, QWEN3_MOE = "MixtralForCausalLM", "Qwen3MoeForCausalLM"
 MAX_EXPERTS = 2**14
@@ -62,7 +59,7 @@ class MoESettings:
         return shapes
 
 
-def parse_moe(fields: _Fields, architecture: str, num_layers: int, intermediate_size: int) -> MoESettings | None:
+def parse_moe(fields: Fields, architecture: str, num_layers: int, intermediate_size: int) -> MoESettings | None:
     """The MoE settings of a Mixtral or Qwen3-MoE config.json; None for other architectures."""
     if architecture == MIXTRAL:
         experts = fields.size("num_local_experts", 8, limit=MAX_EXPERTS)
@@ -82,7 +79,7 @@ def parse_moe(fields: _Fields, architecture: str, num_layers: int, intermediate_
     return None
 
 
-def _top_k(fields: _Fields, experts: int, default: int) -> int:
+def _top_k(fields: Fields, experts: int, default: int) -> int:
     top_k = fields.size("num_experts_per_tok", default, limit=MAX_EXPERTS)
     if top_k > experts:
         raise BringupError(f"{fields.source}: num_experts_per_tok {top_k} is more than the {experts} experts; "
@@ -90,18 +87,9 @@ def _top_k(fields: _Fields, experts: int, default: int) -> int:
     return top_k
 
 
-def _layer_list(fields: _Fields, key: str, num_layers: int) -> frozenset[int]:
+def _layer_list(fields: Fields, key: str, num_layers: int) -> frozenset[int]:
     """A list of layer indices, each below num_hidden_layers (absent or null: none)."""
     value = fields.get(key, [])
     if not isinstance(value, list) or not all(is_integer(i) and 0 <= i < num_layers for i in value):
         raise fields.wrong(key, f"a list of layer indices from 0 to {num_layers - 1}")
     return frozenset(value)
-
-
-def mlp_weight_elements(config: ModelConfig) -> int:
-    """Elements of every layer's MLP projections: the dense layers' gate, up and down, each sparse layer's experts
-    (the router is not a linear layer the weight layout stores twice)."""
-    moe, hidden = config.moe, config.hidden_size
-    sparse = len(moe.sparse_layers) if moe else 0
-    experts = sparse * moe.num_experts * 3 * moe.expert_intermediate_size * hidden if moe else 0
-    return (config.num_layers - sparse) * 3 * config.intermediate_size * hidden + experts

@@ -17,7 +17,6 @@ from typing import Any
 from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
-from bringup.runner.engine.sampling_params import SamplingParams, is_integer, is_number
 from bringup.runner.model.chat_template import (
     ChatTemplate,
     load_chat_templates,
@@ -26,6 +25,7 @@ from bringup.runner.model.chat_template import (
     special_token_variables,
 )
 from bringup.runner.model.detokenizer import ByteDetokenizer, WindowDetokenizer
+from bringup.runner.sampling_params import SamplingParams, is_integer, is_number
 
 log = get_logger("runner.tokenizer")
 

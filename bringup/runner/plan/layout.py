@@ -19,11 +19,10 @@ import torch
 
 from bringup.backends.registry import synchronize
 from bringup.runner.host import panels as panel_kernel
-from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.config import ModelConfig, mlp_weight_elements
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN, PACKED, PANELS, PLAIN_KINDS, SLICES, packed_check, place
 from bringup.runner.model.linear_kinds import apply as linear
-from bringup.runner.model.moe_config import mlp_weight_elements
 from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.profile_facts import ProfileFacts
 

@@ -23,7 +23,6 @@ from bringup.runner.model.attention import PAGED_DECODE
 from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.model.kv_cache import allocate_kv_cache
 from bringup.runner.model.loader import load_model, read_config, safetensors_files
 from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
 from bringup.runner.model.validate import check_model_dir
@@ -128,7 +127,7 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     plan = replace(plan, kv_blocks=size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
                                                  plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
                                                  model.weight_bytes(), sweep))
-    allocate_kv_cache(model, plan.kv_blocks.value, plan.block_size)
+    model.allocate_kv_cache(plan.kv_blocks.value, plan.block_size)
     executor = Executor(model, plan, recorder)
     executor.warm_up()
     if measured.fused_decode:
