@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
-from bringup.runner.engine.batch_inputs import SeqChunk
 from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.sequence import Sequence
+from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.builtin import load_builtin
 from bringup.runner.model.loader import load_model
 from bringup.runner.plan.plan import Choice

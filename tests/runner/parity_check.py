@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from bringup.runner.engine.batch_inputs import SeqChunk
 from bringup.runner.engine.engine import LLMEngine
+from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.sampling_params import SamplingParams
 
 MAX_LOGIT_ERROR = 1e-4

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from bringup.errors import StrictFallbackError
-from bringup.runner.engine.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.host import decode_layers
 from bringup.runner.host.build import HostKernelInputError
+from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.model.builtin import load_builtin
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.confirm import DecodeTimings

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from bringup.errors import BringupError
-from bringup.runner.engine.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.loader import read_config
 from bringup.runner.plan.plan import SOFTCAP_OPS, WINDOW_OPS, model_ops

@@ -14,7 +14,7 @@ from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.host import paged_decode
 from bringup.runner.host import panels as panel_kernel
 from bringup.runner.host.build import HostKernelInputError
-from bringup.runner.model.attention import DecodeAttention
+from bringup.runner.host.paged_decode import DecodeAttention
 from bringup.runner.sampling_params import SamplingParams
 from tests.runner.host_compiler import needs_compiler
 

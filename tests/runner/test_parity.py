@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bringup.runner.engine.batch_inputs import SeqChunk
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.model.batch_inputs import SeqChunk
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.host_compiler import compiler
 from tests.runner.parity_check import assert_matches_transformers
@@ -35,7 +35,7 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, case):
                                                     ("panels", "packed")])
 def test_dual_layout_matches_transformers_in_prefill_and_decode(tmp_path, small, large):
     """Weights kept in two layouts: prefill (many rows) uses `large`, decode (one row) `small`."""
-    from bringup.runner.engine.batch_inputs import build_inputs
+    from bringup.runner.model.batch_inputs import build_inputs
     from bringup.runner.model.decoder import WeightLayout
     from bringup.runner.model.loader import load_model, read_config
 

@@ -9,9 +9,10 @@ import torch
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
-from bringup.runner.engine.batch_inputs import BatchInputs, SeqChunk, build_inputs
 from bringup.runner.engine.sequence import Sequence
-from bringup.runner.model.attention import PAGED_DECODE, AttentionDispatcher, DecodeAttention
+from bringup.runner.host.paged_decode import DecodeAttention
+from bringup.runner.model.attention import PAGED_DECODE, AttentionDispatcher
+from bringup.runner.model.batch_inputs import BatchInputs, SeqChunk, build_inputs
 from bringup.runner.model.decoder import DecoderModel
 from bringup.runner.model.linear_kinds import OUT_IN
 from bringup.runner.model.linear_kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time

@@ -45,6 +45,7 @@ BLOCK_SIZE = 16
 STEP_TOKENS_FOR_SEVERAL_PROMPTS = 2048
 # a decode step's layers: the model's modules, or every layer in one host-kernel call (host/decode_layers.py)
 MODULES, FUSED = "modules", "fused"
+MARGIN = 0.9  # a measured candidate (a weight layout, a host kernel) is kept when it takes under 90 % of the plain path
 
 
 @dataclass(frozen=True)
