@@ -11,7 +11,8 @@ from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.host.paged_decode import DecodeAttention
-from bringup.runner.model.attention import PAGED_DECODE, AttentionDispatcher
+from bringup.runner.model.attention import AttentionDispatcher
+from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.batch_inputs import BatchInputs, SeqChunk, build_inputs
 from bringup.runner.model.decoder import DecoderModel
 from bringup.runner.model.linear_kinds import OUT_IN

@@ -20,7 +20,7 @@ from bringup.profiles.store import default_profile_path, load_profile, same_devi
 from bringup.runner.engine.decode_timing import apply_confirmed, measure_decode, sweep_room
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.options import EngineOptions
-from bringup.runner.model.attention import PAGED_DECODE
+from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout

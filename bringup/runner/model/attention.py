@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
+from bringup.runner.model.attention_kinds import PLAIN_ATTENTION, SDPA_BACKENDS
 from bringup.runner.model.attention_layer import AttendFn, matmul_softmax_attention
 
 
@@ -30,13 +31,10 @@ def _sdpa(backend_name: str) -> AttendFn:
     return attend
 
 
-PAGED_DECODE = "paged_decode"  # decode steps only; the others serve every step (host/paged_decode.py)
+# every implementation that serves every step, by name (paged_decode serves decode steps only: host/paged_decode.py)
 IMPLEMENTATIONS: dict[str, Callable[[], AttendFn]] = {
-    "sdpa_flash": lambda: _sdpa("FLASH_ATTENTION"),
-    "sdpa_cudnn": lambda: _sdpa("CUDNN_ATTENTION"),
-    "sdpa_efficient": lambda: _sdpa("EFFICIENT_ATTENTION"),
-    "sdpa_math": lambda: _sdpa("MATH"),
-    "matmul_softmax": lambda: matmul_softmax_attention,
+    **{name: (lambda member=member: _sdpa(member)) for name, member in SDPA_BACKENDS.items()},
+    PLAIN_ATTENTION: lambda: matmul_softmax_attention,
 }
 
 

@@ -16,7 +16,7 @@ import torch
 from bringup.runner.host import decode_layers, paged_decode
 from bringup.runner.host import panels as panel_kernel
 from bringup.runner.host.build import HostKernelInputError, KernelUnavailable
-from bringup.runner.model.attention import PAGED_DECODE
+from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN, PLAIN_KINDS
