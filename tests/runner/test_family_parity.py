@@ -12,7 +12,7 @@ import torch
 from bringup.errors import BringupError
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
-from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.hf_config import read_hf_config
 from bringup.runner.model.loader import read_config
 from bringup.runner.plan.plan import SOFTCAP_OPS, WINDOW_OPS, model_ops
 from tests.runner.hf_dense_fixtures import make_family_model, reload_without_window
@@ -168,7 +168,7 @@ def _config(tmp_path, family, **changes) -> dict:
 def test_unsupported_or_malformed_family_fields_are_refused_in_one_line(tmp_path, family, changes, words):
     cfg = _config(tmp_path, family, **changes)
     with pytest.raises(BringupError) as err:
-        ModelConfig.from_hf(cfg, source="config.json")
+        read_hf_config(cfg, source="config.json")
     assert words in str(err.value) and "\n" not in str(err.value)
 
 

@@ -8,8 +8,7 @@ import torch
 
 from bringup.runner.model.builtin import builtin_config, builtin_tensors, load_builtin
 from bringup.runner.model.checkpoint import hf_tensor_names
-from bringup.runner.model.config import SUPPORTED_ARCHITECTURES
-from bringup.runner.model.families import FAMILIES, build_model
+from bringup.runner.model.families import FAMILIES, SUPPORTED_ARCHITECTURES, build_model
 from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
 from bringup.runner.model.llama import LlamaDecoder
 from bringup.runner.model.qwen2 import Qwen2Decoder

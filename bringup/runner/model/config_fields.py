@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,10 @@ class Fields:
 
     def has(self, key: str) -> bool:
         return self.cfg.get(key) is not None
+
+    def is_null(self, key: str) -> bool:
+        """config.json sets `key` to null explicitly (which turns a feature off, unlike an absent key)."""
+        return key in self.cfg and self.cfg[key] is None
 
     def get(self, key: str, default: Any) -> Any:
         if self.has(key):
@@ -104,3 +109,17 @@ class Fields:
         if not all(is_integer(i) and i >= 0 for i in ids):
             raise self.wrong(key, "a non-negative integer token id or a list of them")
         return ids
+
+
+def sliding_layers(fields: Fields, layers: int, window: int | None, rule: Callable[[int], bool]) -> list[bool]:
+    """Which layers slide: config.json's layer_types when given, else the family's rule; none without a window."""
+    if window is None:
+        return []
+    if not fields.has("layer_types"):
+        return [rule(i) for i in range(layers)]
+    types = fields.get("layer_types", None)
+    kinds = ("full_attention", "sliding_attention")
+    if not isinstance(types, list) or len(types) != layers or not all(isinstance(t, str) and t in kinds
+                                                                     for t in types):
+        raise fields.wrong("layer_types", f"a list of {layers} entries, each 'full_attention' or 'sliding_attention'")
+    return [t == "sliding_attention" for t in types]

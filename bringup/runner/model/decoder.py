@@ -42,6 +42,7 @@ from bringup.runner.model.checkpoint import (
 )
 from bringup.runner.model.checkpoint import hf_tensor_names as hf_tensor_names  # re-exported
 from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.config_fields import Fields
 from bringup.runner.model.kv_cache import PagedKVCache, cache_shape
 from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
 from bringup.runner.model.linear_kinds import storage_key
@@ -102,11 +103,18 @@ class DecoderModel(nn.Module):
     `load_hf_tensors`; subclasses are the families."""
 
     architectures: tuple[str, ...] = ()  # the Hugging Face architectures a family serves
+    model_types: ClassVar[dict[str, str]] = {}  # config.json model_type -> architecture (a file without architectures)
+    activation: ClassVar[tuple[str, str]] = ("hidden_act", "silu")  # the MLP activation's key and the value served
+    head_dim_default: ClassVar[int | None] = None  # transformers' default when config.json has no head_dim
     layer_class: ClassVar[type[DecoderLayer]] = DecoderLayer
     checkpoint_names: ClassVar[CheckpointNames] = CheckpointNames()
     scales_embeddings: ClassVar[bool] = False  # embeddings times sqrt(hidden), rounded to the model dtype (Gemma)
 
     # ---------------------------------------------------------------- what a family declares
+    @classmethod
+    def read_config(cls, fields: Fields, config: ModelConfig) -> None:
+        """Set what only this family reads from config.json on `config` (hf_config.py read the shared settings)."""
+
     @classmethod
     def projection_biases(cls, config: ModelConfig) -> ProjectionBiases:
         raise NotImplementedError(f"{cls.__name__} does not declare its projection biases")

@@ -14,6 +14,7 @@ from bringup.errors import BringupError
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.families import build_model
+from bringup.runner.model.hf_config import read_hf_config
 from bringup.runner.model.validate import check_model_dir
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
@@ -32,7 +33,7 @@ def read_config(model_dir: Path) -> ModelConfig:
         cfg = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise BringupError(f"{path} is not valid JSON ({exc}); re-download or fix the file") from None
-    return ModelConfig.from_hf(cfg, source=str(path))
+    return read_hf_config(cfg, source=str(path))
 
 
 def safetensors_files(model_dir: Path) -> list[Path]:
