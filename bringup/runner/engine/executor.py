@@ -18,6 +18,7 @@ from bringup.runner.model.decoder import DecoderModel
 from bringup.runner.model.linear_kinds import OUT_IN
 from bringup.runner.model.linear_kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
 from bringup.runner.model.moe import DENSE, EXPERT_PATHS, GROUPED, GroupedPathError, use_expert_path
+from bringup.runner.plan.host_kernels import every_step_attention
 from bringup.runner.plan.plan import ExecutionPlan
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ MAX_PROMPT_GROUPS = 4
 class Executor:
     def __init__(self, model: DecoderModel, plan: ExecutionPlan, recorder: FallbackRecorder) -> None:
         self.model, self.plan, self.recorder = model, plan, recorder
-        names = [name for name in plan.attention.value if name != PAGED_DECODE]
+        names = every_step_attention(plan.attention.value)
         self.attention = AttentionDispatcher(names, recorder)
         model.attend = self.attention
         if PAGED_DECODE in plan.attention.value:
