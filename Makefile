@@ -1,7 +1,7 @@
 # The two set-up commands for a fresh machine: `make run` (the main job) and `make test` (the test suite).
 VENV ?= .venv
 
-.PHONY: run test lint
+.PHONY: run test lint docs
 
 run:
 	VENV=$(VENV) scripts/setup-venv.sh
@@ -14,3 +14,7 @@ test:
 lint:
 	VENV=$(VENV) scripts/setup-venv.sh dev
 	$(VENV)/bin/ruff check .
+
+docs:
+	VENV=$(VENV) scripts/setup-venv.sh docs
+	$(VENV)/bin/python -m mkdocs build --strict --site-dir site

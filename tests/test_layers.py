@@ -19,8 +19,8 @@ CORE = {"bringup", "bringup.errors", "bringup.log", "bringup.fallbacks", "bringu
 # importer -> what it may import (besides itself and CORE); a target names a package or a single module.
 # Imports point down: cli -> everything; serve -> runner; probes -> backends, profiles and the runner's model (the
 # end-to-end bench runs the runner through throughput.py); runner -> backends, profiles. The runner never imports
-# probes; backends never import profiles. report reads profiles, fleet results (probes/fleet) and drafts a plan
-# from a profile through the runner's torch-free planning modules only.
+# probes; backends never import profiles (profiles store the device record backends fill). report reads profiles,
+# fleet results (probes/fleet) and drafts a plan from a profile through the runner's torch-free planning modules.
 LAYERS: dict[str, set[str]] = {
     "bringup.__main__": {"bringup.cli"},
     "bringup.cli": {"bringup.serve", "bringup.report", "bringup.probes", "bringup.runner", "bringup.profiles",
@@ -30,7 +30,7 @@ LAYERS: dict[str, set[str]] = {
                        "bringup.runner.model.builtin_config", "bringup.profiles"},
     "bringup.probes": {"bringup.runner.model", "bringup.runner.throughput", "bringup.profiles", "bringup.backends"},
     "bringup.runner": {"bringup.profiles", "bringup.backends"},
-    "bringup.profiles": set(),
+    "bringup.profiles": {"bringup.backends.device_info"},  # the one device record type, which backends fill
     "bringup.backends": set(),
 }
 # inside the runner, top to bottom: start-up and the step loop, the plan (from the profile and start-up

@@ -1,32 +1,48 @@
-"""The backend contract: what every device family must answer. Queries are pure and never raise."""
+"""The backend contract: everything the tool needs to know about one device family, as data and methods.
+
+A backend is one class. Besides answering for torch's devices (pure queries that never raise), it declares
+what the OS scan, reconcile, device selection, the environment report, the collectives stage and the bench's
+datasheet lookup read about its family, so none of them keeps a per-vendor table of its own.
+"""
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
+from bringup.backends.device_info import DeviceInfo
 
-@dataclass
-class DeviceInfo:
-    id: str
-    backend: str
+__all__ = ["AttentionFn", "Backend", "DeviceInfo", "Hardware", "SmiTool"]
+
+# (q [kvH, B, G*Q, hd], k [kvH, B, L, hd], v [kvH, B, L, hd], boolean mask [G*Q, L] or [B, G*Q, L] or None
+# (True = attend), scale, softcap or None) -> [kvH, B, G*Q, hd]: the runner's attention signature
+AttentionFn = Callable[..., torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One kind of physical device the family drives, as the OS shows it (PCI vendor, driver, /dev nodes)."""
+
+    name: str                                       # what a matching PCI device is reported as, e.g. "rocm"
+    pci_vendors: Mapping[str, str] = field(default_factory=dict)  # PCI vendor id -> vendor name
+    node_group: str | None = None                   # the scan lists the driver's /dev nodes under this name
+    node_patterns: tuple[str, ...] = ()             # globs below the system root, e.g. "dev/kfd"
+    visibility_variable: str | None = None          # hides these devices from torch when set
+
+
+@dataclass(frozen=True)
+class SmiTool:
+    """A vendor command-line tool whose output the environment report keeps (the matching lines)."""
+
     name: str
-    vendor: str | None = None
-    arch: str | None = None
-    pci_bus_id: str | None = None
-    integrated: bool | None = None
-    uuid: str | None = None
-    memory_total_bytes: int | None = None
-    memory_free_bytes: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    arguments: tuple[str, ...]
+    keep: str  # regular expression: the output lines worth keeping
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @property
-    def is_accelerator(self) -> bool:
-        return self.backend != "cpu"
+def device_count_text(count: int) -> str:
+    return f"yes ({count} device{'s' if count != 1 else ''})"
 
 
 class Backend(ABC):
@@ -34,7 +50,24 @@ class Backend(ABC):
 
     family: str
     torch_device_type: str
-    visibility_variable: str | None = None
+    visibility_variable: str | None = None          # the variable that hides this build's devices, if any
+
+    # --- what the rest of the tool reads about the family (data; override in the subclass) ---
+    hardware: tuple[Hardware, ...] = ()
+    visibility_variables: tuple[str, ...] = ()      # every variable that decides which devices torch sees
+    order_variables: tuple[str, ...] = ()           # variables that decide how torch numbers them
+    environment_prefixes: tuple[str, ...] = ()      # variables recorded in the profile's environment
+    smi_tools: tuple[SmiTool, ...] = ()
+    driver_files: Mapping[str, str] = {}            # file below the system root -> fact name (driver_<name>)
+    kernel_modules: tuple[str, ...] = ()            # kernel modules reported as loaded or not
+    packages: tuple[str, ...] = ()                  # Python distributions whose versions the report names
+    collective_libraries: Mapping[str, tuple[str, str]] = {}  # device family -> (torch.distributed backend, what)
+    peaks_file: Path | None = None                  # datasheet peaks (bringup.peaks/v1 YAML) for its devices
+
+    def present(self) -> bool:
+        """Whether this torch process has the family at all (an out-of-tree extension may not be imported).
+        Absent families are not listed as torch families, yet the OS scan still reads their hardware."""
+        return True
 
     @abstractmethod
     def availability(self) -> tuple[bool, str]:
@@ -53,9 +86,43 @@ class Backend(ABC):
     @abstractmethod
     def synchronize(self, device: torch.device) -> None: ...
 
+    def build_support(self) -> dict[str, tuple[bool, str]]:
+        """For each of its `hardware` names: does this torch build contain the backend (and if not, why)?"""
+        return {}
+
+    def availability_facts(self) -> dict[str, str]:
+        """`<family>_available: yes (N devices) | not built | no (why)` for the environment report."""
+        built, _ = self.build_support().get(self.family, (True, ""))
+        if not built:
+            return {f"{self.family}_available": "not built"}
+        usable, why = self.availability()
+        return {f"{self.family}_available": device_count_text(self.device_count()) if usable else f"no ({why})"}
+
+    def integrated_guess(self, vendor_id: str, class_code: str, address: str) -> bool | None:
+        """Whether an OS-listed device of this family is integrated, where the PCI facts alone tell."""
+        return None
+
+    def order_warnings(self, devices: list[DeviceInfo], env: Mapping[str, str]) -> list[str]:
+        """Warnings where torch's numbering of this family's devices may not follow PCI bus order."""
+        return []
+
     def graph_api(self) -> str | None:
         """Name of the family's graph-capture API, or None when it has none."""
         return None
+
+    def capture_graph(self, device: torch.device, step: Callable[[], None]) -> Callable[[], None] | None:
+        """Run `step` to warm up, capture it into the family's graph, and return the replay; None where
+        bringup has no executed capture for the family."""
+        return None
+
+    def peer_access(self, index: int, other: int) -> bool | None:
+        """Whether device `index` reads device `other`'s memory directly; None where the family cannot tell."""
+        return None
+
+    def attention_implementations(self) -> dict[str, AttentionFn]:
+        """Extra attention implementations for this device type, by the name the profile records them under.
+        The probe verifies each against a float64 reference; the plan may choose one only when verified."""
+        return {}
 
     def device_string(self, index: int) -> str:
         return f"{self.torch_device_type}:{index}"
@@ -65,5 +132,3 @@ class Backend(ABC):
         if not usable:
             return []
         return [self.device_info(i) for i in range(self.device_count())]
-
-

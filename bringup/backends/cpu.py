@@ -33,6 +33,10 @@ class CpuBackend(Backend):
     family = "cpu"
     torch_device_type = "cpu"
     visibility_variable = None
+    collective_libraries = {"cpu": ("gloo", "gloo, torch's CPU collective library")}
+
+    def availability_facts(self) -> dict[str, str]:
+        return {}  # the host is described by the cpu topic
 
     def availability(self) -> tuple[bool, str]:
         return True, ""

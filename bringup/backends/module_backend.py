@@ -4,7 +4,7 @@ from typing import Any
 
 import torch
 
-from bringup.backends.base import Backend, DeviceInfo
+from bringup.backends.base import Backend, DeviceInfo, device_count_text
 
 
 def _call(obj: Any, name: str, *args: Any) -> Any:
@@ -39,6 +39,14 @@ class ModuleBackend(Backend):
         if not _call(mod, "is_available"):
             return False, self.not_available_reason()
         return True, ""
+
+    def module_availability(self, built: bool) -> str:
+        """`not built`, `no (no usable device)` or `yes (N devices)`: the environment report's wording."""
+        if not built:
+            return "not built"
+        if not self.availability()[0]:
+            return "no (no usable device)"
+        return device_count_text(self.device_count())
 
     def device_count(self) -> int:
         mod = self.module()

@@ -4,13 +4,24 @@ import platform
 
 import torch
 
-from bringup.backends.base import Backend, DeviceInfo
+from bringup.backends.base import Backend, DeviceInfo, Hardware
 
 
 class MpsBackend(Backend):
     family = "mps"
     torch_device_type = "mps"
     visibility_variable = None
+    hardware = (Hardware("mps", {"0x106b": "Apple"}),)
+    collective_libraries = {"mps": ("gloo", "gloo on CPU tensors: torch has no collective library for MPS")}
+
+    def build_support(self) -> dict[str, tuple[bool, str]]:
+        mps = getattr(torch.backends, "mps", None)
+        return {"mps": (bool(mps and mps.is_built()), f"this torch build ({torch.__version__}) was built without MPS")}
+
+    def availability_facts(self) -> dict[str, str]:
+        if torch.backends.mps.is_available():
+            return {"mps_available": "yes"}
+        return {"mps_available": "no" if torch.backends.mps.is_built() else "not built"}
 
     def availability(self) -> tuple[bool, str]:
         mps = getattr(torch.backends, "mps", None)

@@ -1,11 +1,8 @@
-"""Out-of-tree backends registered under PrivateUse1 (Ascend `npu`, and others) by their own name."""
+"""Out-of-tree backends registered under PrivateUse1 by their own name (a family with no backend of its own)."""
 
 import torch
 
 from bringup.backends.module_backend import ModuleBackend
-
-KNOWN_VISIBILITY = {"npu": "ASCEND_RT_VISIBLE_DEVICES"}
-KNOWN_VENDOR = {"npu": "Huawei"}
 
 
 def registered_name() -> str | None:
@@ -18,13 +15,17 @@ def registered_name() -> str | None:
 
 
 class PrivateUse1Backend(ModuleBackend):
+    """Whatever extension renamed PrivateUse1, driven through torch.<name>'s usual device API. A family that
+    declares its own facts (ascend.py) subclasses this with its name fixed."""
+
     def __init__(self, name: str | None = None) -> None:
         self.name = name or registered_name() or "privateuse1"
         self.family = self.name
         self.torch_device_type = self.name
         self.module_name = self.name
-        self.visibility_variable = KNOWN_VISIBILITY.get(self.name)
-        self.vendor_default = KNOWN_VENDOR.get(self.name)
+
+    def present(self) -> bool:
+        return registered_name() == self.name
 
     def build_missing_reason(self) -> str:
         if self.name == "privateuse1":

@@ -1,41 +1,23 @@
-"""Match what the OS has with what torch can use, and say why a device is not usable."""
+"""Match what the OS has with what torch can use, and say why a device is not usable.
+
+Which vendor, driver nodes and visibility variable belong to which family is read from the registered
+backends (their `hardware`), never from a table here."""
 
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-import torch
-
-from bringup.backends.base import DeviceInfo
-from bringup.backends.cuda import is_rocm_build
-from bringup.backends.privateuse1 import registered_name
+from bringup.backends.base import Backend, DeviceInfo, Hardware
+from bringup.backends.registry import registered
 from bringup.backends.system import PciDevice, SystemScan
 
-VENDOR_FAMILY = {
-    "0x10de": "cuda",
-    "0x1002": "rocm",
-    "0x8086": "xpu",
-    "0x19e5": "npu",
-    "0x1da3": "hpu",
-    "0x106b": "mps",
-}
-FAMILY_NODES = {"cuda": "nvidia", "rocm": "amd-kfd", "xpu": "dri-render", "npu": "ascend", "hpu": "habana"}
-FAMILY_VISIBILITY = {
-    "cuda": "CUDA_VISIBLE_DEVICES",
-    "rocm": "HIP_VISIBLE_DEVICES",
-    "xpu": "ZE_AFFINITY_MASK",
-    "npu": "ASCEND_RT_VISIBLE_DEVICES",
-    "hpu": "HABANA_VISIBLE_DEVICES",
-}
-VISIBILITY_VARIABLES = (
-    "CUDA_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "ZE_AFFINITY_MASK",
-    "ASCEND_RT_VISIBLE_DEVICES",
-    "HABANA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_ORDER",
-)
+
+def visibility_variables(backends: list[Backend] | None = None) -> tuple[str, ...]:
+    """Every variable that decides which devices torch sees, then those that decide its numbering: the one list,
+    gathered from the backends."""
+    backends = registered() if backends is None else backends
+    names = [v for b in backends for v in b.visibility_variables] + [v for b in backends for v in b.order_variables]
+    return tuple(dict.fromkeys(names))
 
 
 @dataclass
@@ -53,41 +35,36 @@ class PhysicalDevice:
         return data
 
 
-def build_support() -> dict[str, tuple[bool, str]]:
-    """For each family: does this torch build contain its backend at all (before any driver question)?"""
-    version = torch.__version__
-    xpu = getattr(torch, "xpu", None)
-    xpu_built = bool(xpu is not None and getattr(xpu, "_is_compiled", lambda: False)())
-    mps = getattr(torch.backends, "mps", None)
-    return {
-        "cuda": (torch.version.cuda is not None, f"this torch build ({version}) has no CUDA support"),
-        "rocm": (is_rocm_build(), f"this torch build ({version}) has no ROCm support"),
-        "xpu": (xpu_built, f"this torch build ({version}) has no XPU support"),
-        "npu": (registered_name() == "npu", "the torch_npu extension is not installed or not imported"),
-        "hpu": (hasattr(torch, "hpu"), "the Habana (habana_frameworks) extension is not installed"),
-        "mps": (bool(mps and mps.is_built()), f"this torch build ({version}) was built without MPS"),
-    }
+def build_support(backends: list[Backend] | None = None) -> dict[str, tuple[bool, str]]:
+    """For each hardware family: does this torch build contain its backend at all (before any driver question)?"""
+    backends = registered() if backends is None else backends
+    support: dict[str, tuple[bool, str]] = {}
+    for backend in backends:
+        support |= {name: found for name, found in backend.build_support().items() if name not in support}
+    return support
 
 
-def guess_integrated(pci: PciDevice) -> bool | None:
-    """Only the one safe guess: an Intel display controller on the root bus is the CPU's iGPU."""
-    if pci.vendor_id == "0x8086" and pci.class_code.startswith("0x03") and pci.address.split(":")[1] == "00":
-        return True
-    return None
+def hardware_by_vendor(backends: list[Backend]) -> dict[str, tuple[Backend, Hardware]]:
+    """PCI vendor id -> the backend and hardware that drive it (the first backend declaring it)."""
+    found: dict[str, tuple[Backend, Hardware]] = {}
+    for backend in backends:
+        for hw in backend.hardware:
+            for vendor_id in hw.pci_vendors:
+                found.setdefault(vendor_id, (backend, hw))
+    return found
 
 
 def explain_unusable(
-    pci: PciDevice, family: str, scan: SystemScan, support: dict[str, tuple[bool, str]], env: Mapping[str, str]
+    pci: PciDevice, hw: Hardware, scan: SystemScan, support: dict[str, tuple[bool, str]], env: Mapping[str, str]
 ) -> str:
-    built, why_not_built = support.get(family, (False, f"bringup knows no torch backend for {family}"))
+    built, why_not_built = support.get(hw.name, (False, f"bringup knows no torch backend for {hw.name}"))
     if not built:
         return why_not_built
     if pci.driver is None:
         return "no kernel driver is bound to it"
-    node_group = FAMILY_NODES.get(family)
-    if node_group and node_group not in scan.device_nodes:
-        return f"no driver device node ({node_group} nodes under /dev are missing)"
-    var = FAMILY_VISIBILITY.get(family)
+    if hw.node_group and hw.node_group not in scan.device_nodes:
+        return f"no driver device node ({hw.node_group} nodes under /dev are missing)"
+    var = hw.visibility_variable
     if var and var in env:
         return f"hidden by {var}={env[var]!r}"
     return "torch does not enumerate it although driver and nodes exist (check the driver version and dmesg)"
@@ -98,41 +75,34 @@ def reconcile(
     torch_devices: list[DeviceInfo],
     support: dict[str, tuple[bool, str]] | None = None,
     env: Mapping[str, str] | None = None,
+    backends: list[Backend] | None = None,
 ) -> list[PhysicalDevice]:
-    support = build_support() if support is None else support
+    backends = registered() if backends is None else backends
+    support = build_support(backends) if support is None else support
     env = os.environ if env is None else env
+    drivers = hardware_by_vendor(backends)
     by_bus = {d.pci_bus_id.lower(): d for d in torch_devices if d.pci_bus_id}
     result = []
     for pci in scan.pci:
-        family = VENDOR_FAMILY.get(pci.vendor_id)
+        backend, hw = drivers.get(pci.vendor_id, (None, None))
+        family = hw.name if hw is not None else None
         match = by_bus.get(pci.address.lower())
-        integrated = match.integrated if match and match.integrated is not None else guess_integrated(pci)
+        guess = backend.integrated_guess(pci.vendor_id, pci.class_code, pci.address) if backend else None
+        integrated = match.integrated if match and match.integrated is not None else guess
         if match is not None:
             result.append(PhysicalDevice(pci, family, integrated, match.id, True, ""))
-        elif family is None:
+        elif hw is None:
             reason = f"no torch backend drives {pci.vendor} devices (a plain display adapter for this machine)"
             result.append(PhysicalDevice(pci, None, integrated, None, False, reason))
         else:
-            reason = explain_unusable(pci, family, scan, support, env)
+            reason = explain_unusable(pci, hw, scan, support, env)
             result.append(PhysicalDevice(pci, family, integrated, None, False, reason))
     return result
 
 
-def order_warnings(torch_devices: list[DeviceInfo], env: Mapping[str, str] | None = None) -> list[str]:
-    """Warn where torch's device numbering may not follow PCI bus order."""
+def order_warnings(torch_devices: list[DeviceInfo], env: Mapping[str, str] | None = None,
+                   backends: list[Backend] | None = None) -> list[str]:
+    """Warn where torch's device numbering may not follow PCI bus order (each backend knows its own rule)."""
+    backends = registered() if backends is None else backends
     env = os.environ if env is None else env
-    warnings = []
-    cuda = [d for d in torch_devices if d.id.startswith("cuda:")]
-    if len(cuda) > 1 and env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
-        buses = [d.pci_bus_id for d in cuda]
-        out_of_order = all(buses) and buses != sorted(buses)
-        detail = (
-            "and here it differs: " + ", ".join(f"{d.id}={d.pci_bus_id}" for d in cuda)
-            if out_of_order
-            else "so cuda:N may not be the N-th card by PCI bus id"
-        )
-        warnings.append(
-            f"CUDA_DEVICE_ORDER is not PCI_BUS_ID: torch numbers devices fastest-first, {detail}; "
-            "set CUDA_DEVICE_ORDER=PCI_BUS_ID for a stable order"
-        )
-    return warnings
+    return [warning for backend in backends for warning in backend.order_warnings(torch_devices, env)]

@@ -7,7 +7,7 @@ from typing import Literal
 import torch
 
 from bringup.backends.base import Backend, DeviceInfo
-from bringup.backends.registry import all_backends
+from bringup.backends.registry import all_backends, backend_for
 from bringup.errors import BringupError
 from bringup.log import get_logger
 
@@ -27,14 +27,19 @@ class Selection:
 
 
 def usable_devices() -> list[DeviceInfo]:
-    found: list[DeviceInfo] = []
+    """Every usable device once (a plugin family on another family's device type lists the same ids)."""
+    found: dict[str, DeviceInfo] = {}
     for backend in all_backends():
-        found.extend(backend.devices())
-    return found
+        for info in backend.devices():
+            found.setdefault(info.id, info)
+    return list(found.values())
 
 
 def _backend_named(device_type: str) -> Backend | None:
-    return next((b for b in all_backends() if b.torch_device_type == device_type), None)
+    try:
+        return backend_for(device_type)
+    except KeyError:
+        return None
 
 
 def resolve_explicit(text: str, origin: str) -> DeviceInfo:

@@ -1,6 +1,8 @@
 """What the OS has, independent of torch: PCI display/accelerator devices and driver device nodes.
 
-Reads below a root path (default "/") so tests can point it at a fixture tree.
+Reads below a root path (default "/") so tests can point it at a fixture tree. The vendors and driver nodes of
+the families bringup drives come from the registered backends (their `hardware`); the tables here name only
+what no backend drives.
 """
 
 import glob
@@ -8,14 +10,12 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-PCI_VENDORS = {
-    "0x10de": "NVIDIA",
-    "0x1002": "AMD",
+from bringup.backends.base import Backend
+from bringup.backends.registry import registered
+
+# vendors of display and accelerator devices no backend drives (so the scan can still name them)
+OTHER_PCI_VENDORS = {
     "0x1022": "AMD",
-    "0x8086": "Intel",
-    "0x19e5": "Huawei",
-    "0x106b": "Apple",
-    "0x1da3": "Habana Labs (Intel)",
     "0x1d0f": "Amazon",
     "0x1e52": "Tenstorrent",
     "0x1ae0": "Google",
@@ -35,14 +35,8 @@ CLASS_NAMES = {
     "1201": "AI inference accelerator",
 }
 
-DEVICE_NODE_PATTERNS = {
-    "nvidia": ["dev/nvidia[0-9]*", "dev/nvidiactl"],
-    "amd-kfd": ["dev/kfd"],
-    "dri-render": ["dev/dri/renderD*"],
-    "accel": ["dev/accel/accel*"],
-    "ascend": ["dev/davinci[0-9]*"],
-    "habana": ["dev/accel/accel_controlD*", "dev/hl[0-9]*"],
-}
+# the kernel's generic compute-accelerator nodes, which no one vendor owns
+OTHER_DEVICE_NODES = {"accel": ("dev/accel/accel*",)}
 
 
 @dataclass
@@ -88,7 +82,19 @@ def is_display_or_accelerator(class_code: str) -> bool:
     return class_code[:2] in ("03", "12")
 
 
-def read_pci_device(entry: Path) -> PciDevice | None:
+def pci_vendors(backends: list[Backend]) -> dict[str, str]:
+    """PCI vendor id -> name: the backends' vendors, then the others."""
+    declared = {vid: name for b in backends for hw in b.hardware for vid, name in hw.pci_vendors.items()}
+    return declared | {vid: name for vid, name in OTHER_PCI_VENDORS.items() if vid not in declared}
+
+
+def device_node_patterns(backends: list[Backend]) -> dict[str, tuple[str, ...]]:
+    """Node group -> globs below the root, in the backends' order, then the generic ones."""
+    groups = {hw.node_group: hw.node_patterns for b in backends for hw in b.hardware if hw.node_group}
+    return groups | OTHER_DEVICE_NODES
+
+
+def read_pci_device(entry: Path, vendors: dict[str, str]) -> PciDevice | None:
     raw_class = _read(entry / "class")
     if raw_class is None:
         return None
@@ -104,7 +110,7 @@ def read_pci_device(entry: Path) -> PciDevice | None:
         address=entry.name,
         vendor_id=vendor_id,
         device_id=(_read(entry / "device") or "?").lower(),
-        vendor=PCI_VENDORS.get(vendor_id, f"unknown vendor {vendor_id}"),
+        vendor=vendors.get(vendor_id, f"unknown vendor {vendor_id}"),
         class_code=f"0x{class_hex}",
         kind=CLASS_NAMES.get(class_hex[:4], "display" if class_hex.startswith("03") else "accelerator"),
         driver=driver,
@@ -113,24 +119,27 @@ def read_pci_device(entry: Path) -> PciDevice | None:
     )
 
 
-def scan_pci(root: Path) -> tuple[list[PciDevice], list[str]]:
+def scan_pci(root: Path, vendors: dict[str, str]) -> tuple[list[PciDevice], list[str]]:
     base = root / "sys" / "bus" / "pci" / "devices"
     if not base.is_dir():
         return [], [f"{base} is absent: PCI devices cannot be listed on this OS"]
-    found = [d for d in (read_pci_device(e) for e in sorted(base.iterdir())) if d is not None]
+    found = [d for d in (read_pci_device(e, vendors) for e in sorted(base.iterdir())) if d is not None]
     return found, []
 
 
-def scan_device_nodes(root: Path) -> dict[str, list[str]]:
+def scan_device_nodes(root: Path, patterns_by_group: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
     nodes: dict[str, list[str]] = {}
-    for group, patterns in DEVICE_NODE_PATTERNS.items():
+    for group, patterns in patterns_by_group.items():
         hits = sorted({"/" + os.path.relpath(p, root) for pat in patterns for p in glob.glob(str(root / pat))})
         if hits:
             nodes[group] = hits
     return nodes
 
 
-def scan_system(root: Path | str = "/") -> SystemScan:
+def scan_system(root: Path | str = "/", backends: list[Backend] | None = None) -> SystemScan:
+    """The OS's devices below `root`, matched against the hardware the backends (default: all registered) drive."""
+    backends = registered() if backends is None else backends
     root_path = Path(root)
-    pci, notes = scan_pci(root_path)
-    return SystemScan(root=str(root_path), pci=pci, device_nodes=scan_device_nodes(root_path), notes=notes)
+    pci, notes = scan_pci(root_path, pci_vendors(backends))
+    nodes = scan_device_nodes(root_path, device_node_patterns(backends))
+    return SystemScan(root=str(root_path), pci=pci, device_nodes=nodes, notes=notes)

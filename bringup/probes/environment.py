@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 
 from bringup import __version__
-from bringup.backends.reconcile import VISIBILITY_VARIABLES
+from bringup.backends.reconcile import visibility_variables
+from bringup.backends.registry import registered
 from bringup.probes.env_facts.accelerators import accelerator_facts, legacy_driver
 from bringup.probes.env_facts.compilers import compiler_facts
 from bringup.probes.env_facts.host import cpu_facts, system_facts
@@ -22,11 +23,13 @@ from bringup.probes.env_facts.torch_build import runtime_versions, torch_build_f
 from bringup.profiles.schema import EnvironmentSection
 from bringup.profiles.store import now_iso
 
-RECORDED_PREFIXES = (
-    "PYTORCH_", "TORCH_", "TORCHINDUCTOR_", "TRITON_", "OMP_", "MKL_", "KMP_", "GOMP_", "CUDA_", "CUBLAS_",
-    "CUDNN_", "NCCL_", "HIP_", "ROCM_", "ROCR_", "HSA_", "MIOPEN_", "ZE_", "SYCL_", "ONEAPI_", "CCL_",
-    "ASCEND_", "HCCL_", "PT_HPU_", "HABANA_", "GLOO_", "BRINGUP_", "OPENBLAS_",
+# every family's own prefixes come from its backend (environment_prefixes); these concern them all
+COMMON_PREFIXES = (
+    "PYTORCH_", "TORCH_", "TORCHINDUCTOR_", "TRITON_", "OMP_", "MKL_", "KMP_", "GOMP_", "GLOO_", "BRINGUP_",
+    "OPENBLAS_",
 )
+VISIBILITY_VARIABLES = visibility_variables()
+RECORDED_PREFIXES = COMMON_PREFIXES + tuple(p for b in registered() for p in b.environment_prefixes)
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|PRIVATE", re.IGNORECASE)
 # always named in the report, "not set" included: the ones maintainers ask about first
 KEY_VARIABLES = (*VISIBILITY_VARIABLES, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF")

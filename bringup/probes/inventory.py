@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.backends.base import DeviceInfo
-from bringup.backends.reconcile import VISIBILITY_VARIABLES, PhysicalDevice, order_warnings, reconcile
+from bringup.backends.reconcile import PhysicalDevice, order_warnings, reconcile, visibility_variables
 from bringup.backends.registry import all_backends
 from bringup.backends.system import SystemScan, scan_system
 
@@ -69,7 +69,7 @@ def take_inventory(system_root: Path | str = "/") -> Inventory:
     torch_devices = [d for f in families for d in f.devices]
     scan = scan_system(system_root)
     physical = reconcile(scan, torch_devices)
-    visibility = {v: os.environ[v] for v in VISIBILITY_VARIABLES if v in os.environ}
+    visibility = {v: os.environ[v] for v in visibility_variables() if v in os.environ}
     warnings = order_warnings(torch_devices) + scan.notes
     hidden = [p for p in physical if p.reason.startswith("hidden by")]
     warnings += [f"{p.pci.address} ({p.pci.vendor}) is {p.reason}" for p in hidden]

@@ -1,4 +1,5 @@
-"""Bundled datasheet peaks (peaks.yaml): load, validate, and match a device name."""
+"""Datasheet peaks: load, validate, and match a device name. The bundled table (peaks.yaml) holds the built-in
+families' devices; a backend may ship its own table in the same schema (Backend.peaks_file), searched first."""
 
 from __future__ import annotations
 
@@ -45,15 +46,17 @@ class PeaksTable(BaseModel):
     devices: list[DevicePeaks]
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=16)
 def load_peaks(path: Path = PEAKS_PATH) -> PeaksTable:
-    """The bundled table (validated)."""
-    return PeaksTable.model_validate(yaml.safe_load(path.read_text()))
+    """A peaks table (validated): the bundled one unless another path is given."""
+    return PeaksTable.model_validate(yaml.safe_load(Path(path).read_text()))
 
 
-def find_peaks(device_name: str | None, table: PeaksTable | None = None) -> DevicePeaks | None:
-    """The first entry whose pattern matches the device name, or None (unknown device / CPU)."""
+def find_peaks(device_name: str | None, table: PeaksTable | None = None,
+               backend_files: tuple[Path, ...] = ()) -> DevicePeaks | None:
+    """The first entry whose pattern matches the device name, in the backends' own tables and then `table`
+    (default: the bundled one), or None (unknown device / CPU)."""
     if not device_name:
         return None
-    table = table or load_peaks()
-    return next((entry for entry in table.devices if entry.matches(device_name)), None)
+    tables = [load_peaks(path) for path in backend_files] + [table or load_peaks()]
+    return next((entry for t in tables for entry in t.devices if entry.matches(device_name)), None)

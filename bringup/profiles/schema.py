@@ -4,6 +4,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from bringup.backends.device_info import DeviceInfo
 from bringup.profiles.base_model import ProfileModel
 from bringup.profiles.sections.bench import BenchSection
 from bringup.profiles.sections.collectives import CollectivesSection
@@ -17,18 +18,8 @@ CapabilityStatus = Literal["supported", "unsupported", "unknown"]
 StageStatus = Literal["complete", "partial"]
 
 
-class DeviceSection(ProfileModel):
-    id: str
-    backend: str
-    name: str
-    vendor: str | None = None
-    arch: str | None = None
-    pci_bus_id: str | None = None
-    integrated: bool | None = None
-    uuid: str | None = None
-    memory_total_bytes: int | None = None
-    memory_free_bytes: int | None = None
-    extra: dict[str, Any] = {}
+# the device section is the record backends report (one type, fields listed once)
+DeviceSection = DeviceInfo
 
 
 class EnvironmentSection(ProfileModel):

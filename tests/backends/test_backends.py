@@ -1,7 +1,9 @@
 import torch
 
+from bringup.backends.ascend import AscendBackend
 from bringup.backends.cpu import CpuBackend
 from bringup.backends.cuda import CudaBackend
+from bringup.backends.habana import HabanaBackend
 from bringup.backends.mps import MpsBackend
 from bringup.backends.privateuse1 import PrivateUse1Backend
 from bringup.backends.registry import all_backends, backend_for, device_info, synchronize
@@ -22,13 +24,14 @@ def test_cpu_identity_is_complete_and_queries_are_idempotent():
 
 
 def test_absent_families_report_unavailable_without_raising():
-    for backend in (CudaBackend(), XpuBackend(), MpsBackend(), PrivateUse1Backend("npu")):
+    for backend in (CudaBackend(), XpuBackend(), MpsBackend(), AscendBackend(), HabanaBackend(),
+                    PrivateUse1Backend("npu")):
         usable, reason = backend.availability()
         if usable:
             continue
         assert reason, backend.family
         assert backend.devices() == [] and backend.device_count() == 0
-    npu = PrivateUse1Backend("npu")
+    npu = AscendBackend()
     assert npu.visibility_variable == "ASCEND_RT_VISIBLE_DEVICES" and npu.vendor_default == "Huawei"
     assert not npu.availability()[0] and "torch.npu is missing" in npu.availability()[1]
 

@@ -18,7 +18,7 @@ TORCH_FREE_RUNNER = {"bringup.runner", "bringup.runner.plan", "bringup.runner.pl
                      "bringup.runner.plan.profile_facts", "bringup.runner.model", "bringup.runner.model.config",
                      "bringup.runner.model.config_fields", "bringup.runner.model.moe_config",
                      "bringup.runner.model.builtin_config", "bringup.runner.model.attention_kinds",
-                     "bringup.runner.model.tokenizer",
+                     "bringup.runner.model.tokenizer", "bringup.runner.model.model_files",
                      "bringup.runner.model.chat_template", "bringup.runner.model.detokenizer",
                      "bringup.runner.sampling_params"}
 

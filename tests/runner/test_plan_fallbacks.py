@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 
@@ -75,7 +73,7 @@ def test_kv_cache_is_sized_from_the_free_memory_measured_at_start_up(tmp_path):
 
 
 def test_profile_of_another_device_is_not_used(tmp_path, bringup_logs):
-    other = replace(device_info("cpu"), name="Some Other Accelerator", backend="cuda", id="cuda:0")
+    other = device_info("cpu").model_copy(update={"name": "Some Other Accelerator", "backend": "cuda", "id": "cuda:0"})
     path = write_profile(tmp_path / "other.yaml", Capabilities(dtypes={"bfloat16": _ok()}), info=other)
     e = engine(path)
     assert e.plan.dtype.value == "float32" and "recorded for cuda:0" in e.plan.warnings[0]

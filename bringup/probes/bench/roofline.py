@@ -9,6 +9,7 @@ Transfers are excluded: their ceiling is the host link, not device memory.
 
 from __future__ import annotations
 
+from bringup.backends.registry import peaks_files
 from bringup.profiles.peaks import DevicePeaks, find_peaks
 from bringup.profiles.sections.bench import BenchRecord, BenchSection, DatasheetRef, MeasuredCeilings
 
@@ -61,9 +62,10 @@ def percent_of(record: BenchRecord, peak_tflops: float | None, peak_gbps: float 
 
 
 def datasheet_for(device_name: str | None) -> tuple[DevicePeaks | None, str | None]:
-    peaks = find_peaks(device_name)
+    peaks = find_peaks(device_name, backend_files=peaks_files())
     if peaks is None:
-        return None, (f"no datasheet entry matches {device_name!r} in bringup/profiles/peaks.yaml; "
+        return None, (f"no datasheet entry matches {device_name!r} in bringup/profiles/peaks.yaml or a "
+                      "backend's own peaks file; "
                       "percentages are of this run's measured ceilings only")
     return peaks, None
 

@@ -61,18 +61,25 @@ def try_backend(device: torch.device, member: str, dtype_name: str) -> dict[str,
     return {"ok": True, "max_rel": max_rel}
 
 
-def check_sdpa(device: torch.device, member: str) -> dict[str, Any]:
-    per_dtype = {name: try_backend(device, member, name) for name in ATTENTION_DTYPES}
+def summarize(per_dtype: dict[str, dict[str, Any]], case: str, compared: str, **extra: Any) -> dict[str, Any]:
+    """The capability from one implementation's per-dtype results: supported when any dtype passed."""
     passed = {n: r for n, r in per_dtype.items() if r["ok"]}
     details = {
-        "case": f"causal GQA B={BATCH} Hq={Q_HEADS} Hkv={KV_HEADS} L={SEQ} D={HEAD_DIM}",
+        "case": case,
         "dtypes": {n: ("pass" if r["ok"] else "fail: " + r["why"]) for n, r in per_dtype.items()},
+        **extra,
     }
     if not passed:
         first_reason = next(iter(per_dtype.values()))["why"]
         return unsupported(f"no dtype ran correctly (float32: {first_reason})", **details)
     evidence = ", ".join(f"{n} max_rel {r['max_rel']:.2e}" for n, r in passed.items())
-    return supported(f"{details['case']} vs fp64 matmul-softmax: {evidence}", **details)
+    return supported(f"{compared}: {evidence}", **details)
+
+
+def check_sdpa(device: torch.device, member: str) -> dict[str, Any]:
+    per_dtype = {name: try_backend(device, member, name) for name in ATTENTION_DTYPES}
+    case = f"causal GQA B={BATCH} Hq={Q_HEADS} Hkv={KV_HEADS} L={SEQ} D={HEAD_DIM}"
+    return summarize(per_dtype, case, f"{case} vs fp64 matmul-softmax")
 
 
 def attention_checks() -> dict[str, Callable[[torch.device], dict[str, Any]]]:

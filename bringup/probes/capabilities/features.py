@@ -11,29 +11,27 @@ from bringup.probes.capabilities.result import error_text, supported, unknown, u
 
 
 def check_graphs(device: torch.device) -> dict[str, Any]:
-    api = backend_for(device).graph_api()
+    backend = backend_for(device)
+    api = backend.graph_api()
     if api is None:
         return unsupported(f"the {device.type} backend offers no graph-capture API")
-    if api != "torch.cuda.CUDAGraph":
-        return unknown(f"{api} exists, but bringup has no executed check for it yet")
     a, b = seeded_randn(64, 64, seed=31).to(device), seeded_randn(64, 64, seed=32).to(device)
+    result: dict[str, torch.Tensor] = {}
+
+    def step() -> None:
+        result["out"] = a @ b + 1
+
     try:
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                out = a @ b + 1
-        torch.cuda.current_stream(device).wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = a @ b + 1
+        replay = backend.capture_graph(device, step)
+        if replay is None:
+            return unknown(f"{api} exists, but bringup has no executed check for it yet")
         a.copy_(seeded_randn(64, 64, seed=33).to(device))
-        graph.replay()
-        torch.cuda.synchronize(device)
+        replay()
+        backend.synchronize(device)
     except Exception as exc:
-        return unsupported(f"CUDA graph capture/replay failed: {error_text(exc)}")
+        return unsupported(f"{api} capture/replay failed: {error_text(exc)}")
     expected = seeded_randn(64, 64, seed=33).double() @ seeded_randn(64, 64, seed=32).double() + 1
-    _, max_rel = relative_error(out, expected)
+    _, max_rel = relative_error(result["out"], expected)
     if max_rel > 1e-2:
         return unsupported(f"replayed graph gave wrong numbers after input change: max_rel {max_rel:.3g}")
     return supported(f"captured matmul+add, replayed on new input: max_rel {max_rel:.2e} (TF32 allowed)")
@@ -70,9 +68,7 @@ def check_peer_access(device: torch.device) -> dict[str, Any]:
         same = torch.equal(dst.cpu(), src.cpu())
     except Exception as exc:
         return unsupported(f"copy {device} -> {other} failed: {error_text(exc)}")
-    direct = None
-    if device.type == "cuda":
-        direct = bool(torch.cuda.can_device_access_peer(index, other.index))
+    direct = backend.peer_access(index, other.index)
     if not same:
         return unsupported(f"copy {device} -> {other} changed values")
     return supported(f"copied 1 MiB {device} -> {other} exactly; direct peer access: {direct}", direct=direct)

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from bringup.errors import BringupError
-from bringup.probes.capabilities.attention import attention_checks
+from bringup.probes.capabilities.backend_attention import all_attention_checks
 from bringup.probes.capabilities.compile_check import compile_checks
 from bringup.probes.capabilities.dtypes import dtype_checks
 from bringup.probes.capabilities.features import feature_checks
@@ -18,7 +18,7 @@ CheckFn = Callable[[torch.device], dict[str, Any]]
 GROUPS: dict[str, Callable[[], dict[str, CheckFn]]] = {
     "dtypes": dtype_checks,
     "memory": memory_checks,
-    "attention": attention_checks,
+    "attention": all_attention_checks,
     "compile": compile_checks,
     "features": feature_checks,
 }

@@ -12,19 +12,10 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
+from bringup.backends.registry import registered
 from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
 
-# family -> (backend, what it is)
-KNOWN_LIBRARIES = {
-    "cuda": ("nccl", "NCCL, NVIDIA's collective library"),
-    "rocm": ("nccl", "RCCL, which ROCm builds of torch expose as the 'nccl' backend"),
-    "xpu": ("xccl", "oneCCL, exposed as 'xccl' in torch >= 2.7"),
-    "hpu": ("hccl", "Habana's HCCL"),
-    "npu": ("hccl", "Ascend's HCCL (registered by torch_npu)"),
-    "cpu": ("gloo", "gloo, torch's CPU collective library"),
-    "mps": ("gloo", "gloo on CPU tensors: torch has no collective library for MPS"),
-}
 _HOST_ONLY = {"gloo", "mpi"}   # backends whose buffers we keep on the CPU
 
 
@@ -33,6 +24,14 @@ class BackendChoice:
     name: str
     reason: str
     device_type: str   # where the buffers live: the device type, or "cpu" for host-only backends
+
+
+def known_libraries() -> dict[str, tuple[str, str]]:
+    """device family -> (torch.distributed backend, what it is), as the backends declare them."""
+    found: dict[str, tuple[str, str]] = {}
+    for backend in registered():
+        found |= {k: v for k, v in backend.collective_libraries.items() if k not in found}
+    return found
 
 
 def _available(name: str) -> bool:
@@ -61,8 +60,9 @@ def choose_backend(requested: str, family: str, device_type: str, fallbacks: Fal
     if device_type in default_map:
         candidates.append((default_map[device_type],
                            f"torch.distributed's default backend for device type {device_type!r}"))
-    if family in KNOWN_LIBRARIES:
-        name, what = KNOWN_LIBRARIES[family]
+    libraries = known_libraries()
+    if family in libraries:
+        name, what = libraries[family]
         candidates.append((name, f"the {family} family's collective library: {what}"))
     for name, reason in candidates:
         if _available(name):

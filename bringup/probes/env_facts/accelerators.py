@@ -1,29 +1,33 @@
-"""Accelerator drivers: the vendors' `*-smi` tools when present, and driver versions from /proc and /sys."""
+"""Accelerator drivers: the vendors' `*-smi` tools when present, and driver versions from /proc and /sys.
+
+Which tools, files and kernel modules to look at is each backend's declaration (smi_tools, driver_files,
+kernel_modules)."""
 
 import re
 from collections.abc import Callable
 from pathlib import Path
 
+from bringup.backends.base import Backend
+from bringup.backends.registry import registered
 from bringup.probes.env_facts.tools import NOT_FOUND, TOOL_TIMEOUT_S, ToolResult, one_line, run_all, run_tool
 
 MAX_DEVICE_LINES = 8
 
-# tool name -> (arguments, the output lines worth keeping)
-SMI_TOOLS: dict[str, tuple[list[str], str]] = {
-    "nvidia-smi": (["--query-gpu=index,name,driver_version,pci.bus_id,memory.total", "--format=csv,noheader"], r"."),
-    "rocm-smi": (["--showproductname", "--showdriverversion"], r"Card series|Card model|Driver version|GFX"),
-    "xpu-smi": (["discovery"], r"Device Name|Driver Version|PCI BDF"),
-    "npu-smi": (["info"], r"Version|^\|\s*\d+\s+\w"),
-}
-# file below the system root -> what it tells
-DRIVER_FILES = {
-    "proc/driver/nvidia/version": "nvidia",
-    "sys/module/nvidia/version": "nvidia_module",
-    "sys/module/amdgpu/version": "amdgpu",
-    "opt/rocm/.info/version": "rocm",
-    "usr/local/Ascend/driver/version.info": "ascend",
-}
-LOADED_MODULES = ("nvidia", "amdgpu", "i915", "xe", "habanalabs")
+
+
+def smi_tools(backends: list[Backend]) -> dict[str, tuple[list[str], str]]:
+    """tool name -> (arguments, the output lines worth keeping)."""
+    return {t.name: (list(t.arguments), t.keep) for b in backends for t in b.smi_tools}
+
+
+def driver_files(backends: list[Backend]) -> dict[str, str]:
+    """file below the system root -> what it tells."""
+    return {path: name for b in backends for path, name in b.driver_files.items()}
+
+
+def loaded_modules(backends: list[Backend]) -> tuple[str, ...]:
+    return tuple(m for b in backends for m in b.kernel_modules)
+
 
 
 def kept_lines(output: str, pattern: str) -> list[str]:
@@ -64,28 +68,33 @@ def read_first_line(path: Path) -> str | None:
     return None
 
 
-def driver_file_facts(root: Path) -> dict[str, str]:
+def driver_file_facts(root: Path, backends: list[Backend] | None = None) -> dict[str, str]:
+    backends = registered() if backends is None else backends
     facts = {}
-    for relative, name in DRIVER_FILES.items():
+    for relative, name in driver_files(backends).items():
         line = read_first_line(root / relative)
         if line:
             facts[f"driver_{name}"] = line
-    loaded = [m for m in LOADED_MODULES if (root / "sys" / "module" / m).is_dir()]
-    facts["kernel_modules"] = " ".join(loaded) if loaded else "none of " + ", ".join(LOADED_MODULES)
+    modules = loaded_modules(backends)
+    loaded = [m for m in modules if (root / "sys" / "module" / m).is_dir()]
+    facts["kernel_modules"] = " ".join(loaded) if loaded else "none of " + ", ".join(modules)
     return facts
 
 
-def accelerator_facts(root: Path = Path("/"), timeout: float = TOOL_TIMEOUT_S) -> dict[str, str]:
+def accelerator_facts(root: Path = Path("/"), timeout: float = TOOL_TIMEOUT_S,
+                      backends: list[Backend] | None = None) -> dict[str, str]:
+    backends = registered() if backends is None else backends
+    tools = smi_tools(backends)
     calls: dict[str, Callable[[], ToolResult]] = {
-        name: (lambda argv=(name, *args): run_tool(argv, timeout)) for name, (args, _) in SMI_TOOLS.items()
+        name: (lambda argv=(name, *args): run_tool(argv, timeout)) for name, (args, _) in tools.items()
     }
     calls["nvidia-smi header"] = lambda: run_tool(["nvidia-smi"], timeout)
     results = run_all(calls)
     facts: dict[str, str] = {}
-    for name, (_, pattern) in SMI_TOOLS.items():
+    for name, (_, pattern) in tools.items():
         facts.update(smi_facts(name, results[name], pattern))
     facts.update(cuda_driver_api(results["nvidia-smi header"]))
-    facts.update(driver_file_facts(root))
+    facts.update(driver_file_facts(root, backends))
     return facts
 
 

@@ -1,12 +1,14 @@
-"""Versions of the Python packages that matter to a bug report, read from metadata (nothing is imported)."""
+"""Versions of the Python packages that matter to a bug report, read from metadata (nothing is imported).
+The device families' own packages (a vendor's torch extension) are named by their backends (Backend.packages)."""
 
 from importlib import metadata
 
+from bringup.backends.registry import registered
+
 NOT_INSTALLED = "not installed"
-PACKAGES = (
-    "torch", "numpy", "triton", "transformers", "safetensors", "tokenizers", "intel_extension_for_pytorch",
-    "torch_npu", "fastapi", "uvicorn", "pydantic", "typer",
-)
+MODEL_PACKAGES = ("torch", "numpy", "triton", "transformers", "safetensors", "tokenizers")
+SERVING_PACKAGES = ("fastapi", "uvicorn", "pydantic", "typer")
+PACKAGES = (*MODEL_PACKAGES, *SERVING_PACKAGES)
 # builds of Triton that PyTorch ships under other distribution names
 TRITON_DISTRIBUTIONS = ("pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu", "triton-xpu")
 
@@ -27,6 +29,8 @@ def triton_version() -> str:
 
 
 def package_facts() -> dict[str, str]:
-    facts = {name: installed_version(name) or NOT_INSTALLED for name in PACKAGES}
+    family_packages = [name for backend in registered() for name in backend.packages]
+    names = dict.fromkeys((*MODEL_PACKAGES, *family_packages, *SERVING_PACKAGES))
+    facts = {name: installed_version(name) or NOT_INSTALLED for name in names}
     facts["triton"] = triton_version()
     return facts

@@ -5,6 +5,7 @@ from collections.abc import Callable
 
 import torch
 
+from bringup.backends.registry import all_backends
 from bringup.probes.env_facts.tools import guarded
 
 BUILD_SETTING_KEYS = {"BUILD_TYPE": "build_type", "BLAS_INFO": "blas", "LAPACK_INFO": "lapack",
@@ -90,32 +91,12 @@ def runtime_versions(config: str) -> dict[str, str | None]:
     }
 
 
-def device_availability(module_name: str, built: bool) -> str:
-    if not built:
-        return "not built"
-    module = getattr(torch, module_name, None)
-    if module is None or not module.is_available():
-        return "no (no usable device)"
-    count = module.device_count()
-    return f"yes ({count} device{'s' if count != 1 else ''})"
-
-
-def mps_availability() -> str:
-    if torch.backends.mps.is_available():
-        return "yes"
-    return "no" if torch.backends.mps.is_built() else "not built"
-
-
 def accelerator_availability() -> dict[str, str]:
-    hip = getattr(torch.version, "hip", None)
-    cuda_built = bool(torch.version.cuda or hip)
-    xpu_built = bool(getattr(torch.version, "xpu", None))
-    probes: dict[str, Callable[[], str]] = {
-        "rocm_available" if hip else "cuda_available": lambda: device_availability("cuda", cuda_built),
-        "xpu_available": lambda: device_availability("xpu", xpu_built),
-        "mps_available": mps_availability,
-    }
-    facts = {name: guarded(probe, lambda reason: reason) for name, probe in probes.items()}
+    """Each family's own availability facts (Backend.availability_facts), and the name PrivateUse1 was given."""
+    facts: dict[str, str] = {}
+    for backend in all_backends():
+        facts.update(guarded(backend.availability_facts,
+                             lambda reason, b=backend: {f"{b.family}_available": reason}))
     privateuse1 = optional(torch._C._get_privateuse1_backend_name)
     if privateuse1 != "privateuseone":
         facts["privateuse1_backend"] = str(privateuse1)

@@ -11,6 +11,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from bringup.errors import BringupError
+from bringup.runner.model.model_files import has_entry, read_json
+
 DEFAULT_MAX_POSITIONS = 4096
 
 
@@ -147,13 +150,12 @@ def read_model_shapes(model_dir: Path) -> ModelShapes:
     if not Path(model_dir).is_dir():
         raise ModelConfigError(f"--model {model_dir}: not a directory; give a Hugging Face model directory "
                                "(with config.json)")
+    if not has_entry(Path(model_dir), "config.json"):
+        raise ModelConfigError(f"--model {model_dir}: no config.json there; give a Hugging Face model directory")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelConfigError(f"--model {model_dir}: no config.json there; give a Hugging Face model directory"
-                               ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelConfigError(f"{path} cannot be read as JSON ({exc}); fix or replace it") from None
+        config = read_json(Path(model_dir), "config.json")  # the model directory's jail (model_files.py)
+    except BringupError as exc:
+        raise ModelConfigError(str(exc)) from None
     if not isinstance(config, dict):
         raise ModelConfigError(f"{path} is not a JSON object; give a Hugging Face config.json")
     return shapes_from_config(config, str(path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import types
@@ -100,8 +101,9 @@ def _timeout(record: OpCaseRecord | CompiledRecord) -> float:
 
 
 def _header(record: OpCaseRecord | CompiledRecord, recipe: Recipe, device: str, title: str, filename: str) -> str:
-    seed_text = "|".join(recipe.seed_parts)
+    seed_text = _docstring_safe(repr("|".join(recipe.seed_parts)))
     first = (record.message or record.status).splitlines()[0][:160] if record.message else record.status
+    title, device, first, filename = (_docstring_safe(t) for t in (title, device, first, filename))
     return f'''#!/usr/bin/env python3
 """Reproducer: {title} — {record.status}.
 
@@ -109,11 +111,18 @@ verify-ops on {device} recorded: {first}
 Run: python {filename} [--device DEV]   (needs only torch)
 Exit status: 1 while the defect is there, 0 once fixed (judged as verify-ops judges it), 2 when it
 cannot run here.
-Inputs: a CPU torch.Generator seeded with zlib.crc32({seed_text!r}) = {seed_for(*recipe.seed_parts)}, floating
+Inputs: a CPU torch.Generator seeded with zlib.crc32({seed_text}) = {seed_for(*recipe.seed_parts)}, floating
 tensors built in float64, cast to {record.dtype}; the reference is the op in float64 on the CPU on exactly the
 cast values. Written by `bringup verify-ops --repro-dir` (bringup-reproducer).
 """
 '''
+
+
+def _docstring_safe(text: str) -> str:
+    """`text` as it must be written inside a docstring to read back exactly: backslashes and double quotes
+    escaped, other unprintable characters as escapes (pasted as it is, `\\U`, `\\N{`, `\\x`, a `\"\"\"` or a
+    final backslash would break the file). The full message is also in RECORDED, written as a repr."""
+    return "".join("\\" + c if c in '\\"' else c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _constants(record: OpCaseRecord | CompiledRecord, recipe: Recipe, device: str) -> str:
@@ -132,9 +141,20 @@ def _constants(record: OpCaseRecord | CompiledRecord, recipe: Recipe, device: st
         f"DEVICE = {device!r}",
         f"ISOLATE = {record.status in ISOLATED_STATUSES!r}  # verify-ops saw a crash or a hang: run in a child",
         f"TIMEOUT_S = {_timeout(record)!r}",
-        f"RECORDED = {_recorded(record)!r}",
+        f"RECORDED = {_literal(_recorded(record))}",
     ]
     return "\n".join(lines)
+
+
+def _literal(value: Any) -> str:
+    """Python source that evaluates to `value` (plain data): a repr, but NaN and infinities as float('nan')..."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return repr(value)
 
 
 def _bind_case(bundle: SourceBundle, recipe: Recipe) -> None:

@@ -25,7 +25,7 @@ from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_buil
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN
-from bringup.runner.model.loader import load_model, read_config, safetensors_files
+from bringup.runner.model.loader import check_weights, load_model, read_config, safetensors_files
 from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
 from bringup.runner.model.validate import check_model_dir
 from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
@@ -69,9 +69,9 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     tokenizer = ByteTokenizer() if options.model_dir is None else HFTokenizer(Path(options.model_dir),
                                                                               config.eos_token_ids)
     tokenizer.fallbacks = recorder
-    if options.model_dir is not None:  # checked completely before anything is timed or loaded
+    if options.model_dir is not None:  # headers, names and shapes checked before anything is timed or loaded
         model_dir = Path(options.model_dir)
-        check_model_dir(model_dir, config, safetensors_files(model_dir), options.force)
+        check_model_dir(model_dir, config, safetensors_files(model_dir), options.force, scan_values=False)
     selection = select_device(options.device, _profile_device(options.profile_path))
     device = selection.device
     try:
@@ -104,6 +104,8 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, device: torch.
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len,
                       options.dtype, options.force)
     dtype = getattr(torch, plan.dtype.value)
+    if options.model_dir is not None:  # the size in this dtype against free memory, then the values: before any read
+        check_weights(Path(options.model_dir), config, dtype, device, options.force)
     measured = options.measurements or measure(device, dtype, config)
     cannot = attention_limits(config, plan.max_model_len.value).get(PAGED_DECODE)  # the model's math, not speed
     plan = replace(plan, attention=with_paged_decode(plan.attention, *((False, cannot) if cannot else

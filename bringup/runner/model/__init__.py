@@ -6,6 +6,7 @@ config.json's fields included) → decoder.py (the shared modules and the forwar
 attention_layer.py (self-attention over the paged cache) → attention.py (implementations and their op
 fallback; attention_kinds.py names them) → rope.py, norm.py → layout_linear.py and linear_kinds.py (how weights
 are stored for the fastest kernel) → kv_cache.py → batch_inputs.py (a step as flat tensors) → checkpoint.py
-(tensor names, projections fused at load) → loader.py (safetensors only) / builtin.py (the offline reference
-model; builtin_config.py its shape) → tokenizer.py and detokenizer.py (text in, text out incrementally).
+(tensor names, projections fused at load) → loader.py (safetensors only; every file of the directory read
+through model_files.py, its jail) / builtin.py (the offline reference model; builtin_config.py its shape) →
+tokenizer.py and detokenizer.py (text in, text out incrementally).
 """

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from bringup.backends.registry import all_backends
 from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model.attention_kinds import PLAIN_ATTENTION, SDPA_BACKENDS
@@ -38,6 +39,24 @@ IMPLEMENTATIONS: dict[str, Callable[[], AttendFn]] = {
 }
 
 
+def backend_supplied(name: str) -> AttendFn:
+    """An implementation a device family's backend supplies (Backend.attention_implementations); when no
+    registered backend supplies it now, one that raises, so the dispatcher falls back to the next, saying why."""
+    for backend in all_backends():
+        found = backend.attention_implementations().get(name)
+        if found is not None:
+            return found
+
+    def missing(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise LookupError(f"no registered backend supplies attention implementation {name!r} in this process")
+
+    return missing
+
+
+def implementation(name: str) -> AttendFn:
+    return IMPLEMENTATIONS[name]() if name in IMPLEMENTATIONS else backend_supplied(name)
+
+
 class AttentionUnavailableError(BringupError):
     """Every planned attention implementation failed at run time (the environment cannot run attention)."""
 
@@ -47,7 +66,7 @@ class AttentionDispatcher:
 
     def __init__(self, names: list[str], recorder: FallbackRecorder) -> None:
         self.names, self.recorder, self.index = list(names), recorder, 0
-        self._fn = IMPLEMENTATIONS[self.names[0]]()
+        self._fn = implementation(self.names[0])
 
     @property
     def current(self) -> str:
@@ -71,5 +90,5 @@ class AttentionDispatcher:
                 "re-run `bringup probe` and `bringup verify-ops` on this device to update the profile") from exc
         self.recorder.record("op", "attention", wanted=self.current, instead=self.names[self.index + 1], why=why)
         self.index += 1
-        self._fn = IMPLEMENTATIONS[self.current]()
+        self._fn = implementation(self.current)
 

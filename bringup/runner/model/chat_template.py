@@ -25,6 +25,7 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bringup.errors import BringupError
+from bringup.runner.model.model_files import MAX_TEMPLATE_BYTES, files_in, has_entry, read_text
 
 RESERVED_VARIABLES = ("messages", "tools", "documents", "add_generation_prompt")
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")  # the first is the one templates read
@@ -87,13 +88,10 @@ def load_chat_templates(model_dir: Path, config_value: Any, config_path: Path) -
     additional_chat_templates/<name>.jinja, as transformers 5 saves them) take priority over tokenizer_config.json's
     "chat_template" (a string, or a list of {"name", "template"})."""
     files: dict[str, ChatTemplate] = {}
-    default_file = model_dir / "chat_template.jinja"
-    if default_file.is_file():
-        files["default"] = _read_template(default_file)
-    named_dir = model_dir / "additional_chat_templates"
-    if named_dir.is_dir():
-        for path in sorted(named_dir.glob("*.jinja")):
-            files[path.name.removesuffix(".jinja")] = _read_template(path)
+    if has_entry(model_dir, "chat_template.jinja"):
+        files["default"] = _read_template(model_dir, "chat_template.jinja")
+    for name in files_in(model_dir, "additional_chat_templates", "*.jinja"):
+        files[name.name.removesuffix(".jinja")] = _read_template(model_dir, name)
     if files:
         return files
     return _config_templates(config_value, config_path)
@@ -267,11 +265,9 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _read_template(path: Path) -> ChatTemplate:
-    try:
-        return ChatTemplate(path.read_text(encoding="utf-8"), str(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BringupError(f"{path} could not be read as a UTF-8 chat template ({exc}); fix or remove it") from None
+def _read_template(model_dir: Path, name: Path | str) -> ChatTemplate:
+    """A template file, read through the model directory's jail (model_files.py)."""
+    return ChatTemplate(read_text(model_dir, name, MAX_TEMPLATE_BYTES), str(model_dir / name))
 
 
 def _config_templates(value: Any, path: Path) -> dict[str, ChatTemplate]:

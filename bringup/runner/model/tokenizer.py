@@ -8,7 +8,6 @@ without adding special tokens (the template writes its own).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,9 @@ from bringup.runner.model.chat_template import (
     special_token_variables,
 )
 from bringup.runner.model.detokenizer import ByteDetokenizer, WindowDetokenizer
+from bringup.runner.model.model_files import MAX_TOKENIZER_BYTES, has_entry, read_json, read_text
 from bringup.runner.sampling_params import SamplingParams, is_integer, is_number
+from bringup.terminal_text import shown
 
 log = get_logger("runner.tokenizer")
 
@@ -101,15 +102,16 @@ class HFTokenizer:
         from tokenizers import Tokenizer
 
         path = model_dir / "tokenizer.json"
-        if not path.is_file():
+        if not has_entry(model_dir, "tokenizer.json"):
             raise BringupError(f"{path} is missing; bringup needs a fast-tokenizer tokenizer.json "
                                "(save one with the tokenizers library or transformers' save_pretrained)")
+        text = read_text(model_dir, "tokenizer.json", MAX_TOKENIZER_BYTES)
         try:
-            self._tok = Tokenizer.from_file(str(path))
+            self._tok = Tokenizer.from_str(text)
         except Exception as exc:
-            raise BringupError(f"{path} could not be read by the tokenizers library: {exc}") from None
-        cfg = _read_json(model_dir / "tokenizer_config.json")
-        gen = _read_json(model_dir / "generation_config.json")
+            raise BringupError(f"{path} could not be read by the tokenizers library: {shown(exc)}") from None
+        cfg = _read_json(model_dir, "tokenizer_config.json")
+        gen = _read_json(model_dir, "generation_config.json")
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
         self.special_token_ids = frozenset(i for i, t in self._tok.get_added_tokens_decoder().items() if t.special)
         config_path = model_dir / "tokenizer_config.json"
@@ -171,13 +173,11 @@ class HFTokenizer:
         return self.encode(text, add_special_tokens=False)
 
 
-def _read_json(path: Path) -> dict:
-    if not path.is_file():
+def _read_json(model_dir: Path, name: str) -> dict:
+    """An optional JSON object of the model directory ({} when absent), read through model_files' jail."""
+    if not has_entry(model_dir, name):
         return {}
-    try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError) as exc:
-        raise BringupError(f"{path} is not valid JSON ({exc}); fix or remove it") from None
+    path, document = model_dir / name, read_json(model_dir, name)
     if not isinstance(document, dict):
         raise BringupError(f"{path} must be a JSON object, got a JSON {type(document).__name__}; fix or remove it")
     return document

@@ -8,7 +8,7 @@ checkpoint or corrupt weights are refused here, not found at the first forward p
 
 from __future__ import annotations
 
-import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ from bringup.profiles.store import printable
 from bringup.runner.model.checkpoint import LM_HEAD
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.families import hf_tensor_shapes
+from bringup.runner.model.model_files import decode_json, open_regular
 
 log = get_logger("runner.validate")
 
@@ -45,18 +46,20 @@ class TensorSpec:
     file: Path
 
 
-def check_model_dir(model_dir: Path, config: ModelConfig, files: list[Path],
-                    allow_nonfinite: bool = False) -> list[TensorSpec]:
+def check_model_dir(model_dir: Path, config: ModelConfig, files: list[Path], allow_nonfinite: bool = False,
+                    scan_values: bool = True) -> list[TensorSpec]:
     """The tensors of `files`, each checked; BringupError (one line) on the first problem.
 
     allow_nonfinite (--force): load weights holding NaN/Inf anyway, each such tensor logged at WARNING.
+    scan_values False: headers, names and shapes only; no weight is read (check_values does that later).
     """
     found = read_headers(files)
     expected = hf_tensor_shapes(config)
     _check_names(model_dir, config, found, expected)
     for spec in found.values():
         _check_tensor(spec, expected.get(spec.name))
-    _check_finite(list(found.values()), allow_nonfinite)
+    if scan_values:
+        check_values(list(found.values()), allow_nonfinite)
     return list(found.values())
 
 
@@ -78,16 +81,16 @@ def read_headers(files: list[Path]) -> dict[str, TensorSpec]:
 def read_header(path: Path) -> list[TensorSpec]:
     """The tensors of one safetensors file, after checking that the header and every tensor fit the file."""
     try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
+        with open_regular(path, str(path)) as f:
+            size = os.fstat(f.fileno()).st_size
             length = _header_length(path, f.read(8), size)
             raw = f.read(length)
     except OSError as exc:
         raise BringupError(f"{path} cannot be read: {exc.strerror or exc}") from None
     try:
-        header = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise _corrupt(path, f"its header is not valid JSON ({printable(str(exc))[:80]})") from None
+        header = decode_json(raw)
+    except ValueError as exc:
+        raise _corrupt(path, f"its header {printable(str(exc))[:120]}") from None
     if not isinstance(header, dict):
         raise _corrupt(path, "its header is not a JSON object")
     _check_metadata(path, header.pop("__metadata__", {}))
@@ -180,10 +183,33 @@ def _check_tensor(spec: TensorSpec, shape: tuple[int, ...] | None) -> None:
                            f"implies {list(shape)}; the checkpoint does not match config.json")
 
 
+# ---------------------------------------------------------------- memory
+
+
+def check_fits(model_dir: Path, specs: list[TensorSpec], dtype: torch.dtype, free_bytes: int | None,
+               device: str) -> None:
+    """The weights, held in `dtype`, fit the `free_bytes` the device has (no check when the backend cannot say);
+    read from the headers only, before any weight is."""
+    need = weight_bytes(specs, dtype)
+    if free_bytes is not None and need > free_bytes:
+        raise BringupError(f"{model_dir}: the weights need {_size(need)} as {str(dtype).removeprefix('torch.')} "
+                           f"({len(specs)} tensors) but {device} has {_size(free_bytes)} free; nothing was loaded: "
+                           "use a smaller model, a smaller --dtype, or a device with more free memory")
+
+
+def weight_bytes(specs: list[TensorSpec], dtype: torch.dtype) -> int:
+    """The bytes `specs` take once converted to `dtype`."""
+    return sum(_numel(list(spec.shape)) for spec in specs) * dtype.itemsize
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.2f} MiB"
+
+
 # ---------------------------------------------------------------- values
 
 
-def _check_finite(specs: list[TensorSpec], allow_nonfinite: bool) -> None:
+def check_values(specs: list[TensorSpec], allow_nonfinite: bool) -> None:
     """Every weight finite, or (allow_nonfinite) each tensor that is not logged at WARNING."""
     start = time.perf_counter()
     bad = [(spec, count) for spec, count in _nonfinite_counts(specs) if count]

@@ -235,14 +235,21 @@ def requested_dtype(facts: ProfileFacts, name: str, force: bool, runner_ops: set
     return Choice(name, f"requested with --dtype; capability {status} ({evidence}); {ops.describe()}")
 
 
+def backend_attention(facts: ProfileFacts) -> list[str]:
+    """Implementations a device family's backend supplied, as the probe recorded them (details.supplied_by);
+    tried before the SDPA ones, each only where the probe verified it."""
+    caps = facts.profile.capabilities if facts.profile else None
+    return [name for name, cap in (caps.attention.items() if caps else []) if cap.details.get("supplied_by")]
+
+
 def choose_attention(facts: ProfileFacts, dtype: str) -> Choice:
     """The ordered implementations to try; BringupError when the profile rules every one out."""
     if facts.profile is None:
         return Choice([PLAIN_ATTENTION], "no profile: plain matmul-softmax over paged K/V")
     usable, notes = [], []
-    for name in SDPA_BY_PREFERENCE:
+    for name in (*backend_attention(facts), *SDPA_BY_PREFERENCE):
         status, evidence = facts.capability("attention", name, dtype)
-        ops = facts.ops(dtype, SDPA_OPS | {name})
+        ops = facts.ops(dtype, (SDPA_OPS if name in SDPA_BY_PREFERENCE else set()) | {name})
         if status != "supported" or ops.failed:
             notes.append(f"{name} {status if status != 'supported' else ops.describe()}")
             continue

@@ -8,12 +8,14 @@ use torch. The fault is the same real kernel override in the verify-ops run and 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -213,3 +215,38 @@ def test_every_kind_of_catalog_case_regenerates_bit_for_bit(op):
         record = OpCaseRecord(op=op, dtype=spec.case_dtypes(case)[0], case=case.label, status="fail")
         text = reproducer_source(record, catalog, "cpu", "title", "file.py")  # raises unless proven
         assert not re.search(r"^\s*(import|from) bringup", text, re.MULTILINE)
+
+
+HOSTILE_MESSAGE = 'C:\\Users\\x\\Ucode\\xkernel.dll \\N{oops} """ said \'it\' \x00\x1b[2J \u2028end\\'
+
+
+def _load_module(path: Path, monkeypatch) -> types.ModuleType:
+    """The file imported as a module (its main not run)."""
+    spec = importlib.util.spec_from_file_location("hostile_reproducer", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "hostile_reproducer", module)  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_message_with_escapes_quotes_and_a_final_backslash_gets_a_faithful_reproducer(tmp_path, monkeypatch):
+    """`\\U`, `\\x`, `\\N{`, `\"\"\"`, control characters and a final backslash in the message used to be pasted
+    into the docstring, which then did not compile ("no faithful standalone form"); now the file is written,
+    compiles, carries the message exactly and prints it when run."""
+    from bringup.probes.ops.repro import write_reproducer_dir
+    from bringup.profiles.sections.ops import OpCaseRecord
+
+    record = OpCaseRecord(op="exp", dtype="float32", case="odd [3,37,101]", status="fail", message=HOSTILE_MESSAGE,
+                          max_abs=float("nan"), max_rel=float("inf"))
+    result = write_reproducer_dir([record], tmp_path / "r", "cpu")
+    assert result.not_written == [] and len(result.written) == 1, result.not_written
+    module = _load_module(result.written[0], monkeypatch)
+    assert module.RECORDED["message"] == HOSTILE_MESSAGE
+    assert module.RECORDED["max_rel"] == float("inf") and module.RECORDED["max_abs"] != module.RECORDED["max_abs"]
+    first_line = HOSTILE_MESSAGE.splitlines()[0]
+    assert f"verify-ops on cpu recorded: {first_line}" in module.__doc__
+
+    run = _run_file(result.written[0], _site(tmp_path, "plain"), tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr  # no fault here: the case passes
+    assert "Traceback" not in run.stderr
+    assert f"  {HOSTILE_MESSAGE}\n" in run.stdout  # the message as verify-ops recorded it
