@@ -13,7 +13,7 @@ import statistics
 import time
 
 from bringup.runner.engine.engine import LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.sampling_params import SamplingParams
 
 
 def interleaved_rates(engines: dict[str, LLMEngine], prompt: list[int], new_tokens: int) -> dict[str, float]:

@@ -25,7 +25,7 @@ from bringup.terminal_text import shown
 
 if TYPE_CHECKING:  # the runner imports torch: loaded when the command runs, not for --help
     from bringup.runner.engine.engine import LLMEngine
-    from bringup.runner.engine.sampling_params import SamplingParams
+    from bringup.runner.sampling_params import SamplingParams
 
 __all__ = ["ModelOption", "command", "print_plan"]
 BUILT_IN_DEFAULTS: dict[str, Any] = {"max_tokens": 64, "temperature": 0.0}
@@ -94,7 +94,7 @@ def command(
 
 def check_flags(given: dict[str, Any]) -> None:
     """The sampling flags alone, by the rules the server applies to a request (SamplingParams.validate_request)."""
-    from bringup.runner.engine.sampling_params import SamplingParams
+    from bringup.runner.sampling_params import SamplingParams
 
     try:
         SamplingParams(**{**BUILT_IN_DEFAULTS, **given}).validate_request()
@@ -105,7 +105,7 @@ def check_flags(given: dict[str, Any]) -> None:
 
 def sampling_params(defaults: dict, given: dict[str, Any], ignore_eos: bool) -> SamplingParams:
     """Built-in defaults (greedy, 64 tokens) < generation_config.json < flags; BringupError if invalid."""
-    from bringup.runner.engine.sampling_params import SamplingParams
+    from bringup.runner.sampling_params import SamplingParams
 
     known = {f.name for f in fields(SamplingParams)}
     values = {**BUILT_IN_DEFAULTS, **{k: v for k, v in defaults.items() if k in known}, **given}
@@ -122,7 +122,7 @@ def sampling_params(defaults: dict, given: dict[str, Any], ignore_eos: bool) -> 
 def tokens_to_generate(max_tokens: int, requested: bool, prompt_len: int, max_model_len: int) -> int:
     """max_tokens as the server grants it: a requested count must fit the context after the prompt (else
     ValueError); a default is capped to the room left."""
-    from bringup.runner.engine.sampling_params import token_budget
+    from bringup.runner.sampling_params import token_budget
 
     if requested:
         return token_budget(prompt_len, max_model_len, max_tokens)

@@ -90,16 +90,14 @@ def _bench(rows: list[Change], details: bool) -> None:
 
 def plan_rows(a: Profile, b: Profile) -> list[tuple[str, str, str]]:
     """The plan settings that differ between the two profiles, for the built-in model (no device needed)."""
-    from bringup.runner.model.builtin import builtin_config
-    from bringup.runner.plan.plan import build_plan
-    from bringup.runner.plan.profile_facts import ProfileFacts
+    from bringup.report.plan import draft_rows
 
     def settings(p: Profile) -> dict[str, str]:
         try:
-            plan = build_plan(ProfileFacts(p), "", p.device.id if p.device else "?", builtin_config(), None, None)
+            rows, _ = draft_rows(p)
         except Exception as exc:  # a profile whose evidence rules out every path: say so, don't fail the diff
             return {"plan": f"refused: {exc}"}
-        return {name: value for name, value, _ in plan.rows() if name not in ("weight_layout", "kv_blocks")}
+        return {row.setting: row.value for row in rows}
 
     sa, sb = settings(a), settings(b)
     return [(k, sa.get(k, "—"), sb.get(k, "—")) for k in sa | sb if sa.get(k) != sb.get(k)]

@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from bringup.cli.output import plain
-from bringup.probes.compiled.blocks import BLOCKS, DECODER_LAYER_NOTE
+from bringup.probes.ops.compiled.blocks import BLOCKS, DECODER_LAYER_NOTE
 from bringup.probes.ops.spec import Catalog
 from bringup.probes.ops.tolerances import ACCUM_REASON, EXACT_REASON, TABLE
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord

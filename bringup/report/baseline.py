@@ -11,7 +11,7 @@ from bringup.profiles.schema import Profile
 
 if TYPE_CHECKING:
     from bringup.report.bench_tables import BenchTable
-    from bringup.report.model import CapabilityRow
+    from bringup.report.capabilities import CapabilityRow
     from bringup.report.ops_matrix import OpMatrix
     from bringup.report.plan import PlanView
 

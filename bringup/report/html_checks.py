@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bringup.profiles.sections.ops import OpCaseRecord
+from bringup.report.capabilities import CapabilityRow
 from bringup.report.compiled import CompiledRow
 from bringup.report.html_parts import (
     Html,
@@ -16,7 +17,7 @@ from bringup.report.html_parts import (
     status_badge,
     table,
 )
-from bringup.report.model import CapabilityRow, Report
+from bringup.report.model import Report
 from bringup.report.ops_matrix import MatrixCell, OpMatrix
 from bringup.report.text import MISSING, number, one_line, seconds
 

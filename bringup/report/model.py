@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from bringup.profiles.schema import Profile
 from bringup.report.baseline import BaselineComparison, compare_to_baseline
 from bringup.report.bench_tables import BenchTable, bench_tables
+from bringup.report.capabilities import CapabilityRow, capability_rows
 from bringup.report.compiled import CompiledRow, compiled_rows
 from bringup.report.identity import Fact, device_facts, environment_facts, stage_facts
 from bringup.report.ops_matrix import OpMatrix, op_matrix
@@ -20,20 +21,6 @@ from bringup.report.runs import (
     selftest_facts,
     soak_facts,
 )
-
-
-@dataclass
-class CapabilityRow:
-    group: str
-    name: str
-    status: str
-    note: str  # the evidence when supported, else the reason
-    seconds: float | None
-    before: str | None = None  # the baseline's status when it differs
-
-    @property
-    def key(self) -> str:
-        return f"{self.group}.{self.name}"
 
 
 @dataclass
@@ -55,16 +42,6 @@ class Report:
     baseline: BaselineComparison | None = None
     notes: list[str] = field(default_factory=list)
     soak: list[Fact] = field(default_factory=list)
-
-
-def capability_rows(profile: Profile) -> list[CapabilityRow]:
-    if profile.capabilities is None:
-        return []
-    return [
-        CapabilityRow(group, name, cap.status, cap.evidence or cap.reason or "", cap.seconds)
-        for group, checks in profile.capabilities.groups().items()
-        for name, cap in checks.items()
-    ]
 
 
 def report_title(profile: Profile) -> str:

@@ -8,6 +8,9 @@ from typing import Any
 
 from bringup.errors import exception_line
 from bringup.profiles.schema import Profile
+from bringup.runner.model.builtin_config import builtin_config
+from bringup.runner.plan.plan import build_plan
+from bringup.runner.plan.profile_facts import ProfileFacts
 
 DRAFT_NOTE = ("draft for the built-in model, from this profile alone; at start-up the runner also measures the "
               "weight layout and sizes the KV cache from free memory")
@@ -31,11 +34,7 @@ class PlanView:
 
 
 def draft_rows(profile: Profile) -> tuple[list[PlanRow], list[str]]:
-    """Lazy imports: the runner pulls in torch, which `bringup report --help` should not pay for."""
-    from bringup.runner.model.builtin import builtin_config
-    from bringup.runner.plan.plan import build_plan
-    from bringup.runner.plan.profile_facts import ProfileFacts
-
+    """The plan settings drafted from the profile alone (torch-free: no device, no weights), and its warnings."""
     device = profile.device.id if profile.device else "?"
     plan = build_plan(ProfileFacts(profile), "report", device, builtin_config(), None, None)
     rows = [PlanRow(name, str(value), evidence) for name, value, evidence in plan.rows()

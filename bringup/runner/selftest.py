@@ -8,12 +8,11 @@ from pathlib import Path
 
 import torch
 
-from bringup.runner.engine.batch_inputs import SeqChunk
 from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.sequence import Sequence
+from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.builtin import load_builtin
-from bringup.runner.model.kv_cache import allocate_kv_cache
 from bringup.runner.model.loader import load_model
 from bringup.runner.plan.plan import Choice
 
@@ -73,7 +72,7 @@ def _reference_greedy(engine: LLMEngine, model_dir: Path | None, prompt: list[in
     model = reference_model(engine, model_dir)
     size = engine.plan.block_size
     blocks = -(-(len(prompt) + steps) // size)
-    allocate_kv_cache(model, blocks, size)
+    model.allocate_kv_cache(blocks, size)
     plan = _reference_plan(engine)
     executor = Executor(model, plan, engine.fallbacks)
     tokens, rows = list(prompt), []

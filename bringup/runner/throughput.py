@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.sampling_params import SamplingParams
 
 
 def measure_throughput(device: str, profile_path: Path | None = None, model_dir: Path | None = None,

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from bringup.log import get_logger
-from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.sampling_params import SamplingParams
 from bringup.serve.errors import APIError
 from bringup.serve.metrics import ServerMetrics
 from bringup.serve.protocol import Engine

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from bringup.log import get_logger
-from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.sampling_params import SamplingParams
 from bringup.serve.async_engine import AsyncEngine, EngineFailure, Sequence
 from bringup.serve.errors import APIError
 from bringup.serve.schemas import SamplingFields, Usage

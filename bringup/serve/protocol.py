@@ -10,8 +10,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.engine.outputs import RequestOutput
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.plan.plan import ExecutionPlan
+from bringup.runner.sampling_params import SamplingParams
 
 
 class Tokenizer(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bringup.runner.engine.sampling_params import MAX_STOP_STRINGS, MAX_TOKEN_ID
+from bringup.runner.sampling_params import MAX_STOP_STRINGS, MAX_TOKEN_ID
 
 MAX_PROMPTS = 64  # texts or token-id lists in one completion request
 MAX_PROMPT_CHARS = 1_000_000

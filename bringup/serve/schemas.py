@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from bringup.runner.engine.sampling_params import (
+from bringup.runner.sampling_params import (
     MAX_STOP_TOKEN_IDS,
     MAX_TEMPERATURE,
     MAX_TOKENS,

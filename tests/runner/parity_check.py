@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from bringup.runner.engine.batch_inputs import SeqChunk
 from bringup.runner.engine.engine import LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.model.batch_inputs import SeqChunk
+from bringup.runner.sampling_params import SamplingParams
 
 MAX_LOGIT_ERROR = 1e-4
 GREEDY_TOKENS = 32

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from bringup.runner.engine.sampling import sample
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
+from bringup.runner.sampling_params import SamplingParams
 from tests.runner.hf_fixtures import save_tokenizer
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

@@ -6,20 +6,12 @@ from dataclasses import replace
 
 import pytest
 
+from bringup.runner.engine import decode_timing
+from bringup.runner.engine.decode_timing import alternated
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.builtin import builtin_config
-from bringup.runner.plan import confirm
-from bringup.runner.plan.confirm import (
-    COMPILED,
-    EXPERTS,
-    LAYOUT,
-    PAGED,
-    DecodeTimings,
-    alternated,
-    confirm_plan,
-    knee,
-    without_unused_compile,
-)
+from bringup.runner.plan.confirm import COMPILED, EXPERTS, DecodeTimings, confirm_plan, knee, without_unused_compile
+from bringup.runner.plan.host_kernels import LAYOUT, PAGED
 from bringup.runner.plan.plan import Choice, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 from tests.runner.stated import stated
@@ -106,23 +98,23 @@ class StatedSteps:
 
     def seconds(self, batch: int) -> float:
         self.asked.append(batch)
-        self.timed_s += confirm.STEPS * self.by_batch[batch]
+        self.timed_s += decode_timing.STEPS * self.by_batch[batch]
         return self.by_batch[batch]
 
 
 def test_the_sweep_goes_on_past_one_flat_doubling_and_stops_at_a_plateau():
     rates = {1: 100, 2: 190, 4: 360, 8: 370, 16: 700, 32: 720, 64: 730, 128: 2000}
     steps = StatedSteps({b: b / r for b, r in rates.items()})
-    by_batch = confirm.sweep_batches(steps, draft())
+    by_batch = decode_timing.sweep_batches(steps, draft())
     assert list(by_batch) == [1, 2, 4, 8, 16, 32, 64]  # 8 flat, 16 gains again; 32 and 64 both flat: a plateau
     assert knee(by_batch).value == 16
 
 
 def test_the_sweep_stops_at_the_cache_capacity_and_its_time_budget():
     steps = StatedSteps({b: 0.001 * b**0.5 for b in (1, 2, 4, 8, 16)}, capacity=8)
-    assert list(confirm.sweep_batches(steps, draft())) == [1, 2, 4, 8]
+    assert list(decode_timing.sweep_batches(steps, draft())) == [1, 2, 4, 8]
     slow = StatedSteps({1: 0.4, 2: 0.4, 4: 0.4})  # 6 steps of 0.4 s each: the budget is spent after two sizes
-    assert list(confirm.sweep_batches(slow, draft())) == [1, 2]
+    assert list(decode_timing.sweep_batches(slow, draft())) == [1, 2]
 
 
 def test_a_candidate_and_its_plain_path_are_timed_in_turn_and_the_best_of_each_kept():
@@ -135,7 +127,7 @@ def test_a_candidate_and_its_plain_path_are_timed_in_turn_and_the_best_of_each_k
             return next(times)
 
     assert alternated(Steps(), lambda on: state.update(on=on)) == (0.012, 0.011)
-    assert order == [False, True] * confirm.ROUNDS
+    assert order == [False, True] * decode_timing.ROUNDS
 
 
 def test_the_engine_runs_what_the_confirmed_plan_kept(tmp_path):

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from bringup.errors import BringupError
-from bringup.runner.engine.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
+from bringup.runner.model.hf_config import read_hf_config
 from bringup.runner.model.loader import read_config
 from bringup.runner.plan.plan import SOFTCAP_OPS, WINDOW_OPS, model_ops
 from tests.runner.hf_dense_fixtures import make_family_model, reload_without_window
@@ -52,13 +52,12 @@ def test_the_window_changes_the_answer(tmp_path, family):
 def test_decode_steps_and_a_ragged_batch_keep_the_window(tmp_path, family):
     """Prefill in two chunks and then decode one token at a time (contexts past the window), two sequences of
     different lengths in one step: every position's logits match transformers."""
-    from bringup.runner.model.kv_cache import allocate_kv_cache
     from bringup.runner.model.loader import load_model
 
     hf = make_family_model(tmp_path, family)
     config = read_config(tmp_path)
     model = load_model(tmp_path, config, torch.float32, "cpu")
-    allocate_kv_cache(model, 8, 16)
+    model.allocate_kv_cache(8, 16)
     short = PROMPT[:13]
     with torch.no_grad():
         ref_long, ref_short = (hf(torch.tensor([p])).logits[0] for p in (PROMPT[:24], short))
@@ -169,7 +168,7 @@ def _config(tmp_path, family, **changes) -> dict:
 def test_unsupported_or_malformed_family_fields_are_refused_in_one_line(tmp_path, family, changes, words):
     cfg = _config(tmp_path, family, **changes)
     with pytest.raises(BringupError) as err:
-        ModelConfig.from_hf(cfg, source="config.json")
+        read_hf_config(cfg, source="config.json")
     assert words in str(err.value) and "\n" not in str(err.value)
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from bringup.runner.engine import executor as executor_module
-from bringup.runner.engine.batch_inputs import SeqChunk
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.engine.executor import MAX_PROMPT_GROUPS, forward_groups
+from bringup.runner.model.batch_inputs import SeqChunk
 from tests.runner.stated import stated
 
 

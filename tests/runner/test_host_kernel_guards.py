@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.host import paged_decode
 from bringup.runner.host import panels as panel_kernel
 from bringup.runner.host.build import HostKernelInputError
-from bringup.runner.model.attention import DecodeAttention
+from bringup.runner.host.paged_decode import DecodeAttention
+from bringup.runner.sampling_params import SamplingParams
 from tests.runner.host_compiler import needs_compiler
 
 HEADS, KV_HEADS, HEAD_DIM, BATCH, LENGTH, SLOTS = 12, 4, 64, 3, 20, 64

@@ -6,7 +6,8 @@ import torch
 
 from bringup.runner.model.builtin import builtin_config
 from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.plan.layout import LayoutTimings, choose_layout, linear_weight_bytes
+from bringup.runner.plan.host_kernels import choose_layout
+from bringup.runner.plan.layout import LayoutTimings, linear_weight_bytes
 from bringup.runner.plan.profile_facts import ProfileFacts
 from tests.runner.stated import GIB, ROWS, layout_times
 

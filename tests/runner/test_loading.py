@@ -9,7 +9,7 @@ import torch
 
 from bringup.errors import BringupError
 from bringup.runner.model.builtin import builtin_config, builtin_tensors
-from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.hf_config import read_hf_config
 from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
 from tests.runner.hf_fixtures import save_tokenizer
 
@@ -24,14 +24,32 @@ def test_config_reads_both_rope_spellings_and_refuses_others():
     base = {"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
             "num_hidden_layers": 1, "num_attention_heads": 2}
     llama3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 64}
-    old = ModelConfig.from_hf({**base, "rope_theta": 5e5, "rope_scaling": llama3})
-    new = ModelConfig.from_hf({**base, "rope_parameters": {**llama3, "rope_theta": 5e5}})
+    old = read_hf_config({**base, "rope_theta": 5e5, "rope_scaling": llama3})
+    new = read_hf_config({**base, "rope_parameters": {**llama3, "rope_theta": 5e5}})
     assert old.rope_theta == new.rope_theta == 5e5 and old.rope_scaling["factor"] == 8.0
     assert old.num_kv_heads == 2 and old.head_dim == 4
     with pytest.raises(BringupError, match="yarn"):
-        ModelConfig.from_hf({**base, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}})
+        read_hf_config({**base, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}})
     with pytest.raises(BringupError, match="hidden_size"):
-        ModelConfig.from_hf({"architectures": ["Qwen2ForCausalLM"], "vocab_size": 10})
+        read_hf_config({"architectures": ["Qwen2ForCausalLM"], "vocab_size": 10})
+
+
+MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+               "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
+               "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM"}
+
+
+def test_a_config_without_architectures_is_read_by_its_model_type_with_its_familys_defaults():
+    base = {"vocab_size": 10, "hidden_size": 64, "intermediate_size": 16, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "attention_bias": False}
+    configs = {model_type: read_hf_config({**base, "model_type": model_type}) for model_type in MODEL_TYPES}
+    assert {t: c.architecture for t, c in configs.items()} == MODEL_TYPES
+    head_dims = {t: c.head_dim for t, c in configs.items()}
+    assert head_dims == {**dict.fromkeys(MODEL_TYPES, 16), "qwen3": 128, "gemma2": 256}  # Qwen3-MoE: hidden / heads
+    assert [t for t, c in configs.items() if c.moe is not None] == ["mixtral", "qwen3_moe"]
+    assert configs["gemma2"].hidden_act == "gelu_pytorch_tanh" and configs["gemma2"].tie_word_embeddings
+    with pytest.raises(BringupError, match="hidden_activation 'silu' is not supported"):
+        read_hf_config({**base, "model_type": "gemma2", "hidden_activation": "silu"})
 
 
 def test_byte_tokenizer_round_trips_and_knows_its_specials():

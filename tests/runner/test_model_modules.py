@@ -8,9 +8,7 @@ import torch
 
 from bringup.runner.model.builtin import builtin_config, builtin_tensors, load_builtin
 from bringup.runner.model.checkpoint import hf_tensor_names
-from bringup.runner.model.config import SUPPORTED_ARCHITECTURES
-from bringup.runner.model.families import FAMILIES, build_model
-from bringup.runner.model.kv_cache import allocate_kv_cache
+from bringup.runner.model.families import FAMILIES, SUPPORTED_ARCHITECTURES, build_model
 from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
 from bringup.runner.model.llama import LlamaDecoder
 from bringup.runner.model.qwen2 import Qwen2Decoder
@@ -23,7 +21,7 @@ def test_every_supported_architecture_has_a_family():
 
 def test_weights_and_caches_are_the_modules_parameters_and_buffers():
     model = load_builtin(torch.float32, "cpu")
-    allocate_kv_cache(model, num_blocks=2, block_size=16)
+    model.allocate_kv_cache(num_blocks=2, block_size=16)
     params = dict(model.named_parameters())
     assert {"embed", "norm.weight", "layers.0.input_layernorm.weight"} <= set(params)
     buffers = dict(model.named_buffers())

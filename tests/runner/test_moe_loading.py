@@ -7,20 +7,20 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bringup.errors import BringupError
-from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.families import hf_tensor_shapes
+from bringup.runner.model.hf_config import read_hf_config
 from tests.runner.hf_moe_fixtures import make_hf_moe_model, mixtral_config, qwen3_moe_config
 from tests.runner.test_cli import assert_one_line_error, run_cli
 
 
 def test_settings_follow_transformers_rules_for_sparse_layers_and_renormalisation():
-    mixtral = ModelConfig.from_hf(mixtral_config().to_dict()).moe
+    mixtral = read_hf_config(mixtral_config().to_dict()).moe
     assert (mixtral.num_experts, mixtral.top_k, mixtral.expert_intermediate_size) == (5, 2, 40)
     assert mixtral.renormalize and mixtral.sparse_layers == (0, 1, 2) and not mixtral.weights_in_model_dtype
-    step = ModelConfig.from_hf(qwen3_moe_config(decoder_sparse_step=2).to_dict())
+    step = read_hf_config(qwen3_moe_config(decoder_sparse_step=2).to_dict())
     assert step.moe.sparse_layers == (1,) and not step.moe.renormalize and step.moe.weights_in_model_dtype
     assert step.intermediate_size == 56 and step.moe.expert_intermediate_size == 40 and step.head_dim == 16
-    only = ModelConfig.from_hf(qwen3_moe_config(decoder_sparse_step=1, mlp_only_layers=[0, 2],
+    only = read_hf_config(qwen3_moe_config(decoder_sparse_step=1, mlp_only_layers=[0, 2],
                                                 norm_topk_prob=True).to_dict()).moe
     assert only.sparse_layers == (1,) and only.renormalize
 
@@ -28,7 +28,7 @@ def test_settings_follow_transformers_rules_for_sparse_layers_and_renormalisatio
 def test_hub_spelling_num_experts_and_transformers_5_spelling_num_local_experts_both_read():
     saved = qwen3_moe_config(num_experts=7).to_dict()  # transformers 5 writes the alias num_local_experts
     hub = {k: v for k, v in saved.items() if k != "num_local_experts"} | {"num_experts": 7}
-    assert ModelConfig.from_hf(saved).moe.num_experts == ModelConfig.from_hf(hub).moe.num_experts == 7
+    assert read_hf_config(saved).moe.num_experts == read_hf_config(hub).moe.num_experts == 7
 
 
 @pytest.mark.parametrize(("field", "value", "words"), [
@@ -44,7 +44,7 @@ def test_hub_spelling_num_experts_and_transformers_5_spelling_num_local_experts_
 def test_wrong_moe_settings_are_refused_in_one_line_naming_the_field(field, value, words):
     cfg = qwen3_moe_config().to_dict() | {field: value}
     with pytest.raises(BringupError) as error:
-        ModelConfig.from_hf(cfg, source="config.json")
+        read_hf_config(cfg, source="config.json")
     message = str(error.value)
     assert "\n" not in message and field in message and words in message, message
 
@@ -54,7 +54,7 @@ def test_expected_tensors_are_the_hub_names_fixtures_write(tmp_path):
     for name, config in (("mixtral", mixtral_config()), ("qwen3_moe", qwen3_moe_config())):
         make_hf_moe_model(tmp_path / name, config)
         saved[name] = {k: tuple(v.shape) for k, v in load_file(str(tmp_path / name / "model.safetensors")).items()}
-        assert hf_tensor_shapes(ModelConfig.from_hf(config.to_dict())) == saved[name]
+        assert hf_tensor_shapes(read_hf_config(config.to_dict())) == saved[name]
     assert saved["mixtral"]["model.layers.0.block_sparse_moe.experts.4.w2.weight"] == (72, 40)
     assert saved["qwen3_moe"]["model.layers.1.mlp.experts.4.down_proj.weight"] == (72, 40)
     assert saved["qwen3_moe"]["model.layers.0.mlp.down_proj.weight"] == (72, 56)  # a dense layer of Qwen3-MoE

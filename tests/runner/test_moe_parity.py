@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.checkpoint import CheckpointReader, layer_prefix
 from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.hf_config import read_hf_config
 from bringup.runner.model.moe import DENSE, EXPERT_PATHS, GROUPED, SparseMoE, route, sparse_blocks
 from bringup.runner.plan.plan import GROUPED_EXPERT_OPS
 from tests.runner.hf_moe_fixtures import (
@@ -30,7 +31,7 @@ FAMILIES = {
 
 
 def ours(hf_config) -> ModelConfig:  # type: ignore[no-untyped-def]
-    return ModelConfig.from_hf(hf_config.to_dict())
+    return read_hf_config(hf_config.to_dict())
 
 
 def tied_router(experts: int, hidden: int, dtype: torch.dtype) -> torch.Tensor:

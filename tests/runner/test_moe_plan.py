@@ -10,16 +10,16 @@ from bringup.errors import StrictFallbackError
 from bringup.profiles.schema import Capabilities, Capability, Profile
 from bringup.profiles.sections.ops import OpCaseRecord
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.model.builtin import builtin_config
-from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.hf_config import read_hf_config
 from bringup.runner.model.moe import DENSE, GROUPED, sparse_blocks
 from bringup.runner.plan.plan import GROUPED_EXPERT_OPS, RUNNER_OPS, build_plan, choose_experts
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.sampling_params import SamplingParams
 from tests.runner.hf_moe_fixtures import make_hf_moe_model, mixtral_config, ops_profile, qwen3_moe_config, write_profile
 from tests.runner.stated import stated
 
-MOE = ModelConfig.from_hf(mixtral_config().to_dict())
+MOE = read_hf_config(mixtral_config().to_dict())
 ALL_BUT = {op: tuple(o for o in GROUPED_EXPERT_OPS if o != op) for op in GROUPED_EXPERT_OPS}
 
 

@@ -7,9 +7,9 @@ import torch
 
 from bringup.errors import StrictFallbackError
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.host import paged_decode
-from bringup.runner.model.attention import DecodeAttention
+from bringup.runner.host.paged_decode import DecodeAttention
+from bringup.runner.sampling_params import SamplingParams
 from tests.runner.host_compiler import needs_compiler
 from tests.runner.stated import stated
 

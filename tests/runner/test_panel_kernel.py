@@ -115,7 +115,7 @@ def test_under_torch_compile_the_kernel_is_one_opaque_op(inductor_cache_dir):
 def test_a_panel_kernel_fault_at_run_time_is_an_op_fallback_to_f_linear(tmp_path, monkeypatch, bringup_logs):
     from bringup.errors import StrictFallbackError
     from bringup.runner.engine.engine import EngineOptions, LLMEngine
-    from bringup.runner.engine.sampling_params import SamplingParams
+    from bringup.runner.sampling_params import SamplingParams
     from tests.runner.stated import layout_times, stated
 
     def engine(panels_faster: bool, strict: bool = False) -> LLMEngine:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bringup.runner.engine.batch_inputs import SeqChunk
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.model.batch_inputs import SeqChunk
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.host_compiler import compiler
 from tests.runner.parity_check import assert_matches_transformers
@@ -35,9 +35,8 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, case):
                                                     ("panels", "packed")])
 def test_dual_layout_matches_transformers_in_prefill_and_decode(tmp_path, small, large):
     """Weights kept in two layouts: prefill (many rows) uses `large`, decode (one row) `small`."""
-    from bringup.runner.engine.batch_inputs import build_inputs
+    from bringup.runner.model.batch_inputs import build_inputs
     from bringup.runner.model.decoder import WeightLayout
-    from bringup.runner.model.kv_cache import allocate_kv_cache
     from bringup.runner.model.loader import load_model, read_config
 
     hf = make_hf_model(tmp_path, arch="qwen2", tied=True)
@@ -49,7 +48,7 @@ def test_dual_layout_matches_transformers_in_prefill_and_decode(tmp_path, small,
     if large == "packed" and packed_check(torch.device("cpu"), torch.float32):
         pytest.skip(f"packed weights do not run here: {packed_check(torch.device('cpu'), torch.float32)}")
     model = load_model(tmp_path, config, torch.float32, "cpu", WeightLayout(small, large, 1))
-    allocate_kv_cache(model, 4, 16)
+    model.allocate_kv_cache(4, 16)
     prompt = torch.randint(2, 320, (20,), generator=torch.Generator().manual_seed(3)).tolist()
     with torch.no_grad():
         ref = hf(torch.tensor([prompt])).logits[0]

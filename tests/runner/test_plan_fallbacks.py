@@ -11,7 +11,7 @@ from bringup.profiles.schema import Capabilities, Capability
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 from bringup.profiles.store import update_profile
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.sampling_params import SamplingParams
 from tests.runner.stated import layout_times, stated
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)

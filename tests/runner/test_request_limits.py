@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.runner.engine.sampling_params import SamplingParams, token_budget
+from bringup.runner.sampling_params import SamplingParams, token_budget
 
 
 @pytest.mark.parametrize("values, field", [

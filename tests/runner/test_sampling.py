@@ -7,7 +7,7 @@ import math
 import torch
 
 from bringup.runner.engine.sampling import filter_logits
-from bringup.runner.engine.sampling_params import SamplingParams
+from bringup.runner.sampling_params import SamplingParams
 
 
 def test_filters_keep_what_they_promise():

@@ -6,9 +6,9 @@ import pytest
 
 from bringup.runner.engine.block_manager import BlockManager
 from bringup.runner.engine.engine import LLMEngine
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.engine.scheduler import Scheduler
 from bringup.runner.engine.sequence import Sequence
+from bringup.runner.sampling_params import SamplingParams
 
 
 def _seq(i: int, n: int) -> Sequence:

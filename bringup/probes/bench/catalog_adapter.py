@@ -2,7 +2,7 @@
 
 The bench groups only need "a zero-argument callable for this case on this device". These adapters
 build one from `bringup.probes.ops` (catalog: load_catalog().get(op).case(label); inputs:
-generator/prepare_inputs) and `bringup.probes.compiled.blocks.BLOCKS` when this build has them,
+generator/prepare_inputs) and `bringup.probes.ops.compiled.blocks.BLOCKS` when this build has them,
 and otherwise say why not, so the groups skip with a reason instead of failing. Imports are lazy:
 bench works (and says so) in a build without the ops stage. Tests pass their own resolvers.
 """
@@ -55,7 +55,7 @@ def compiled_block_resolver() -> tuple[BlockResolver | None, str | None]:
     """A resolver for the compiled check's targets (blocks and op cases), or (None, why not)."""
     try:
         catalog_module, inputs = _ops_modules()
-        blocks = importlib.import_module("bringup.probes.compiled.blocks")
+        blocks = importlib.import_module("bringup.probes.ops.compiled.blocks")
     except Exception as exc:
         return None, f"the compiled check is not available in this build ({type(exc).__name__}: {exc})"
 

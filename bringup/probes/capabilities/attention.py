@@ -9,14 +9,8 @@ import torch.nn.functional as F
 
 from bringup.probes.capabilities.numerics import all_finite, relative_error, seeded_randn
 from bringup.probes.capabilities.result import error_text, supported, unsupported
+from bringup.runner.model.attention_kinds import SDPA_BACKENDS
 
-# name in the profile -> SDPBackend member name
-SDPA_BACKENDS = {
-    "sdpa_math": "MATH",
-    "sdpa_flash": "FLASH_ATTENTION",
-    "sdpa_efficient": "EFFICIENT_ATTENTION",
-    "sdpa_cudnn": "CUDNN_ATTENTION",
-}
 ATTENTION_DTYPES = ("float32", "bfloat16", "float16")
 TOLERANCE = {"float32": 1e-4, "bfloat16": 3e-2, "float16": 5e-3}
 BATCH, Q_HEADS, KV_HEADS, SEQ, HEAD_DIM = 1, 4, 2, 37, 64

@@ -23,8 +23,8 @@ import torch
 
 # bringup modules whose helpers may be inlined; anything else of bringup (the runner, the backends)
 # pulls in machinery a standalone file cannot carry
-INLINABLE_BRINGUP = ("bringup.probes.ops", "bringup.probes.compiled.blocks", "bringup.probes.compiled.rule",
-                     "bringup.probes.compiled.execute")
+INLINABLE_BRINGUP = ("bringup.probes.ops", "bringup.probes.ops.compiled.blocks", "bringup.probes.ops.compiled.rule",
+                     "bringup.probes.ops.compiled.execute")
 TORCH_NAMESPACES = ("torch", "torch.nn.functional", "torch.special", "torch.linalg", "torch.fft", "torch._C._nn",
                     "torch.Tensor")
 MODULE_ALIASES = {"torch.nn.functional": "F"}

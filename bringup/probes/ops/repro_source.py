@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from bringup.probes.compiled import execute as compiled_execute
-from bringup.probes.compiled import rule
-from bringup.probes.compiled.blocks import BLOCKS
 from bringup.probes.ops import error_kinds, execute, inputs, metrics, sync, tolerances
+from bringup.probes.ops.compiled import execute as compiled_execute
+from bringup.probes.ops.compiled import rule
+from bringup.probes.ops.compiled.blocks import BLOCKS
 from bringup.probes.ops.inputs import generator, seed_for
 from bringup.probes.ops.repro_check import Comparer, same_arguments
 from bringup.probes.ops.repro_extract import NotExpressible, SourceBundle

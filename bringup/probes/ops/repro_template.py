@@ -189,7 +189,7 @@ def _largest_difference(a: object, b: object) -> str:
 
 
 def run(device: torch.device) -> int:
-    """Eager and torch.compile against float64, as verify-ops --compiled does (bringup/probes/compiled)."""
+    """Eager and torch.compile against float64, as verify-ops --compiled does (bringup/probes/ops/compiled)."""
     from torch._dynamo.backends.registry import lookup_backend
 
     try:

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bringup.probes.compiled.blocks import BLOCKS
-from bringup.probes.compiled.execute import check_backend
 from bringup.probes.ops.catalog import load_catalog, select_cases
+from bringup.probes.ops.compiled.blocks import BLOCKS
+from bringup.probes.ops.compiled.execute import check_backend
 from bringup.probes.ops.runner import op_task
 from bringup.probes.ops.spec import DEFAULT_FLOAT_DTYPES
 from bringup.profiles.schema import Profile

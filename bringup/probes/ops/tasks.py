@@ -39,7 +39,7 @@ def _dispatch(task: dict[str, Any], device: torch.device) -> VerifyOpsRecord:
         key = CaseKey(task["op"], task["dtype"], task["case"])
         return run_case(key, load_catalog(), device)
     if task["kind"] == "compiled":
-        from bringup.probes.compiled.execute import run_compiled
+        from bringup.probes.ops.compiled.execute import run_compiled
 
         return run_compiled(task, device)
     raise ValueError(f"unknown task kind {task['kind']!r}")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -12,30 +10,16 @@ from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.runner.engine.block_manager import BlockManager
 from bringup.runner.engine.executor import Executor
+from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.outputs import RequestError, RequestOutput
 from bringup.runner.engine.sampling import sample
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.engine.scheduler import Scheduler
 from bringup.runner.engine.sequence import Sequence
-from bringup.runner.plan.measurements import StartupMeasurements
+from bringup.runner.engine.startup import start_engine
 from bringup.runner.plan.plan import ExecutionPlan
+from bringup.runner.sampling_params import SamplingParams
 
 log = get_logger("runner")
-
-
-@dataclass
-class EngineOptions:
-    model_dir: Path | None = None  # None = built-in reference model
-    profile_path: Path | None = None
-    device: str | None = None
-    strict: bool = False
-    allow_cpu_fallback: bool = False
-    max_num_seqs: int | None = None
-    max_model_len: int | None = None
-    weight_layout: str | None = None  # "in_out" | "out_in" to override the measured choice (benchmarks)
-    measurements: StartupMeasurements | None = None  # given as data (tests, replays) instead of timed here
-    dtype: str | None = None  # None or "auto": the plan's choice; else a dtype name (--dtype)
-    force: bool = False  # run a --dtype the profile marks broken, and load weights holding NaN/Inf
 
 
 class LLMEngine:
@@ -53,8 +37,6 @@ class LLMEngine:
     @classmethod
     def create(cls, options: EngineOptions) -> LLMEngine:
         """Select the device, read the profile, plan, load, allocate the KV cache, warm up."""
-        from bringup.runner.plan.startup import start_engine
-
         return start_engine(cls, options)
 
     # ---------------------------------------------------------------- requests

@@ -9,13 +9,16 @@ import torch
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
-from bringup.runner.engine.batch_inputs import BatchInputs, SeqChunk, build_inputs
 from bringup.runner.engine.sequence import Sequence
-from bringup.runner.model.attention import PAGED_DECODE, AttentionDispatcher, DecodeAttention
+from bringup.runner.host.paged_decode import DecodeAttention
+from bringup.runner.model.attention import AttentionDispatcher
+from bringup.runner.model.attention_kinds import PAGED_DECODE
+from bringup.runner.model.batch_inputs import BatchInputs, SeqChunk, build_inputs
 from bringup.runner.model.decoder import DecoderModel
 from bringup.runner.model.linear_kinds import OUT_IN
 from bringup.runner.model.linear_kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
 from bringup.runner.model.moe import DENSE, EXPERT_PATHS, GROUPED, GroupedPathError, use_expert_path
+from bringup.runner.plan.host_kernels import every_step_attention
 from bringup.runner.plan.plan import ExecutionPlan
 
 if TYPE_CHECKING:
@@ -33,7 +36,7 @@ MAX_PROMPT_GROUPS = 4
 class Executor:
     def __init__(self, model: DecoderModel, plan: ExecutionPlan, recorder: FallbackRecorder) -> None:
         self.model, self.plan, self.recorder = model, plan, recorder
-        names = [name for name in plan.attention.value if name != PAGED_DECODE]
+        names = every_step_attention(plan.attention.value)
         self.attention = AttentionDispatcher(names, recorder)
         model.attend = self.attention
         if PAGED_DECODE in plan.attention.value:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import torch
 
 from bringup.runner.engine.outputs import TokenLogprob
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.engine.sequence import Sequence
+from bringup.runner.sampling_params import SamplingParams
 
 MIN_TEMPERATURE = 1e-30  # smaller temperatures are this one
 NEG_INF = float("-inf")

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import torch
 
 from bringup.runner.engine.outputs import FinishReason, TokenLogprob
-from bringup.runner.engine.sampling_params import SamplingParams
 from bringup.runner.model.detokenizer import Detokenizer
+from bringup.runner.sampling_params import SamplingParams
 
 
 class SeqStatus(enum.Enum):

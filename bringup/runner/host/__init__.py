@@ -1,5 +1,6 @@
 """Optional CPU-only kernels, built with the host C++ compiler at first use (build.py): panels.py (a linear
 kernel streaming weights on every core), paged_decode.py (decode attention reading K/V in place) and
 decode_layers.py (every decoder layer of a decode step in one call, float32 or bfloat16). Each checks every input
-before a pointer reaches C++, and the plan uses one only where it measured faster on this machine.
+before a pointer reaches C++; plan/host_kernels.py uses one only where it matched the plain path and measured
+faster on this machine.
 """

@@ -5,7 +5,7 @@ call and a dispatch (about 2 ms of a 125M model's step). This kernel runs all th
 one call, with the weights the model already holds as panels: the embedding, the final norm and the LM head stay
 in Python. It computes what the decoder's modules compute for Llama-style layers only — `cannot_fuse` says why
 any other model is not served by it — and the plan uses it only where it matched the modules on the served
-model and measured faster than them (plan/confirm.py).
+model and measured faster than them (plan/host_kernels.py, plan/confirm.py).
 """
 
 from __future__ import annotations
@@ -15,17 +15,16 @@ import functools
 
 import torch
 
-from bringup.runner.engine.batch_inputs import SeqChunk, build_inputs
-from bringup.runner.host.build import HostKernelInputError, KernelUnavailable, load, require_host_tensor
+from bringup.runner.host.build import HostKernelInputError, load, require_host_tensor
 from bringup.runner.host.paged_decode import check_context
 from bringup.runner.host.panels import PANEL
 from bringup.runner.model.attention_layer import AttentionMetadata
+from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import MLP, DecoderLayer, DecoderModel
 from bringup.runner.model.layout_linear import LayoutLinear
 from bringup.runner.model.linear_kinds import PANELS
 from bringup.runner.model.norm import RMSNorm
-from bringup.runner.plan.plan import FUSED, MODULES, Choice
 
 WEIGHTS_PER_LAYER, DIMS = 12, 11  # the kernel's Weight and Dim enums
 # How far the kernel's hidden states may be from the modules' on the check, per dtype: (largest difference relative
@@ -237,20 +236,3 @@ def differs(got: torch.Tensor, want: torch.Tensor, max_relative: float, max_nmse
         return None
     return f"differs from the modules by {worst:.2g} (relative; at most {max_relative:g}) and NMSE {nmse:.2g} " \
            f"(at most {max_nmse:g}) on a check"
-
-
-def choose_decode_layers(model: DecoderModel, block_size: int, max_model_len: int, kv_blocks: int
-                         ) -> tuple[FusedDecode | None, Choice]:
-    """The draft plan's decode layers: the kernel (and its evidence) when it can compute this model, builds here
-    and matches the modules on a check; the modules, and why, otherwise. Timing on the model decides later."""
-    why = cannot_fuse(model, max_model_len)
-    if why is None:
-        try:
-            fused = FusedDecode(model)
-            why = check_on_model(fused, block_size, max_model_len, kv_blocks)
-        except (KernelUnavailable, HostKernelInputError) as exc:
-            why = str(exc)
-        if why is None:
-            return fused, Choice(FUSED, "every layer of a decode step in one host-kernel call; matches the modules on "
-                                        "a ragged three-sequence check")
-    return None, Choice(MODULES, f"the model's modules: fused decode layers not used: {why}")

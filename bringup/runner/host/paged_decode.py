@@ -2,8 +2,8 @@
 
 A decode step attends one query token per sequence over its whole context. The gather path copies every
 sequence's K/V out of the paged cache each step and layer; this kernel reads them in place through the
-slots. It is the first entry of the plan's attention list (decode steps only) when it builds here, matches
-the plain matmul-softmax path on a check, and measured faster than gather + matmul-softmax at start-up.
+slots. The plan (plan/host_kernels.py) puts it first in the attention list (decode steps only) when it builds here,
+matches the plain matmul-softmax path on a check, and measured faster than gather + matmul-softmax at start-up.
 Under torch.compile it is an opaque custom op (`bringup::paged_decode`).
 """
 
@@ -15,11 +15,11 @@ import time
 
 import torch
 
+from bringup.errors import StrictFallbackError, exception_line
+from bringup.fallbacks import FallbackRecorder
 from bringup.runner.host.build import HostKernelInputError, check_host_kernel, load, require_host_tensor
-from bringup.runner.model.attention import PAGED_DECODE as NAME
+from bringup.runner.model.attention_kinds import PAGED_DECODE as NAME
 from bringup.runner.model.attention_layer import matmul_softmax_attention
-from bringup.runner.plan.layout import MARGIN  # the same 90 % rule as the weight layouts
-from bringup.runner.plan.plan import Choice
 
 
 @functools.lru_cache(maxsize=1)
@@ -173,21 +173,23 @@ def time_against_gather(device: torch.device, heads: int, kv_heads: int, head_di
     return best["kernel"], best["gather"]
 
 
-@functools.lru_cache(maxsize=16)
-def verdict(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int
-             ) -> tuple[bool, str]:
-    why = check(device, dtype, heads, kv_heads, head_dim)
-    if why is not None:
-        return False, why
-    kernel, gather = time_against_gather(device, heads, kv_heads, head_dim)
-    timing = f"{kernel * 1e6:.0f}us vs gather + matmul-softmax {gather * 1e6:.0f}us on an 8 x 256-token decode step"
-    if kernel < MARGIN * gather:
-        return True, f"reads K/V in place; matches matmul-softmax on a check; {timing}"
-    return False, f"not faster: {timing}"
+class DecodeAttention:
+    """Decode steps straight from the paged cache; when the kernel raises, records an op fallback to the
+    gather path (`instead`) and stays off."""
 
+    def __init__(self, recorder: FallbackRecorder, instead: str) -> None:
+        self.recorder, self.instead, self.enabled = recorder, instead, True
 
-def with_paged_decode(attention: Choice, use: bool, why: str) -> Choice:
-    """The plan's attention list with paged_decode first (decode steps) when it checked out and is faster."""
-    if use:
-        return Choice([NAME, *attention.value], f"{NAME} for decode steps: {why}; {attention.evidence}")
-    return Choice(attention.value, f"{attention.evidence}; {NAME} not used: {why}")
+    def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_slots: torch.Tensor,
+                 context_lens: torch.Tensor, scale: float) -> torch.Tensor | None:
+        if not self.enabled:
+            return None
+        try:
+            return attend(q, k_cache, v_cache, context_slots, context_lens, scale)
+        except StrictFallbackError:
+            raise
+        except Exception as exc:
+            why = exception_line(exc)
+            self.enabled = False
+            self.recorder.record("op", "decode attention", wanted=NAME, instead=self.instead, why=why)
+            return None

@@ -23,6 +23,7 @@ from bringup.runner.host.build import (
     load,
     require_host_tensor,
 )
+from bringup.runner.model.linear_kinds import HOST_KINDS, PANELS, HostKind
 
 PANEL = 16
 # the kernel's entry point per dtype, and how far its result may be from F.linear's (relative, for bfloat16:
@@ -130,3 +131,6 @@ def check(device: torch.device, dtype: torch.dtype) -> str | None:
         return worst
 
     return check_host_kernel(device, dtype, worst_error, "panels result differs from F.linear", TOLERANCES)
+
+
+HOST_KINDS[PANELS] = HostKind(place=pack, to_out_in=unpack, apply=apply)  # the model's linear layers store and apply

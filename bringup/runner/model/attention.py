@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from bringup.backends.registry import all_backends
 from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
+from bringup.runner.model.attention_kinds import PLAIN_ATTENTION, SDPA_BACKENDS
 from bringup.runner.model.attention_layer import AttendFn, matmul_softmax_attention
 
 
@@ -31,13 +32,10 @@ def _sdpa(backend_name: str) -> AttendFn:
     return attend
 
 
-PAGED_DECODE = "paged_decode"  # decode steps only; the others serve every step (see DecodeAttention)
+# every implementation that serves every step, by name (paged_decode serves decode steps only: host/paged_decode.py)
 IMPLEMENTATIONS: dict[str, Callable[[], AttendFn]] = {
-    "sdpa_flash": lambda: _sdpa("FLASH_ATTENTION"),
-    "sdpa_cudnn": lambda: _sdpa("CUDNN_ATTENTION"),
-    "sdpa_efficient": lambda: _sdpa("EFFICIENT_ATTENTION"),
-    "sdpa_math": lambda: _sdpa("MATH"),
-    "matmul_softmax": lambda: matmul_softmax_attention,
+    **{name: (lambda member=member: _sdpa(member)) for name, member in SDPA_BACKENDS.items()},
+    PLAIN_ATTENTION: lambda: matmul_softmax_attention,
 }
 
 
@@ -94,26 +92,3 @@ class AttentionDispatcher:
         self.index += 1
         self._fn = implementation(self.current)
 
-
-class DecodeAttention:
-    """Decode steps straight from the paged cache; when the kernel raises, records an op fallback to the
-    gather path (`instead`) and stays off."""
-
-    def __init__(self, recorder: FallbackRecorder, instead: str) -> None:
-        self.recorder, self.instead, self.enabled = recorder, instead, True
-
-    def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_slots: torch.Tensor,
-                 context_lens: torch.Tensor, scale: float) -> torch.Tensor | None:
-        if not self.enabled:
-            return None
-        from bringup.runner.host import paged_decode
-
-        try:
-            return paged_decode.attend(q, k_cache, v_cache, context_slots, context_lens, scale)
-        except StrictFallbackError:
-            raise
-        except Exception as exc:
-            why = exception_line(exc)
-            self.enabled = False
-            self.recorder.record("op", "decode attention", wanted=PAGED_DECODE, instead=self.instead, why=why)
-            return None

@@ -42,7 +42,8 @@ from bringup.runner.model.checkpoint import (
 )
 from bringup.runner.model.checkpoint import hf_tensor_names as hf_tensor_names  # re-exported
 from bringup.runner.model.config import ModelConfig
-from bringup.runner.model.kv_cache import PagedKVCache
+from bringup.runner.model.config_fields import Fields
+from bringup.runner.model.kv_cache import PagedKVCache, cache_shape
 from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
 from bringup.runner.model.linear_kinds import storage_key
 from bringup.runner.model.norm import RMSNorm
@@ -102,11 +103,18 @@ class DecoderModel(nn.Module):
     `load_hf_tensors`; subclasses are the families."""
 
     architectures: tuple[str, ...] = ()  # the Hugging Face architectures a family serves
+    model_types: ClassVar[dict[str, str]] = {}  # config.json model_type -> architecture (a file without architectures)
+    activation: ClassVar[tuple[str, str]] = ("hidden_act", "silu")  # the MLP activation's key and the value served
+    head_dim_default: ClassVar[int | None] = None  # transformers' default when config.json has no head_dim
     layer_class: ClassVar[type[DecoderLayer]] = DecoderLayer
     checkpoint_names: ClassVar[CheckpointNames] = CheckpointNames()
     scales_embeddings: ClassVar[bool] = False  # embeddings times sqrt(hidden), rounded to the model dtype (Gemma)
 
     # ---------------------------------------------------------------- what a family declares
+    @classmethod
+    def read_config(cls, fields: Fields, config: ModelConfig) -> None:
+        """Set what only this family reads from config.json on `config` (hf_config.py read the shared settings)."""
+
     @classmethod
     def projection_biases(cls, config: ModelConfig) -> ProjectionBiases:
         raise NotImplementedError(f"{cls.__name__} does not declare its projection biases")
@@ -178,9 +186,15 @@ class DecoderModel(nn.Module):
     def decode_attend(self, fn: DecodeAttendFn | None) -> None:
         self.ops.decode_attend = fn
 
-    # ---------------------------------------------------------------- KV cache (kv_cache.py allocates it)
+    # ---------------------------------------------------------------- KV cache (kv_cache.py)
     def kv_caches(self) -> list[PagedKVCache]:
         return [layer.self_attn.cache for layer in self.layers]
+
+    def allocate_kv_cache(self, num_blocks: int, block_size: int) -> None:
+        """Allocate the cache once, every layer's planes in the model's dtype and on its device."""
+        shape = cache_shape(self.config, num_blocks * block_size)
+        for cache in self.kv_caches():
+            cache.allocate(shape, self.dtype, self.device)
 
     @property
     def k_caches(self) -> list[torch.Tensor]:

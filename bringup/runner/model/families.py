@@ -18,6 +18,9 @@ FAMILIES: dict[str, type[DecoderModel]] = {arch: family for family in (LlamaDeco
                                                                        Phi3Decoder, Gemma2Decoder, MixtralDecoder,
                                                                        Qwen3MoeDecoder)
                                            for arch in family.architectures}
+SUPPORTED_ARCHITECTURES = tuple(FAMILIES)
+MODEL_TYPES = {model_type: arch for family in dict.fromkeys(FAMILIES.values())
+               for model_type, arch in family.model_types.items()}  # for a config.json that names no architecture
 
 
 def build_model(config: ModelConfig, dtype: torch.dtype, device: torch.device | str,

@@ -6,15 +6,10 @@ block tables. The cache is allocated once, at engine start, and never grows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import nn
 
 from bringup.runner.model.config import ModelConfig
-
-if TYPE_CHECKING:
-    from bringup.runner.model.decoder import DecoderModel
 
 
 def bytes_per_block(config: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
@@ -53,9 +48,3 @@ class PagedKVCache(nn.Module):
         values = self.v.index_select(1, flat).view(kv_heads, batch, length, head_dim)
         return keys, values
 
-
-def allocate_kv_cache(model: DecoderModel, num_blocks: int, block_size: int) -> None:
-    """Allocate the cache once, every layer's planes in the model's dtype and on its device."""
-    shape = cache_shape(model.config, num_blocks * block_size)
-    for cache in model.kv_caches():
-        cache.allocate(shape, model.dtype, model.device)

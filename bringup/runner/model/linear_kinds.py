@@ -1,7 +1,7 @@
 """Ways to store and apply a linear weight: `[in, out]` for `x @ W`, `[out, in]` for F.linear,
 pre-packed for the device's oneDNN inner product, as column slices summed by `embedding_bag`, or as
-16-column panels for bringup's own host kernel (panel_kernel.py). The layout chooser times them; the
-model uses the faster.
+16-column panels for bringup's own host kernel (host/panels.py, which registers the kind here: the host kernels
+sit above the model). The layout chooser times them; the model uses the faster.
 
 "slices": W [in, out] cut into P column slices stacked as a [P*in, out/P] table; `embedding_bag`
 (mode sum, per-sample weights = x) computes each slice's x @ W_p as one bag, and bags run in
@@ -11,16 +11,37 @@ parallel, so a one-row product streams the weights on every core where a BLAS GE
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from bringup.errors import exception_line
-from bringup.runner.host import panels as panel_kernel
 
 IN_OUT, OUT_IN, PACKED, SLICES, PANELS = "in_out", "out_in", "packed", "slices", "panels"
 PLAIN_KINDS = (IN_OUT, OUT_IN)
 SLICE_COUNTS = (8, 4, 2, 1)  # the most column slices that divide `out`
+
+
+@dataclass(frozen=True)
+class HostKind:
+    """A host kernel's own weight storage: store a weight given as [out, in], turn it back, apply it."""
+
+    place: Callable[[torch.Tensor], torch.Tensor]
+    to_out_in: Callable[[torch.Tensor], torch.Tensor]
+    apply: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+
+
+HOST_KINDS: dict[str, HostKind] = {}  # kind -> its kernel's storage, registered by the kernel's module (runner/host/)
+
+
+def host_kind(kind: str) -> HostKind:
+    found = HOST_KINDS.get(kind)
+    if found is None:
+        raise ValueError(f"weights stored as {kind!r} need their host kernel, which was never loaded "
+                         f"(bringup.runner.host registers {', '.join(HOST_KINDS) or 'it'} when imported)")
+    return found
 
 
 def place(w: torch.Tensor, kind: str) -> torch.Tensor:
@@ -30,7 +51,7 @@ def place(w: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == PACKED:
         return torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None)
     if kind == PANELS:
-        return panel_kernel.pack(w)
+        return host_kind(kind).place(w)
     if kind == SLICES:
         p = next(n for n in SLICE_COUNTS if w.shape[0] % n == 0)
         return torch.cat(w.t().chunk(p, 1), 0).contiguous()  # [p*in, out/p]
@@ -47,7 +68,7 @@ def to_out_in(w: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == IN_OUT:
         return w.t().contiguous()
     if kind == PANELS:
-        return panel_kernel.unpack(w)
+        return host_kind(kind).to_out_in(w)
     if kind == PACKED:
         return w.to_dense()
     raise ValueError(f"weights stored as {kind!r} cannot be converted back to [out, in]")
@@ -62,7 +83,7 @@ def apply(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, kind: str) -
     if kind == SLICES:
         return _slices(x, w, b)
     if kind == PANELS:
-        return panel_kernel.apply(x, w, b)
+        return host_kind(kind).apply(x, w, b)
     return F.linear(x, w, b)
 
 

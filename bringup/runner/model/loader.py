@@ -14,6 +14,7 @@ from bringup.errors import BringupError
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.families import build_model
+from bringup.runner.model.hf_config import read_hf_config
 from bringup.runner.model.model_files import has_entry, model_file, read_json
 from bringup.runner.model.validate import check_fits, check_model_dir, check_values
 from bringup.terminal_text import shown
@@ -31,7 +32,7 @@ def read_config(model_dir: Path) -> ModelConfig:
     if not has_entry(model_dir, "config.json"):
         raise BringupError(f"{model_dir / 'config.json'} is missing; a Hugging Face style model directory needs "
                            "config.json")
-    return ModelConfig.from_hf(read_json(model_dir, "config.json"), source=str(model_dir / "config.json"))
+    return read_hf_config(read_json(model_dir, "config.json"), source=str(model_dir / "config.json"))
 
 
 def safetensors_files(model_dir: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""The mixture-of-experts settings of a config.json (Mixtral, Qwen3-MoE), parsed strictly.
+"""The mixture-of-experts settings of a config.json, parsed strictly (mixtral.py and qwen3_moe.py read theirs).
 
 ModelConfig holds them as one optional field, `moe` (None for a dense model). Each error is one line naming the
 file and the field. `router_aux_loss_coef`, `output_router_logits` and `router_jitter_noise` only matter for
@@ -8,15 +8,11 @@ training and are not read.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from bringup.errors import BringupError
-from bringup.runner.engine.sampling_params import is_integer
+from bringup.runner.model.config_fields import Fields
+from bringup.runner.sampling_params import is_integer
 
-if TYPE_CHECKING:
-    from bringup.runner.model.config import ModelConfig, _Fields
-
-MIXTRAL, QWEN3_MOE = "MixtralForCausalLM", "Qwen3MoeForCausalLM"
 MAX_EXPERTS = 2**14
 
 
@@ -30,10 +26,6 @@ class ExpertNames:
     up: str
     down: str
     router: str = "gate"
-
-
-MIXTRAL_NAMES = ExpertNames(block="block_sparse_moe", gate="w1", up="w3", down="w2")
-QWEN3_MOE_NAMES = ExpertNames(block="mlp", gate="gate_proj", up="up_proj", down="down_proj")
 
 
 @dataclass(frozen=True)
@@ -62,27 +54,7 @@ class MoESettings:
         return shapes
 
 
-def parse_moe(fields: _Fields, architecture: str, num_layers: int, intermediate_size: int) -> MoESettings | None:
-    """The MoE settings of a Mixtral or Qwen3-MoE config.json; None for other architectures."""
-    if architecture == MIXTRAL:
-        experts = fields.size("num_local_experts", 8, limit=MAX_EXPERTS)
-        return MoESettings(num_experts=experts, top_k=_top_k(fields, experts, 2),
-                           expert_intermediate_size=intermediate_size, renormalize=True,
-                           sparse_layers=tuple(range(num_layers)), names=MIXTRAL_NAMES, weights_in_model_dtype=False)
-    if architecture == QWEN3_MOE:
-        key = "num_experts" if fields.has("num_experts") else "num_local_experts"  # transformers 5 saves the alias
-        experts = fields.size(key, 128, limit=MAX_EXPERTS)
-        step = fields.size("decoder_sparse_step", 1)
-        dense_only = _layer_list(fields, "mlp_only_layers", num_layers)
-        sparse = tuple(i for i in range(num_layers) if i not in dense_only and (i + 1) % step == 0)
-        return MoESettings(num_experts=experts, top_k=_top_k(fields, experts, 8),
-                           expert_intermediate_size=fields.size("moe_intermediate_size", 768),
-                           renormalize=fields.flag("norm_topk_prob", False), sparse_layers=sparse,
-                           names=QWEN3_MOE_NAMES, weights_in_model_dtype=True)
-    return None
-
-
-def _top_k(fields: _Fields, experts: int, default: int) -> int:
+def read_top_k(fields: Fields, experts: int, default: int) -> int:
     top_k = fields.size("num_experts_per_tok", default, limit=MAX_EXPERTS)
     if top_k > experts:
         raise BringupError(f"{fields.source}: num_experts_per_tok {top_k} is more than the {experts} experts; "
@@ -90,18 +62,9 @@ def _top_k(fields: _Fields, experts: int, default: int) -> int:
     return top_k
 
 
-def _layer_list(fields: _Fields, key: str, num_layers: int) -> frozenset[int]:
+def read_layer_list(fields: Fields, key: str, num_layers: int) -> frozenset[int]:
     """A list of layer indices, each below num_hidden_layers (absent or null: none)."""
     value = fields.get(key, [])
     if not isinstance(value, list) or not all(is_integer(i) and 0 <= i < num_layers for i in value):
         raise fields.wrong(key, f"a list of layer indices from 0 to {num_layers - 1}")
     return frozenset(value)
-
-
-def mlp_weight_elements(config: ModelConfig) -> int:
-    """Elements of every layer's MLP projections: the dense layers' gate, up and down, each sparse layer's experts
-    (the router is not a linear layer the weight layout stores twice)."""
-    moe, hidden = config.moe, config.hidden_size
-    sparse = len(moe.sparse_layers) if moe else 0
-    experts = sparse * moe.num_experts * 3 * moe.expert_intermediate_size * hidden if moe else 0
-    return (config.num_layers - sparse) * 3 * config.intermediate_size * hidden + experts

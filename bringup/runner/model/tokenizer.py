@@ -16,7 +16,7 @@ from typing import Any
 from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
-from bringup.runner.engine.sampling_params import SamplingParams, is_integer, is_number
+from bringup.runner.model.builtin_config import BYTE_BOS_ID, BYTE_EOS_IDS, BYTE_SPECIALS
 from bringup.runner.model.chat_template import (
     ChatTemplate,
     load_chat_templates,
@@ -26,6 +26,7 @@ from bringup.runner.model.chat_template import (
 )
 from bringup.runner.model.detokenizer import ByteDetokenizer, WindowDetokenizer
 from bringup.runner.model.model_files import MAX_TOKENIZER_BYTES, has_entry, read_json, read_text
+from bringup.runner.sampling_params import SamplingParams, is_integer, is_number
 from bringup.terminal_text import shown
 
 log = get_logger("runner.tokenizer")
@@ -39,7 +40,7 @@ FALLBACK_CHAT_TEMPLATE = ChatTemplate(
 class ByteTokenizer:
     """UTF-8 bytes offset by the special tokens; the built-in model's tokenizer."""
 
-    SPECIALS = ("<|bos|>", "<|eos|>", "<|system|>", "<|user|>", "<|assistant|>", "<|pad|>", "<|r6|>", "<|r7|>")
+    SPECIALS = BYTE_SPECIALS
     CHAT_TEMPLATE = ChatTemplate(
         "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
         "{% if add_generation_prompt %}<|assistant|>{% endif %}", "the built-in byte tokenizer")
@@ -48,7 +49,7 @@ class ByteTokenizer:
     def __init__(self) -> None:
         self.offset = len(self.SPECIALS)
         self.vocab_size = self.offset + 256
-        self.bos_token_id, self.eos_token_ids = 0, [1]
+        self.bos_token_id, self.eos_token_ids = BYTE_BOS_ID, list(BYTE_EOS_IDS)
         self.fallbacks: FallbackRecorder | None = None  # unused: the built-in template is always there
         self.generation_defaults: dict[str, Any] = {}
         self._split = re.compile("(" + "|".join(re.escape(s) for s in self.SPECIALS) + ")")

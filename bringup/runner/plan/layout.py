@@ -1,6 +1,6 @@
-"""Choose the weight layout by measurement, per step size: `x @ W[in, out]`, `F.linear(x, W[out, in])`,
-and where they run and match F.linear here, oneDNN's pre-packed weights, column slices, or bringup's
-host panel kernel.
+"""Time the weight layouts, per step size: `x @ W[in, out]`, `F.linear(x, W[out, in])`, and where they run and
+match F.linear here, oneDNN's pre-packed weights, column slices, or bringup's host panel kernel (host_kernels.py
+chooses from these timings).
 
 Which one streams a GEMM faster is a property of the device and its kernels, and it can flip with the
 number of rows (tokens in the step): on some CPUs `x @ W[in, out]` is 2x faster for one decode token
@@ -18,18 +18,11 @@ from dataclasses import dataclass, field
 import torch
 
 from bringup.backends.registry import synchronize
-from bringup.runner.host import panels as panel_kernel
-from bringup.runner.model.config import ModelConfig
-from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN, PACKED, PANELS, PLAIN_KINDS, SLICES, packed_check, place
+from bringup.runner.model.config import ModelConfig, mlp_weight_elements
+from bringup.runner.model.linear_kinds import OUT_IN, PLAIN_KINDS, SLICES, place
 from bringup.runner.model.linear_kinds import apply as linear
-from bringup.runner.model.moe_config import mlp_weight_elements
-from bringup.runner.plan.plan import Choice
-from bringup.runner.plan.profile_facts import ProfileFacts
 
-__all__ = ["IN_OUT", "OUT_IN", "PACKED", "PANELS", "LayoutTimings", "choose_layout", "measure_layouts", "time_layouts"]
 ROWS = (1, 2, 4, 8, 16, 32, 64, 256)
-MARGIN = 0.9  # a layout wins at a row count when it takes under 90 % of the other's time
 SLOW_PASS_S = 0.3  # a pass this slow is measured once, and larger row counts are not timed
 STREAM_BYTES = 96 * 2**20  # at most this many weight bytes cycled per layout while timing: beyond a typical LLC
 
@@ -44,73 +37,16 @@ class LayoutTimings:
     stream_bytes: int = STREAM_BYTES
 
 
-def measure_layouts(dtype: torch.dtype, device: torch.device, config: ModelConfig,
-                    free_bytes: int | None) -> LayoutTimings:
-    """Time every kind that can run here on the shape of the model's MLP input projection."""
+def measure_layouts(dtype: torch.dtype, device: torch.device, config: ModelConfig, free_bytes: int | None,
+                    why_not: dict[str, str | None]) -> LayoutTimings:
+    """Time every kind that can run here on the shape of the model's MLP input projection: the plain ones and
+    slices, and each of `why_not`'s kinds whose reason is None."""
     budget = min(STREAM_BYTES, linear_weight_bytes(config, dtype))  # a small model stays in cache, as it runs
     if free_bytes is not None:
         budget = min(budget, free_bytes // 16)
-    why_not = {PACKED: packed_check(device, dtype), PANELS: _panels_why_not(device, dtype, config)}
     kinds = (*PLAIN_KINDS, SLICES, *(kind for kind, why in why_not.items() if why is None))
     times = time_layouts(device, dtype, config.hidden_size, 2 * config.intermediate_size, ROWS, budget, kinds)
     return LayoutTimings(times, {kind: why for kind, why in why_not.items() if why}, budget)
-
-
-def choose_layout(facts: ProfileFacts, timings: LayoutTimings, dtype: torch.dtype, config: ModelConfig,
-                  free_bytes: int | None) -> tuple[WeightLayout, Choice]:
-    """The kind for one-row steps and the kind for larger steps, from the timings (and bench's one-row ratio)."""
-    name = str(dtype).removeprefix("torch.")
-    k, n, times = config.hidden_size, 2 * config.intermediate_size, timings.times
-    notes = [f"seconds per 1x{k}x{n} {name} product, weights cycled through {timings.stream_bytes / 2**20:.0f} "
-             f"MiB (the model's linear weights, at most {STREAM_BYTES / 2**20:.0f} MiB), by rows: "
-             + ", ".join(f"{m}:" + "/".join(f"{kind} {t * 1e6:.0f}us" for kind, t in row.items())
-                         for m, row in times.items())]
-    notes += [f"{kind} not tried: {why}" for kind, why in timings.skipped.items()]
-    one = {kind: times[1][kind] for kind in PLAIN_KINDS}  # one row: x@W or F.linear (bench compares these two)
-    bench = facts.linear_vs_matmul_speedup(name)
-    if bench is not None:
-        one[IN_OUT] = one[OUT_IN] * bench[0]  # bench's speed-up of F.linear over x@W is the same time ratio
-        notes.append(f"1 row from bench: {bench[0]:.2f} (median of {bench[1]} decode GEMMs)")
-    plain = _winner(one, OUT_IN)
-    notes.append(f"plain winner at 1 row: {plain}")
-    extras = [kind for kind in times[1] if kind not in PLAIN_KINDS]  # timed only here, so judged on these timings
-    small = _winner({plain: times[1][plain], **{kind: times[1][kind] for kind in extras}}, plain)
-    if small != plain:
-        notes.append(f"{small} beats {plain} at 1 row ({times[1][small] * 1e6:.0f}us vs {times[1][plain] * 1e6:.0f}us)")
-    switch, large = 1, small
-    for m in list(times)[1:]:
-        if _winner(times[m], small) != small:
-            break
-        switch = m
-    above = [_winner(times[m], small) for m in times if m > switch]
-    if above:
-        large = max(set(above), key=above.count)
-    if large != small:
-        extra = linear_weight_bytes(config, dtype)
-        if free_bytes is None or free_bytes < 4 * extra:
-            notes.append(f"a second copy ({extra / 2**20:.0f} MiB) does not fit comfortably; one layout")
-            large = small
-        else:
-            notes.append(f"both copies kept (+{extra / 2**20:.0f} MiB)")
-    layout = WeightLayout(small, large, switch if large != small else 0)
-    return layout, Choice(layout.describe(), "; ".join(notes))
-
-
-def _panels_why_not(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> str | None:
-    c = config  # the head may have any width: it is padded with zero columns and the logits cut back
-    outs = {(c.num_heads + 2 * c.num_kv_heads) * c.head_dim, c.hidden_size, 2 * c.intermediate_size}
-    if c.moe is not None:
-        outs.add(2 * c.moe.expert_intermediate_size)
-    odd = sorted(o for o in outs if o % panel_kernel.PANEL)
-    if odd:
-        return f"layer output sizes {odd} are not multiples of {panel_kernel.PANEL}"
-    return panel_kernel.check(device, dtype)
-
-
-def _winner(seconds: dict[str, float], incumbent: str) -> str:
-    """The fastest kind when it takes under MARGIN of the incumbent's time; otherwise the incumbent."""
-    best = min(seconds, key=seconds.__getitem__)
-    return best if seconds[best] < MARGIN * seconds[incumbent] else incumbent
 
 
 def linear_weight_bytes(config: ModelConfig, dtype: torch.dtype) -> int:

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import torch
 
 from bringup.backends.registry import backend_for
-from bringup.runner.host import paged_decode
 from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.linear_kinds import PACKED, PANELS, packed_check
 from bringup.runner.plan.confirm import DecodeTimings
+from bringup.runner.plan.host_kernels import paged_decode_verdict, panels_why_not
 from bringup.runner.plan.layout import LayoutTimings, measure_layouts
 
 
@@ -30,8 +31,9 @@ class StartupMeasurements:
 def measure(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> StartupMeasurements:
     _, free = backend_for(device).memory(device.index or 0)
     return StartupMeasurements(
-        layouts=measure_layouts(dtype, device, config, free),
-        paged_decode=paged_decode.verdict(device, dtype, config.num_heads, config.num_kv_heads, config.head_dim),
+        layouts=measure_layouts(dtype, device, config, free, {PACKED: packed_check(device, dtype),
+                                                              PANELS: panels_why_not(device, dtype, config)}),
+        paged_decode=paged_decode_verdict(device, dtype, config.num_heads, config.num_kv_heads, config.head_dim),
         free_bytes=free,
         fused_decode=True,
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from bringup.errors import BringupError
 from bringup.log import get_logger
+from bringup.runner.model.attention_kinds import PAGED_DECODE, PLAIN_ATTENTION, SDPA_BY_PREFERENCE
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.profile_facts import ProfileFacts
 
@@ -22,8 +23,6 @@ log = get_logger("runner.plan")
 
 LOW_PRECISION = ("bfloat16", "float16")
 RUNNER_DTYPES = ("float32", *LOW_PRECISION)
-SDPA_IMPLEMENTATIONS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math")
-PLAIN_ATTENTION = "matmul_softmax"
 SDPA_OPS = {"scaled_dot_product_attention", "sdpa"}
 PLAIN_OPS = {"matmul", "bmm", "softmax"}
 # ops the decoder runs in the model dtype (verify-ops names); a low-precision dtype needs these verified, not
@@ -45,6 +44,7 @@ BLOCK_SIZE = 16
 STEP_TOKENS_FOR_SEVERAL_PROMPTS = 2048
 # a decode step's layers: the model's modules, or every layer in one host-kernel call (host/decode_layers.py)
 MODULES, FUSED = "modules", "fused"
+MARGIN = 0.9  # a measured candidate (a weight layout, a host kernel) is kept when it takes under 90 % of the plain path
 
 
 @dataclass(frozen=True)
@@ -144,9 +144,9 @@ def attention_limits(config: ModelConfig, max_model_len: int) -> dict[str, str]:
     arch, limits = config.architecture, {}
     if config.attn_logit_softcap is not None:
         why = f"cannot apply attention logit soft-capping ({arch})"
-        limits |= {name: why for name in (*SDPA_IMPLEMENTATIONS, "paged_decode")}
-    if _window_bites(config, max_model_len) and "paged_decode" not in limits:
-        limits["paged_decode"] = (f"has no sliding-window mask ({arch}: window {config.attention_window} < "
+        limits |= {name: why for name in (*SDPA_BY_PREFERENCE, PAGED_DECODE)}
+    if _window_bites(config, max_model_len) and PAGED_DECODE not in limits:
+        limits[PAGED_DECODE] = (f"has no sliding-window mask ({arch}: window {config.attention_window} < "
                                   f"max_model_len {max_model_len})")
     return limits
 
@@ -247,9 +247,9 @@ def choose_attention(facts: ProfileFacts, dtype: str) -> Choice:
     if facts.profile is None:
         return Choice([PLAIN_ATTENTION], "no profile: plain matmul-softmax over paged K/V")
     usable, notes = [], []
-    for name in (*backend_attention(facts), *SDPA_IMPLEMENTATIONS):
+    for name in (*backend_attention(facts), *SDPA_BY_PREFERENCE):
         status, evidence = facts.capability("attention", name, dtype)
-        ops = facts.ops(dtype, (SDPA_OPS if name in SDPA_IMPLEMENTATIONS else set()) | {name})
+        ops = facts.ops(dtype, (SDPA_OPS if name in SDPA_BY_PREFERENCE else set()) | {name})
         if status != "supported" or ops.failed:
             notes.append(f"{name} {status if status != 'supported' else ops.describe()}")
             continue

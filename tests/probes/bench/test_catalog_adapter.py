@@ -1,7 +1,7 @@
 import torch
 
 from bringup.probes.bench.catalog_adapter import compiled_block_resolver
-from bringup.probes.compiled.blocks import BLOCKS
+from bringup.probes.ops.compiled.blocks import BLOCKS
 
 
 def test_every_compiled_block_resolves_to_a_runnable_callable():

@@ -1,7 +1,7 @@
 import time
 
-from bringup.probes.compiled.execute import ladder_for
-from bringup.probes.compiled.rule import judge, multiplier
+from bringup.probes.ops.compiled.execute import ladder_for
+from bringup.probes.ops.compiled.rule import judge, multiplier
 from bringup.probes.ops.runner import Checkpointer
 from bringup.profiles.sections.ops import OpCaseRecord
 

@@ -11,15 +11,10 @@ from bringup.probes.bench.context import BenchContext
 from bringup.probes.bench.records import measured, not_measured, short_error
 from bringup.probes.bench.sizing import RateTracker, too_big_reason, too_slow_reason
 from bringup.profiles.sections.bench import BenchGroup, BenchRecord
+from bringup.runner.model.attention_kinds import SDPA_ALIASES, SDPA_BACKENDS
 
-# capability name (bringup probe) -> torch.nn.attention.SDPBackend member name
-SDPA_BACKENDS = {
-    "sdpa_math": "MATH",
-    "sdpa_flash": "FLASH_ATTENTION",
-    "sdpa_efficient": "EFFICIENT_ATTENTION",
-    "sdpa_mem_efficient": "EFFICIENT_ATTENTION",
-    "sdpa_cudnn": "CUDNN_ATTENTION",
-}
+# capability name (bringup probe) -> torch.nn.attention.SDPBackend member name, with the names a profile may alias
+SDPA_BACKENDS = SDPA_BACKENDS | {alias: SDPA_BACKENDS[name] for alias, name in SDPA_ALIASES.items()}
 DTYPE_PREFERENCE = ("bfloat16", "float16", "float32")
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bringup.probes.compiled import runner_layer
 from bringup.probes.ops.catalog_attention import apply_rotary, attention_reference, rotary_tables
 from bringup.probes.ops.catalog_reduce import rms_norm_composite
+from bringup.probes.ops.compiled import runner_layer
 from bringup.probes.ops.inputs import randn, uniform
 
 DECODER_LAYER_NOTE = ("runner_decoder_layer runs layer 0 of the runner's built-in model through "

@@ -29,13 +29,12 @@ def build(dtype: torch.dtype, device: torch.device) -> Callable[[torch.Tensor, t
     from bringup.runner.model.attention_layer import AttentionMetadata
     from bringup.runner.model.builtin import builtin_config, builtin_tensors
     from bringup.runner.model.families import build_model
-    from bringup.runner.model.kv_cache import allocate_kv_cache
 
     full = builtin_config()
     config = dataclasses.replace(full, num_layers=1)
     model = build_model(config, dtype, device)
     model.load_hf_tensors(builtin_tensors(full).get)
-    allocate_kv_cache(model, num_blocks=1, block_size=TOKENS)
+    model.allocate_kv_cache(num_blocks=1, block_size=TOKENS)
     causal = torch.arange(TOKENS)[None, :] <= torch.arange(TOKENS)[:, None]  # [Q, L]
     mask = causal.repeat(config.num_queries_per_kv, 1)[None, None].to(device)  # [1, 1, G*Q, L], rows (group, query)
     slots = torch.arange(TOKENS, device=device)

@@ -3,9 +3,10 @@ model → the plan frozen, with the global fallback."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -16,32 +17,30 @@ from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.profiles.schema import DeviceSection, Profile
 from bringup.profiles.store import default_profile_path, load_profile, same_device
+from bringup.runner.engine.decode_timing import apply_confirmed, measure_decode, sweep_room
 from bringup.runner.engine.executor import Executor
-from bringup.runner.host.decode_layers import choose_decode_layers
-from bringup.runner.host.paged_decode import with_paged_decode
-from bringup.runner.model.attention import PAGED_DECODE
+from bringup.runner.engine.options import EngineOptions
+from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.model.kv_cache import allocate_kv_cache
+from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN
 from bringup.runner.model.loader import check_weights, load_model, read_config, safetensors_files
 from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
 from bringup.runner.model.validate import check_model_dir
-from bringup.runner.plan.confirm import (
-    apply_confirmed,
-    confirm_plan,
-    measure_decode,
-    sweep_room,
-    without_unused_compile,
+from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
+from bringup.runner.plan.host_kernels import (
+    choose_decode_layers,
+    choose_layout,
+    decode_layers_not_tried,
+    with_paged_decode,
 )
 from bringup.runner.plan.kv_sizing import size_kv_cache
-from bringup.runner.plan.layout import IN_OUT, OUT_IN, choose_layout
 from bringup.runner.plan.measurements import StartupMeasurements, measure
-from bringup.runner.plan.plan import MODULES, Choice, ExecutionPlan, attention_limits, build_plan
+from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 
-if TYPE_CHECKING:
-    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+Engine = TypeVar("Engine")  # the engine class start_engine builds (LLMEngine; kept generic to avoid a cycle)
 
 log = get_logger("runner.startup")
 
@@ -58,7 +57,7 @@ def read_profile(path: Path | None, device: torch.device, info: Any) -> tuple[Pr
     return profile, str(path)
 
 
-def start_engine(cls: type[LLMEngine], options: EngineOptions) -> LLMEngine:
+def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     if options.max_model_len is not None and options.max_model_len < 2:
         raise BringupError(f"--max-model-len {options.max_model_len} is too small; it must be at least 2 tokens")
     if options.max_num_seqs is not None and options.max_num_seqs < 1:
@@ -98,8 +97,8 @@ def _profile_device(path: Path | None) -> str | None:
     return profile.device.id if profile.device else None
 
 
-def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device, info: Any,
-              config: ModelConfig, tokenizer: Any, recorder: FallbackRecorder) -> LLMEngine:
+def _start_on(cls: Callable[..., Engine], options: EngineOptions, device: torch.device, info: Any,
+              config: ModelConfig, tokenizer: Any, recorder: FallbackRecorder) -> Engine:
     profile, label = read_profile(options.profile_path, device, info)
     facts = ProfileFacts(profile)
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len,
@@ -130,14 +129,14 @@ def _start_on(cls: type[LLMEngine], options: EngineOptions, device: torch.device
     plan = replace(plan, kv_blocks=size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
                                                  plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
                                                  model.weight_bytes(), sweep))
-    allocate_kv_cache(model, plan.kv_blocks.value, plan.block_size)
+    model.allocate_kv_cache(plan.kv_blocks.value, plan.block_size)
     executor = Executor(model, plan, recorder)
     executor.warm_up()
     if measured.fused_decode:
         executor.fused, decode_layers = choose_decode_layers(model, plan.block_size, plan.max_model_len.value,
                                                              plan.kv_blocks.value)
     else:
-        decode_layers = Choice(MODULES, "the model's modules: fused decode layers not tried (given as data)")
+        decode_layers = decode_layers_not_tried()
     plan = replace(plan, decode_layers=decode_layers)
     timings = measured.decode if options.measurements else measure_decode(executor, plan, free, not seqs_requested)
     plan = confirm_plan(plan, timings, seqs_requested)

@@ -1,0 +1,194 @@
+"""Time the draft plan's workload-dependent candidates on the served model: a few real decode steps through the
+executor for each candidate and its plain alternative, and decode steps by batch size (plan/confirm.py decides
+from these timings). Every timing is bounded by a step count and a time budget."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from statistics import median
+
+from bringup.backends.registry import synchronize
+from bringup.log import get_logger
+from bringup.runner.engine.executor import Executor
+from bringup.runner.model.batch_inputs import SeqChunk
+from bringup.runner.model.decoder import WeightLayout
+from bringup.runner.model.linear_kinds import CONVERTIBLE, OUT_IN
+from bringup.runner.model.moe import DENSE, GROUPED, sparse_blocks, use_expert_path
+from bringup.runner.plan.confirm import COMPILED, EXPERTS, KNEE_GAIN, DecodeTimings, kept
+from bringup.runner.plan.host_kernels import FUSED_LAYERS, LAYOUT, PAGED
+from bringup.runner.plan.plan import FUSED, ExecutionPlan
+
+log = get_logger("runner.confirm")  # the decode steps timed to confirm the plan
+
+STEPS = 6  # timed decode steps per measurement (after one untimed step)
+ROUNDS = 2  # a candidate and its plain path are each timed this many times, in turn
+BUDGET_S = 1.5  # ... or fewer, when they take longer than this
+CONTEXT = 128  # tokens of context the timed decode steps start from
+MAX_BATCH = 256
+SWEEP_BUDGET_S = 3.0
+
+
+def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | None, sweep: bool) -> DecodeTimings:
+    """Time each candidate of `plan` against its plain path on the served model, one after the other, each with
+    the earlier ones decided (a compiled forward that lost is off while the others are timed); with `sweep`,
+    decode steps by batch size. The executor is left running what the timings decided."""
+    model = executor.model
+    context = sweep_context(plan)
+    step = DecodeSteps(executor, context)
+    candidates: dict[str, tuple[float, float]] = {}
+    skipped: dict[str, str] = {}
+    fused, executor.fused = executor.fused, None  # off while the paths it would replace are timed
+    for name, owner, attribute in ((COMPILED, executor, "compiled"), (PAGED, model, "decode_attend")):
+        if getattr(owner, attribute) is not None:
+            candidates[name] = _switched_off_and_on(step, owner, attribute)
+    if plan.experts.value == GROUPED and sparse_blocks(model):
+        candidates[EXPERTS] = alternated(step, lambda on: use_expert_path(model, GROUPED if on else DENSE))
+        use_expert_path(model, GROUPED if kept(*candidates[EXPERTS]) else DENSE)
+    layout = model.layout
+    if fused is not None and fused.usable():  # against the modules on plain F.linear weights where there is room
+        plain = layout if _no_plain_copy(model, free_bytes) else WeightLayout(OUT_IN, OUT_IN, 0)
+        if plain != layout:
+            _store_plain_copy(model)
+
+        def use_fused(on: bool) -> None:
+            executor.fused, model.layout = (fused, layout) if on else (None, plain)
+
+        candidates[FUSED_LAYERS] = alternated(step, use_fused)
+        use_fused(True)
+        if kept(*candidates[FUSED_LAYERS]):
+            model.use_layout(layout)
+            if layout.small != OUT_IN:
+                skipped[LAYOUT] = "kept for the fused decode layers, which read its panels"
+        else:
+            executor.fused = None
+    elif fused is not None:
+        skipped[FUSED_LAYERS] = f"the layout {layout.describe()} holds no panels to read"
+    if layout.small != OUT_IN and executor.fused is None:
+        why = _no_plain_copy(model, free_bytes)
+        if why:
+            skipped[LAYOUT] = why
+        else:
+            _store_plain_copy(model)
+            plain = WeightLayout(OUT_IN, OUT_IN, 0)
+            compiled, executor.compiled = executor.compiled, None  # the same kernels eager, without compiling twice
+            candidates[LAYOUT] = alternated(step, lambda on: setattr(model, "layout", layout if on else plain))
+            executor.compiled = compiled
+            model.use_layout(layout if kept(*candidates[LAYOUT]) else plain)
+    by_batch = sweep_batches(step, plan) if sweep else {}
+    how = (f"best of {ROUNDS} medians of up to {STEPS} decode steps each, the two sides timed in turn, from "
+           f"{context} tokens of context, batch 1; weight layouts on the eager forward")
+    return DecodeTimings(candidates, by_batch, skipped, how)
+
+
+def _switched_off_and_on(step: DecodeSteps, owner: object, attribute: str) -> tuple[float, float]:
+    """(candidate, plain) seconds per decode step with `owner.attribute` set and with it None (the plain path);
+    it stays set only when it was kept."""
+    candidate = getattr(owner, attribute)
+    timing = alternated(step, lambda on: setattr(owner, attribute, candidate if on else None))
+    setattr(owner, attribute, candidate if kept(*timing) else None)
+    return timing
+
+
+def alternated(step: DecodeSteps, use_candidate: Callable[[bool], None]) -> tuple[float, float]:
+    """(candidate, plain) seconds per decode step: plain and candidate timed in turn, ROUNDS times each, the
+    best median of each side kept, so a machine warming up or a neighbour's burst does not favour one side."""
+    best = {True: float("inf"), False: float("inf")}
+    for _, on in itertools.product(range(ROUNDS), (False, True)):
+        use_candidate(on)
+        best[on] = min(best[on], step.seconds(1))
+    return best[True], best[False]
+
+
+def apply_confirmed(executor: Executor, plan: ExecutionPlan) -> None:
+    """Make the executor run what the confirmed plan kept."""
+    model = executor.model
+    if plan.compiled.value is None:
+        executor.compiled = None
+    if plan.decode_layers.value != FUSED:
+        executor.fused = None
+    if PAGED not in plan.attention.value:
+        model.decode_attend = None
+    if plan.experts.value == DENSE and sparse_blocks(model):
+        use_expert_path(model, DENSE)
+    if plan.weight_layout.value == OUT_IN and model.layout.kinds != [OUT_IN] and OUT_IN in model.stored_kinds:
+        model.use_layout(WeightLayout(OUT_IN, OUT_IN, 0))
+    else:
+        model.use_layout(model.layout)  # frees a plain copy made only for the check
+
+
+def sweep_room(plan: ExecutionPlan) -> tuple[int, int]:
+    """(sequences, tokens each) the batch sweep may use: MAX_BATCH sequences of its decode context."""
+    return MAX_BATCH, sweep_context(plan) + STEPS + 2
+
+
+def sweep_context(plan: ExecutionPlan) -> int:
+    return max(1, min(CONTEXT, plan.max_model_len.value - STEPS - 2))
+
+
+def sweep_batches(step: DecodeSteps, plan: ExecutionPlan) -> dict[int, float]:
+    """Seconds per decode step at batch 1, 2, 4, ... until two doublings in a row gained under KNEE_GAIN (a
+    plateau, not one bump), the cache is full, or the timed steps used SWEEP_BUDGET_S (a step that compiles for
+    a new batch size is not timed, and does not count)."""
+    cap = min(MAX_BATCH, step.max_batch(plan), plan.max_num_batched_tokens.value)
+    by_batch: dict[int, float] = {}
+    timed_before, batch = step.timed_s, 1
+    while batch <= cap:
+        by_batch[batch] = step.seconds(batch)
+        rates = [b / by_batch[b] for b in sorted(by_batch)[-3:]]
+        if len(rates) == 3 and rates[1] < KNEE_GAIN * rates[0] and rates[2] < KNEE_GAIN * rates[1]:
+            break
+        if step.timed_s - timed_before > SWEEP_BUDGET_S:
+            break
+        batch *= 2
+    return by_batch
+
+
+def _store_plain_copy(model) -> None:  # type: ignore[no-untyped-def]
+    """Also store the linear weights as F.linear's [out, in], for timing the plain path side by side."""
+    model.add_kind(OUT_IN, next(k for k in model.layout.kinds if k in CONVERTIBLE))
+
+
+def _no_plain_copy(model, free_bytes: int | None) -> str | None:  # type: ignore[no-untyped-def]
+    if not any(k in CONVERTIBLE for k in model.layout.kinds):
+        return f"{model.layout.describe()} weights cannot be converted to F.linear's for a side-by-side check"
+    if free_bytes is None or free_bytes < 3 * model.weight_bytes():
+        return "no room for a second copy of the weights to time F.linear side by side"
+    return None
+
+
+class DecodeSteps:
+    """Real decode steps of `batch` sequences growing from `context` tokens, through the executor."""
+
+    def __init__(self, executor: Executor, context: int) -> None:
+        self.executor, self.context = executor, context
+        self.block_size = executor.plan.block_size
+        self.blocks_per_seq = -(-(context + STEPS + 2) // self.block_size)
+        self.tokens = [1] * (context + STEPS + 2)
+        self.timed_s = 0.0  # seconds of every timed step so far
+
+    def max_batch(self, plan: ExecutionPlan) -> int:
+        return plan.kv_blocks.value // self.blocks_per_seq
+
+    def seconds(self, batch: int) -> float:
+        """Median seconds per step over up to STEPS steps (after one untimed step), within BUDGET_S."""
+        tables = [list(range(i * self.blocks_per_seq, (i + 1) * self.blocks_per_seq)) for i in range(batch)]
+        device = self.executor.model.device
+        times: list[float] = []
+        start = None  # the budget starts after the untimed step (which may compile for the new shape)
+        for s in range(STEPS + 1):
+            cached = self.context + s
+            chunks = [SeqChunk(self.tokens[: cached + 1], cached, table) for table in tables]
+            began = time.perf_counter()
+            self.executor.run_chunks(chunks)
+            synchronize(device)
+            if start is None:
+                start = time.perf_counter()
+            else:
+                times.append(time.perf_counter() - began)
+                if time.perf_counter() - start > BUDGET_S:
+                    break
+        log.debug("decode steps, batch %d: %s ms", batch, ", ".join(f"{t * 1e3:.2f}" for t in times))
+        self.timed_s += sum(times)
+        return median(times)
