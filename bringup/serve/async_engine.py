@@ -25,7 +25,7 @@ log = get_logger("serve")
 
 
 @dataclass
-class Sequence:
+class EngineRequest:
     """One engine request (an HTTP request with n=2 and two prompts becomes four of these)."""
 
     request_id: str
@@ -47,7 +47,7 @@ class _Tracked:
 
 @dataclass
 class _Add:
-    sequences: list[Sequence]
+    sequences: list[EngineRequest]
     accepted: Future
 
 
@@ -131,7 +131,7 @@ class AsyncEngine:
 
     # ------------------------------------------------------------------ requests
 
-    async def add(self, sequences: list[Sequence]) -> asyncio.Queue:
+    async def add(self, sequences: list[EngineRequest]) -> asyncio.Queue:
         """Hand sequences to the engine; returns the queue their outputs (or an EngineFailure) arrive on.
 
         Raises APIError(400) when the engine rejects one of them (nothing stays queued then).

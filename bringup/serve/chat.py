@@ -9,7 +9,7 @@ from typing import Any
 from starlette.requests import Request
 
 from bringup.errors import BringupError
-from bringup.serve.async_engine import Sequence
+from bringup.serve.async_engine import EngineRequest
 from bringup.serve.context import ServerContext
 from bringup.serve.errors import APIError
 from bringup.serve.generation import (
@@ -73,7 +73,7 @@ async def build_job(body: ChatCompletionRequest, ctx: ServerContext) -> Job:
     for choice in range(body.n):
         params = sampling_params(body, max_tokens=budget, choice=choice, logprobs=top,
                                  defaults=ctx.generation_defaults)
-        job.sequences.append(Sequence(f"{job.id}-{choice}", ids, params))
+        job.sequences.append(EngineRequest(f"{job.id}-{choice}", ids, params))
     return job
 
 

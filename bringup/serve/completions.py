@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from bringup.serve.async_engine import Sequence
+from bringup.serve.async_engine import EngineRequest
 from bringup.serve.context import ServerContext
 from bringup.serve.errors import APIError
 from bringup.serve.generation import (
@@ -48,7 +48,7 @@ async def build_job(body: CompletionRequest, ctx: ServerContext) -> Job:
         for choice in range(body.n):
             params = sampling_params(body, max_tokens=budget, choice=choice, logprobs=body.logprobs,
                                      defaults=ctx.generation_defaults)
-            job.sequences.append(Sequence(f"{job.id}-{p_index}-{choice}", ids, params))
+            job.sequences.append(EngineRequest(f"{job.id}-{p_index}-{choice}", ids, params))
     return job
 
 

@@ -16,7 +16,7 @@ from starlette.responses import StreamingResponse
 
 from bringup.log import get_logger
 from bringup.runner.sampling_params import SamplingParams
-from bringup.serve.async_engine import AsyncEngine, EngineFailure, Sequence
+from bringup.serve.async_engine import AsyncEngine, EngineFailure, EngineRequest
 from bringup.serve.errors import APIError
 from bringup.serve.schemas import SamplingFields, Usage
 from bringup.serve.text_work import TextWork
@@ -39,7 +39,7 @@ class Job:
     """One HTTP generation request as engine sequences: choice index -> sequence."""
 
     id: str
-    sequences: list[Sequence]
+    sequences: list[EngineRequest]
     prompt_tokens: int  # usage: each distinct prompt counted once
     stop: list[str] = field(default_factory=list)
 
