@@ -30,6 +30,8 @@ BUILTIN = {
     "cpu": "bringup.backends.cpu:CpuBackend",
 }
 HOST = "cpu"  # listed last: every accelerator, plugins included, comes before the host
+# the catch-all for a renamed PrivateUse1 device: after the plugins, so a plugin that declares that family wins
+GENERIC = "privateuse1"
 
 
 def _load(target: str) -> type[Backend]:
@@ -43,7 +45,8 @@ def _is_bringup(entry: metadata.EntryPoint) -> bool:
 
 
 def declared() -> dict[str, str]:
-    """name -> "module:Class" for every registered backend: built-ins first, in BUILTIN's order, then plugins."""
+    """name -> "module:Class" for every registered backend: built-ins in BUILTIN's order, then plugins, then the
+    generic PrivateUse1 backend and the host."""
     entries = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
     own = {e.name: e.value for e in entries if _is_bringup(e)}
     builtin = own or BUILTIN
@@ -53,8 +56,8 @@ def declared() -> dict[str, str]:
     for entry in entries:
         if not _is_bringup(entry) and entry.name in ordered:
             log.warning("backend %r (%s) is left out: a built-in family has that name", entry.name, entry.value)
-    host = {HOST: ordered.pop(HOST)} if HOST in ordered else {}
-    return ordered | plugins | host
+    tail = {name: ordered.pop(name) for name in (GENERIC, HOST) if name in ordered}
+    return ordered | plugins | tail
 
 
 @lru_cache(maxsize=1)

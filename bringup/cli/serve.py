@@ -41,8 +41,8 @@ def command(
                                       "binding wider without --api-key is warned about.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0 picks a free one).", min=0, max=65535)] = 8000,
     api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="BRINGUP_API_KEY",
-                                                   help="Require 'Authorization: Bearer <key>' on /v1 "
-                                                   "(else 401).")] = None,
+                                                   help="Require 'Authorization: Bearer <key>' on /v1, "
+                                                   "/tokenize and /detokenize (else 401).")] = None,
     max_queue: Annotated[int, typer.Option(help="Most generation requests held at once (running and "
                                            "waiting); more get 429.", min=1)] = 64,
     max_num_seqs: Annotated[Optional[int], typer.Option(help="Cap on sequences per batch (default: "

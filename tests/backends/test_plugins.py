@@ -129,3 +129,45 @@ def test_builtins_registered_once_in_this_process():
     assert len(names) == len(set(names)) and set(BUILTIN) <= set(names) and names[-1] == "cpu"
     families = [b.family for b in all_backends()]
     assert len(families) == len(set(families)) and families[-1] == "cpu"
+
+
+ACME_PLUGIN = '''
+import torch
+
+from bringup.backends.privateuse1 import PrivateUse1Backend
+
+torch.utils.rename_privateuse1_backend("acme")
+
+
+def acme_attention(*args, **kwargs):
+    raise NotImplementedError
+
+
+class AcmeBackend(PrivateUse1Backend):
+    """A vendor's extension that renames PrivateUse1, with facts and an attention kernel of its own."""
+
+    smi_tools = ("acme-smi",)
+
+    def __init__(self) -> None:
+        super().__init__("acme")
+
+    def attention_implementations(self):
+        return {"acme_attention": acme_attention}
+'''
+
+
+def test_a_plugin_for_a_renamed_privateuse1_device_wins_over_the_generic_backend(tmp_path):
+    """The generic PrivateUse1 backend takes whatever name an extension gave that device; a plugin declaring the
+    same family is the one used (its device queries, its attention), not shadowed by the catch-all."""
+    site = tmp_path / "site"
+    dist = site / "bringup_acme-0.1.0.dist-info"
+    dist.mkdir(parents=True)
+    (site / "acme_plugin.py").write_text(ACME_PLUGIN)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bringup-acme\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nacme = acme_plugin:AcmeBackend\n")
+    code = ("import acme_plugin\nfrom bringup.backends.registry import all_backends, attention_implementations\n"
+            "print([type(b).__name__ for b in all_backends() if b.family == 'acme'], "
+            "sorted(attention_implementations('acme')))")
+    done = run(["-c", code], site, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['AcmeBackend'] ['acme_attention']"
