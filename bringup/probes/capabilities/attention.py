@@ -52,6 +52,11 @@ def try_backend(device: torch.device, member: str, dtype_name: str) -> dict[str,
             out = sdpa_gqa(q.to(device), k.to(device), v.to(device))
     except Exception as exc:
         return {"ok": False, "why": error_text(exc)}
+    return judge(out, expected, dtype_name)
+
+
+def judge(out: torch.Tensor, expected: torch.Tensor, dtype_name: str) -> dict[str, Any]:
+    """One dtype's result against the float64 reference: finite, and within that dtype's tolerance."""
     if not all_finite(out):
         return {"ok": False, "why": "non-finite output"}
     _, max_rel = relative_error(out, expected)

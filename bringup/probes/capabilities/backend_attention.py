@@ -8,8 +8,8 @@ import torch
 
 from bringup.backends.base import AttentionFn
 from bringup.backends.registry import all_backends
-from bringup.probes.capabilities.attention import ATTENTION_DTYPES, TOLERANCE, attention_checks, summarize
-from bringup.probes.capabilities.numerics import all_finite, relative_error, seeded_randn
+from bringup.probes.capabilities.attention import ATTENTION_DTYPES, attention_checks, judge, summarize
+from bringup.probes.capabilities.numerics import seeded_randn
 from bringup.probes.capabilities.result import error_text, unsupported
 
 KV_HEADS, BATCH, GROUP, SEQ, HEAD_DIM = 2, 2, 2, 19, 64
@@ -41,13 +41,7 @@ def try_implementation(fn: AttentionFn, device: torch.device, dtype_name: str) -
         return {"ok": False, "why": error_text(exc)}
     if tuple(out.shape) != tuple(expected.shape):
         return {"ok": False, "why": f"output shape {list(out.shape)}, expected {list(expected.shape)}"}
-    if not all_finite(out):
-        return {"ok": False, "why": "non-finite output"}
-    _, max_rel = relative_error(out, expected)
-    tol = TOLERANCE[dtype_name]
-    if max_rel > tol:
-        return {"ok": False, "why": f"error {max_rel:.3g} > tolerance {tol:g}", "max_rel": max_rel}
-    return {"ok": True, "max_rel": max_rel}
+    return judge(out, expected, dtype_name)
 
 
 def check_implementation(device: torch.device, family: str, device_type: str, fn: AttentionFn) -> dict[str, Any]:
