@@ -152,7 +152,7 @@ def activation_cases(s: ModelShapes) -> tuple[str, list[CaseSpec]]:
             return F.gelu(x, approximate="tanh" if tanh else "none")
         return F.silu(x)
     cases = [CaseSpec(lambda g, t=t, w=w: [randn(g, t, w, scale=3.0)], fn, shapes=((t, w),),
-                      role=f"{MODEL}{s.activation}")
+                      role=f"{MODEL}{s.activation}", params=(("intermediate", w),))
              for w in widths for t in token_counts(s)]
     return ("gelu" if gelu else "silu"), cases
 

@@ -64,7 +64,7 @@ def router_case(tokens: int, hidden: int, experts: int, top_k: int, renormalize:
         return route(x, w, top_k, renormalize)
     weights = "renormalised" if renormalize else "not renormalised"
     return CaseSpec(router_inputs(tokens, hidden, experts, top_k), fn, shapes=((tokens, hidden), (experts, hidden)),
-                    role=" ".join(part for part in (role, weights) if part), params=(("top", top_k), *params),
+                    role=" ".join(part for part in (role, weights) if part), params=(*params, ("top", top_k)),
                     accum=max(hidden, experts))
 
 
@@ -184,7 +184,7 @@ def grouped_matmul_cases(role: str, slots: int, experts: int, d_in: int, d_out: 
     counts = group_sizes(f"{role + ' ' if role else ''} {slots} {experts} {d_in} {d_out}", slots, experts)
     make = grouped_inputs(counts, d_in, d_out)
     shapes = ((slots, d_in), (experts, d_in, d_out))
-    params = (("empty groups", counts.count(0)), *params)
+    params = (*params, ("empty groups", counts.count(0)))
 
     def case(form: str, fn, ref=None) -> CaseSpec:
         return CaseSpec(make, fn, shapes=shapes, role=" ".join(part for part in (role, form) if part), params=params,
