@@ -107,3 +107,21 @@ def test_report_baseline_pairs_old_labels_with_a_new_run(tmp_path):
     ops_rows = [row for (group, _), row in comparison.bench.items() if group == "ops"]
     assert len(ops_rows) == len(new.bench.groups["ops"].records)
     assert not [row for row in ops_rows if row["verdict"] in ("added", "removed")]
+
+
+def test_resume_skips_cases_recorded_under_their_old_labels(tmp_path):
+    profile = tmp_path / "p.yaml"
+    args = ["verify-ops", "--no-isolate", "--json", "--op", "cat", "--dtype", "float32", "--profile", str(profile)]
+    first = run_cli(args)
+    assert first.code == 0, first.stderr
+    text = profile.read_text(encoding="utf-8")
+    for old, new in case_renames()["cat"].items():  # as a run before typed cases wrote it
+        text = text.replace(f"case: '{new}'\n", f"case: {new}\n").replace(f"case: {new}\n", f"case: '{old}'\n")
+    profile.write_text(text, encoding="utf-8")
+    assert sorted(r["case"] for r in _raw(profile)["ops"]) == sorted(case_renames()["cat"])
+
+    resumed = run_cli([*args, "--resume", "-v"])
+    assert resumed.code == 0, resumed.stderr
+    assert "resume: 4 of 4 cases already recorded" in " ".join(resumed.stderr.split())
+    assert sorted(c["case"] for c in json.loads(resumed.stdout)["cases"]) == sorted(CATALOG["cat"])
+    assert sorted(r.case for r in load_profile(profile).ops) == sorted(CATALOG["cat"])  # no second copy
