@@ -125,3 +125,20 @@ def test_resume_skips_cases_recorded_under_their_old_labels(tmp_path):
     assert "resume: 4 of 4 cases already recorded" in " ".join(resumed.stderr.split())
     assert sorted(c["case"] for c in json.loads(resumed.stdout)["cases"]) == sorted(CATALOG["cat"])
     assert sorted(r.case for r in load_profile(profile).ops) == sorted(CATALOG["cat"])  # no second copy
+
+
+def test_bench_baseline_recorded_under_old_labels_pairs_with_a_new_run(tmp_path):
+    profile = tmp_path / "p.yaml"
+    verified = run_cli(["verify-ops", "--no-isolate", "--op", "cat", "--dtype", "float32", "--profile", str(profile)])
+    assert verified.code == 0, verified.stderr
+    baseline = REFERENCE_PROFILES[0]
+    old_keys = {r["key"] for r in _raw(baseline)["bench"]["groups"]["ops"]["records"]
+                if r["name"] == "cat" and r["dtype"] == "float32"}
+    assert old_keys and not old_keys & {f"cat float32 {label}" for label in CATALOG["cat"]}
+
+    result = run_cli(["bench", "--quick", "--only", "ops", "--profile", str(profile), "--baseline", str(baseline),
+                      "--json"])
+    assert result.code == 0, result.stderr
+    rows = {row["key"]: row for row in json.loads(result.stdout)["baseline"]["rows"] if row["group"] == "ops"}
+    for label in CATALOG["cat"]:
+        assert rows[f"cat float32 {label}"]["verdict"] not in ("added", "removed"), label
