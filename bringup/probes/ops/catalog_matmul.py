@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from bringup.probes.ops.inputs import randn
-from bringup.probes.ops.spec import CaseSpec, OpSpec, op
+from bringup.probes.ops.spec import CaseSpec, OpSpec, op, seen_shape
 
 
 def _mm_inputs(a_shape: tuple[int, ...], b_shape: tuple[int, ...], k: int):
@@ -30,15 +30,10 @@ def _matmul_out(a, b, *, out):
     return torch.matmul(a, b, out=out)
 
 
-def _seen(shape: tuple[int, ...], transposed: bool) -> tuple[int, ...]:
-    """The shape the op sees: a transposed argument is generated as [..., n, k] and seen as [..., k, n]."""
-    return (*shape[:-2], shape[-1], shape[-2]) if transposed else shape
-
-
 def matmul_ops() -> list[OpSpec]:
     def mm(role: str, a, b, t: str = "", out=True) -> CaseSpec:
         """t names the transposed argument ("a" or "b"); K is the inner length of the shapes the op sees."""
-        k = _seen(a, t == "a")[-1]
+        k = seen_shape(a, t == "a")[-1]
         return CaseSpec(_mm_inputs(a, b, k), torch.matmul, shapes=(a, b), role=role,
                         view=f"{t} transposed" if t else "", out=_matmul_out if out else None,
                         layout=_t_last(1 if t == "b" else 0) if t else None, accum=k)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from bringup.probes.ops.catalog_contracts import argmax_contract_cases, sort_contract_cases, topk_contract_cases
 from bringup.probes.ops.inputs import randn, uniform
-from bringup.probes.ops.spec import CaseSpec, OpSpec, op, reduced_length
+from bringup.probes.ops.spec import CaseSpec, OpSpec, op, reduced_length, seen_shape
 
 
 def _transposed(args: list) -> list:
@@ -18,10 +18,6 @@ def _x(*shape: int, scale: float = 1.0):
     return lambda g: [randn(g, *shape, scale=scale)]
 
 
-def _seen(shape: tuple[int, ...], transposed: bool) -> tuple[int, ...]:
-    return shape[::-1] if transposed else shape
-
-
 def softmax_like(fn, aten_out) -> list[CaseSpec]:
     """aten_out is the op's aten out= overload (aten._softmax.out / aten._log_softmax.out) for guard regions."""
     def case(shape: tuple[int, ...], dim: int, role: str = "", scale: float = 3.0, transposed: bool = False
@@ -29,7 +25,7 @@ def softmax_like(fn, aten_out) -> list[CaseSpec]:
         return CaseSpec(_x(*shape, scale=scale), lambda x: fn(x, dim=dim), shapes=(shape,), role=role,
                         view="transposed" if transposed else "", params=(("dim", dim),),
                         layout=_transposed if transposed else None,
-                        accum=reduced_length(_seen(shape, transposed), dim),
+                        accum=reduced_length(seen_shape(shape, transposed), dim),
                         out=lambda x, *, out: aten_out(x, dim, False, out=out))
 
     return [
@@ -70,7 +66,7 @@ def norm_ops() -> list[OpSpec]:
     def norm_case(fn, shape: tuple[int, ...], role: str = "", affine: bool = True, bias: bool = True,
                   view: str = "", layout=None, transposed: bool = False) -> CaseSpec:
         """The statistics run over the last dim of the shape the op sees."""
-        seen = _seen(shape, transposed)
+        seen = seen_shape(shape, transposed)
         return CaseSpec(_norm_inputs(shape, affine, bias), fn, shapes=(shape,), role=role,
                         view="transposed input" if transposed else view,
                         layout=_transposed if transposed else layout, accum=seen[-1])
@@ -124,7 +120,7 @@ def _reduce_cases(fn, out_variant=None, judge="close", empty_ok=True) -> list[Ca
         return CaseSpec(_x(*shape), lambda x: fn(x, dims, keepdim=keepdim), shapes=(shape,), role=role,
                         view="transposed" if transposed else "", params=params,
                         layout=_transposed if transposed else None,
-                        accum=reduced_length(_seen(shape, transposed), dims), judge=judge, out=out)
+                        accum=reduced_length(seen_shape(shape, transposed), dims), judge=judge, out=out)
 
     return [
         case((4, 128, 1024), -1, out=guard),
@@ -217,7 +213,7 @@ def reduction_ops() -> list[OpSpec]:
         return CaseSpec(_x(*shape), lambda x: torch.cumsum(x, dim), shapes=(shape,), role=role,
                         view="transposed" if transposed else "", params=(("dim", dim),),
                         layout=_transposed if transposed else None,
-                        accum=reduced_length(_seen(shape, transposed), dim),
+                        accum=reduced_length(seen_shape(shape, transposed), dim),
                         out=lambda x, *, out: torch.cumsum(x, dim, out=out))
 
     cumsum = op("cumsum", "reduction", [

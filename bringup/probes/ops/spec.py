@@ -80,6 +80,11 @@ def case_label(role: str, shapes: Sequence[Shape], view: str = "", params: Seque
     return " ".join(part for part in parts if part)
 
 
+def seen_shape(shape: Shape, transposed: bool) -> Shape:
+    """The shape an op sees of an input generated as `shape`: a transposed one has its last two dims swapped."""
+    return (*shape[:-2], shape[-1], shape[-2]) if transposed else shape
+
+
 def reduced_length(shape: Shape, dims: int | Sequence[int]) -> int:
     """How many elements one output of a reduction over `dims` of `shape` sums (1 when it sums none)."""
     length = 1
