@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 import torch
 
+from bringup.profiles.sections.ops import former_case
+
 Judge = Literal["close", "exact", "multinomial"]
 InputFn = Callable[[torch.Generator], list[Any]]
 OpFn = Callable[..., Any]
@@ -114,6 +116,11 @@ class OpSpec:
 
     def case_dtypes(self, case: CaseSpec) -> tuple[str, ...]:
         return case.dtypes if case.dtypes is not None else self.dtypes
+
+    def seed_parts(self, case: CaseSpec) -> tuple[str, str]:
+        """What the case's inputs are seeded from: the op and the case's label — for a case renamed when labels
+        became derived, its label before, so its inputs stay those that recorded profiles and baselines hold."""
+        return (self.name, former_case(self.name, case.label))
 
 
 @dataclass(frozen=True, order=True)

@@ -38,6 +38,16 @@ def current_case(op: str, case: str) -> str:
     return case_renames().get(op, {}).get(case, case)
 
 
+@lru_cache(maxsize=1)
+def _former_labels() -> dict[str, dict[str, str]]:
+    return {op: {new: old for old, new in table.items()} for op, table in case_renames().items()}
+
+
+def former_case(op: str, case: str) -> str:
+    """The hand-written label a case had before op cases were typed (the case's own label when it had none)."""
+    return _former_labels().get(op, {}).get(case, case)
+
+
 def _migrated(data: Any, op_field: str) -> Any:
     """A record's raw fields with an old case label replaced by the current one."""
     if isinstance(data, dict) and isinstance(data.get(op_field), str) and isinstance(data.get("case"), str):
