@@ -67,7 +67,7 @@ def rotary_ops() -> list[OpSpec]:
         rotary_case((1, 8, 128, 128), "q"),
         rotary_case((2, 2, 37, 64), "gqa k"),
         rotary_case((1, 3, 11, 80), "odd head dim"),
-        CaseSpec(make_fused, apply_rotary, shapes=((1, 37, 12, 64),), view="q of fused qkv as [1,4,37,64]",
+        CaseSpec(make_fused, apply_rotary, shapes=((1, 37, 12, 64),), view="q slice of fused qkv, heads to dim 1",
                  layout=fused_qkv_view, accum=ROTARY_ACCUM),
         rotary_case((4, 8, 1, 64), "decode", start=8191),
         rotary_case((1, 2, 0, 64), "empty seq"),
