@@ -30,8 +30,9 @@ def _ops_modules() -> tuple[Any, Any]:
 def case_function(catalog_module: Any, inputs: Any, op: str, label: str, dtype: str,
                   device: torch.device) -> tuple[Callable[..., Any], list[Any]]:
     """(fn, device args) of one catalog case, with the same seeded inputs verify-ops used."""
-    case = catalog_module.load_catalog().get(op).case(label)
-    raw = case.inputs(inputs.generator(op, case.label))
+    spec = catalog_module.load_catalog().get(op)
+    case = spec.case(label)
+    raw = case.inputs(inputs.generator(*spec.seed_parts(case)))
     args, _reference = inputs.prepare_inputs(raw, inputs.dtype_from_name(dtype), device, case.keep_dtype,
                                              case.layout)
     return case.fn, args

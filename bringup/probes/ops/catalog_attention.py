@@ -36,13 +36,23 @@ def rotary_tables(positions: torch.Tensor, dim: int, base: float = 10000.0) -> t
     return emb.cos(), emb.sin()
 
 
-def rotary_ops() -> list[OpSpec]:
-    def make(batch: int, heads: int, seq: int, dim: int, start: int = 0):
-        def build(g: torch.Generator) -> list:
-            cos, sin = rotary_tables(torch.arange(start, start + seq), dim)
-            return [randn(g, batch, heads, seq, dim), cos, sin]
-        return build
+ROTARY_ACCUM = 2  # x * cos + rotate_half(x) * sin: two products summed
 
+
+def rotary_case(shape: tuple[int, int, int, int], role: str = "", start: int = 0, base: float = 10000.0,
+                params=()) -> CaseSpec:
+    """x [batch, heads, seq, dim] rotated at positions start.. start+seq-1."""
+    batch, heads, seq, dim = shape
+
+    def build(g: torch.Generator) -> list:
+        cos, sin = rotary_tables(torch.arange(start, start + seq), dim, base=base)
+        return [randn(g, batch, heads, seq, dim), cos, sin]
+    position = (("start", start),) if start else ()
+    return CaseSpec(build, apply_rotary, shapes=(shape,), role=role, params=(*params, *position),
+                    accum=ROTARY_ACCUM)
+
+
+def rotary_ops() -> list[OpSpec]:
     def fused_qkv_view(args: list) -> list:
         x = args[0]
         # x generated as [b, s, 3*h, d]: take the q slice and move heads -> a strided [b, h, s, d] view
@@ -54,12 +64,13 @@ def rotary_ops() -> list[OpSpec]:
         return [randn(g, 1, 37, 3 * 4, 64), cos, sin]
 
     return [op("rotary", "attention", [
-        CaseSpec("q [1,8,128,128]", make(1, 8, 128, 128), apply_rotary, accum=2),
-        CaseSpec("gqa k [2,2,37,64]", make(2, 2, 37, 64), apply_rotary, accum=2),
-        CaseSpec("odd head dim [1,3,11,80]", make(1, 3, 11, 80), apply_rotary, accum=2),
-        CaseSpec("strided view of fused qkv [1,4,37,64]", make_fused, apply_rotary, layout=fused_qkv_view, accum=2),
-        CaseSpec("decode at position 8191 [4,8,1,64]", make(4, 8, 1, 64, start=8191), apply_rotary, accum=2),
-        CaseSpec("empty seq [1,2,0,64]", make(1, 2, 0, 64), apply_rotary, accum=2),
+        rotary_case((1, 8, 128, 128), "q"),
+        rotary_case((2, 2, 37, 64), "gqa k"),
+        rotary_case((1, 3, 11, 80), "odd head dim"),
+        CaseSpec(make_fused, apply_rotary, shapes=((1, 37, 12, 64),), view="q slice of fused qkv, heads to dim 1",
+                 layout=fused_qkv_view, accum=ROTARY_ACCUM),
+        rotary_case((4, 8, 1, 64), "decode", start=8191),
+        rotary_case((1, 2, 0, 64), "empty seq"),
     ], note="composite (the form model code runs)")]
 
 
@@ -103,22 +114,30 @@ def _qkv(b: int, hq: int, hkv: int, lq: int, lk: int, d: int, mask: str | None =
     return make
 
 
+def sdpa_case(backend: str, b: int, hq: int, hkv: int, lq: int, lk: int, d: int, role: str = "",
+              causal: bool = False, mask: str | None = None, transposed: bool = False) -> CaseSpec:
+    """q [b, hq, lq, d], k and v [b, hkv, lk, d]: every query sums lk keys."""
+    def ref(q, k, v, attn_mask=None):
+        return attention_reference(q, k, v, attn_mask, causal)
+    shapes = ((b, hq, lq, d), (b, hkv, lk, d))
+    params = (("causal", True),) if causal else ()
+    return CaseSpec(_qkv(b, hq, hkv, lq, lk, d, mask), _sdpa(backend, causal), shapes=shapes, role=role,
+                    view="q/k/v transposed (1,2)" if transposed else "",
+                    params=(*params, *((("mask", mask),) if mask else ())), ref=ref,
+                    layout=(lambda a: [t.transpose(1, 2) for t in a]) if transposed else None,
+                    accum=hkv if transposed else lk)  # transposed: the keys run along dim 1 as generated
+
+
 def sdpa_ops() -> list[OpSpec]:
     ops = []
     for name, backend in SDPA_BACKENDS.items():
-        def case(label, make, kv_len, causal=False, layout=None, backend=backend):
-            def ref(q, k, v, mask=None, _causal=causal):
-                return attention_reference(q, k, v, mask, _causal)
-            return CaseSpec(label, make, _sdpa(backend, causal), ref=ref, layout=layout, accum=kv_len)
-
         cases = [
-            case("causal prefill gqa q8/kv2 [1,8,128,64]", _qkv(1, 8, 2, 128, 128, 64), 128, causal=True),
-            case("bool mask odd [2,4,37,64]", _qkv(2, 4, 4, 37, 37, 64, "bool"), 37),
-            case("additive float mask [1,4,33,80]", _qkv(1, 4, 4, 33, 33, 80, "float"), 33),
-            case("decode q_len=1 gqa kv=513 [4,8,1,128]", _qkv(4, 8, 2, 1, 513, 128), 513),
-            case("long kv 8192 [1,2,1,64]", _qkv(1, 2, 2, 1, 8192, 64), 8192),
-            case("transposed q/k/v layout [1,4,64,64]", _qkv(1, 64, 64, 4, 4, 64), 64,
-                 layout=lambda a: [t.transpose(1, 2) for t in a]),
+            sdpa_case(backend, 1, 8, 2, 128, 128, 64, "prefill gqa", causal=True),
+            sdpa_case(backend, 2, 4, 4, 37, 37, 64, "odd", mask="bool"),
+            sdpa_case(backend, 1, 4, 4, 33, 33, 80, mask="float"),
+            sdpa_case(backend, 4, 8, 2, 1, 513, 128, "decode gqa"),
+            sdpa_case(backend, 1, 2, 2, 1, 8192, 64, "long kv"),
+            sdpa_case(backend, 1, 64, 64, 4, 4, 64, transposed=True),
         ]
         ops.append(op(name, "attention", cases, note=f"SDPBackend.{backend} only (torch.nn.attention.sdpa_kernel)"))
     return ops

@@ -67,44 +67,42 @@ def topk_contract_reference(x: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]
     return values, values, rows, rows
 
 
+def contract_case(rule: str, shape: tuple[int, ...], high: int, fn, ref, params=()) -> CaseSpec:
+    """A case of a documented contract on small integers in [0, high): many ties per row."""
+    return CaseSpec(small_integers(*shape, high=high), fn, shapes=(shape,), role=f"{CONTRACT}{rule}",
+                    params=(*params, ("integers below", high)), ref=ref, judge="exact")
+
+
 def argmax_contract_cases() -> list[CaseSpec]:
     return [
-        CaseSpec(f"{CONTRACT}first maximal index on ties, integers 0..7 [8,1000]", small_integers(8, 1000),
-                 lambda x: torch.argmax(x, dim=-1),
-                 ref=lambda x: first_max_index(x, -1), judge="exact"),
-        CaseSpec(f"{CONTRACT}first maximal index on ties dim=0 keepdim [37,131]", small_integers(37, 131, high=4),
-                 lambda x: torch.argmax(x, dim=0, keepdim=True),
-                 ref=lambda x: first_max_index(x, 0).unsqueeze(0), judge="exact"),
-        CaseSpec(f"{CONTRACT}flattened argmax, first on ties [16,2000]", small_integers(16, 2000),
-                 torch.argmax, ref=lambda x: first_max_index(x.flatten(), 0), judge="exact"),
-        CaseSpec(f"{CONTRACT}max(dim) values and first index on ties [8,1000]", small_integers(8, 1000),
-                 lambda x: tuple(torch.max(x, dim=-1)),
-                 ref=lambda x: (torch.amax(x, dim=-1), first_max_index(x, -1)), judge="exact"),
+        contract_case("first maximal index on ties", (8, 1000), 8, lambda x: torch.argmax(x, dim=-1),
+                      lambda x: first_max_index(x, -1)),
+        contract_case("first maximal index on ties", (37, 131), 4, lambda x: torch.argmax(x, dim=0, keepdim=True),
+                      lambda x: first_max_index(x, 0).unsqueeze(0), params=(("dim", 0), ("keepdim", True))),
+        contract_case("flattened argmax, first on ties", (16, 2000), 8, torch.argmax,
+                      lambda x: first_max_index(x.flatten(), 0)),
+        contract_case("max(dim) values and first index on ties", (8, 1000), 8, lambda x: tuple(torch.max(x, dim=-1)),
+                      lambda x: (torch.amax(x, dim=-1), first_max_index(x, -1))),
     ]
 
 
 def sort_contract_cases() -> list[CaseSpec]:
     return [
-        CaseSpec(f"{CONTRACT}stable ascending keeps ties in input order, integers 0..15 [8,1000]",
-                 small_integers(8, 1000, high=16), lambda x: tuple(torch.sort(x, dim=-1, stable=True)),
-                 ref=lambda x: stable_sort_reference(x, False), judge="exact"),
-        CaseSpec(f"{CONTRACT}stable descending keeps ties in input order, integers 0..15 [8,1000]",
-                 small_integers(8, 1000, high=16),
-                 lambda x: tuple(torch.sort(x, dim=-1, descending=True, stable=True)),
-                 ref=lambda x: stable_sort_reference(x, True), judge="exact"),
-        CaseSpec(f"{CONTRACT}stable ascending, long row with ties [20000]", small_integers(20000, high=64),
-                 lambda x: tuple(torch.sort(x, dim=-1, stable=True)),
-                 ref=lambda x: stable_sort_reference(x, False), judge="exact"),
+        contract_case("stable ascending keeps ties in input order", (8, 1000), 16,
+                      lambda x: tuple(torch.sort(x, dim=-1, stable=True)), lambda x: stable_sort_reference(x, False)),
+        contract_case("stable descending keeps ties in input order", (8, 1000), 16,
+                      lambda x: tuple(torch.sort(x, dim=-1, descending=True, stable=True)),
+                      lambda x: stable_sort_reference(x, True)),
+        contract_case("stable ascending, long row with ties", (20000,), 64,
+                      lambda x: tuple(torch.sort(x, dim=-1, stable=True)), lambda x: stable_sort_reference(x, False)),
     ]
 
 
 def topk_contract_cases() -> list[CaseSpec]:
     # ~4 copies of each value per row: the top k spans several distinct values, with ties inside and at the k-th
     return [
-        CaseSpec(f"{CONTRACT}sorted=True descending values with ties, integers 0..255 [8,1000] k=50",
-                 small_integers(8, 1000, high=256), lambda x: topk_contract(x, 50),
-                 ref=lambda x: topk_contract_reference(x, 50), judge="exact"),
-        CaseSpec(f"{CONTRACT}sorted=True with ties in the k-th place, integers 0..31 [37,131] k=7",
-                 small_integers(37, 131, high=32), lambda x: topk_contract(x, 7),
-                 ref=lambda x: topk_contract_reference(x, 7), judge="exact"),
+        contract_case("sorted=True descending values with ties", (8, 1000), 256, lambda x: topk_contract(x, 50),
+                      lambda x: topk_contract_reference(x, 50), params=(("k", 50),)),
+        contract_case("sorted=True with ties in the k-th place", (37, 131), 32, lambda x: topk_contract(x, 7),
+                      lambda x: topk_contract_reference(x, 7), params=(("k", 7),)),
     ]

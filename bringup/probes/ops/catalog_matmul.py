@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from bringup.probes.ops.inputs import randn
-from bringup.probes.ops.spec import CaseSpec, OpSpec, op
+from bringup.probes.ops.spec import CaseSpec, OpSpec, op, seen_shape
 
 
 def _mm_inputs(a_shape: tuple[int, ...], b_shape: tuple[int, ...], k: int):
@@ -31,50 +31,61 @@ def _matmul_out(a, b, *, out):
 
 
 def matmul_ops() -> list[OpSpec]:
-    def mm(label: str, a, b, k: int, layout=None, out=True) -> CaseSpec:
-        return CaseSpec(label, _mm_inputs(a, b, k), torch.matmul, out=_matmul_out if out else None,
-                        layout=layout, accum=k)
+    def mm(role: str, a, b, t: str = "", out=True) -> CaseSpec:
+        """t names the transposed argument ("a" or "b"); K is the inner length of the shapes the op sees."""
+        k = seen_shape(a, t == "a")[-1]
+        return CaseSpec(_mm_inputs(a, b, k), torch.matmul, shapes=(a, b), role=role,
+                        view=f"{t} transposed" if t else "", out=_matmul_out if out else None,
+                        layout=_t_last(1 if t == "b" else 0) if t else None, accum=k)
 
     matmul = op("matmul", "matmul", [
-        mm("decode [1,4096]x[4096,1024]", (1, 4096), (4096, 1024), 4096),
-        mm("prefill [64,1024]x[1024,1024]", (64, 1024), (1024, 1024), 1024),
-        mm("odd [37,129]x[129,67]", (37, 129), (129, 67), 129),
-        mm("b transposed [33,256]x[100,256]^T", (33, 256), (100, 256), 256, layout=_t_last(1)),
-        mm("a transposed [80,48]^T x[80,24]", (80, 48), (80, 24), 80, layout=_t_last(0)),
-        mm("broadcast [2,3,17,64]x[64,31]", (2, 3, 17, 64), (64, 31), 64, out=False),
-        mm("long K=8192 [4,8192]x[8192,8]", (4, 8192), (8192, 8), 8192),
-        mm("empty [0,64]x[64,32]", (0, 64), (64, 32), 64),
+        mm("decode", (1, 4096), (4096, 1024)),
+        mm("prefill", (64, 1024), (1024, 1024)),
+        mm("odd", (37, 129), (129, 67)),
+        mm("", (33, 256), (100, 256), t="b"),
+        mm("", (80, 48), (80, 24), t="a"),
+        mm("broadcast", (2, 3, 17, 64), (64, 31), out=False),
+        mm("long K", (4, 8192), (8192, 8)),
+        mm("empty", (0, 64), (64, 32)),
     ])
 
-    def lin(label: str, x, w, bias: bool, k: int, layout=None) -> CaseSpec:
+    def lin(role: str, x, w, bias: bool, w_transposed: bool = False) -> CaseSpec:
+        k = x[-1]
+
         def make(g: torch.Generator) -> list:
             args = [randn(g, *x), randn(g, *w, scale=1.0 / math.sqrt(k))]
-            args.append(randn(g, w[0] if layout is None else w[1]) if bias else None)
+            args.append(randn(g, w[1] if w_transposed else w[0]) if bias else None)
             return args
-        return CaseSpec(label, make, F.linear, layout=layout, accum=k)
+        return CaseSpec(make, F.linear, shapes=(x, w), role=role, view="weight transposed" if w_transposed else "",
+                        params=(("bias", bias),), layout=_t_last(1) if w_transposed else None, accum=k)
 
     linear = op("linear", "matmul", [
-        lin("no bias [7,512]->384", (7, 512), (384, 512), False, 512),
-        lin("bias [3,5,127]->61", (3, 5, 127), (61, 127), True, 127),
-        lin("bias decode [1,2048]->2048", (1, 2048), (2048, 2048), True, 2048),
-        lin("weight non-contiguous [9,96]->40", (9, 96), (96, 40), False, 96, layout=_t_last(1)),
-        lin("long K=8192 [2,8192]->16", (2, 8192), (16, 8192), True, 8192),
-        lin("empty batch [0,64]->32", (0, 64), (32, 64), True, 64),
+        lin("", (7, 512), (384, 512), False),
+        lin("", (3, 5, 127), (61, 127), True),
+        lin("decode", (1, 2048), (2048, 2048), True),
+        lin("", (9, 96), (96, 40), False, w_transposed=True),
+        lin("long K", (2, 8192), (16, 8192), True),
+        lin("empty batch", (0, 64), (32, 64), True),
     ])
 
-    def bmm_case(label: str, a, b, k: int, layout=None) -> CaseSpec:
-        return CaseSpec(label, _mm_inputs(a, b, k), torch.bmm,
-                        out=lambda x, y, *, out: torch.bmm(x, y, out=out), layout=layout, accum=k)
+    def bmm_case(role: str, a, b, b_transposed: bool = False) -> CaseSpec:
+        k = a[-1]
+        return CaseSpec(_mm_inputs(a, b, k), torch.bmm, shapes=(a, b), role=role,
+                        view="b transposed" if b_transposed else "",
+                        out=lambda x, y, *, out: torch.bmm(x, y, out=out),
+                        layout=_t_last(1) if b_transposed else None, accum=k)
 
     bmm = op("bmm", "matmul", [
-        bmm_case("[8,33,64]x[8,64,17]", (8, 33, 64), (8, 64, 17), 64),
-        bmm_case("attention scores [16,128,128]x[16,128,128]", (16, 128, 128), (16, 128, 128), 128),
-        bmm_case("b transposed [4,21,96]x[4,40,96]^T", (4, 21, 96), (4, 40, 96), 96, layout=_t_last(1)),
-        bmm_case("long K=8192 [2,3,8192]x[2,8192,5]", (2, 3, 8192), (2, 8192, 5), 8192),
-        bmm_case("empty [0,4,8]x[0,8,4]", (0, 4, 8), (0, 8, 4), 8),
+        bmm_case("", (8, 33, 64), (8, 64, 17)),
+        bmm_case("attention scores", (16, 128, 128), (16, 128, 128)),
+        bmm_case("", (4, 21, 96), (4, 40, 96), b_transposed=True),
+        bmm_case("long K", (2, 3, 8192), (2, 8192, 5)),
+        bmm_case("empty", (0, 4, 8), (0, 8, 4)),
     ])
 
-    def addmm_case(label: str, bias, a, b, k: int, beta=1.0, alpha=1.0, layout=None) -> CaseSpec:
+    def addmm_case(role: str, bias, a, b, beta=1.0, alpha=1.0, b_transposed: bool = False) -> CaseSpec:
+        k = a[-1]
+
         def make(g: torch.Generator) -> list:
             return [randn(g, *bias), randn(g, *a), randn(g, *b, scale=1.0 / math.sqrt(k))]
 
@@ -83,17 +94,21 @@ def matmul_ops() -> list[OpSpec]:
 
         def out(c, x, y, *, out):
             return torch.addmm(c, x, y, beta=beta, alpha=alpha, out=out)
-        return CaseSpec(label, make, fn, out=out, layout=layout, accum=k)
+        return CaseSpec(make, fn, shapes=(bias, a, b), role=role, view="b transposed" if b_transposed else "",
+                        params=_scaling(beta, alpha), out=out, layout=_t_last(2) if b_transposed else None,
+                        accum=k)
 
     addmm = op("addmm", "matmul", [
-        addmm_case("bias row [256] + [16,512]x[512,256]", (256,), (16, 512), (512, 256), 512),
-        addmm_case("full bias odd [13,29] beta=0.5 alpha=2", (13, 29), (13, 77), (77, 29), 77, 0.5, 2.0),
-        addmm_case("b transposed [8,128]x[64,128]^T", (64,), (8, 128), (64, 128), 128, layout=_t_last(2)),
-        addmm_case("long K=8192", (8,), (3, 8192), (8192, 8), 8192),
-        addmm_case("empty [0,16]x[16,8]", (8,), (0, 16), (16, 8), 16),
+        addmm_case("bias row", (256,), (16, 512), (512, 256)),
+        addmm_case("full bias odd", (13, 29), (13, 77), (77, 29), 0.5, 2.0),
+        addmm_case("", (64,), (8, 128), (64, 128), b_transposed=True),
+        addmm_case("long K", (8,), (3, 8192), (8192, 8)),
+        addmm_case("empty", (8,), (0, 16), (16, 8)),
     ])
 
-    def baddbmm_case(label: str, c, a, b, k: int, beta=1.0, alpha=1.0) -> CaseSpec:
+    def baddbmm_case(role: str, c, a, b, beta=1.0, alpha=1.0) -> CaseSpec:
+        k = a[-1]
+
         def make(g: torch.Generator) -> list:
             return [randn(g, *c), randn(g, *a), randn(g, *b, scale=1.0 / math.sqrt(k))]
 
@@ -102,34 +117,35 @@ def matmul_ops() -> list[OpSpec]:
 
         def out(c_, x, y, *, out):
             return torch.baddbmm(c_, x, y, beta=beta, alpha=alpha, out=out)
-        return CaseSpec(label, make, fn, out=out, accum=k)
+        return CaseSpec(make, fn, shapes=(c, a, b), role=role, params=_scaling(beta, alpha), out=out, accum=k)
 
     baddbmm = op("baddbmm", "matmul", [
-        baddbmm_case("[4,32,32] + [4,32,64]x[4,64,32]", (4, 32, 32), (4, 32, 64), (4, 64, 32), 64),
-        baddbmm_case("broadcast bias [1,1,19] alpha=0.125", (1, 1, 19), (3, 11, 45), (3, 45, 19), 45, 1.0, 0.125),
-        baddbmm_case("long K=8192", (2, 2, 3), (2, 2, 8192), (2, 8192, 3), 8192),
-        baddbmm_case("empty [0,2,2]", (0, 2, 2), (0, 2, 4), (0, 4, 2), 4),
+        baddbmm_case("", (4, 32, 32), (4, 32, 64), (4, 64, 32)),
+        baddbmm_case("broadcast bias", (1, 1, 19), (3, 11, 45), (3, 45, 19), 1.0, 0.125),
+        baddbmm_case("long K", (2, 2, 3), (2, 2, 8192), (2, 8192, 3)),
+        baddbmm_case("empty", (0, 2, 2), (0, 2, 4), (0, 4, 2)),
     ])
 
-    def int_mm_case(label: str, m: int, k: int, n: int, b_transposed: bool = False) -> CaseSpec:
+    def int_mm_case(m: int, k: int, n: int, b_transposed: bool = False) -> CaseSpec:
+        b_shape = (n, k) if b_transposed else (k, n)
+
         def make(g: torch.Generator) -> list:
             a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int64).to(torch.int8)
-            shape = (n, k) if b_transposed else (k, n)
-            b = torch.randint(-128, 128, shape, generator=g, dtype=torch.int64).to(torch.int8)
+            b = torch.randint(-128, 128, b_shape, generator=g, dtype=torch.int64).to(torch.int8)
             return [a, b]
 
         def ref(a, b):
             return a.to(torch.int64) @ b.to(torch.int64)
-        return CaseSpec(label, make, torch._int_mm, ref=ref, judge="exact", accum=k,
-                        layout=_t_last(1) if b_transposed else None)
+        return CaseSpec(make, torch._int_mm, shapes=((m, k), b_shape), view="b transposed" if b_transposed else "",
+                        ref=ref, judge="exact", accum=k, layout=_t_last(1) if b_transposed else None)
 
     int_mm = op("_int_mm", "matmul", [
-        int_mm_case("[32,64]x[64,32]", 32, 64, 32),
-        int_mm_case("[48,1024]x[1024,40]", 48, 1024, 40),
-        int_mm_case("b column-major [32,128]x[128,64]", 32, 128, 64, b_transposed=True),
+        int_mm_case(32, 64, 32),
+        int_mm_case(48, 1024, 40),
+        int_mm_case(32, 128, 64, b_transposed=True),
     ], dtypes=("int8",), note="where the device offers it; int32 results are exact")
 
-    def scaled_mm_case(label: str, m: int, k: int, n: int) -> CaseSpec:
+    def scaled_mm_case(m: int, k: int, n: int) -> CaseSpec:
         def make(g: torch.Generator) -> list:
             scale_a = torch.tensor(0.5, dtype=torch.float32)
             scale_b = torch.tensor(0.25, dtype=torch.float32)
@@ -140,11 +156,17 @@ def matmul_ops() -> list[OpSpec]:
 
         def ref(a, b, sa, sb):
             return (a * sa) @ (b * sb)
-        return CaseSpec(label, make, fn, ref=ref, layout=_t_last(1), accum=k, keep_dtype=(2, 3))
+        return CaseSpec(make, fn, shapes=((m, k), (n, k)), view="b transposed", ref=ref, layout=_t_last(1), accum=k,
+                        keep_dtype=(2, 3))
 
     scaled_mm = op("_scaled_mm", "matmul", [
-        scaled_mm_case("[32,64]x[64,32] (b column-major)", 32, 64, 32),
-        scaled_mm_case("[16,256]x[256,48] (b column-major)", 16, 256, 48),
+        scaled_mm_case(32, 64, 32),
+        scaled_mm_case(16, 256, 48),
     ], dtypes=("float8_e4m3fn",), note="float8 inputs, float32 output; where the device offers it")
 
     return [matmul, linear, bmm, addmm, baddbmm, int_mm, scaled_mm]
+
+
+def _scaling(beta: float, alpha: float) -> tuple[tuple[str, float], ...]:
+    """beta/alpha as params, only where they differ from 1."""
+    return tuple((name, value) for name, value in (("beta", beta), ("alpha", alpha)) if value != 1.0)

@@ -1,25 +1,19 @@
 """Catalog cases at one model's own shapes (`verify-ops --model DIR`): extra cases of the existing ops,
-labelled "model: ..." with the shapes, so their records read like any other op's.
+labelled "model: ..." and derived from the shapes like any other case, so their records read alike.
 
 The float64 CPU reference bounds what is sane to run: a tensor holds at most MAX_ELEMENTS elements and a
-matmul costs at most MAX_REFERENCE_FLOPS; a dimension cut to fit says so in its label ("capped").
+matmul costs at most MAX_REFERENCE_FLOPS; a dimension cut to fit says so in a param ("... capped from=N").
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 
-from bringup.probes.ops.catalog_attention import (
-    SDPA_BACKENDS,
-    _qkv,
-    _sdpa,
-    apply_rotary,
-    attention_reference,
-    rotary_tables,
-)
+from bringup.probes.ops.catalog_attention import SDPA_BACKENDS, rotary_case, sdpa_case
 from bringup.probes.ops.catalog_moe import (
     combine_case,
     group_case,
@@ -33,7 +27,7 @@ from bringup.probes.ops.catalog_window import softcap_case, window_case
 from bringup.probes.ops.inputs import randint, randn, uniform
 from bringup.probes.ops.model_shapes import ModelShapes
 from bringup.probes.ops.spec import MODEL_CASE_PREFIX as MODEL
-from bringup.probes.ops.spec import CaseSpec
+from bringup.probes.ops.spec import CaseSpec, Param
 
 MAX_ELEMENTS = 1 << 26  # 512 MiB per float64 tensor
 MAX_REFERENCE_FLOPS = 1 << 34  # ~17 GFLOP: seconds for a float64 CPU matmul
@@ -51,13 +45,15 @@ def token_counts(shapes: ModelShapes) -> list[int]:
     return sorted({1, prefill_tokens(shapes)})
 
 
-def contexts(shapes: ModelShapes) -> list[tuple[int, str]]:
-    """(kv length, label note): a few lengths up to the model's maximum, capped by CONTEXTS and memory."""
+def contexts(shapes: ModelShapes) -> list[tuple[int, tuple[Param, ...]]]:
+    """(kv length, params): a few lengths up to the model's maximum, capped by CONTEXTS and memory; the longest,
+    when it falls short of the model's maximum, says so."""
     by_memory = MAX_ELEMENTS // (shapes.heads * shapes.head_dim)
     lengths = sorted({min(length, shapes.max_positions, by_memory) for length in CONTEXTS})
     longest = lengths[-1]
-    note = f" (capped: max_positions={shapes.max_positions})" if longest < shapes.max_positions else ""
-    return [(length, note if length == longest else "") for length in lengths]
+    note: tuple[Param, ...] = (("capped below max_positions", shapes.max_positions),) \
+        if longest < shapes.max_positions else ()
+    return [(length, note if length == longest else ()) for length in lengths]
 
 
 def capped_width(rows: int, inner: int, width: int) -> int:
@@ -68,17 +64,18 @@ def capped_width(rows: int, inner: int, width: int) -> int:
     return max(64, fit // 64 * 64)
 
 
-def _capped(full: int, used: int, what: str) -> str:
-    return f" ({what} capped from {full} to {used}: float64 reference cost)" if used < full else ""
+def _capped(full: int, used: int, what: str) -> tuple[Param, ...]:
+    """A param naming a dimension cut for the float64 reference's cost."""
+    return ((f"{what} capped from", full),) if used < full else ()
 
 
-def linear_case(name: str, tokens: int, d_in: int, d_out: int) -> CaseSpec:
+def linear_case(name: str, tokens: int, d_in: int, d_out: int, params: tuple[Param, ...] = ()) -> CaseSpec:
     used = capped_width(tokens, d_in, d_out)
 
     def make(g: torch.Generator) -> list:
         return [randn(g, tokens, d_in), randn(g, used, d_in, scale=1.0 / math.sqrt(d_in))]
-    return CaseSpec(f"{MODEL}{name} [{tokens},{d_in}]x[{d_in},{used}]{_capped(d_out, used, 'width')}",
-                    make, F.linear, accum=d_in)
+    return CaseSpec(make, F.linear, shapes=((tokens, d_in), (used, d_in)), role=f"{MODEL}{name}",
+                    params=(*params, *_capped(d_out, used, "width")), accum=d_in)
 
 
 def linear_cases(s: ModelShapes) -> list[CaseSpec]:
@@ -86,10 +83,9 @@ def linear_cases(s: ModelShapes) -> list[CaseSpec]:
                    ("o_proj", s.heads * s.head_dim, s.hidden)]
     if s.intermediate:
         projections += [("gate_up_proj", s.hidden, s.intermediate), ("down_proj", s.intermediate, s.hidden)]
-    cases = [linear_case(f"{name} tokens={t}", t, d_in, d_out)
-             for t in token_counts(s) for name, d_in, d_out in projections]
+    cases = [linear_case(name, t, d_in, d_out) for t in token_counts(s) for name, d_in, d_out in projections]
     rows = min(LOGIT_ROWS, s.max_positions)
-    cases += [linear_case(f"lm_head vocab={s.vocab} tokens={t}", t, s.hidden, s.vocab) for t in sorted({1, rows})]
+    cases += [linear_case("lm_head", t, s.hidden, s.vocab, (("vocab", s.vocab),)) for t in sorted({1, rows})]
     return cases
 
 
@@ -98,69 +94,51 @@ def _norm_inputs(*shape: int):
 
 
 def norm_cases(s: ModelShapes, fn) -> list[CaseSpec]:
-    cases = [CaseSpec(f"{MODEL}hidden={s.hidden} [{t},{s.hidden}]", _norm_inputs(t, s.hidden), fn, accum=s.hidden)
-             for t in token_counts(s)]
+    def case(role: str, shape: tuple[int, ...]) -> CaseSpec:
+        return CaseSpec(_norm_inputs(*shape), fn, shapes=(shape,), role=f"{MODEL}{role}", accum=shape[-1])
     t = prefill_tokens(s)
-    cases.append(CaseSpec(f"{MODEL}per-head q/k norm head_dim={s.head_dim} [{t},{s.heads},{s.head_dim}]",
-                          _norm_inputs(t, s.heads, s.head_dim), fn, accum=s.head_dim))
-    return cases
+    return [*(case("hidden", (tokens, s.hidden)) for tokens in token_counts(s)),
+            case("per-head q/k norm", (t, s.heads, s.head_dim))]
 
 
 def rotary_cases(s: ModelShapes) -> list[CaseSpec]:
     dim, heads, theta = s.rotary_dim or s.head_dim, s.heads, s.rope_theta
-
-    def make(seq: int, start: int):
-        def build(g: torch.Generator) -> list:
-            cos, sin = rotary_tables(torch.arange(start, start + seq), dim, base=theta)
-            return [randn(g, 1, heads, seq, dim), cos, sin]
-        return build
-
     t = prefill_tokens(s)
-    rot = f"rotary_dim={dim} theta={theta:g}"
-    cases = [CaseSpec(f"{MODEL}prefill heads={heads} {rot} [1,{heads},{t},{dim}]", make(t, 0), apply_rotary,
-                      accum=2)]
+    cases = [rotary_case((1, heads, t, dim), f"{MODEL}prefill", base=theta, params=(("theta", theta),))]
     for length, note in contexts(s):
-        cases.append(CaseSpec(f"{MODEL}decode at position {length - 1}{note} heads={heads} {rot} "
-                              f"[1,{heads},1,{dim}]", make(1, length - 1), apply_rotary, accum=2))
+        cases.append(rotary_case((1, heads, 1, dim), f"{MODEL}decode", start=length - 1, base=theta,
+                                 params=(("theta", theta), *note)))
     return cases
 
 
 def sdpa_cases(s: ModelShapes, backend: str) -> list[CaseSpec]:
-    def case(label: str, q_len: int, kv_len: int, causal: bool) -> CaseSpec:
-        def ref(q, k, v, mask=None):
-            return attention_reference(q, k, v, mask, causal)
-        return CaseSpec(label, _qkv(1, s.heads, s.kv_heads, q_len, kv_len, s.head_dim), _sdpa(backend, causal),
-                        ref=ref, accum=kv_len)
-
-    heads = f"heads q{s.heads}/kv{s.kv_heads} head_dim={s.head_dim}"
     p = min(ATTENTION_PREFILL, s.max_positions)
-    cases = [case(f"{MODEL}causal prefill {heads} [1,{s.heads},{p},{s.head_dim}]", p, p, True)]
+    cases = [sdpa_case(backend, 1, s.heads, s.kv_heads, p, p, s.head_dim, f"{MODEL}prefill", causal=True)]
     for length, note in contexts(s):
-        cases.append(case(f"{MODEL}decode kv={length}{note} {heads} [1,{s.heads},1,{s.head_dim}]", 1, length, False))
+        case = sdpa_case(backend, 1, s.heads, s.kv_heads, 1, length, s.head_dim, f"{MODEL}decode")
+        cases.append(replace(case, params=(*case.params, *note)))
     return cases
 
 
 def softmax_cases(s: ModelShapes) -> list[CaseSpec]:
-    def case(label: str, shape: tuple[int, ...], scale: float) -> CaseSpec:
-        return CaseSpec(label, lambda g: [randn(g, *shape, scale=scale)], lambda x: torch.softmax(x, dim=-1),
-                        accum=shape[-1])
+    def case(role: str, shape: tuple[int, ...], scale: float, params: tuple[Param, ...] = ()) -> CaseSpec:
+        return CaseSpec(lambda g: [randn(g, *shape, scale=scale)], lambda x: torch.softmax(x, dim=-1),
+                        shapes=(shape,), role=f"{MODEL}{role}", params=params, accum=shape[-1])
 
     p = min(ATTENTION_PREFILL, s.max_positions)
-    cases = [case(f"{MODEL}attention probs heads={s.heads} [1,{s.heads},{p},{p}]", (1, s.heads, p, p), 3.0)]
-    cases += [case(f"{MODEL}decode attention probs kv={length}{note} heads={s.heads} [1,{s.heads},1,{length}]",
-                   (1, s.heads, 1, length), 3.0) for length, note in contexts(s)]
+    cases = [case("attention probs", (1, s.heads, p, p), 3.0)]
+    cases += [case("decode attention probs", (1, s.heads, 1, length), 3.0, note) for length, note in contexts(s)]
     rows = min(LOGIT_ROWS, s.max_positions)
     width = capped_width(1, rows, s.vocab)
-    cases.append(case(f"{MODEL}vocab logits vocab={s.vocab} [{rows},{width}]{_capped(s.vocab, width, 'vocab')}",
-                      (rows, width), 4.0))
+    cases.append(case("vocab logits", (rows, width), 4.0, (("vocab", s.vocab), *_capped(s.vocab, width, "vocab"))))
     return cases
 
 
 def embedding_cases(s: ModelShapes) -> list[CaseSpec]:
     hidden, rows, t = s.hidden, min(s.vocab, MAX_ELEMENTS // s.hidden), prefill_tokens(s)
-    return [CaseSpec(f"{MODEL}ids [1,{t}] from vocab={s.vocab} [{rows},{hidden}]"
-                     f"{_capped(s.vocab, rows, 'table rows')}",
-                     lambda g: [randint(g, rows, 1, t), randn(g, rows, hidden)], F.embedding, judge="exact")]
+    return [CaseSpec(lambda g: [randint(g, rows, 1, t), randn(g, rows, hidden)], F.embedding,
+                     shapes=((1, t), (rows, hidden)), role=f"{MODEL}ids",
+                     params=(("vocab", s.vocab), *_capped(s.vocab, rows, "table rows")), judge="exact")]
 
 
 def activation_cases(s: ModelShapes) -> tuple[str, list[CaseSpec]]:
@@ -173,8 +151,8 @@ def activation_cases(s: ModelShapes) -> tuple[str, list[CaseSpec]]:
         if gelu:
             return F.gelu(x, approximate="tanh" if tanh else "none")
         return F.silu(x)
-    cases = [CaseSpec(f"{MODEL}{s.activation} intermediate={w} [{t},{w}]",
-                      lambda g, t=t, w=w: [randn(g, t, w, scale=3.0)], fn)
+    cases = [CaseSpec(lambda g, t=t, w=w: [randn(g, t, w, scale=3.0)], fn, shapes=((t, w),),
+                      role=f"{MODEL}{s.activation}", params=(("intermediate", w),))
              for w in widths for t in token_counts(s)]
     return ("gelu" if gelu else "silu"), cases
 
@@ -183,21 +161,20 @@ def moe_cases(s: ModelShapes) -> dict[str, list[CaseSpec]]:
     assert s.experts and s.top_k
     e, k, h = s.experts, s.top_k, s.hidden
     inter = s.expert_intermediate or h
-    renorm = "renormalised" if s.renormalize_topk else "not renormalised"
-    tie_note = "" if e <= h else " (experts > hidden: random logits, near-ties possible)"
+    ties: tuple[Param, ...] = () if e <= h else (("near-ties possible", "experts > hidden"),)
     out: dict[str, list[CaseSpec]] = {name: [] for name in ("moe_router", "moe_group_tokens", "index_add",
                                                               "scatter_add", "grouped_matmul")}
     for t in token_counts(s):
-        shape = f"experts={e} top-{k} hidden={h} tokens={t}"
-        out["moe_router"].append(router_case(f"{MODEL}{shape} {renorm}{tie_note}", t, h, e, k, s.renormalize_topk))
-        out["moe_group_tokens"].append(group_case(f"{MODEL}{shape}", t, h, e, k))
-        out["index_add"].append(combine_case(f"{MODEL}MoE combine {shape}", index_add, t, h, k))
-        out["scatter_add"].append(combine_case(f"{MODEL}MoE combine {shape}", scatter_add, t, h, k))
+        tokens: tuple[Param, ...] = (("tokens", t),)
+        out["moe_router"].append(router_case(t, h, e, k, s.renormalize_topk, MODEL.strip(), (*tokens, *ties)))
+        out["moe_group_tokens"].append(group_case(t, h, e, k, role=MODEL.strip(), params=tokens))
+        out["index_add"].append(combine_case(index_add, t, h, k, role=f"{MODEL}MoE combine", params=tokens))
+        out["scatter_add"].append(combine_case(scatter_add, t, h, k, role=f"{MODEL}MoE combine", params=tokens))
         fit = max(1, min(e, MAX_ELEMENTS // (h * inter)))
-        cut = f" (weights of {fit} of {e} experts: float64 reference memory)" if fit < e else ""
+        cut: tuple[Param, ...] = (("experts capped from", e),) if fit < e else ()
         for name, d_in, d_out in (("gate/up", h, inter), ("down", inter, h)):
-            out["grouped_matmul"] += grouped_matmul_cases(f"{MODEL}{name} experts={e} tokens={t}{cut} ", t * k, fit,
-                                                          d_in, d_out)
+            out["grouped_matmul"] += grouped_matmul_cases(f"{MODEL}{name}", t * k, fit, d_in, d_out,
+                                                          (*tokens, *cut))
     return out
 
 
@@ -207,12 +184,10 @@ def window_cases(s: ModelShapes) -> list[CaseSpec]:
     by_memory = MAX_ELEMENTS // (s.heads * 16)
     kv = min(s.max_positions, 2 * w, by_memory, CONTEXTS[-1])
     p = min(ATTENTION_PREFILL, s.max_positions)
-    note = "" if w < p else " (window >= length: causal only)"
     return [
-        window_case(f"{MODEL}decode window={w} kv={kv} heads={s.heads} [1,{s.heads},1,{kv}]", s.heads, 1, kv, w),
-        window_case(f"{MODEL}chunk of 16 queries window={w} kv={kv} heads={s.heads} [1,{s.heads},16,{kv}]",
-                    s.heads, min(16, kv), kv, w),
-        window_case(f"{MODEL}prefill window={w}{note} heads={s.heads} [1,{s.heads},{p},{p}]", s.heads, p, p, w),
+        window_case(s.heads, 1, kv, w, f"{MODEL}decode"),
+        window_case(s.heads, min(16, kv), kv, w, f"{MODEL}chunk of queries"),
+        window_case(s.heads, p, p, w, f"{MODEL}prefill" + (" (window >= length: causal only)" if w >= p else "")),
     ]
 
 
@@ -220,14 +195,12 @@ def softcap_cases(s: ModelShapes) -> list[CaseSpec]:
     cases = []
     if s.attn_softcap:
         p = min(ATTENTION_PREFILL, s.max_positions)
-        cases.append(softcap_case(f"{MODEL}attention scores cap={s.attn_softcap:g} heads={s.heads} "
-                                  f"[1,{s.heads},{p},{p}]", (1, s.heads, p, p), s.attn_softcap, s.attn_softcap))
+        cases.append(softcap_case((1, s.heads, p, p), s.attn_softcap, s.attn_softcap, f"{MODEL}attention scores"))
     if s.final_softcap:
         rows = min(LOGIT_ROWS, s.max_positions)
         width = capped_width(1, rows, s.vocab)
-        cases.append(softcap_case(f"{MODEL}logits cap={s.final_softcap:g} vocab={s.vocab} [{rows},{width}]"
-                                  f"{_capped(s.vocab, width, 'vocab')}", (rows, width), s.final_softcap,
-                                  s.final_softcap))
+        cases.append(softcap_case((rows, width), s.final_softcap, s.final_softcap, f"{MODEL}logits",
+                                  (("vocab", s.vocab), *_capped(s.vocab, width, "vocab"))))
     return cases
 
 

@@ -56,10 +56,16 @@ def router_inputs(tokens: int, hidden: int, experts: int, top_k: int):
     return make
 
 
-def router_case(label: str, tokens: int, hidden: int, experts: int, top_k: int, renormalize: bool) -> CaseSpec:
+def router_case(tokens: int, hidden: int, experts: int, top_k: int, renormalize: bool, role: str = "",
+                params=()) -> CaseSpec:
+    """x [tokens, hidden] through the router weight [experts, hidden]; the role says whether weights are
+    renormalised."""
     def fn(x, w):
         return route(x, w, top_k, renormalize)
-    return CaseSpec(label, router_inputs(tokens, hidden, experts, top_k), fn, accum=max(hidden, experts))
+    weights = "renormalised" if renormalize else "not renormalised"
+    return CaseSpec(router_inputs(tokens, hidden, experts, top_k), fn, shapes=((tokens, hidden), (experts, hidden)),
+                    role=" ".join(part for part in (role, weights) if part), params=(*params, ("top", top_k)),
+                    accum=max(hidden, experts))
 
 
 def group_tokens(ids: torch.Tensor, x: torch.Tensor, experts: int) -> tuple[torch.Tensor, ...]:
@@ -89,10 +95,14 @@ def assignments(g: torch.Generator, tokens: int, experts: int, top_k: int, used:
     return torch.stack([pool[randperm(g, pool.numel())[:top_k]] for _ in range(tokens)])
 
 
-def group_case(label: str, tokens: int, hidden: int, experts: int, top_k: int, used: int | None = None) -> CaseSpec:
+def group_case(tokens: int, hidden: int, experts: int, top_k: int, used: int | None = None, role: str = "",
+               params=()) -> CaseSpec:
+    """Expert ids [tokens, top_k] drawn from `used` of the experts, token rows [tokens, hidden]."""
     def make(g: torch.Generator) -> list:
         return [assignments(g, tokens, experts, top_k, used or experts), randn(g, tokens, hidden)]
-    return CaseSpec(label, make, lambda ids, x: group_tokens(ids, x, experts),
+    unused = (("unused", experts - used),) if used else ()
+    return CaseSpec(make, lambda ids, x: group_tokens(ids, x, experts), shapes=((tokens, top_k), (tokens, hidden)),
+                    role=role, params=(("experts", experts), *unused, *params),
                     ref=lambda ids, x: group_tokens_reference(ids, x, experts), judge="exact")
 
 
@@ -116,11 +126,14 @@ def scatter_add(base: torch.Tensor, index: torch.Tensor, rows: torch.Tensor) -> 
     return torch.scatter_add(base, 0, index[:, None].expand(-1, rows.shape[-1]), rows)
 
 
-def combine_case(label: str, fn, tokens: int, hidden: int, duplicates: int, random_base: bool = False) -> CaseSpec:
+def combine_case(fn, tokens: int, hidden: int, duplicates: int, random_base: bool = False, role: str = "",
+                 params=()) -> CaseSpec:
     """Accumulation length = the duplicates per row (+1 for a non-zero base); every partial sum is stored
     in the dtype (GPU kernels add atomically in it), hence step rounding."""
-    return CaseSpec(label, combine_inputs(tokens, hidden, duplicates, random_base), fn,
-                    accum=duplicates + (1 if random_base else 0), step_rounding=True)
+    return CaseSpec(combine_inputs(tokens, hidden, duplicates, random_base), fn, shapes=((tokens, hidden),),
+                    role=" ".join(part for part in (role, "onto a base" if random_base else "") if part),
+                    params=(("duplicates", duplicates), *params), accum=duplicates + (1 if random_base else 0),
+                    step_rounding=True)
 
 
 def grouped_matmul_loop(x: torch.Tensor, w: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
@@ -166,46 +179,50 @@ def group_sizes(g_seed: str, slots: int, experts: int, empty_every: int = 3) -> 
     return sizes
 
 
-def grouped_matmul_cases(prefix: str, slots: int, experts: int, d_in: int, d_out: int) -> list[CaseSpec]:
-    counts = group_sizes(f"{prefix} {slots} {experts} {d_in} {d_out}", slots, experts)
-    shape = f"{slots} slots over {experts} experts ({counts.count(0)} empty) [{d_in}]->[{d_out}]"
+def grouped_matmul_cases(role: str, slots: int, experts: int, d_in: int, d_out: int, params=()) -> list[CaseSpec]:
+    """x [slots, d_in] in groups over the experts' weights [experts, d_in, d_out], some groups empty."""
+    counts = group_sizes(f"{role + ' ' if role else ''} {slots} {experts} {d_in} {d_out}", slots, experts)
     make = grouped_inputs(counts, d_in, d_out)
-    return [
-        CaseSpec(f"{prefix}loop of matmuls {shape}", make, grouped_matmul_loop, accum=d_in),
-        CaseSpec(f"{prefix}padded bmm {shape}", make, grouped_matmul_padded, ref=grouped_matmul_loop, accum=d_in),
-    ]
+    shapes = ((slots, d_in), (experts, d_in, d_out))
+    params = (*params, ("empty groups", counts.count(0)))
+
+    def case(form: str, fn, ref=None) -> CaseSpec:
+        return CaseSpec(make, fn, shapes=shapes, role=" ".join(part for part in (role, form) if part), params=params,
+                        ref=ref, accum=d_in)
+    return [case("loop of matmuls", grouped_matmul_loop),
+            case("padded bmm", grouped_matmul_padded, ref=grouped_matmul_loop)]
 
 
 def moe_ops() -> list[OpSpec]:
     router = op("moe_router", "moe", [
-        router_case("8 experts top-2 renormalised [37,72]", 37, 72, 8, 2, True),
-        router_case("60 experts top-4 not renormalised [19,136]", 19, 136, 60, 4, False),
-        router_case("decode 128 experts top-8 renormalised [1,256]", 1, 256, 128, 8, True),
-        router_case("empty batch 8 experts top-2 [0,64]", 0, 64, 8, 2, True),
+        router_case(37, 72, 8, 2, True),
+        router_case(19, 136, 60, 4, False),
+        router_case(1, 256, 128, 8, True, "decode"),
+        router_case(0, 64, 8, 2, True, "empty batch"),
     ], note=ROUTER_NOTE)
     group = op("moe_group_tokens", "moe", [
-        group_case("37 tokens top-2 over 8 experts (3 unused)", 37, 72, 8, 2, used=5),
-        group_case("19 tokens top-4 over 60 experts", 19, 136, 60, 4),
-        group_case("decode 1 token top-8 over 128 experts", 1, 64, 128, 8),
-        group_case("empty batch", 0, 16, 8, 2),
+        group_case(37, 72, 8, 2, used=5),
+        group_case(19, 136, 60, 4),
+        group_case(1, 64, 128, 8, role="decode"),
+        group_case(0, 16, 8, 2, role="empty batch"),
     ], note="stable sort of the expert ids, bincount, gather into expert order: exact (reference: no sort)")
     combine_note = "sums of duplicates are order-dependent: judged close with accumulation length = duplicates per row"
     index_add_op = op("index_add", "moe", [
-        combine_case("MoE combine 37 tokens x top-2 [37,72]", index_add, 37, 72, 2),
-        combine_case("duplicates x17 onto a base [11,131]", index_add, 11, 131, 17, random_base=True),
-        combine_case("MoE combine decode top-8 [1,256]", index_add, 1, 256, 8),
-        combine_case("empty [0,8]", index_add, 0, 8, 2),
+        combine_case(index_add, 37, 72, 2, role="MoE combine"),
+        combine_case(index_add, 11, 131, 17, random_base=True),
+        combine_case(index_add, 1, 256, 8, role="MoE combine decode"),
+        combine_case(index_add, 0, 8, 2, role="empty"),
     ], note=combine_note)
     scatter_add_op = op("scatter_add", "moe", [
-        combine_case("MoE combine 37 tokens x top-2 [37,72]", scatter_add, 37, 72, 2),
-        combine_case("duplicates x17 onto a base [11,131]", scatter_add, 11, 131, 17, random_base=True),
-        combine_case("empty [0,8]", scatter_add, 0, 8, 2),
+        combine_case(scatter_add, 37, 72, 2, role="MoE combine"),
+        combine_case(scatter_add, 11, 131, 17, random_base=True),
+        combine_case(scatter_add, 0, 8, 2, role="empty"),
     ], note=combine_note)
     grouped = op("grouped_matmul", "moe", [
         *grouped_matmul_cases("", 74, 8, 72, 40),
         *grouped_matmul_cases("", 76, 60, 136, 24),
-        *grouped_matmul_cases("decode ", 8, 128, 64, 48),
-        *grouped_matmul_cases("empty ", 0, 4, 16, 8),
+        *grouped_matmul_cases("decode", 8, 128, 64, 48),
+        *grouped_matmul_cases("empty", 0, 4, 16, 8),
     ], note="per-expert matmuls over contiguous token groups (with empty groups): a loop of matmuls and one "
             "padded bmm, both against the float64 loop")
     return [router, group, index_add_op, scatter_add_op, grouped]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -31,15 +32,16 @@ def _transposed(args: list) -> list:
 
 def unary_cases(fn, domain: Domain, out=None, judge="close") -> list[CaseSpec]:
     """The standard unary case set: LLM shape, odd sizes, strided, transposed, long, empty."""
-    def mk(shape: tuple[int, ...]):
-        return lambda g: [domain(g, shape)]
+    def case(shape: tuple[int, ...], role: str = "", view: str = "", layout=None) -> CaseSpec:
+        return CaseSpec(lambda g: [domain(g, shape)], fn, shapes=(shape,), role=role, view=view, out=out,
+                        judge=judge, layout=layout)
     return [
-        CaseSpec("[2,64,1024]", mk((2, 64, 1024)), fn, out=out, judge=judge),
-        CaseSpec("odd [3,37,101]", mk((3, 37, 101)), fn, out=out, judge=judge),
-        CaseSpec("non-contiguous [64,256][:, ::2]", mk((64, 256)), fn, out=out, judge=judge, layout=_noncontig),
-        CaseSpec("transposed [33,65]^T", mk((33, 65)), fn, out=out, judge=judge, layout=_transposed),
-        CaseSpec("long [16411]", mk((16411,)), fn, out=out, judge=judge),
-        CaseSpec("empty [0,7]", mk((0, 7)), fn, out=out, judge=judge),
+        case((2, 64, 1024)),
+        case((3, 37, 101), "odd"),
+        case((64, 256), view="non-contiguous [:, ::2]", layout=_noncontig),
+        case((33, 65), view="transposed", layout=_transposed),
+        case((16411,), "long"),
+        case((0, 7), "empty"),
     ]
 
 
@@ -54,12 +56,13 @@ def activation_ops() -> list[OpSpec]:
     def gelu_tanh_out(x, *, out):
         return torch._C._nn.gelu(x, approximate="tanh", out=out)
 
+    def approximated(cases: list[CaseSpec], approximate: str, fn, out) -> list[CaseSpec]:
+        return [replace(c, fn=fn, out=out, params=(("approximate", approximate), *c.params)) for c in cases]
+
     gelu_cases = [
-        *[CaseSpec(f"exact {c.label}", c.inputs, F.gelu, layout=c.layout, out=gelu_out)
-          for c in unary_cases(F.gelu, normal(3.0))],
-        *[CaseSpec(f"tanh {c.label}", c.inputs, lambda x: F.gelu(x, approximate="tanh"), layout=c.layout,
-                   out=gelu_tanh_out)
-          for c in unary_cases(F.gelu, normal(3.0))[:4]],
+        *approximated(unary_cases(F.gelu, normal(3.0)), "none", F.gelu, gelu_out),
+        *approximated(unary_cases(F.gelu, normal(3.0))[:4], "tanh", lambda x: F.gelu(x, approximate="tanh"),
+                      gelu_tanh_out),
     ]
     return [
         op("gelu", "activation", gelu_cases),
@@ -74,114 +77,137 @@ def activation_ops() -> list[OpSpec]:
         op("reciprocal", "math", unary_cases(torch.reciprocal, interval(0.05, 20.0),
                                              out=_out(torch.reciprocal))),
         op("pow", "math", [
-            CaseSpec("x^2 [2,64,1024]", lambda g: [randn(g, 2, 64, 1024)], lambda x: torch.pow(x, 2),
-                     out=lambda x, *, out: torch.pow(x, 2, out=out)),
-            CaseSpec("x^0.5 odd [37,101]", lambda g: [uniform(g, 37, 101, low=0.0, high=50.0)],
-                     lambda x: torch.pow(x, 0.5)),
-            CaseSpec("x^-1.5 transposed [33,65]^T", lambda g: [uniform(g, 33, 65, low=0.1, high=10.0)],
-                     lambda x: torch.pow(x, -1.5), layout=_transposed),
-            CaseSpec("tensor exponent broadcast [17,1]^[1,23]",
-                     lambda g: [uniform(g, 17, 1, low=0.5, high=2.0), uniform(g, 1, 23, low=-3.0, high=3.0)],
-                     torch.pow, out=_out(torch.pow)),
-            CaseSpec("empty [0,5]", lambda g: [randn(g, 0, 5)], lambda x: torch.pow(x, 3)),
+            power_case(2, (2, 64, 1024), normal(), out=True),
+            power_case(0.5, (37, 101), interval(0.0, 50.0), role="odd"),
+            power_case(-1.5, (33, 65), interval(0.1, 10.0), transposed=True),
+            CaseSpec(lambda g: [uniform(g, 17, 1, low=0.5, high=2.0), uniform(g, 1, 23, low=-3.0, high=3.0)],
+                     torch.pow, shapes=((17, 1), (1, 23)), role="tensor exponent broadcast", out=_out(torch.pow)),
+            power_case(3, (0, 5), normal(), role="empty"),
         ]),
     ]
 
 
-def _binary(fn, label_extra: str = "", denom: bool = False, out=None) -> list[CaseSpec]:
+def power_case(exponent: float, shape: tuple[int, ...], domain: Domain, role: str = "", transposed: bool = False,
+               out: bool = False) -> CaseSpec:
+    def fn(x):
+        return torch.pow(x, exponent)
+
+    def fn_out(x, *, out):
+        return torch.pow(x, exponent, out=out)
+    return CaseSpec(lambda g: [domain(g, shape)], fn, shapes=(shape,), role=role,
+                    view="transposed" if transposed else "", params=(("exponent", exponent),),
+                    layout=_transposed if transposed else None, out=fn_out if out else None)
+
+
+def _binary(fn, denom: bool = False, out=None) -> list[CaseSpec]:
     second = interval(0.5, 4.0) if denom else normal()
 
-    def mk(a_shape, b_shape, signed_denominator=False):
+    def case(a_shape, b_shape, role: str = "", signed_denominator=False, view: str = "", layout=None) -> CaseSpec:
         def make(g: torch.Generator) -> list:
             b = second(g, b_shape)
             if denom and signed_denominator:
                 b = b * (randint(g, 2, *b_shape) * 2 - 1)
             return [randn(g, *a_shape), b]
-        return make
+        return CaseSpec(make, fn, shapes=(a_shape, b_shape), role=role, view=view, out=out, layout=layout)
 
     def noncontig(args: list) -> list:
         return [args[0][:, ::3], args[1].t()]
 
     return [
-        CaseSpec(f"same shape [4,128,512]{label_extra}", mk((4, 128, 512), (4, 128, 512)), fn, out=out),
-        CaseSpec(f"broadcast [4,1,64] . [1,7,64]{label_extra}", mk((4, 1, 64), (1, 7, 64), True), fn, out=out),
-        CaseSpec(f"row broadcast odd [37,129] . [129]{label_extra}", mk((37, 129), (129,)), fn, out=out),
-        CaseSpec(f"strided and transposed [40,90][:, ::3] . [40,30]^T{label_extra}",
-                 mk((40, 90), (30, 40)), fn, out=out, layout=noncontig),
-        CaseSpec(f"0-d tensor [16411] . []{label_extra}", mk((16411,), ()), fn, out=out),
-        CaseSpec(f"empty [0,3] . [3]{label_extra}", mk((0, 3), (3,)), fn, out=out),
+        case((4, 128, 512), (4, 128, 512), "same shape"),
+        case((4, 1, 64), (1, 7, 64), "broadcast", signed_denominator=True),
+        case((37, 129), (129,), "row broadcast odd"),
+        case((40, 90), (30, 40), view="strided a [:, ::3] and transposed b", layout=noncontig),
+        case((16411,), (), "0-d tensor"),
+        case((0, 3), (3,), "empty"),
     ]
 
 
 def elementwise_ops() -> list[OpSpec]:
-    def scalar_case(name: str, fn, accum: int = 1) -> CaseSpec:
+    def scalar_case(fn, accum: int = 1) -> CaseSpec:
         # accum=2 for add/sub: the scalar is rounded to the dtype, so results that cancel to ~0 carry
         # an absolute error of about eps * |scalar| (the mixed atol covers it)
-        return CaseSpec(f"python scalar [3,37,101] . 0.3{name}", lambda g: [randn(g, 3, 37, 101)], fn, accum=accum)
+        return CaseSpec(lambda g: [randn(g, 3, 37, 101)], fn, shapes=((3, 37, 101),), role="python scalar",
+                        params=(("scalar", 0.3),), accum=accum)
 
     add = [
         *_binary(torch.add, out=_out(torch.add)),
-        CaseSpec("alpha=-0.5 [64,100]", lambda g: [randn(g, 64, 100), randn(g, 64, 100)],
-                 lambda a, b: torch.add(a, b, alpha=-0.5)),
-        scalar_case("", lambda a: a + 0.3, accum=2),
+        CaseSpec(lambda g: [randn(g, 64, 100), randn(g, 64, 100)], lambda a, b: torch.add(a, b, alpha=-0.5),
+                 shapes=((64, 100), (64, 100)), params=(("alpha", -0.5),)),
+        scalar_case(lambda a: a + 0.3, accum=2),
     ]
-    sub = [*_binary(torch.sub, out=_out(torch.sub)), scalar_case("", lambda a: a - 0.3, accum=2)]
-    mul = [*_binary(torch.mul, out=_out(torch.mul)), scalar_case("", lambda a: a * 0.3)]
-    div = [*_binary(torch.div, denom=True, out=_out(torch.div)), scalar_case("", lambda a: a / 0.3)]
+    sub = [*_binary(torch.sub, out=_out(torch.sub)), scalar_case(lambda a: a - 0.3, accum=2)]
+    mul = [*_binary(torch.mul, out=_out(torch.mul)), scalar_case(lambda a: a * 0.3)]
+    div = [*_binary(torch.div, denom=True, out=_out(torch.div)), scalar_case(lambda a: a / 0.3)]
 
-    def where_make(shape_c, shape_x, shape_y):
+    def where_case(shapes, role: str = "", other: float | None = None, out: bool = False) -> CaseSpec:
+        """shapes: condition, x, y; with `other` a Python scalar replaces y."""
         def make(g: torch.Generator) -> list:
-            return [randint(g, 2, *shape_c).bool(), randn(g, *shape_x), randn(g, *shape_y)]
-        return make
+            return [randint(g, 2, *shapes[0]).bool(), *(randn(g, *shape) for shape in shapes[1:])]
+        fn = torch.where if other is None else (lambda c, x, y: torch.where(c, x, other))
+        return CaseSpec(make, fn, shapes=shapes, role=role, params=() if other is None else (("other", other),),
+                        out=_out(torch.where) if out else None, judge="exact")
 
     where = op("where", "elementwise", [
-        CaseSpec("[4,128,256]", where_make((4, 128, 256), (4, 128, 256), (4, 128, 256)), torch.where,
-                 out=_out(torch.where), judge="exact"),
-        CaseSpec("broadcast cond [1,37,1] x [5,37,19] y [19]", where_make((1, 37, 1), (5, 37, 19), (19,)),
-                 torch.where, out=_out(torch.where), judge="exact"),
-        CaseSpec("scalar other (masking with -inf)", where_make((9, 33), (9, 33), ()),
-                 lambda c, x, y: torch.where(c, x, float("-inf")), judge="exact"),
-        CaseSpec("empty [0,4]", where_make((0, 4), (0, 4), (0, 4)), torch.where, judge="exact"),
+        where_case(((4, 128, 256), (4, 128, 256), (4, 128, 256)), out=True),
+        where_case(((1, 37, 1), (5, 37, 19), (19,)), "broadcast", out=True),
+        where_case(((9, 33), (9, 33), ()), "masking", other=float("-inf")),
+        where_case(((0, 4), (0, 4), (0, 4)), "empty"),
     ])
+
+    def clamp_case(shape, low: float | None, high: float | None, role: str = "", scale: float = 1.0,
+                   transposed: bool = False, out: bool = False) -> CaseSpec:
+        def fn(x):
+            return torch.clamp(x, low, high)
+
+        def fn_out(x, *, out):
+            return torch.clamp(x, low, high, out=out)
+        bounds = tuple((name, value) for name, value in (("min", low), ("max", high)) if value is not None)
+        return CaseSpec(lambda g: [randn(g, *shape, scale=scale)], fn, shapes=(shape,), role=role,
+                        view="transposed" if transposed else "", params=bounds,
+                        layout=_transposed if transposed else None, out=fn_out if out else None, judge="exact")
+
     clamp = op("clamp", "elementwise", [
-        CaseSpec("scalar bounds [2,64,1024]", lambda g: [randn(g, 2, 64, 1024, scale=3.0)],
-                 lambda x: torch.clamp(x, -1.5, 2.0), out=lambda x, *, out: torch.clamp(x, -1.5, 2.0, out=out),
-                 judge="exact"),
-        CaseSpec("min only odd [37,101]", lambda g: [randn(g, 37, 101)], lambda x: torch.clamp(x, min=0.25),
-                 judge="exact"),
-        CaseSpec("tensor bounds broadcast [17,33]", lambda g: [randn(g, 17, 33), -uniform(g, 33, low=0, high=1),
-                                                             uniform(g, 17, 1, low=0, high=1)],
-                 torch.clamp, judge="exact"),
-        CaseSpec("transposed [33,65]^T", lambda g: [randn(g, 33, 65)], lambda x: torch.clamp(x, -0.5, 0.5),
-                 layout=_transposed, judge="exact"),
-        CaseSpec("empty [0,3]", lambda g: [randn(g, 0, 3)], lambda x: torch.clamp(x, -1, 1), judge="exact"),
+        clamp_case((2, 64, 1024), -1.5, 2.0, scale=3.0, out=True),
+        clamp_case((37, 101), 0.25, None, "odd"),
+        CaseSpec(lambda g: [randn(g, 17, 33), -uniform(g, 33, low=0, high=1), uniform(g, 17, 1, low=0, high=1)],
+                 torch.clamp, shapes=((17, 33), (33,), (17, 1)), role="tensor bounds broadcast", judge="exact"),
+        clamp_case((33, 65), -0.5, 0.5, transposed=True),
+        clamp_case((0, 3), -1, 1, "empty"),
     ])
 
     def causal(g: torch.Generator, n: int, m: int) -> torch.Tensor:
         return torch.ones(n, m, dtype=torch.bool).triu(1)
 
+    def fill_case(shapes, value: float, make, role: str = "", transposed: bool = False) -> CaseSpec:
+        return CaseSpec(make, lambda x, m: x.masked_fill(m, value), shapes=shapes, role=role,
+                        view="transposed input" if transposed else "", params=(("value", value),),
+                        layout=_transposed if transposed else None, judge="exact")
+
     masked_fill = op("masked_fill", "elementwise", [
-        CaseSpec("causal -inf [2,8,128,128]", lambda g: [randn(g, 2, 8, 128, 128), causal(g, 128, 128)],
-                 lambda x, m: x.masked_fill(m, float("-inf")), judge="exact"),
-        CaseSpec("random mask odd [3,37,101] value -1e4", lambda g: [randn(g, 3, 37, 101),
-                                                                  randint(g, 2, 3, 37, 101).bool()],
-                 lambda x, m: x.masked_fill(m, -1e4), judge="exact"),
-        CaseSpec("transposed input [33,65]^T", lambda g: [randn(g, 33, 65), randint(g, 2, 65, 33).bool()],
-                 lambda x, m: x.masked_fill(m, 0.0), layout=_transposed, judge="exact"),
-        CaseSpec("empty [0,9]", lambda g: [randn(g, 0, 9), randint(g, 2, 0, 9).bool()],
-                 lambda x, m: x.masked_fill(m, 1.0), judge="exact"),
+        fill_case(((2, 8, 128, 128), (128, 128)), float("-inf"),
+                  lambda g: [randn(g, 2, 8, 128, 128), causal(g, 128, 128)], "causal"),
+        fill_case(((3, 37, 101), (3, 37, 101)), -1e4,
+                  lambda g: [randn(g, 3, 37, 101), randint(g, 2, 3, 37, 101).bool()], "random mask odd"),
+        fill_case(((33, 65), (65, 33)), 0.0, lambda g: [randn(g, 33, 65), randint(g, 2, 65, 33).bool()],
+                  transposed=True),
+        fill_case(((0, 9), (0, 9)), 1.0, lambda g: [randn(g, 0, 9), randint(g, 2, 0, 9).bool()], "empty"),
     ])
 
     def tri_cases(fn_name: str) -> list[CaseSpec]:
         f = getattr(torch, fn_name)
+
+        def case(shape, diagonal: int = 0, role: str = "", transposed: bool = False, out: bool = False) -> CaseSpec:
+            return CaseSpec(lambda g: [randn(g, *shape)], lambda x: f(x, diagonal=diagonal), shapes=(shape,),
+                            role=role, view="transposed" if transposed else "",
+                            params=(("diagonal", diagonal),) if diagonal else (),
+                            layout=_transposed if transposed else None,
+                            out=(lambda x, *, out: f(x, out=out)) if out else None, judge="exact")
         return [
-            CaseSpec("[2,8,128,128]", lambda g: [randn(g, 2, 8, 128, 128)], f,
-                     out=lambda x, *, out: f(x, out=out), judge="exact"),
-            CaseSpec("odd rectangular [37,101] diagonal=3", lambda g: [randn(g, 37, 101)],
-                     lambda x: f(x, diagonal=3), judge="exact"),
-            CaseSpec("transposed [65,33]^T diagonal=-2", lambda g: [randn(g, 65, 33)],
-                     lambda x: f(x, diagonal=-2), layout=_transposed, judge="exact"),
-            CaseSpec("empty [0,5]", lambda g: [randn(g, 0, 5)], f, judge="exact"),
+            case((2, 8, 128, 128), out=True),
+            case((37, 101), 3, "odd rectangular"),
+            case((65, 33), -2, transposed=True),
+            case((0, 5), role="empty"),
         ]
 
     return [

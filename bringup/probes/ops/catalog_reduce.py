@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from bringup.probes.ops.catalog_contracts import argmax_contract_cases, sort_contract_cases, topk_contract_cases
 from bringup.probes.ops.inputs import randn, uniform
-from bringup.probes.ops.spec import CaseSpec, OpSpec, op
+from bringup.probes.ops.spec import CaseSpec, OpSpec, op, reduced_length, seen_shape
 
 
 def _transposed(args: list) -> list:
@@ -20,18 +20,22 @@ def _x(*shape: int, scale: float = 1.0):
 
 def softmax_like(fn, aten_out) -> list[CaseSpec]:
     """aten_out is the op's aten out= overload (aten._softmax.out / aten._log_softmax.out) for guard regions."""
-    def case(label: str, make, dim: int, accum: int, layout=None) -> CaseSpec:
-        return CaseSpec(label, make, lambda x: fn(x, dim=dim), layout=layout, accum=accum,
+    def case(shape: tuple[int, ...], dim: int, role: str = "", scale: float = 3.0, transposed: bool = False
+             ) -> CaseSpec:
+        return CaseSpec(_x(*shape, scale=scale), lambda x: fn(x, dim=dim), shapes=(shape,), role=role,
+                        view="transposed" if transposed else "", params=(("dim", dim),),
+                        layout=_transposed if transposed else None,
+                        accum=reduced_length(seen_shape(shape, transposed), dim),
                         out=lambda x, *, out: aten_out(x, dim, False, out=out))
 
     return [
-        case("attention probs [2,8,128,128] dim=-1", _x(2, 8, 128, 128, scale=3.0), -1, 128),
-        case("vocab logits [2,32000] dim=-1", _x(2, 32000, scale=4.0), -1, 32000),
-        case("odd [7,13,131] dim=-1", _x(7, 13, 131, scale=3.0), -1, 131),
-        case("non-last dim [4,37,9] dim=1", _x(4, 37, 9, scale=3.0), 1, 37),
-        case("transposed [64,33]^T dim=-1", _x(64, 33, scale=3.0), -1, 64, layout=_transposed),
-        case("long [2,16384] dim=-1", _x(2, 16384, scale=3.0), -1, 16384),
-        case("empty [0,128] dim=-1", _x(0, 128), -1, 128),
+        case((2, 8, 128, 128), -1, "attention probs"),
+        case((2, 32000), -1, "vocab logits", scale=4.0),
+        case((7, 13, 131), -1, "odd"),
+        case((4, 37, 9), 1, "non-last dim"),
+        case((64, 33), -1, transposed=True),
+        case((2, 16384), -1, "long"),
+        case((0, 128), -1, "empty", scale=1.0),
     ]
 
 
@@ -59,25 +63,31 @@ def norm_ops() -> list[OpSpec]:
     def ln(x, w=None, b=None):
         return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
 
+    def norm_case(fn, shape: tuple[int, ...], role: str = "", affine: bool = True, bias: bool = True,
+                  view: str = "", layout=None, transposed: bool = False) -> CaseSpec:
+        """The statistics run over the last dim of the shape the op sees."""
+        seen = seen_shape(shape, transposed)
+        return CaseSpec(_norm_inputs(shape, affine, bias), fn, shapes=(shape,), role=role,
+                        view="transposed input" if transposed else view,
+                        layout=_transposed if transposed else layout, accum=seen[-1])
+
     layer_norm = op("layer_norm", "normalization", [
-        CaseSpec("[4,128,1024] affine", _norm_inputs((4, 128, 1024)), ln, accum=1024),
-        CaseSpec("odd [3,37,333] no affine", _norm_inputs((3, 37, 333), affine=False), ln, accum=333),
-        CaseSpec("weight only [5,77]", _norm_inputs((5, 77), bias=False), ln, accum=77),
-        CaseSpec("transposed input [96,40]^T", _norm_inputs((96, 40), affine=False), ln, layout=_transposed,
-                 accum=96),
-        CaseSpec("long [2,8192]", _norm_inputs((2, 8192)), ln, accum=8192),
-        CaseSpec("empty [0,64]", _norm_inputs((0, 64)), ln, accum=64),
+        norm_case(ln, (4, 128, 1024), "affine"),
+        norm_case(ln, (3, 37, 333), "odd no affine", affine=False),
+        norm_case(ln, (5, 77), "weight only", bias=False),
+        norm_case(ln, (96, 40), affine=False, transposed=True),
+        norm_case(ln, (2, 8192), "long"),
+        norm_case(ln, (0, 64), "empty"),
     ])
 
     def rms_cases(fn) -> list[CaseSpec]:
         return [
-            CaseSpec("[4,128,1024]", _norm_inputs((4, 128, 1024), bias=False), fn, accum=1024),
-            CaseSpec("odd [3,37,333]", _norm_inputs((3, 37, 333), bias=False), fn, accum=333),
-            CaseSpec("decode [1,1,4096]", _norm_inputs((1, 1, 4096), bias=False), fn, accum=4096),
-            CaseSpec("strided rows [64,256][::2]", _norm_inputs((64, 256), bias=False), fn,
-                     layout=lambda a: [a[0][::2], *a[1:]], accum=256),
-            CaseSpec("long [2,8192]", _norm_inputs((2, 8192), bias=False), fn, accum=8192),
-            CaseSpec("empty [0,64]", _norm_inputs((0, 64), bias=False), fn, accum=64),
+            norm_case(fn, (4, 128, 1024), bias=False),
+            norm_case(fn, (3, 37, 333), "odd", bias=False),
+            norm_case(fn, (1, 1, 4096), "decode", bias=False),
+            norm_case(fn, (64, 256), bias=False, view="strided rows [::2]", layout=lambda a: [a[0][::2], *a[1:]]),
+            norm_case(fn, (2, 8192), "long", bias=False),
+            norm_case(fn, (0, 64), "empty", bias=False),
         ]
 
     def rms_fn(x, w, _unused=None):
@@ -103,21 +113,23 @@ def _reduce_cases(fn, out_variant=None, judge="close", empty_ok=True) -> list[Ca
     if out_variant is not None:
         def guard(x, *, out):
             return out_variant(out, x, -1)
-    cases = [
-        CaseSpec("[4,128,1024] dim=-1", _x(4, 128, 1024), lambda x: fn(x, -1), accum=1024, judge=judge,
-                 out=guard),
-        CaseSpec("odd [37,131] dim=0 keepdim", _x(37, 131), lambda x: fn(x, 0, keepdim=True), accum=37,
-                 judge=judge),
-        CaseSpec("transposed [65,33]^T dim=-1", _x(65, 33), lambda x: fn(x, -1), layout=_transposed, accum=65,
-                 judge=judge),
-        CaseSpec("dims (0,2) [6,5,77]", _x(6, 5, 77), lambda x: fn(x, (0, 2)), accum=462, judge=judge),
-        CaseSpec("long [3,16384] dim=-1", _x(3, 16384), lambda x: fn(x, -1), accum=16384, judge=judge),
+
+    def case(shape: tuple[int, ...], dims: int | tuple[int, ...], role: str = "", keepdim: bool = False,
+             transposed: bool = False, out=None) -> CaseSpec:
+        params = (("dim", dims), ("keepdim", True)) if keepdim else (("dim", dims),)
+        return CaseSpec(_x(*shape), lambda x: fn(x, dims, keepdim=keepdim), shapes=(shape,), role=role,
+                        view="transposed" if transposed else "", params=params,
+                        layout=_transposed if transposed else None,
+                        accum=reduced_length(seen_shape(shape, transposed), dims), judge=judge, out=out)
+
+    return [
+        case((4, 128, 1024), -1, out=guard),
+        case((37, 131), 0, "odd", keepdim=True),
+        case((65, 33), -1, transposed=True),
+        case((6, 5, 77), (0, 2)),
+        case((3, 16384), -1, "long"),
+        case((3, 0), -1, "empty reduced dim") if empty_ok else case((0, 9), -1, "empty batch"),
     ]
-    if empty_ok:
-        cases.append(CaseSpec("empty reduced dim [3,0] dim=-1", _x(3, 0), lambda x: fn(x, -1), judge=judge))
-    else:
-        cases.append(CaseSpec("empty batch [0,9] dim=-1", _x(0, 9), lambda x: fn(x, -1), judge=judge))
-    return cases
 
 
 def _argmax_value(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,52 +158,70 @@ def _sort_check(x: torch.Tensor, descending: bool = False, stable: bool = False)
 
 
 def reduction_ops() -> list[OpSpec]:
+    def exact_case(shape: tuple[int, ...], fn, role: str = "", ref=None, params=(), transposed: bool = False,
+                   make=None) -> CaseSpec:
+        return CaseSpec(make or _x(*shape), fn, shapes=(shape,), role=role, view="transposed" if transposed else "",
+                        params=params, ref=ref, layout=_transposed if transposed else None, judge="exact")
+
+    def argmax_case(shape: tuple[int, ...], role: str = "", dim: int = -1, keepdim: bool = False,
+                    transposed: bool = False, make=None) -> CaseSpec:
+        params = ((("dim", dim),) if dim != -1 else ()) + ((("keepdim", True),) if keepdim else ())
+        return exact_case(shape, lambda x: _argmax_value(x, dim, keepdim), role,
+                          ref=lambda x: _argmax_ref(x, dim, keepdim), params=params, transposed=transposed, make=make)
+
+    def ties(*shape: int):
+        """Values rounded to 0.5 steps: ties in every row."""
+        return lambda g: [torch.round(randn(g, *shape) * 2) / 2]
+
     argmax_cases = [
-        CaseSpec("vocab logits [4,32000]", _x(4, 32000), lambda x: _argmax_value(x, -1),
-                 ref=lambda x: _argmax_ref(x, -1), judge="exact"),
-        CaseSpec("odd [37,131] dim=0 keepdim", _x(37, 131), lambda x: _argmax_value(x, 0, True),
-                 ref=lambda x: _argmax_ref(x, 0, True), judge="exact"),
-        CaseSpec("transposed [65,33]^T", _x(65, 33), lambda x: _argmax_value(x, -1),
-                 ref=lambda x: _argmax_ref(x, -1), layout=_transposed, judge="exact"),
-        CaseSpec("ties (rounded to 0.5 steps) [8,1000]", lambda g: [torch.round(randn(g, 8, 1000) * 2) / 2],
-                 lambda x: _argmax_value(x, -1), ref=lambda x: _argmax_ref(x, -1), judge="exact"),
-        CaseSpec("long [2,16384]", _x(2, 16384), lambda x: _argmax_value(x, -1),
-                 ref=lambda x: _argmax_ref(x, -1), judge="exact"),
-        CaseSpec("empty batch [0,9]", _x(0, 9), lambda x: _argmax_value(x, -1),
-                 ref=lambda x: _argmax_ref(x, -1), judge="exact"),
+        argmax_case((4, 32000), "vocab logits"),
+        argmax_case((37, 131), "odd", dim=0, keepdim=True),
+        argmax_case((65, 33), transposed=True),
+        argmax_case((8, 1000), "ties", make=ties(8, 1000)),
+        argmax_case((2, 16384), "long"),
+        argmax_case((0, 9), "empty batch"),
         *argmax_contract_cases(),
     ]
+
+    def topk_case(shape: tuple[int, ...], k: int, role: str = "", largest: bool = True,
+                  transposed: bool = False) -> CaseSpec:
+        params = (("k", k),) if largest else (("k", k), ("largest", False))
+        return exact_case(shape, lambda x: _topk_check(x, k, largest=largest), role, params=params,
+                          transposed=transposed)
+
     topk_cases = [
-        CaseSpec("top-50 of vocab [4,32000]", _x(4, 32000), lambda x: _topk_check(x, 50), judge="exact"),
-        CaseSpec("k=7 odd [37,131]", _x(37, 131), lambda x: _topk_check(x, 7), judge="exact"),
-        CaseSpec("smallest k=3 transposed [65,33]^T", _x(65, 33), lambda x: _topk_check(x, 3, largest=False),
-                 layout=_transposed, judge="exact"),
-        CaseSpec("long [2,16384] k=16", _x(2, 16384), lambda x: _topk_check(x, 16), judge="exact"),
-        CaseSpec("empty batch [0,9] k=2", _x(0, 9), lambda x: _topk_check(x, 2), judge="exact"),
+        topk_case((4, 32000), 50, "vocab"),
+        topk_case((37, 131), 7, "odd"),
+        topk_case((65, 33), 3, largest=False, transposed=True),
+        topk_case((2, 16384), 16, "long"),
+        topk_case((0, 9), 2, "empty batch"),
         *topk_contract_cases(),
     ]
     sort_cases = [
-        CaseSpec("descending vocab [2,32000]", _x(2, 32000), lambda x: _sort_check(x, True), judge="exact"),
-        CaseSpec("ascending odd [37,131]", _x(37, 131), _sort_check, judge="exact"),
+        exact_case((2, 32000), lambda x: _sort_check(x, True), "descending vocab"),
+        exact_case((37, 131), _sort_check, "ascending odd"),
         # a stable sort's indices are fully determined, even among ties: compared exactly
-        CaseSpec("stable with ties, indices exact [8,1000]", lambda g: [torch.round(randn(g, 8, 1000) * 2) / 2],
-                 lambda x: torch.sort(x, dim=-1, stable=True), judge="exact"),
-        CaseSpec("transposed [65,33]^T", _x(65, 33), _sort_check, layout=_transposed, judge="exact"),
-        CaseSpec("long [16411]", _x(16411), _sort_check, judge="exact"),
-        CaseSpec("empty [0,4]", _x(0, 4), _sort_check, judge="exact"),
+        exact_case((8, 1000), lambda x: torch.sort(x, dim=-1, stable=True), "stable with ties, indices exact",
+                   make=ties(8, 1000)),
+        exact_case((65, 33), _sort_check, transposed=True),
+        exact_case((16411,), _sort_check, "long"),
+        exact_case((0, 4), _sort_check, "empty"),
         *sort_contract_cases(),
     ]
 
-    def cumsum_case(label, shape, dim, accum, layout=None):
-        return CaseSpec(label, _x(*shape), lambda x: torch.cumsum(x, dim), layout=layout, accum=accum,
+    def cumsum_case(shape: tuple[int, ...], dim: int, role: str = "", transposed: bool = False) -> CaseSpec:
+        return CaseSpec(_x(*shape), lambda x: torch.cumsum(x, dim), shapes=(shape,), role=role,
+                        view="transposed" if transposed else "", params=(("dim", dim),),
+                        layout=_transposed if transposed else None,
+                        accum=reduced_length(seen_shape(shape, transposed), dim),
                         out=lambda x, *, out: torch.cumsum(x, dim, out=out))
 
     cumsum = op("cumsum", "reduction", [
-        cumsum_case("[4,1024] dim=-1", (4, 1024), -1, 1024),
-        cumsum_case("odd [37,131] dim=0", (37, 131), 0, 37),
-        cumsum_case("transposed [65,33]^T dim=-1", (65, 33), -1, 65, layout=_transposed),
-        cumsum_case("long [16411]", (16411,), 0, 16411),
-        cumsum_case("empty [0,3] dim=0", (0, 3), 0, 1),
+        cumsum_case((4, 1024), -1),
+        cumsum_case((37, 131), 0, "odd"),
+        cumsum_case((65, 33), -1, transposed=True),
+        cumsum_case((16411,), 0, "long"),
+        cumsum_case((0, 3), 0, "empty"),
     ])
 
     def probs(*shape: int, zero_every: int = 0):
@@ -202,13 +232,16 @@ def reduction_ops() -> list[OpSpec]:
             return [p]
         return make
 
+    def draws(shape: tuple[int, ...], samples: int, replacement: bool, role: str = "", zero_every: int = 0
+              ) -> CaseSpec:
+        return CaseSpec(probs(*shape, zero_every=zero_every),
+                        lambda p: torch.multinomial(p, samples, replacement=replacement), shapes=(shape,), role=role,
+                        params=(("samples", samples), ("replacement", replacement)), judge="multinomial")
+
     multinomial = op("multinomial", "sampling", [
-        CaseSpec("200000 draws from [16] with zeros", probs(16, zero_every=5),
-                 lambda p: torch.multinomial(p, 200000, replacement=True), judge="multinomial"),
-        CaseSpec("50000 draws per row from [4,33]", probs(4, 33),
-                 lambda p: torch.multinomial(p, 50000, replacement=True), judge="multinomial"),
-        CaseSpec("8 without replacement from [64,100] with zeros", probs(64, 100, zero_every=3),
-                 lambda p: torch.multinomial(p, 8, replacement=False), judge="multinomial"),
+        draws((16,), 200000, True, "with zeros", zero_every=5),
+        draws((4, 33), 50000, True, "per row"),
+        draws((64, 100), 8, False, "with zeros", zero_every=3),
     ], note="judged statistically: chi-square goodness of fit at alpha=1e-6, never elementwise")
 
     return [

@@ -40,9 +40,11 @@ def windowed_softmax_reference(scores: torch.Tensor, window: int) -> tuple[torch
     return allowed, torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
 
 
-def window_case(label: str, heads: int, q_len: int, kv_len: int, window: int) -> CaseSpec:
-    return CaseSpec(label, lambda g: [randn(g, 1, heads, q_len, kv_len, scale=3.0)],
-                    lambda s: windowed_softmax(s, window), ref=lambda s: windowed_softmax_reference(s, window),
+def window_case(heads: int, q_len: int, kv_len: int, window: int, role: str = "", params=()) -> CaseSpec:
+    """Scores [1, heads, q_len, kv_len]; a query sums at most `window` keys."""
+    return CaseSpec(lambda g: [randn(g, 1, heads, q_len, kv_len, scale=3.0)],
+                    lambda s: windowed_softmax(s, window), shapes=((1, heads, q_len, kv_len),), role=role,
+                    params=(("window", window), *params), ref=lambda s: windowed_softmax_reference(s, window),
                     accum=min(window, kv_len))
 
 
@@ -51,24 +53,27 @@ def softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
     return cap * torch.tanh(x / cap)
 
 
-def softcap_case(label: str, shape: tuple[int, ...], cap: float, scale: float) -> CaseSpec:
+SOFTCAP_STEPS = 3  # divide, tanh, multiply: each result rounded to the dtype
+
+
+def softcap_case(shape: tuple[int, ...], cap: float, scale: float, role: str = "", params=()) -> CaseSpec:
     """Three ops (divide, tanh, multiply), each result rounded to the dtype: judged as 3 step roundings."""
-    return CaseSpec(label, lambda g: [randn(g, *shape, scale=scale)], lambda x: softcap(x, cap), accum=3,
-                    step_rounding=True)
+    return CaseSpec(lambda g: [randn(g, *shape, scale=scale)], lambda x: softcap(x, cap), shapes=(shape,),
+                    role=role, params=(("cap", cap), *params), accum=SOFTCAP_STEPS, step_rounding=True)
 
 
 def window_ops() -> list[OpSpec]:
     sliding = op("sliding_window_mask", "attention", [
-        window_case("prefill [1,4,37,37] window 8", 4, 37, 37, 8),
-        window_case("chunk of 16 queries over 300 keys [1,2,16,300] window 64", 2, 16, 300, 64),
-        window_case("decode [1,8,1,513] window 128", 8, 1, 513, 128),
-        window_case("window wider than the sequence [1,2,33,33] window 4096", 2, 33, 33, 4096),
-        window_case("empty queries [1,2,0,16] window 4", 2, 0, 16, 4),
+        window_case(4, 37, 37, 8, "prefill"),
+        window_case(2, 16, 300, 64, "chunk of queries"),
+        window_case(8, 1, 513, 128, "decode"),
+        window_case(2, 33, 33, 4096, "window wider than the sequence"),
+        window_case(2, 0, 16, 4, "empty queries"),
     ], note="query p attends keys in (p - window, p] (causal included): mask exact, softmax close")
     tanh_softcap = op("tanh_softcap", "attention", [
-        softcap_case("attention scores [1,8,128,128] cap 50", (1, 8, 128, 128), 50.0, 30.0),
-        softcap_case("vocab logits [2,32000] cap 30", (2, 32000), 30.0, 25.0),
-        softcap_case("odd [3,37,131] cap 30", (3, 37, 131), 30.0, 60.0),
-        softcap_case("empty [0,16] cap 50", (0, 16), 50.0, 1.0),
+        softcap_case((1, 8, 128, 128), 50.0, 30.0, "attention scores"),
+        softcap_case((2, 32000), 30.0, 25.0, "vocab logits"),
+        softcap_case((3, 37, 131), 30.0, 60.0, "odd"),
+        softcap_case((0, 16), 50.0, 1.0, "empty"),
     ], note="cap * tanh(x / cap) on attention scores and final logits (Gemma-2)")
     return [sliding, tanh_softcap]

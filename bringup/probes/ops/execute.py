@@ -79,7 +79,7 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> OpCaseReco
         return record
 
     try:
-        raw = case.inputs(generator(key.op, key.case))
+        raw = case.inputs(generator(*spec.seed_parts(case)))
     except Exception as exc:
         record.message = f"building the inputs failed (a catalog bug): {_short(exc)}"
         return record

@@ -58,9 +58,10 @@ class Recipe:
 def op_recipe(record: OpCaseRecord, catalog: Catalog) -> Recipe:
     if record.op not in catalog.ops:
         raise NotExpressible(f"op {record.op!r} is not in this process's catalog (a plugin that is not loaded?)")
-    case = catalog.get(record.op).case(record.case)
+    spec = catalog.get(record.op)
+    case = spec.case(record.case)
     facts = {"judge": case.judge, "accum": case.accum, "step_rounding": case.step_rounding}
-    return Recipe((record.op, case.label), case.inputs, case.fn, case.ref or case.fn, case.layout, case.out,
+    return Recipe(spec.seed_parts(case), case.inputs, case.fn, case.ref or case.fn, case.layout, case.out,
                   case.keep_dtype, facts)
 
 

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 import torch
 
+from bringup.profiles.sections.ops import former_case
+
 Judge = Literal["close", "exact", "multinomial"]
 InputFn = Callable[[torch.Generator], list[Any]]
 OpFn = Callable[..., Any]
@@ -18,22 +20,33 @@ MODEL_CASE_PREFIX = "model: "  # labels of the cases built at one model's shapes
 DEFAULT_FLOAT_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 
 
+Shape = tuple[int, ...]
+Param = tuple[str, Any]
+
+
 @dataclass(frozen=True)
 class CaseSpec:
-    """One case of an op: how to build its inputs and how to call it.
+    """One case of an op: how to build its inputs and how to call it, and the typed fields that name it.
 
     inputs(gen) returns the arguments on the CPU, floating tensors in float64 (they are cast to the
     dtype under test, and the reference runs on exactly those cast values upcast back to float64).
     layout(args) is applied after the move to the device (and to the reference copy): it makes
-    non-contiguous / transposed views so the device sees strided inputs.
+    non-contiguous / transposed views so the device sees strided inputs; `view` names it.
     fn(*args) is the op as a model calls it; ref(*args) (default fn) computes the float64 reference.
     out(*args, out=buffer) is the op's out= variant, used for the guard-region check.
-    accum is the accumulation length (reduction / inner-product length) for tolerance scaling.
+    accum is the accumulation length (reduction / inner-product length) for tolerance scaling; the
+    catalog's case builders compute it from the shapes and params.
+
+    The label (the case's part of its key in profiles and baselines) is derived from role, shapes, view and
+    params by case_label; it is never written by hand.
     """
 
-    label: str
     inputs: InputFn
     fn: OpFn
+    shapes: tuple[Shape, ...] = ()  # the input shapes as generated (before `layout`)
+    role: str = ""  # a few words the shapes do not say: "decode", "odd", "vocab logits", "ties"
+    view: str = ""  # what `layout` does to the inputs: "transposed", "b transposed", "[:, ::2]"
+    params: tuple[Param, ...] = ()  # the op's arguments that tell cases apart: (("dim", -1), ("k", 7))
     ref: OpFn | None = None
     out: Callable[..., Any] | None = None
     layout: Callable[[list[Any]], list[Any]] | None = None
@@ -42,6 +55,44 @@ class CaseSpec:
     dtypes: tuple[str, ...] | None = None  # overrides the op's dtypes for this case
     keep_dtype: tuple[int, ...] = ()  # argument positions whose floating tensors are NOT cast
     step_rounding: bool = False  # every partial result is rounded to the dtype (read-modify-write)
+
+    @property
+    def label(self) -> str:
+        return case_label(self.role, self.shapes, self.view, self.params)
+
+
+def shape_text(shape: Shape) -> str:
+    return "[" + ",".join(str(n) for n in shape) + "]"
+
+
+def param_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple):
+        return "(" + ",".join(param_text(v) for v in value) + ")"
+    return str(value)
+
+
+def case_label(role: str, shapes: Sequence[Shape], view: str = "", params: Sequence[Param] = ()) -> str:
+    """'role [shape] [shape] view name=value ...': the one formatting rule of every case label."""
+    parts = [role, " ".join(shape_text(s) for s in shapes), view,
+             " ".join(f"{name}={param_text(value)}" for name, value in params)]
+    return " ".join(part for part in parts if part)
+
+
+def seen_shape(shape: Shape, transposed: bool) -> Shape:
+    """The shape an op sees of an input generated as `shape`: a transposed one has its last two dims swapped."""
+    return (*shape[:-2], shape[-1], shape[-2]) if transposed else shape
+
+
+def reduced_length(shape: Shape, dims: int | Sequence[int]) -> int:
+    """How many elements one output of a reduction over `dims` of `shape` sums (1 when it sums none)."""
+    length = 1
+    for dim in (dims,) if isinstance(dims, int) else dims:
+        length *= shape[dim]
+    return max(length, 1)
 
 
 @dataclass(frozen=True)
@@ -65,6 +116,11 @@ class OpSpec:
 
     def case_dtypes(self, case: CaseSpec) -> tuple[str, ...]:
         return case.dtypes if case.dtypes is not None else self.dtypes
+
+    def seed_parts(self, case: CaseSpec) -> tuple[str, str]:
+        """What the case's inputs are seeded from: the op and the case's label — for a case renamed when labels
+        became derived, its label before, so its inputs stay those that recorded profiles and baselines hold."""
+        return (self.name, former_case(self.name, case.label))
 
 
 @dataclass(frozen=True, order=True)

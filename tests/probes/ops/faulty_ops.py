@@ -46,12 +46,15 @@ def ops() -> list[OpSpec]:
     def one(g: torch.Generator) -> list:
         return [randn(g, 4, 5)]
 
+    def case(role: str, fn) -> CaseSpec:
+        return CaseSpec(one, fn, role=role)
+
     return [
-        OpSpec("test_abort", "test", (CaseSpec("kernel calls os.abort()", one, _abort),), ("float32",)),
-        OpSpec("test_hang", "test", (CaseSpec("kernel never returns", one, _hang),), ("float32",)),
-        OpSpec("test_raise", "test", (CaseSpec("kernel raises", one, _raise),), ("float32",)),
-        OpSpec("test_reject", "test", (CaseSpec("kernel rejects the dtype", one, _reject),), ("float32",)),
-        OpSpec("test_slow", "test", tuple(CaseSpec(f"slow case {i}", one, _slow) for i in range(SLOW_CASES)),
+        OpSpec("test_abort", "test", (case("kernel calls os.abort()", _abort),), ("float32",)),
+        OpSpec("test_hang", "test", (case("kernel never returns", _hang),), ("float32",)),
+        OpSpec("test_raise", "test", (case("kernel raises", _raise),), ("float32",)),
+        OpSpec("test_reject", "test", (case("kernel rejects the dtype", _reject),), ("float32",)),
+        OpSpec("test_slow", "test", tuple(case(f"slow case {i}", _slow) for i in range(SLOW_CASES)),
                ("float32",)),
     ]
 

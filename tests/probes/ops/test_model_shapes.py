@@ -44,8 +44,8 @@ def test_model_run_covers_the_models_shapes_and_lands_in_the_profile(tmp_path, q
     assert all(c["case"].startswith("model: ") for c in cases)
     assert {c["status"] for c in cases if c["op"] not in ("sdpa_efficient", "sdpa_cudnn")} == {"pass"}
     labels = " | ".join(c["case"] for c in cases)
-    for shape in (f"hidden={HIDDEN}", f"experts={EXPERTS} top-2", f"vocab={VOCAB}", "heads q6/kv2 head_dim=12",
-                  "[72]->[40]", "[1,72]x[72,1009]", "kv=2048", "renormalised"):
+    for shape in (f"hidden [1,{HIDDEN}]", f"[{EXPERTS},{HIDDEN}] tokens=1 top=2", f"vocab={VOCAB}",
+                  "[1,6,1,12] [1,2,2048,12]", f"[{EXPERTS},72,40]", "[1,72] [1009,72]", "renormalised"):
         assert shape in labels, shape
     assert "not renormalised" not in labels
     ops = {c["op"] for c in cases}
@@ -80,7 +80,7 @@ def test_gemma2_config_brings_sliding_window_and_softcap(tmp_path):
     assert any("window=24" in label for label in labels["sliding_window_mask"])
     assert any("cap=50" in label for label in labels["tanh_softcap"])
     assert any("cap=30 vocab=311" in label for label in labels["tanh_softcap"])
-    assert all("gelu_pytorch_tanh intermediate=96" in label for label in labels["gelu"])
+    assert all("gelu_pytorch_tanh [" in label and "intermediate=96" in label for label in labels["gelu"])
 
 
 def test_missing_or_bad_config_is_one_line_exit_2(tmp_path, qwen3_moe_dir):
@@ -107,9 +107,11 @@ def test_config_fields_are_read_directly_and_caps_are_labelled():
     assert mixtral.renormalize_topk and mixtral.dtype == "bfloat16" and mixtral.sliding_window is None
     cases = model_cases(mixtral)
     sdpa = [c.label for c in cases["sdpa_math"]]
-    assert any("kv=16384 (capped: max_positions=131072)" in label for label in sdpa)
+    assert any("[1,8,16384,128] capped below max_positions=131072" in label for label in sdpa)
     grouped = [c.label for c in cases["grouped_matmul"]]
-    assert all("weights of 1 of 8 experts" in label for label in grouped)  # 8 x 4096 x 14336 float64 is too big
+    # 8 x 4096 x 14336 float64 is too big: one expert's weights
+    assert all(("[1,4096,14336]" in label or "[1,14336,4096]" in label) and "experts capped from=8" in label
+               for label in grouped)
     qwen2 = shapes_from_config({"hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100,
                                 "sliding_window": 4096, "use_sliding_window": False})
     assert qwen2.sliding_window is None and "sliding_window_mask" not in model_cases(qwen2)

@@ -66,7 +66,7 @@ def _target(task: dict[str, Any], device: torch.device
     case = spec.case(task["case"])
     if case.judge == "multinomial":
         raise NotImplementedError("sampling op: judged statistically, not comparable element by element")
-    return case.fn, case.ref or case.fn, case.inputs(generator(task["target"], case.label)), case.keep_dtype, \
+    return case.fn, case.ref or case.fn, case.inputs(generator(*spec.seed_parts(case))), case.keep_dtype, \
         case.layout
 
 
