@@ -11,8 +11,8 @@ import torch
 
 from bringup.fallbacks import FallbackRecorder
 from bringup.probes.collectives.backend_choice import choose_backend
-from bringup.probes.collectives.launcher import launch
 from bringup.probes.collectives.plan import Plan
+from bringup.probes.collectives.ranks.launcher import launch
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ LAYERS: dict[str, set[str]] = {
                     "bringup.backends"},
     "bringup.serve": {"bringup.runner", "bringup.profiles", "bringup.backends"},
     "bringup.report": {"bringup.probes.fleet", "bringup.runner.plan.plan", "bringup.runner.plan.profile_facts",
-                       "bringup.runner.model.builtin_config", "bringup.profiles"},
+                       "bringup.runner.model.config.builtin", "bringup.profiles"},
     "bringup.probes": {"bringup.runner.model", "bringup.runner.throughput", "bringup.profiles", "bringup.backends"},
     "bringup.runner": {"bringup.profiles", "bringup.backends"},
     "bringup.profiles": {"bringup.backends.device_info"},  # the one device record type, which backends fill
@@ -177,8 +177,8 @@ def sibling_package_pairs(graph: dict[str, set[str]]) -> list[str]:
 
 def test_the_graph_sees_lazy_and_type_checking_imports():
     graph = import_graph()
-    assert "bringup.runner.plan.plan" in graph["bringup.report.plan"]  # module level
-    assert "bringup.report.plan" in graph["bringup.cli.profile_diff_render"]  # inside a function
+    assert "bringup.runner.plan.plan" in graph["bringup.report.sections.plan"]  # module level
+    assert "bringup.report.sections.plan" in graph["bringup.cli.render.profile_diff"]  # inside a function
     assert "bringup.runner.host.decode_layers" in graph["bringup.runner.engine.executor"]  # under TYPE_CHECKING
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

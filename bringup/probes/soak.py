@@ -17,7 +17,7 @@ from statistics import median
 import torch
 
 from bringup.backends.registry import synchronize
-from bringup.probes.ops.tolerances import tolerance_for
+from bringup.probes.ops.judge.tolerances import tolerance_for
 from bringup.profiles.sections.soak import SoakDtype, SoakSection
 
 DRIFT_LIMIT = 0.9  # the last fifth of the rounds below 90 % of the first fifth's rate is reported

@@ -10,10 +10,10 @@ from bringup.profiles.diff import Change, diff_profiles
 from bringup.profiles.schema import Profile
 
 if TYPE_CHECKING:
-    from bringup.report.bench_tables import BenchTable
-    from bringup.report.capabilities import CapabilityRow
-    from bringup.report.ops_matrix import OpMatrix
-    from bringup.report.plan import PlanView
+    from bringup.report.sections.bench_tables import BenchTable
+    from bringup.report.sections.capabilities import CapabilityRow
+    from bringup.report.sections.ops_matrix import OpMatrix
+    from bringup.report.sections.plan import PlanView
 
 MOVED = ("slower", "faster")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bringup.probes.fleet.result import FleetResult, load_result
-from bringup.report.css import STYLE
-from bringup.report.html_parts import Html, e, paragraph, section, table
+from bringup.report.html.css import STYLE
+from bringup.report.html.parts import Html, e, paragraph, section, table
 
 FLEET_REPORT = "fleet"      # <folder>/fleet.html or fleet.md
 

@@ -3,9 +3,9 @@ figures, the plan, baseline differences), well under 150 lines."""
 
 from __future__ import annotations
 
-from bringup.report.bench_tables import BenchTable
-from bringup.report.identity import Fact
 from bringup.report.model import Report
+from bringup.report.sections.bench_tables import BenchTable
+from bringup.report.sections.identity import Fact
 from bringup.report.text import MISSING, number, one_line, seconds
 from bringup.terminal_text import shown
 

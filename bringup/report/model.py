@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 
 from bringup.profiles.schema import Profile
 from bringup.report.baseline import BaselineComparison, compare_to_baseline
-from bringup.report.bench_tables import BenchTable, bench_tables
-from bringup.report.capabilities import CapabilityRow, capability_rows
-from bringup.report.compiled import CompiledRow, compiled_rows
-from bringup.report.identity import Fact, device_facts, environment_facts, stage_facts
-from bringup.report.ops_matrix import OpMatrix, op_matrix
-from bringup.report.plan import PlanView, plan_view
-from bringup.report.roofline import Roofline, roofline
-from bringup.report.runs import (
+from bringup.report.sections.bench_tables import BenchTable, bench_tables
+from bringup.report.sections.capabilities import CapabilityRow, capability_rows
+from bringup.report.sections.compiled import CompiledRow, compiled_rows
+from bringup.report.sections.identity import Fact, device_facts, environment_facts, stage_facts
+from bringup.report.sections.ops_matrix import OpMatrix, op_matrix
+from bringup.report.sections.plan import PlanView, plan_view
+from bringup.report.sections.roofline import Roofline, roofline
+from bringup.report.sections.runs import (
     CollectivesView,
     FallbackRow,
     collectives_view,

@@ -9,20 +9,21 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from bringup.serve.chat import create_chat_completion
-from bringup.serve.completions import create_completion
 from bringup.serve.context import ServerConfig, ServerContext
+from bringup.serve.endpoints.chat import create_chat_completion
+from bringup.serve.endpoints.completions import create_completion
+from bringup.serve.endpoints.tokenization import detokenize, tokenize
 from bringup.serve.errors import install_error_handlers
-from bringup.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from bringup.serve.middleware import (
+from bringup.serve.http.middleware import (
     APIKeyMiddleware,
     AssumeJSONMiddleware,
     BodyLimitMiddleware,
     StatusCountMiddleware,
 )
+from bringup.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from bringup.serve.plan_info import plan_dict, profile_summary
 from bringup.serve.protocol import Engine
-from bringup.serve.schemas import (
+from bringup.serve.requests.schemas import (
     ChatCompletionRequest,
     ChatCompletionResponse,
     CompletionRequest,
@@ -36,7 +37,6 @@ from bringup.serve.schemas import (
     TokenizeRequest,
     TokenizeResponse,
 )
-from bringup.serve.tokenization import detokenize, tokenize
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bringup.log import get_logger
-from bringup.serve.request_rules import json_type
+from bringup.serve.requests.rules import json_type
 from bringup.terminal_text import shown
 
 log = get_logger("serve")
@@ -112,7 +112,7 @@ _TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-a
 
 
 def _request_fields() -> set[str]:
-    from bringup.serve.schemas import ChatCompletionRequest, CompletionRequest
+    from bringup.serve.requests.schemas import ChatCompletionRequest, CompletionRequest
 
     return set(CompletionRequest.model_fields) | set(ChatCompletionRequest.model_fields)
 

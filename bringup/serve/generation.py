@@ -18,7 +18,7 @@ from bringup.log import get_logger
 from bringup.runner.sampling_params import SamplingParams
 from bringup.serve.async_engine import AsyncEngine, EngineFailure, EngineRequest
 from bringup.serve.errors import APIError
-from bringup.serve.schemas import SamplingFields, Usage
+from bringup.serve.requests.schemas import SamplingFields, Usage
 from bringup.serve.text_work import TextWork
 
 # A prompt longer than this many characters per context token cannot fit: reject it before

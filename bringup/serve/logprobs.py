@@ -6,7 +6,7 @@ import math
 from functools import lru_cache
 from typing import Any
 
-from bringup.serve.schemas import (
+from bringup.serve.requests.schemas import (
     ChatChoiceLogprobs,
     ChatTokenLogprob,
     CompletionLogprobs,

@@ -14,7 +14,7 @@ from typing import Any
 
 from bringup.serve.context import ServerContext
 from bringup.serve.generation import Subscription, usage
-from bringup.serve.schemas import Usage
+from bringup.serve.requests.schemas import Usage
 
 DONE = "data: [DONE]\n\n"
 

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bringup.cli import env_cmd
+from bringup.cli.commands import env_cmd
 from bringup.errors import BringupError
 from bringup.probes.env_facts.report import SECTION_ORDER
 from bringup.profiles.store import load_profile

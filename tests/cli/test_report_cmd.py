@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from bringup.cli import report_cmd
+from bringup.cli.commands import report_cmd
 from bringup.errors import BringupError
 from tests.report.sample import REFERENCE_PROFILES, full_profile, write_profile
 

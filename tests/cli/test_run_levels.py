@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bringup.cli.all_cmd import done_at_level
+from bringup.cli.commands.all_cmd import done_at_level
 from bringup.cli.run_levels import SMOKE_OPS, stages_for
 from bringup.profiles.schema import Profile, StageStamp
 from bringup.profiles.store import load_profile

@@ -147,8 +147,8 @@ def test_a_command_whose_module_is_missing_is_one_line_error():
 
 
 def test_names_spelled_out_for_help_match_their_sources():
-    from bringup.cli.bench import GROUP_NAMES
-    from bringup.cli.verify_collectives import DEFAULT_DTYPES
+    from bringup.cli.commands.bench import GROUP_NAMES
+    from bringup.cli.commands.verify_collectives import DEFAULT_DTYPES
     from bringup.probes.bench.stage import GROUPS
     from bringup.probes.collectives.patterns import DEFAULT_DTYPES as PATTERN_DTYPES
 
@@ -157,13 +157,13 @@ def test_names_spelled_out_for_help_match_their_sources():
 
 
 def test_log_file_sits_beside_the_profile():
-    from bringup.cli.all_cmd import log_path_for
+    from bringup.cli.commands.all_cmd import log_path_for
 
     assert log_path_for(Path("profiles/cpu.yaml")) == Path("profiles/cpu.all.log")
 
 
 def test_the_plan_line_names_each_setting_once():
-    from bringup.cli.all_summary import plan_line
+    from bringup.cli.render.all_summary import plan_line
 
     rows = [("dtype", "bfloat16", ""), ("compiled", "compiled (inductor)", ""), ("weight_layout", "panels", "")]
     assert plan_line(rows) == "dtype bfloat16 · compiled (inductor) · weights panels"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bringup.profiles.store import load_profile
 from bringup.report.model import build_report
-from bringup.report.ops_matrix import op_matrix
+from bringup.report.sections.ops_matrix import op_matrix
 from tests.report.sample import REFERENCE_PROFILES, full_profile, ops_records
 
 

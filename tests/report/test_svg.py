@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from bringup.report.roofline import Ceilings, Point, Roofline, roofline
-from bringup.report.svg import roofline_svg
+from bringup.report.html.svg import roofline_svg
+from bringup.report.sections.roofline import Ceilings, Point, Roofline, roofline
 from tests.report.sample import bench_section
 
 

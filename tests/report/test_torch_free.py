@@ -16,8 +16,8 @@ REPO = REFERENCE.parents[1]
 # what the draft plan needs from the runner: plain data and rules, no torch
 TORCH_FREE_RUNNER = {"bringup.runner", "bringup.runner.plan", "bringup.runner.plan.plan",
                      "bringup.runner.plan.profile_facts", "bringup.runner.model", "bringup.runner.model.config",
-                     "bringup.runner.model.config_fields", "bringup.runner.model.moe_config",
-                     "bringup.runner.model.builtin_config", "bringup.runner.model.attention_kinds",
+                     "bringup.runner.model.config.fields", "bringup.runner.model.config.moe",
+                     "bringup.runner.model.config.builtin", "bringup.runner.model.attention_kinds",
                      "bringup.runner.sampling_params"}
 
 READ_ONLY_SCRIPT = """

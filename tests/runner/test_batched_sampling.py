@@ -11,7 +11,7 @@ import torch
 
 from bringup.runner.engine.sampling import sample
 from bringup.runner.engine.sequence import Sequence
-from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
+from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
 from bringup.runner.sampling_params import SamplingParams
 from tests.runner.hf_fixtures import save_tokenizer
 

@@ -9,8 +9,8 @@ import torch
 
 from bringup.errors import BringupError
 from bringup.runner.model.builtin import builtin_config, builtin_tensors
-from bringup.runner.model.hf_config import read_hf_config
-from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
+from bringup.runner.model.loading.hf_config import read_hf_config
+from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
 from tests.runner.hf_fixtures import save_tokenizer
 
 

@@ -1,4 +1,4 @@
-"""The model directory's jail (bringup/runner/model/model_files.py) and the free-memory check, on real files."""
+"""The model directory's jail (bringup/runner/model/loading/model_files.py) and the free-memory check, on real files."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bringup.errors import BringupError
-from bringup.runner.model.model_files import (
+from bringup.runner.model.loading.model_files import (
     MAX_JSON_DEPTH,
     decode_json,
     json_depth,
@@ -19,7 +19,7 @@ from bringup.runner.model.model_files import (
     read_json,
     read_text,
 )
-from bringup.runner.model.validate import TensorSpec, check_fits, weight_bytes
+from bringup.runner.model.loading.validate import TensorSpec, check_fits, weight_bytes
 
 
 def test_json_depth_counts_brackets_outside_strings_only() -> None:

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.checkpoint import CheckpointReader, layer_prefix
 from bringup.runner.model.config import ModelConfig
-from bringup.runner.model.hf_config import read_hf_config
+from bringup.runner.model.loading.hf_config import read_hf_config
 from bringup.runner.model.moe import DENSE, EXPERT_PATHS, GROUPED, SparseMoE, route, sparse_blocks
 from bringup.runner.plan.plan import GROUPED_EXPERT_OPS
 from tests.runner.hf_moe_fixtures import (

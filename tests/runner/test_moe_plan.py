@@ -11,7 +11,7 @@ from bringup.profiles.schema import Capabilities, Capability, Profile
 from bringup.profiles.sections.ops import OpCaseRecord
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.builtin import builtin_config
-from bringup.runner.model.hf_config import read_hf_config
+from bringup.runner.model.loading.hf_config import read_hf_config
 from bringup.runner.model.moe import DENSE, GROUPED, sparse_blocks
 from bringup.runner.plan.plan import GROUPED_EXPERT_OPS, RUNNER_OPS, build_plan, choose_experts
 from bringup.runner.plan.profile_facts import ProfileFacts
@@ -108,7 +108,7 @@ def test_strict_refuses_the_fallback(tmp_path, monkeypatch):
 @pytest.mark.parametrize("config", [mixtral_config(), qwen3_moe_config(decoder_sparse_step=1, mlp_only_layers=[1])],
                          ids=["mixtral", "qwen3_moe"])
 def test_the_layout_plan_counts_every_expert_when_it_sizes_a_second_weight_copy(tmp_path, config):
-    from bringup.runner.model.loader import load_model, read_config
+    from bringup.runner.model.loading.loader import load_model, read_config
     from bringup.runner.plan.layout import linear_weight_bytes
 
     make_hf_moe_model(tmp_path, config)

@@ -16,7 +16,7 @@ import httpx
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.serve.app import create_app
 from bringup.serve.context import ServerConfig
-from bringup.serve.runtime import DrainingServer, make_server
+from bringup.serve.http.runtime import DrainingServer, make_server
 from tests.server.scrape import Samples, parse_metrics
 
 REPO = Path(__file__).resolve().parents[2]

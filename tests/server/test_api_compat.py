@@ -24,9 +24,9 @@ import pytest
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.serve.app import create_app
 from bringup.serve.context import ServerConfig
-from bringup.serve.ignored_fields import MAX_NAMES, OTHER, IgnoredFields
-from bringup.serve.runtime import make_server
-from bringup.serve.schemas import CompletionRequest
+from bringup.serve.http.runtime import make_server
+from bringup.serve.requests.ignored_fields import MAX_NAMES, OTHER, IgnoredFields
+from bringup.serve.requests.schemas import CompletionRequest
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.stated import stated
 from tests.server.serve_live import API_KEY, LiveServer, start_server, wait_healthy
@@ -141,7 +141,7 @@ def test_the_table_of_ignored_names_is_bounded_and_names_cannot_forge_log_lines(
 
 
 def test_the_runner_tokenizers_offer_what_the_server_asks(tmp_path) -> None:
-    from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
+    from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
     from bringup.serve.protocol import Tokenizer
 
     for cls in (ByteTokenizer, HFTokenizer):

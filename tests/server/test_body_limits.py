@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bringup.serve.body import BodyLimits, BodyScanner
+from bringup.serve.http.body import BodyLimits, BodyScanner
 from tests.server import raw_http
 from tests.server.serve_live import free_port, spawn_cli, wait_healthy
 

@@ -361,7 +361,7 @@ def test_fd_limit_helper_really_lowers_the_limit() -> None:
 OUT_OF_DESCRIPTORS = """
 import asyncio, resource, socket
 from bringup.log import configure_logging, get_logger
-from bringup.serve.connections import AcceptErrorLog
+from bringup.serve.http.connections import AcceptErrorLog
 
 configure_logging(False)
 get_logger("serve").warning("logging warmed up")  # its lazy imports done while descriptors are left

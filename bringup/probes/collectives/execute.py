@@ -18,11 +18,11 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from bringup.probes.collectives.channel import Channel
 from bringup.probes.collectives.faults import FaultSpec
 from bringup.probes.collectives.ops import CaseContext, SkipCase, element_count, prepare
 from bringup.probes.collectives.patterns import SUPPORTED_DTYPES, value_bound
 from bringup.probes.collectives.plan import CaseSpec, Plan
+from bringup.probes.collectives.ranks.channel import Channel
 
 _SUSPECTS = re.compile(r"Ranks? ([\d,\s]+) failed to pass monitoredBarrier")
 

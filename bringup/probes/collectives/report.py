@@ -15,10 +15,10 @@ import torch
 
 from bringup.probes.collectives.backend_choice import BackendChoice
 from bringup.probes.collectives.bandwidth import algbw_gbps, bus_factor, busbw_gbps
-from bringup.probes.collectives.launcher import Fault, LaunchOutcome
 from bringup.probes.collectives.ops import element_count
 from bringup.probes.collectives.patterns import SUPPORTED_DTYPES
 from bringup.probes.collectives.plan import CaseSpec, Plan
+from bringup.probes.collectives.ranks.launcher import Fault, LaunchOutcome
 from bringup.profiles.sections.collectives import CollectiveCaseRecord, CollectiveFault, CollectivesSection
 
 _PRIORITY = {"exited": 0, "hung": 1, "startup": 2, "interrupted": 3, "error": 4}

@@ -11,14 +11,14 @@ from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.probes.collectives.backend_choice import BackendChoice, choose_backend
 from bringup.probes.collectives.faults import FaultSpec, fault_from_env
-from bringup.probes.collectives.launcher import LaunchOutcome, launch
 from bringup.probes.collectives.ops import OP_NAMES
 from bringup.probes.collectives.patterns import DEFAULT_DTYPES, SUPPORTED_DTYPES
 from bringup.probes.collectives.plan import Plan
-from bringup.probes.collectives.processes import START_METHODS
+from bringup.probes.collectives.ranks.launcher import LaunchOutcome, launch
+from bringup.probes.collectives.ranks.processes import START_METHODS
+from bringup.probes.collectives.ranks.torchrun_mode import in_external_world, reports_here, run_in_world, world_info
 from bringup.probes.collectives.report import build_section
 from bringup.probes.collectives.sizes import DEFAULT_SIZES, parse_sizes
-from bringup.probes.collectives.torchrun_mode import in_external_world, reports_here, run_in_world, world_info
 from bringup.profiles.sections.collectives import CollectivesSection
 
 log = get_logger("collectives")

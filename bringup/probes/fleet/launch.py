@@ -17,14 +17,14 @@ from pathlib import Path
 
 from bringup.errors import BringupError
 from bringup.probes.collectives.backend_choice import BackendChoice
-from bringup.probes.collectives.channel import Channel
 from bringup.probes.collectives.execute import MonitorFailure, RankSetup, first_line
-from bringup.probes.collectives.launcher import LaunchOutcome, launch
 from bringup.probes.collectives.plan import Plan
+from bringup.probes.collectives.ranks.channel import Channel
+from bringup.probes.collectives.ranks.launcher import LaunchOutcome, launch
+from bringup.probes.collectives.ranks.runtime import device_for_rank, make_synchronize, monitor_group
+from bringup.probes.collectives.ranks.torchrun_mode import world_info
+from bringup.probes.collectives.ranks.worker import ENTRY_ENV_VAR
 from bringup.probes.collectives.report import consolidate_faults
-from bringup.probes.collectives.runtime import device_for_rank, make_synchronize, monitor_group
-from bringup.probes.collectives.torchrun_mode import world_info
-from bringup.probes.collectives.worker import ENTRY_ENV_VAR
 from bringup.probes.fleet.faults import ENV_VAR as FAULTS_ENV_VAR
 from bringup.probes.fleet.naming import rank_profile_path
 from bringup.probes.fleet.options import OPTIONS_ENV_VAR, FleetOptions
@@ -33,7 +33,7 @@ from bringup.probes.fleet.result import FleetFault, FleetResult
 from bringup.probes.fleet.stages import CommandRunner
 from bringup.probes.fleet.summary import RankSummary, StageResult
 
-RANK_ENTRY = "bringup.cli.fleet:rank_entry"
+RANK_ENTRY = "bringup.cli.commands.fleet:rank_entry"
 
 
 def _plan(options: FleetOptions, choice: BackendChoice) -> Plan:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BringupError
-from bringup.probes.collectives.channel import Channel
 from bringup.probes.collectives.execute import RankSetup, monitored_barrier
+from bringup.probes.collectives.ranks.channel import Channel
 from bringup.probes.fleet.faults import act_on_stage, faults_for, load_plugins
 from bringup.probes.fleet.gather import gather_summaries
 from bringup.probes.fleet.naming import rank_profile_path

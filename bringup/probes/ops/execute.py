@@ -10,14 +10,14 @@ from typing import Any
 
 import torch
 
-from bringup.probes.ops.error_kinds import is_unsupported_error
 from bringup.probes.ops.guard import guarded_output
 from bringup.probes.ops.inputs import changed_inputs, dtype_from_name, generator, prepare_inputs, snapshot
-from bringup.probes.ops.metrics import Comparison, compare_tensor, flatten_outputs, merge, rms
+from bringup.probes.ops.judge.error_kinds import is_unsupported_error
+from bringup.probes.ops.judge.metrics import Comparison, compare_tensor, flatten_outputs, merge, rms
+from bringup.probes.ops.judge.statistics import judge_multinomial
+from bringup.probes.ops.judge.tolerances import Tolerance, exact, tolerance_for
 from bringup.probes.ops.spec import CaseKey, CaseSpec, Catalog
-from bringup.probes.ops.statistics import judge_multinomial
 from bringup.probes.ops.sync import synchronize
-from bringup.probes.ops.tolerances import Tolerance, exact, tolerance_for
 from bringup.profiles.sections.ops import OpCaseRecord
 
 TRACE_ENV = "BRINGUP_OPS_TRACE"  # a file path: every case executed is appended (tests prove "no case twice")

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from bringup.probes.ops.error_kinds import poisons_device
+from bringup.probes.ops.judge.error_kinds import poisons_device
 from bringup.probes.ops.tasks import execute_task, failure_result, record_type
 from bringup.profiles.sections.ops import VerifyOpsRecord
 

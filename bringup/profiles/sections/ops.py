@@ -86,7 +86,7 @@ class OpCaseRecord(ProfileModel):
     nmse: float | None = None
     worst_index: list[int] | None = None
     worst_output: int | None = None  # which output of a tuple result holds the worst element
-    rtol: float | None = None  # the tolerance applied (see bringup/probes/ops/tolerances.py for reasons)
+    rtol: float | None = None  # the tolerance applied (see bringup/probes/ops/judge/tolerances.py for reasons)
     atol: float | None = None
     seconds: float | None = None
     message: str | None = None

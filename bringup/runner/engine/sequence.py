@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from bringup.runner.engine.outputs import FinishReason, TokenLogprob
-from bringup.runner.model.detokenizer import Detokenizer
+from bringup.runner.model.text.detokenizer import Detokenizer
 from bringup.runner.sampling_params import SamplingParams
 
 

@@ -25,9 +25,9 @@ from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_buil
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN
-from bringup.runner.model.loader import check_weights, load_model, read_config, safetensors_files
-from bringup.runner.model.tokenizer import ByteTokenizer, HFTokenizer
-from bringup.runner.model.validate import check_model_dir
+from bringup.runner.model.loading.loader import check_weights, load_model, read_config, safetensors_files
+from bringup.runner.model.loading.validate import check_model_dir
+from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
 from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
 from bringup.runner.plan.host_kernels import (
     choose_decode_layers,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from bringup.runner.model.builtin_config import BUILTIN_NAME as BUILTIN_NAME  # re-exported
-from bringup.runner.model.builtin_config import builtin_config
 from bringup.runner.model.checkpoint import hf_tensor_names
 from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.config.builtin import BUILTIN_NAME as BUILTIN_NAME  # re-exported
+from bringup.runner.model.config.builtin import builtin_config
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.families import build_model
 

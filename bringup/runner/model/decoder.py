@@ -42,7 +42,7 @@ from bringup.runner.model.checkpoint import (
 )
 from bringup.runner.model.checkpoint import hf_tensor_names as hf_tensor_names  # re-exported
 from bringup.runner.model.config import ModelConfig
-from bringup.runner.model.config_fields import Fields
+from bringup.runner.model.config.fields import Fields
 from bringup.runner.model.kv_cache import PagedKVCache, cache_shape
 from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
 from bringup.runner.model.linear_kinds import storage_key

@@ -3,8 +3,8 @@
 import psutil
 
 from bringup.probes.collectives.backend_choice import BackendChoice
-from bringup.probes.collectives.launcher import LaunchOutcome, launch
 from bringup.probes.collectives.plan import Plan
+from bringup.probes.collectives.ranks.launcher import LaunchOutcome, launch
 from bringup.probes.collectives.report import build_section
 from bringup.profiles.sections.collectives import CollectivesSection
 

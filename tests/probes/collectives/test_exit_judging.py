@@ -7,7 +7,7 @@ import os
 import selectors
 from pathlib import Path
 
-from bringup.probes.collectives.launcher import Fault, RankState, judge_exits
+from bringup.probes.collectives.ranks.launcher import Fault, RankState, judge_exits
 
 
 def rank_with_pipe(rank: int, messages: list[dict]) -> tuple[RankState, int]:

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from bringup.probes.collectives.launcher import launch
+from bringup.probes.collectives.ranks.launcher import launch
 from tests.cli.run_cli import run_cli
 from tests.probes.collectives.helpers import assert_no_process_left, new_children, run, small_plan
 

@@ -30,7 +30,7 @@ def test_stages_keep_their_run_order_and_unknown_ones_are_named():
 
 
 def test_the_stage_list_spelled_out_for_help_matches_the_source():
-    from bringup.cli.fleet import STAGE_LIST
+    from bringup.cli.commands.fleet import STAGE_LIST
     from bringup.probes.fleet.options import STAGES
 
     assert ", ".join(STAGES) == STAGE_LIST

@@ -101,7 +101,7 @@ def test_the_slow_and_the_wrong_rank_are_named_and_only_they(faulty):
 
 
 def test_the_terminal_names_the_outliers_and_prints_the_threshold(faulty, capsys):
-    from bringup.cli.fleet import print_result
+    from bringup.cli.commands.fleet import print_result
 
     out, _, _ = faulty
     print_result(load_result(out), out / "fleet.json")

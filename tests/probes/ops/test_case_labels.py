@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from bringup.probes.ops.catalog import builtin_ops
-from bringup.probes.ops.catalog_model import model_cases
+from bringup.probes.ops.catalog.model import model_cases
 from bringup.probes.ops.model_shapes import shapes_from_config
 from bringup.probes.ops.spec import case_label, shape_text
 from bringup.profiles.sections.ops import case_renames, current_case

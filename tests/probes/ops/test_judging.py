@@ -3,9 +3,9 @@ import math
 import torch
 
 from bringup.probes.ops.guard import guarded_output
-from bringup.probes.ops.metrics import compare_tensor
-from bringup.probes.ops.statistics import judge_multinomial
-from bringup.probes.ops.tolerances import TABLE, exact, tolerance_for
+from bringup.probes.ops.judge.metrics import compare_tensor
+from bringup.probes.ops.judge.statistics import judge_multinomial
+from bringup.probes.ops.judge.tolerances import TABLE, exact, tolerance_for
 
 
 def test_metrics_report_error_nmse_and_worst_index():

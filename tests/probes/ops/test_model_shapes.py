@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bringup.probes.ops.catalog_model import model_cases
+from bringup.probes.ops.catalog.model import model_cases
 from bringup.probes.ops.model_shapes import ModelConfigError, read_model_shapes, shapes_from_config
 from bringup.profiles.store import load_profile
 from tests.cli.run_cli import run_cli

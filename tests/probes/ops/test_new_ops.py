@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from bringup.probes.ops.catalog import load_catalog, select_cases
-from bringup.probes.ops.catalog_contracts import CONTRACT
-from bringup.probes.ops.catalog_moe import group_tokens, route
-from bringup.probes.ops.catalog_window import window_mask
+from bringup.probes.ops.catalog.contracts import CONTRACT
+from bringup.probes.ops.catalog.moe import group_tokens, route
+from bringup.probes.ops.catalog.window import window_mask
 from bringup.probes.ops.execute import run_case
 from tests.cli.run_cli import run_cli
 from tests.probes.ops import wrong_tie_kernels as wrong

@@ -206,7 +206,7 @@ def test_repro_dir_that_is_a_file_is_one_line_and_exit_2(tmp_path):
 def test_every_kind_of_catalog_case_regenerates_bit_for_bit(op):
     """The file's inputs, layout and op code are proven equal to the catalog's when it is written."""
     from bringup.probes.ops.catalog import load_catalog
-    from bringup.probes.ops.repro_source import reproducer_source
+    from bringup.probes.ops.repro.source import reproducer_source
     from bringup.profiles.sections.ops import OpCaseRecord
 
     catalog = load_catalog()

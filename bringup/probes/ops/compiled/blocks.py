@@ -14,8 +14,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bringup.probes.ops.catalog_attention import apply_rotary, attention_reference, rotary_tables
-from bringup.probes.ops.catalog_reduce import rms_norm_composite
+from bringup.probes.ops.catalog.attention import apply_rotary, attention_reference, rotary_tables
+from bringup.probes.ops.catalog.reduce import rms_norm_composite
 from bringup.probes.ops.compiled import runner_layer
 from bringup.probes.ops.inputs import randn, uniform
 

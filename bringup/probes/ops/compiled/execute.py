@@ -14,9 +14,9 @@ import torch
 from bringup.probes.ops.catalog import load_catalog
 from bringup.probes.ops.compiled.blocks import BLOCKS
 from bringup.probes.ops.compiled.rule import judge, rmse
-from bringup.probes.ops.error_kinds import is_unsupported_error
 from bringup.probes.ops.inputs import dtype_from_name, generator, prepare_inputs
-from bringup.probes.ops.metrics import flatten_outputs
+from bringup.probes.ops.judge.error_kinds import is_unsupported_error
+from bringup.probes.ops.judge.metrics import flatten_outputs
 from bringup.probes.ops.sync import synchronize
 from bringup.profiles.sections.ops import CompiledRecord
 

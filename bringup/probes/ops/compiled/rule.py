@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from bringup.probes.ops.metrics import flatten_outputs
-from bringup.probes.ops.tolerances import row_for
+from bringup.probes.ops.judge.metrics import flatten_outputs
+from bringup.probes.ops.judge.tolerances import row_for
 
 SMALL_TENSOR_NUMEL = 10
 

@@ -1,0 +1,106 @@
+"""`bringup profile show | validate | diff`: read, check and compare capability profiles."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bringup.cli.common import JsonOption
+from bringup.cli.lazy_group import MARKUP_MODE
+from bringup.cli.output import console, format_bytes, plain, print_json
+from bringup.terminal_text import markup_safe as safe
+
+app = typer.Typer(help="Read, check and compare capability profiles.", no_args_is_help=True,
+                  rich_markup_mode=MARKUP_MODE)
+ProfileArg = Annotated[Path, typer.Argument(help="Profile YAML file.")]
+STYLE = {"supported": "green", "unsupported": "red", "unknown": "yellow", "pass": "green"}
+
+
+@app.command("show")
+def show(path: ProfileArg, json_out: JsonOption = False) -> None:
+    """Summarise a profile: device, environment, capabilities, stages and section sizes."""
+    from bringup.profiles.store import load_profile
+
+    profile = load_profile(path)
+    if json_out:
+        print_json(profile.to_document())
+        return
+    if profile.device:
+        d = profile.device
+        console.print(f"[bold]{safe(d.id)}[/] {safe(d.name)} ({safe(d.backend)}, {safe(d.vendor or '?')}, "
+                      f"{safe(d.arch or '?')}), memory {format_bytes(d.memory_total_bytes)}")
+    if profile.environment:
+        e = profile.environment
+        console.print(plain(f"bringup {e.bringup}, torch {e.torch}, python {e.python}, driver {e.driver or '—'}, "
+                            f"{e.os}"))
+    if profile.capabilities:
+        from rich.table import Table
+
+        table = Table(title="capabilities", title_justify="left")
+        for col in ("check", "status", "evidence / reason"):
+            table.add_column(col, overflow="fold")
+        for group, checks in profile.capabilities.groups().items():
+            for name, cap in checks.items():
+                style = STYLE.get(cap.status, "")
+                table.add_row(plain(f"{group}.{name}"), f"[{style}]{cap.status}[/]",
+                              plain(cap.evidence or cap.reason or ""))
+        console.print(table)
+    failing = [r for r in profile.ops if r.status != "pass"]
+    console.print(f"ops: {len(profile.ops)} cases, {len(failing)} not passing; compiled: {len(profile.compiled)} "
+                  f"records; bench: {'yes' if profile.bench else 'no'}; selftest: "
+                  f"{profile.selftest.status if profile.selftest else 'no'}")
+    for stage, stamp in profile.stages.items():
+        console.print(plain(f"stage {stage}: {stamp.status}, finished {stamp.finished} (bringup {stamp.bringup})"))
+
+
+@app.command("validate")
+def validate(path: ProfileArg, json_out: JsonOption = False) -> None:
+    """Check a profile against the schema; exit 0 when valid, 2 with the first problem when not."""
+    from bringup.profiles.store import load_profile
+
+    profile = load_profile(path)
+    summary = {"path": str(path), "valid": True, "schema": profile.schema_version,
+               "stages": {k: v.status for k, v in profile.stages.items()}}
+    print_json(summary) if json_out else console.print(plain(f"{path}: valid ({profile.schema_version})"))
+
+
+@app.command("diff")
+def diff(before: ProfileArg, after: ProfileArg, json_out: JsonOption = False,
+         details: Annotated[bool, typer.Option("--details", help="List every bench measurement that moved, not "
+                                               "only the largest.")] = False,
+         fail_on: Annotated[str, typer.Option("--fail-on", metavar="SECTIONS", help="Exit 1 on a difference in "
+                                              "these sections (comma-separated): capabilities (any status that "
+                                              "differs), ops and compiled (a verdict that was pass and is not), "
+                                              "bench (slower beyond noise), device, environment; or none.")]
+         = "capabilities") -> None:
+    """Show what changed from BEFORE to AFTER ("what changed since it last worked"): device, environment,
+    capability statuses, op and compiled verdicts, the runner plan each gives, and bench measurements that
+    moved beyond both runs' noise.
+
+    Exit code 1 when any capability status differs (or, with --fail-on, a difference in the sections named there,
+    e.g. `--fail-on capabilities,ops` also fails on any op verdict that went from pass to anything else), so
+    scripts can gate on it.
+    """
+    from bringup.cli.render.profile_diff import plan_rows, render_diff
+    from bringup.profiles.diff import diff_profiles
+    from bringup.profiles.diff_gate import failing_changes, parse_gates
+    from bringup.profiles.store import load_profile
+
+    gates = parse_gates(fail_on)
+    a, b = load_profile(before), load_profile(after)
+    changes = diff_profiles(a, b)
+    plans = plan_rows(a, b)
+    failing = failing_changes(changes, gates)
+    if json_out:
+        print_json({"changes": [c.to_dict() for c in changes],
+                    "capabilities_differ": any(c.section == "capabilities" for c in changes),
+                    "fail_on": gates, "failing": len(failing),
+                    "plan": [{"setting": k, "before": x, "after": y} for k, x, y in plans]})
+    else:
+        render_diff(str(before), str(after), changes, plans, details)
+        if failing:
+            sections = sorted({c.section for c in failing})
+            console.print(plain(f"FAIL: {len(failing)} difference(s) in {', '.join(sections)} "
+                                f"(--fail-on {','.join(gates)})"))
+    if failing:
+        raise typer.Exit(1)

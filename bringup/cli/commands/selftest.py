@@ -1,0 +1,100 @@
+"""`bringup selftest`: the runner's logits on the device vs the same model on CPU in float64."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from bringup.cli.common import (
+    DetailsOption,
+    DeviceOption,
+    DtypeOption,
+    JsonOption,
+    ModelOption,
+    ProfileOption,
+    StrictOption,
+    VerboseOption,
+    stage_context,
+)
+from bringup.cli.output import console, plain, print_json
+from bringup.terminal_text import markup_safe
+
+
+def command(
+    model: ModelOption = None,
+    steps: Annotated[int, typer.Option(min=1, help="Greedy steps to compare (teacher-forced).")] = 16,
+    allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
+    dtype: DtypeOption = "auto",
+    device: DeviceOption = None,
+    profile: ProfileOption = None,
+    strict: StrictOption = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema "
+                                        "version, and run a --dtype the profile says does not run correctly "
+                                        "here.")] = False,
+    json: JsonOption = False,
+    verbose: VerboseOption = False,
+    details: DetailsOption = False,
+) -> None:
+    """Validate the whole runner numerically: its logits on the device, with the plan's dtype and paths,
+    against the same model in float64 on the CPU over a fixed prompt and N greedy steps.
+
+    Reports max abs error, top-1 agreement and pass/fail against a dtype-aware threshold, and records
+    the result in the profile. Exit 1 when it fails. Example: bringup selftest --device cuda:0 --steps 32
+    """
+    from bringup.profiles.sections.selftest import SelftestSection
+    from bringup.profiles.store import update_profile
+    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    from bringup.runner.selftest import run_selftest
+
+    ctx = stage_context(device, profile, json, verbose, strict, force)
+    engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=ctx.profile_path, device=str(ctx.device),
+                                            strict=strict, allow_cpu_fallback=allow_cpu_fallback,
+                                            max_model_len=512, max_num_seqs=1, dtype=dtype, force=force))
+    result = run_selftest(engine, model, steps)
+    fell_back = engine.plan.device != str(ctx.device)
+    section = SelftestSection(
+        status="pass" if result.passed and not fell_back else "fail", model=engine.model_name,
+        device=engine.plan.device, dtype=engine.plan.dtype.value, attention=engine.executor.attention_in_use,
+        compiled=engine.plan.compiled.value if engine.executor.compiled is not None else None,
+        weight_layout=engine.plan.weight_layout.value, prompt_tokens=result.prompt_tokens, steps=result.steps,
+        max_abs_err=result.max_abs_err, reference_rms=result.reference_rms, threshold=result.threshold,
+        top1_agreement=result.top1_agreement, near_tie_disagreements=result.near_ties,
+        fallbacks={k: int(v) for k, v in engine.fallbacks.counts.items()}, seconds=result.seconds,
+        reason=f"ran on {engine.plan.device} after a global fallback, not {ctx.device}" if fell_back else None,
+    )
+
+    def mutate(p) -> None:  # type: ignore[no-untyped-def]
+        p.selftest = section
+
+    update_profile(ctx.profile_path, ctx.info, mutate, stage="selftest", status="complete", force=force)
+    if json:
+        print_json({"profile": str(ctx.profile_path), **section.model_dump()})
+    elif details:
+        from rich.table import Table
+
+        from bringup.cli.commands.generate import print_plan
+
+        print_plan(engine)
+        table = Table(title=plain(f"selftest — {section.model} on {section.device} ({section.dtype})"),
+                      title_justify="left")
+        table.add_column("check")
+        table.add_column("value")
+        for key in ("status", "max_abs_err", "threshold", "top1_agreement", "near_tie_disagreements", "steps",
+                    "attention", "weight_layout", "fallbacks"):
+            table.add_row(key, plain(getattr(section, key)))
+        console.print(table)
+        console.print(plain(f"recorded in {ctx.profile_path}"))
+    else:
+        style = "green" if section.status == "pass" else "red"
+        console.print(f"[{style}]selftest {section.status}[/]: " + markup_safe(
+                      f"{section.model} on {section.device} "
+                      f"({section.dtype}, {section.attention}): max abs err {section.max_abs_err:.3g} "
+                      f"(threshold {section.threshold:.3g}), top-1 agreement {section.top1_agreement:.3f} "
+                      f"over {section.steps} steps" + (f"; {section.reason}" if section.reason else "")),
+                      highlight=False)
+        console.print(plain(f"recorded in {ctx.profile_path} (--details: the plan and every figure; -v: logs)"),
+                      highlight=False)
+    if section.status != "pass":
+        sys.exit(1)

@@ -1,0 +1,292 @@
+"""`bringup verify-ops`: op-by-op numerics against a float64 CPU reference, crash-isolated and resumable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from bringup.cli.checks import non_negative_seconds, positive_seconds
+from bringup.cli.common import (
+    DetailsOption,
+    DeviceOption,
+    ForceOption,
+    JsonOption,
+    ProfileOption,
+    VerboseOption,
+    stage_context,
+)
+from bringup.cli.output import console, name_some, plain, print_json, progress
+from bringup.errors import BringupError
+from bringup.log import configure_logging, get_logger
+from bringup.terminal_text import markup_safe
+
+if TYPE_CHECKING:  # the stage's modules import torch: they load when the command runs, not for --help
+    from bringup.profiles.schema import Profile
+    from bringup.profiles.sections.ops import VerifyOpsRecord
+
+log = get_logger("verify-ops")
+
+
+def command(
+    device: DeviceOption = None,
+    profile: ProfileOption = None,
+    json_out: JsonOption = False,
+    verbose: VerboseOption = False,
+    force: ForceOption = False,
+    list_catalog: Annotated[bool, typer.Option("--list", help="Print the op catalog, blocks and tolerance "
+                                               "table, then exit.")] = False,
+    op: Annotated[Optional[list[str]], typer.Option("--op", help="Only this op or compiled block (repeatable).")]
+    = None,
+    dtype: Annotated[Optional[list[str]], typer.Option("--dtype", help="Only this dtype (repeatable), e.g. "
+                                                       "bfloat16.")] = None,
+    pattern: Annotated[Optional[str], typer.Option("-k", help="Only cases whose 'op[dtype] case' (or "
+                                                   "'block[dtype]') matches this regular expression.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds one case may take before it is recorded "
+                                           "as timeout and its worker killed.", callback=positive_seconds)] = 300.0,
+    isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="Run cases in a worker subprocess "
+                                          "(a crash or hang costs one case) or in-process (faster).")] = True,
+    resume: Annotated[bool, typer.Option("--resume", help="Skip cases the profile already records.")] = False,
+    compiled: Annotated[bool, typer.Option("--compiled", help="Also compare eager with torch.compile: the "
+                                           "composite blocks, plus the selected op cases when --op/-k is "
+                                           "given.")] = False,
+    compile_backend: Annotated[str, typer.Option("--compile-backend", help="torch.compile backend to "
+                                                 "verify.")] = "inductor",
+    compile_cache: Annotated[Optional[Path], typer.Option("--compile-cache", help="Inductor cache directory "
+                                                          "(default: TORCHINDUCTOR_CACHE_DIR, else "
+                                                          ".inductor-cache next to the profile).")] = None,
+    checkpoint_every: Annotated[float, typer.Option("--checkpoint-every", help="Seconds between profile "
+                                                    "writes, 0 = after every case (crashes and timeouts are "
+                                                    "written at once).", callback=non_negative_seconds)] = 1.0,
+    details: DetailsOption = False,
+    repro_dir: Annotated[Optional[Path], typer.Option("--repro-dir", help="Write one standalone, torch-only "
+                                                      "Python reproducer per failing case into this directory, "
+                                                      "with an index (README.md).")] = None,
+    model: Annotated[Optional[Path], typer.Option("--model", help="A Hugging Face model directory: run the ops "
+                                                  "the model runs at its own shapes and dtype, read from its "
+                                                  "config.json (hidden size, heads, head_dim, intermediate, "
+                                                  "experts, vocabulary, context lengths up to its maximum, "
+                                                  "capped where the float64 reference would be too costly: the "
+                                                  "label says so). Cases are labelled 'model: ...'; --op, "
+                                                  "--dtype and -k filter them; --dtype overrides the model's "
+                                                  "torch_dtype.")] = None,
+) -> None:
+    """Verify every op in the catalog, dtype by dtype, against the same op in float64 on the CPU.
+
+    Each case records max abs / max rel error, NMSE and the worst index, and passes when the result is
+    finite where the reference is and within the dtype's tolerance; out= variants also write into a
+    sentinel-guarded buffer to catch out-of-bounds writes. Statuses: pass, fail, error, unsupported,
+    crashed, timeout. Results are checkpointed into the profile as they arrive; `--resume` continues
+    an interrupted run. Exit code 1 when a case fails, errors, crashes or times out, or when nothing
+    could be verified.
+
+    With `--model DIR`, only cases at that model's shapes run (see --model).
+
+    Examples: `bringup verify-ops`, `bringup verify-ops --op softmax --dtype bfloat16`,
+    `bringup verify-ops -k 'matmul|linear' --compiled`, `bringup verify-ops --resume`,
+    `bringup verify-ops --model ~/models/Qwen3-30B-A3B --op moe_router`.
+    """
+    if model is None:
+        _run(device, profile, json_out, verbose, force, list_catalog, op, dtype, pattern, timeout, isolate, resume,
+             compiled, compile_backend, compile_cache, checkpoint_every, details, repro_dir, model_only=False)
+        return
+    from bringup.probes.ops.catalog import MODEL_ENV
+    from bringup.probes.ops.model_shapes import ModelConfigError, read_model_shapes
+
+    configure_logging(verbose)
+    try:
+        shapes = read_model_shapes(model)
+    except ModelConfigError as exc:
+        raise BringupError(str(exc)) from None
+    if not dtype and shapes.dtype:
+        dtype = [shapes.dtype]
+    log.info("verify-ops --model %s: %s; dtypes %s", model, shapes.summary(),
+             ", ".join(dtype) if dtype else "the catalog's defaults (config.json names no torch_dtype)")
+    saved = os.environ.get(MODEL_ENV)
+    os.environ[MODEL_ENV] = shapes.to_json()  # this process's catalog and every worker's get the model's cases
+    try:
+        _run(device, profile, json_out, verbose, force, list_catalog, op, dtype, pattern, timeout, isolate, resume,
+             compiled, compile_backend, compile_cache, checkpoint_every, details, repro_dir, model_only=True)
+    finally:
+        if saved is None:
+            os.environ.pop(MODEL_ENV, None)
+        else:
+            os.environ[MODEL_ENV] = saved
+
+
+def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catalog: bool, op, dtype, pattern,
+         timeout: float, isolate: bool, resume: bool, compiled: bool, compile_backend: str, compile_cache,
+         checkpoint_every: float, details: bool, repro_dir, *, model_only: bool) -> None:
+    from bringup.cli.render.verify_ops import catalog_json, catalog_tables
+    from bringup.probes.ops.catalog import load_catalog
+    from bringup.probes.ops.stage import STAGE, drop_recorded, key_of, merge_results, plan_tasks, records_for, summarize
+    from bringup.profiles.store import load_profile_or_none, now_iso, update_profile
+
+    if list_catalog:
+        configure_logging(verbose)
+        try:
+            catalog = load_catalog()
+        except ValueError as exc:
+            raise BringupError(str(exc)) from None
+        if model_only:
+            from bringup.probes.ops.catalog import model_only_catalog
+
+            catalog = model_only_catalog(catalog)
+        if json_out:
+            print_json(catalog_json(catalog))
+        else:
+            for table in catalog_tables(catalog, verbose):
+                console.print(table)
+        return
+    try:
+        plan = plan_tasks(op, dtype, pattern, compiled=compiled, backend=compile_backend, model_only=model_only)
+    except ValueError as exc:
+        raise BringupError(str(exc)) from None
+    if not plan.tasks and model_only:
+        raise BringupError("no cases at the model's shapes match the filters (--op/--dtype/-k); `bringup "
+                           "verify-ops --model DIR --list` shows them")
+    if not plan.tasks:
+        raise BringupError("no cases match the filters (--op/--dtype/-k); `bringup verify-ops --list` shows "
+                           "the catalog")
+    if repro_dir is not None:  # a bad directory is a usage error before any case runs
+        from bringup.probes.ops.repro import check_directory
+
+        check_directory(repro_dir)
+    ctx = stage_context(device, profile, json_out, verbose, force=force)
+    all_keys = [key_of(t) for t in plan.tasks]
+    existing = load_profile_or_none(ctx.profile_path) if resume else None
+    if resume:
+        plan = drop_recorded(plan, existing)
+        log.info("resume: %d of %d cases already recorded in %s, %d to run", len(plan.skipped), len(all_keys),
+                 ctx.profile_path, len(plan.tasks))
+    cache_dir = _cache_dir(compile_cache, ctx.profile_path) if plan.compiled_tasks else None
+    log.info("verify-ops on %s: %d op cases, %d compiled comparisons, %s", ctx.info.id, len(plan.op_tasks),
+             len(plan.compiled_tasks), "isolated worker" if isolate else "in-process (--no-isolate)")
+
+    started = now_iso()
+
+    def write(batch: list[VerifyOpsRecord], final: bool) -> None:
+        def mutate(p: Profile) -> None:
+            merge_results(p, batch)
+        update_profile(ctx.profile_path, ctx.info, mutate, stage=STAGE,
+                       status="complete" if final else "partial", force=force, started=started)
+
+    results = _execute(plan.tasks, ctx.info.id, isolate, timeout, cache_dir, checkpoint_every, json_out, write)
+    previous = records_for(plan.skipped, existing)
+    everything = previous + results
+    summary = summarize(everything)
+    _report(everything, summary, json_out, ctx.info.id, ctx.profile_path, details)
+    if repro_dir is not None:
+        from bringup.probes.ops.repro import write_reproducer_dir
+
+        repro = write_reproducer_dir(everything, repro_dir, ctx.info.id)
+        log.info("%s", repro.line())
+        if not json_out:
+            console.print(plain(repro.line()))
+    raise typer.Exit(summary.exit_code)
+
+
+def _cache_dir(option: Path | None, profile_path: Path) -> Path:
+    if option is not None:
+        return option
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    return profile_path.parent / ".inductor-cache"
+
+
+def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout: float, cache_dir: Path | None,
+             checkpoint_every: float, json_out: bool, write) -> list[VerifyOpsRecord]:
+    from bringup.probes.ops.runner import Checkpointer, run_tasks
+    from bringup.probes.ops.stage import worker_env
+    from bringup.probes.ops.worker import InProcessExecutor, IsolatedExecutor, WorkerStartError
+
+    saved_cache_env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)  # in-process runs; the worker gets it via env
+        log.info("inductor cache: %s", cache_dir)
+    executor = (IsolatedExecutor(device_id, timeout, worker_env(cache_dir)) if isolate
+                else InProcessExecutor(device_id))
+    checkpointer = Checkpointer(lambda batch, final: write(batch, final), interval_s=checkpoint_every)
+    results: list[VerifyOpsRecord] = []
+    try:
+        with progress(json_out) as bar:
+            bar_task = bar.add_task("verify-ops", total=len(tasks))
+
+            def on_start(task: dict[str, Any], label: str) -> None:
+                bar.update(bar_task, description=label[:70])
+
+            def on_result(task: dict[str, Any], result: VerifyOpsRecord) -> None:
+                results.append(result)
+                checkpointer.add(result)
+                if result.failing:
+                    log.warning("%s: %s %s", label_of(result), result.status, result.message or "")
+                bar.advance(bar_task)
+
+            run_tasks(tasks, executor, on_result, on_start)
+    except WorkerStartError as exc:
+        checkpointer.flush(final=False)
+        raise BringupError(str(exc)) from None
+    except BaseException:
+        checkpointer.flush(final=False)  # keep what finished; the stage stays `partial`
+        raise
+    finally:
+        executor.close()
+        if saved_cache_env is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved_cache_env
+    checkpointer.flush(final=True)
+    return results
+
+
+def label_of(record: VerifyOpsRecord) -> str:
+    from bringup.profiles.sections.ops import OpCaseRecord
+
+    if isinstance(record, OpCaseRecord):
+        return f"{record.op}[{record.dtype}] {record.case}"
+    return f"compiled {record.target}[{record.dtype}] {record.case or ''}".rstrip()
+
+
+def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: str, profile_path: Path,
+            details: bool = False) -> None:
+    from bringup.cli.render.verify_ops import compiled_table, failing_table, matrix_table, unsupported_table
+    from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
+
+    cases = [r for r in results if isinstance(r, OpCaseRecord)]
+    compared = [r for r in results if isinstance(r, CompiledRecord)]
+    if json_out:
+        print_json({"device": device_id, "profile": str(profile_path), "verified": summary.verified,
+                    "summary": {"ops": dict(summary.op_counts), "compiled": dict(summary.compiled_counts)},
+                    "cases": [r.model_dump() for r in cases],
+                    "compiled": [r.model_dump() for r in compared]})
+        return
+    if not details:
+        _print_short(results, summary)
+    if details and cases:
+        console.print(matrix_table(cases))
+    if details and compared:
+        console.print(compiled_table(compared))
+    unsupported = unsupported_table(results) if details else None
+    if unsupported is not None:
+        console.print(unsupported)
+    if details and summary.failing:
+        console.print(failing_table(summary.failing))
+    style = "red" if summary.exit_code else "green"
+    console.print(f"[{style}]{markup_safe(summary.line())}[/] — written to {markup_safe(profile_path)}"
+                  + ("" if details else " (--details: full tables)"), highlight=False)
+
+
+def _print_short(results: list[VerifyOpsRecord], summary) -> None:
+    """The failing cases (a few by name) and which ops are unsupported here, a line or two each."""
+    from bringup.profiles.sections.ops import OpCaseRecord
+
+    if summary.failing:
+        console.print(f"[red]not passing[/]: {markup_safe(name_some([label_of(r) for r in summary.failing], 4))}",
+                      highlight=False)
+    unsupported = sorted({f"{r.op}[{r.dtype}]" if isinstance(r, OpCaseRecord) else f"compiled {r.target}[{r.dtype}]"
+                          for r in results if r.status == "unsupported"})
+    if unsupported:
+        console.print(f"[yellow]unsupported here[/]: {markup_safe(name_some(unsupported, 4))}", highlight=False)

@@ -1,0 +1,1 @@
+"""The endpoints that touch the model: completions, chat completions, tokenize and detokenize."""

@@ -1,0 +1,1 @@
+"""HTTP below the API: connection limits, request bodies checked as they arrive, middleware, the server loop."""

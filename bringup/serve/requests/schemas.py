@@ -1,0 +1,439 @@
+"""Request and response bodies in the OpenAI shape (and vLLM's /tokenize, /detokenize), with strict validation.
+
+Known fields are strictly typed. Unknown fields are accepted and ignored, as vLLM does (clients written for
+other servers send their own); the server logs each name once (ignored_fields.py). Fields that OpenAI or vLLM
+define and this server does not implement are declared (unimplemented.py): only their neutral value is
+accepted, anything else is a 400 that names the field (explicit, never silent).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    Tag,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+from bringup.runner.sampling_params import (
+    MAX_STOP_TOKEN_IDS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MIN_TEMPERATURE,
+    MIN_TOP_P,
+)
+from bringup.serve.requests.rules import (
+    MAX_PROMPT_CHARS,
+    MAX_PROMPT_TOKEN_IDS,
+    MAX_PROMPTS,
+    MAX_STOP_STRINGS,
+    TOKEN_ID_MAX,
+    check_prompt,
+    check_stop,
+)
+from bringup.serve.requests.unimplemented import (
+    CHAT_TEMPLATE,
+    GENERATION,
+    MESSAGE,
+    Unimplemented,
+    check,
+    schema_type,
+)
+
+INT64_MAX = 2**63 - 1
+
+
+def _integral_float_to_int(value: Any) -> Any:
+    """JSON does not tell 3 from 3.0 (JSON Schema calls both "integer"); a string stays an error."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def Int(ge: int, le: int) -> Any:
+    """A JSON integer in [ge, le]: 3.0 counts as 3, "3" and true are errors (constraints stay in the schema)."""
+    return Annotated[Annotated[int, Field(ge=ge, le=le)], BeforeValidator(_integral_float_to_int)]
+
+
+Seed = Int(0, INT64_MAX)
+TokenId = Int(0, TOKEN_ID_MAX)
+MaxTokens = Int(1, MAX_TOKENS)
+StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_STOP_STRINGS)]
+
+
+class StrictModel(BaseModel):
+    """No type coercion ("1" is not a number, 1 is not a bool), no NaN or Infinity (which Python's JSON parser
+    accepts and the JSON standard does not). Unknown fields are kept aside in `model_extra`, unvalidated, for
+    the server to log and ignore."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+def not_implemented(name: str, table: dict[str, Unimplemented]) -> type[StrictModel]:
+    """A base model declaring every field of `table`: null or its neutral value, else a 400 naming it."""
+
+    def refuse(cls, value: Any, info) -> Any:
+        return check(info.field_name, value, table)
+
+    # the validator's name is unique per base: a model with two such bases keeps both
+    return create_model(name, __base__=StrictModel,
+                        __validators__={f"refuse_{name}": field_validator(*table)(refuse)},
+                        **{field: (schema_type(rule), None) for field, rule in table.items()})
+
+
+GenerationNotImplemented = not_implemented("GenerationNotImplemented", GENERATION)
+ChatTemplateNotImplemented = not_implemented("ChatTemplateNotImplemented", CHAT_TEMPLATE)
+MessageNotImplemented = not_implemented("MessageNotImplemented", MESSAGE)
+
+
+class StreamOptions(StrictModel):
+    include_usage: StrictBool = False
+
+
+class SamplingFields(GenerationNotImplemented):
+    """Fields shared by both generation endpoints (OpenAI fields plus the runner's extras)."""
+
+    model: Annotated[str, Field(min_length=1, max_length=256)]
+    n: Int(1, 16) = 1
+    temperature: Annotated[float, Field(ge=0.0, le=MAX_TEMPERATURE)] | None = None
+    # the lower bounds keep float32 sampling finite (top_p below ~1e-45 rounds to 0 and masks every
+    # token; logits / a tiny temperature or penalty overflow): 0 < x < bound is a 400, not a crash
+    top_p: Annotated[float, Field(ge=MIN_TOP_P, le=1.0)] | None = None
+    seed: Seed | None = None
+    stop: Annotated[str, Field(min_length=1)] | StopList | None = None
+    stream: StrictBool = False
+    stream_options: StreamOptions | None = None
+    user: Annotated[str, Field(max_length=256)] | None = None
+    # runner extras (vLLM-style): -1 or 0 disables top_k
+    top_k: Int(-1, 1_000_000) | None = None
+    min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    repetition_penalty: Annotated[float, Field(ge=0.01, le=10.0)] | None = None
+    ignore_eos: StrictBool = False
+    stop_token_ids: Annotated[list[TokenId], Field(max_length=MAX_STOP_TOKEN_IDS)] | None = None
+    # OpenAI fields accepted only at their neutral value
+    presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+    frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+    logit_bias: dict[str, float] | None = None
+
+    @model_validator(mode="after")
+    def _unsupported_at_neutral(self) -> SamplingFields:
+        if self.temperature is not None and 0.0 < self.temperature < MIN_TEMPERATURE:
+            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}; smaller values "
+                             "overflow the sampler's float32 logits")
+        for name in ("presence_penalty", "frequency_penalty"):
+            value = getattr(self, name)
+            if value not in (None, 0.0):
+                raise ValueError(f"{name} is not supported by this server; use repetition_penalty")
+        if self.logit_bias:
+            raise ValueError("logit_bias is not supported by this server")
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("stream_options is only allowed when stream is true")
+        return self
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_shape(cls, value: Any) -> Any:
+        """The count and shape rules, in words, before the union's member-by-member errors."""
+        check_stop(value)
+        return value
+
+    def stop_strings(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+
+PromptText = Annotated[str, Field(max_length=MAX_PROMPT_CHARS)]
+PromptIds = Annotated[list[TokenId], Field(min_length=1, max_length=MAX_PROMPT_TOKEN_IDS)]
+
+
+class CompletionRequest(SamplingFields):
+    """POST /v1/completions."""
+
+    prompt: PromptText | Annotated[list[PromptText], Field(min_length=1, max_length=MAX_PROMPTS)] | PromptIds | \
+        Annotated[list[PromptIds], Field(min_length=1, max_length=MAX_PROMPTS)]
+    max_tokens: MaxTokens | None = 16
+    logprobs: Int(0, 20) | None = None
+    echo: StrictBool = False
+    best_of: Int(1, 16) | None = None
+    suffix: str | None = None
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt_shape(cls, value: Any) -> Any:
+        """Counts first (a huge list is refused before its items are looked at), then shape and item rules."""
+        check_prompt(value)
+        return value
+
+    @model_validator(mode="after")
+    def _completion_unsupported(self) -> CompletionRequest:
+        if self.echo:
+            raise ValueError("echo is not supported by this server")
+        if self.best_of is not None and self.best_of != self.n:
+            raise ValueError("best_of other than n is not supported by this server")
+        if self.suffix:
+            raise ValueError("suffix is not supported by this server")
+        return self
+
+    def prompts(self) -> list[str | list[int]]:
+        """The prompt(s) as a list: each either text or token ids."""
+        p = self.prompt
+        if isinstance(p, str):
+            return [p]
+        if p and all(isinstance(x, int) for x in p):
+            return [list(p)]  # type: ignore[arg-type]
+        return list(p)  # type: ignore[arg-type]
+
+
+class TextPart(StrictModel):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(MessageNotImplemented):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: Annotated[str, Field(max_length=1_000_000)] | Annotated[list[TextPart], Field(max_length=64)]
+    name: Annotated[str, Field(max_length=64)] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+    def as_dict(self) -> dict[str, str]:
+        """The message as a chat template sees it."""
+        return {"role": self.role, "content": self.text(), **({"name": self.name} if self.name else {})}
+
+
+Messages = Annotated[list[ChatMessage], Field(min_length=1, max_length=256)]
+TemplateObjects = Annotated[list[dict[str, Any]], Field(max_length=256)]
+
+
+class ChatTemplateFields(ChatTemplateNotImplemented):
+    """How messages become a prompt (vLLM's fields): what the chat template is given."""
+
+    messages: Messages
+    add_generation_prompt: StrictBool = True
+    add_special_tokens: StrictBool = False  # the model's special tokens (BOS) on top of what the template writes
+    chat_template_kwargs: dict[str, Any] | None = None
+    documents: TemplateObjects | None = None
+
+    def template_args(self) -> dict[str, Any]:
+        """Keyword arguments for the tokenizer's apply_chat_template / encode_chat (messages aside)."""
+        return {"add_generation_prompt": self.add_generation_prompt, "documents": self.documents,
+                "template_kwargs": self.chat_template_kwargs}
+
+    def template_input_chars(self) -> int:
+        """The size, as JSON, of what the template is given besides the messages."""
+        extras = [v for k, v in self.template_args().items() if k != "add_generation_prompt" and v]
+        return sum(len(json.dumps(v)) for v in extras)
+
+
+class ChatCompletionRequest(SamplingFields, ChatTemplateFields):
+    """POST /v1/chat/completions."""
+
+    max_tokens: MaxTokens | None = None
+    max_completion_tokens: MaxTokens | None = None
+    logprobs: StrictBool = False
+    top_logprobs: Int(0, 20) | None = None
+
+    @model_validator(mode="after")
+    def _chat_logprobs(self) -> ChatCompletionRequest:
+        if self.top_logprobs is not None and not self.logprobs:
+            raise ValueError("top_logprobs requires logprobs to be true")
+        if self.max_tokens is not None and self.max_completion_tokens is not None:
+            raise ValueError("give max_tokens or max_completion_tokens, not both")
+        return self
+
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+
+ModelName = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class TokenizeCompletionRequest(StrictModel):
+    """POST /tokenize of a text (vLLM's shape)."""
+
+    model: ModelName | None = None
+    prompt: PromptText
+    add_special_tokens: StrictBool = True
+    return_token_strs: StrictBool | None = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _some_input(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "prompt" not in data:
+            raise ValueError("give prompt (a text) or messages (a conversation) to tokenize")
+        return data
+
+
+class TokenizeChatRequest(ChatTemplateFields):
+    """POST /tokenize of a conversation (vLLM's shape): the prompt the chat endpoint would build."""
+
+    model: ModelName | None = None
+    tools: TemplateObjects | None = None  # rendered by templates that describe tools (no tool calling here)
+    return_token_strs: StrictBool | None = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_input(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "prompt" in data:
+            raise ValueError("give prompt or messages, not both")
+        return data
+
+    def template_args(self) -> dict[str, Any]:
+        return {**super().template_args(), "tools": self.tools}
+
+
+def _tokenize_kind(data: Any) -> str:
+    return "tokenize[messages]" if isinstance(data, dict) and "messages" in data else "tokenize[prompt]"
+
+
+TokenizeRequest = Annotated[
+    Annotated[TokenizeCompletionRequest, Tag("tokenize[prompt]")] | Annotated[TokenizeChatRequest,
+                                                                             Tag("tokenize[messages]")],
+    Discriminator(_tokenize_kind),
+]
+
+
+class DetokenizeRequest(StrictModel):
+    """POST /detokenize (vLLM's shape)."""
+
+    model: ModelName | None = None
+    tokens: Annotated[list[TokenId], Field(max_length=MAX_PROMPT_TOKEN_IDS)]
+
+
+# ---------------------------------------------------------------- responses
+
+
+class TokenizeResponse(BaseModel):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None = None
+
+
+class DetokenizeResponse(BaseModel):
+    prompt: str
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class CompletionLogprobs(BaseModel):
+    tokens: list[str]
+    token_logprobs: list[float | None]
+    top_logprobs: list[dict[str, float] | None]
+    text_offset: list[int]
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    logprobs: CompletionLogprobs | None = None
+    finish_reason: str | None = None
+
+
+class CompletionResponse(BaseModel):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+    system_fingerprint: str | None = None
+
+
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class ChatTokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChatChoiceLogprobs(BaseModel):
+    content: list[ChatTokenLogprob] | None
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    logprobs: ChatChoiceLogprobs | None = None
+    finish_reason: str | None = None
+
+
+class ChatCompletionResponse(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+    system_fingerprint: str | None = None
+
+
+class ChatDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChatChunkChoice(BaseModel):
+    index: int
+    delta: ChatDelta
+    logprobs: ChatChoiceLogprobs | None = None
+    finish_reason: str | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "bringup"
+    max_model_len: int
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class PlanResponse(BaseModel):
+    model: str
+    max_model_len: int
+    plan: dict[str, Any]
+    profile: dict[str, Any] | None
+    fallbacks: dict[str, int]
+    ignored_fields: dict[str, int] = Field(default_factory=dict, description="request fields accepted and ignored, "
+                                                                              "by name: how many requests sent each")
