@@ -1,1 +1,1 @@
-"""Request bodies in the OpenAI shape: their schemas, the rules for union-typed fields, ignored and unimplemented fields."""
+"""Request bodies in the OpenAI shape: schemas, rules for union-typed fields, ignored and unimplemented fields."""
