@@ -9,13 +9,7 @@ import torch.nn.functional as F
 
 from bringup.probes.ops.inputs import randint, randn
 from bringup.probes.ops.spec import CaseSpec, OpSpec, op
-
-SDPA_BACKENDS: dict[str, str] = {
-    "sdpa_math": "MATH",
-    "sdpa_flash": "FLASH_ATTENTION",
-    "sdpa_efficient": "EFFICIENT_ATTENTION",
-    "sdpa_cudnn": "CUDNN_ATTENTION",
-}
+from bringup.runner.model.attention_kinds import SDPA_BACKENDS
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

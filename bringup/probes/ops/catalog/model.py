@@ -13,7 +13,7 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from bringup.probes.ops.catalog.attention import SDPA_BACKENDS, rotary_case, sdpa_case
+from bringup.probes.ops.catalog.attention import rotary_case, sdpa_case
 from bringup.probes.ops.catalog.moe import (
     combine_case,
     group_case,
@@ -28,6 +28,7 @@ from bringup.probes.ops.inputs import randint, randn, uniform
 from bringup.probes.ops.model_shapes import ModelShapes
 from bringup.probes.ops.spec import MODEL_CASE_PREFIX as MODEL
 from bringup.probes.ops.spec import CaseSpec, Param
+from bringup.runner.model.attention_kinds import SDPA_BACKENDS
 
 MAX_ELEMENTS = 1 << 26  # 512 MiB per float64 tensor
 MAX_REFERENCE_FLOPS = 1 << 34  # ~17 GFLOP: seconds for a float64 CPU matmul
