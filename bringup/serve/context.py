@@ -11,11 +11,11 @@ from bringup.log import get_logger
 from bringup.runner.model.text.template_limits import TemplateLimits
 from bringup.serve.async_engine import AsyncEngine
 from bringup.serve.errors import APIError, error_body
-from bringup.serve.generation import Preparer
 from bringup.serve.http.body import MIB, BodyLimits
 from bringup.serve.metrics import ServerMetrics
 from bringup.serve.protocol import Engine
 from bringup.serve.requests.ignored_fields import IgnoredFields
+from bringup.serve.requests.prepare import Preparer
 from bringup.serve.requests.rules import MAX_PROMPTS
 from bringup.serve.template_pool import TemplatePool
 from bringup.serve.text_work import TextWork

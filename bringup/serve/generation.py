@@ -1,38 +1,23 @@
-"""What both generation endpoints share: prompts to token ids, request fields to SamplingParams,
-and the stream of engine outputs for one HTTP request (aborted when the client goes away)."""
+"""One HTTP generation request's life: its job of engine requests, admission, the stream of engine outputs
+(aborted when the client goes away), and the answer once every choice is final."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
 
 from bringup.log import get_logger
-from bringup.runner.sampling_params import SamplingParams
 from bringup.serve.async_engine import AsyncEngine, EngineFailure, EngineRequest
 from bringup.serve.errors import APIError
-from bringup.serve.requests.schemas import SamplingFields, Usage
-from bringup.serve.text_work import TextWork
-
-# A prompt longer than this many characters per context token cannot fit: reject it before
-# spending time tokenising it.
-MAX_CHARS_PER_TOKEN = 64
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no proxy buffering of a stream
+from bringup.serve.http.sse_response import SSE_HEADERS, SSEResponse
+from bringup.serve.requests.schemas import Usage
 
 log = get_logger("serve")
-
-# Set in the request's task when the server cut a stalled stream on purpose: the "returned without completing
-# response" line uvicorn then logs is expected (runtime.py filters it out).
-STREAM_CUT: ContextVar[bool] = ContextVar("bringup_stream_cut", default=False)
-
 
 @dataclass
 class Job:
@@ -49,83 +34,6 @@ class Job:
 
 def new_id(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(12)}"
-
-
-class Preparer:
-    """Checks and converts request fields against the loaded model (context length, vocabulary)."""
-
-    def __init__(self, tokenizer: Any, max_model_len: int, vocab_size: int | None, text_work: TextWork) -> None:
-        self.tokenizer = tokenizer
-        self.text_work = text_work
-        self.max_model_len = max_model_len
-        self.vocab_size = vocab_size
-
-    async def encode(self, text: str, param: str, *, add_special_tokens: bool) -> list[int]:
-        """Token ids as the runner's own `generate` makes them: plain prompts get the model's special
-        tokens (BOS), a rendered chat template already holds them."""
-        limit = self.max_model_len * MAX_CHARS_PER_TOKEN
-        if len(text) > limit:
-            raise APIError(400, f"{param} is {len(text)} characters; it cannot fit the model's context of "
-                                f"{self.max_model_len} tokens; shorten it", param=param,
-                           code="context_length_exceeded")
-        return await self.text_work.run(self.tokenizer.encode, text, add_special_tokens=add_special_tokens)
-
-    def check_ids(self, ids: list[int], param: str) -> None:
-        """A non-empty prompt whose every token id is in [0, vocab_size)."""
-        if not ids:
-            raise APIError(400, f"{param}: is empty; give at least one token", param=param)
-        if self.vocab_size is None or (min(ids) >= 0 and max(ids) < self.vocab_size):
-            return
-        index, bad = next((i, t) for i, t in enumerate(ids) if not 0 <= t < self.vocab_size)
-        raise APIError(400, f"{param}.{index}: token id {bad} is outside this model's vocabulary [0, "
-                            f"{self.vocab_size}); use ids from the model's tokenizer", param=param,
-                       code="invalid_value")
-
-    def token_budget(self, prompt_len: int, requested: int | None, param: str) -> int:
-        """max_tokens for a prompt: the requested value if prompt + it fits, else a 400."""
-        room = self.max_model_len - prompt_len
-        if room < 1 or (requested is not None and requested > room):
-            asked = f"; you requested {prompt_len + (requested or 0)} tokens ({prompt_len} in the prompt, " \
-                    f"{requested or 0} to generate)" if requested is not None else \
-                    f"; the prompt alone has {prompt_len} tokens"
-            raise APIError(400, f"this model's maximum context length is {self.max_model_len} tokens{asked}; "
-                                "shorten the prompt or lower max_tokens", param=param,
-                           code="context_length_exceeded")
-        return requested if requested is not None else room
-
-
-def sampling_params(body: SamplingFields, *, max_tokens: int, choice: int, logprobs: int | None,
-                    defaults: dict[str, Any] | None = None) -> SamplingParams:
-    """The runner's SamplingParams for choice number `choice` (seeds differ per choice, reproducibly).
-
-    A field the request leaves out takes the model's generation_config.json default, else OpenAI's.
-    """
-    model = defaults or {}
-
-    def pick(name: str, openai_default: float | int) -> Any:
-        value = getattr(body, name)
-        return value if value is not None else model.get(name, openai_default)
-
-    seed = None if body.seed is None else (body.seed + choice) % (2**63)
-    top_k = pick("top_k", 0)
-    params = SamplingParams(
-        max_tokens=max_tokens,
-        temperature=pick("temperature", 1.0),
-        top_p=pick("top_p", 1.0),
-        top_k=0 if top_k == -1 else top_k,
-        min_p=pick("min_p", 0.0),
-        repetition_penalty=pick("repetition_penalty", 1.0),
-        seed=seed,
-        stop=body.stop_strings(),
-        stop_token_ids=list(body.stop_token_ids or []),
-        ignore_eos=body.ignore_eos,
-        logprobs=logprobs,
-    )
-    try:
-        params.validate()
-    except ValueError as exc:
-        raise APIError(400, str(exc), param=str(exc).split(":", 1)[0] or None, code="invalid_value") from None
-    return params
 
 
 class Subscription:
@@ -266,52 +174,3 @@ def _stalled(ctx: Any, job: Job, timeout: float) -> None:
     log.warning("stream %s: the client read nothing for %g s (--stream-write-timeout); cutting it, aborting its "
                 "sequences and freeing its queue slot", job.id, timeout)
     ctx.metrics.count_stalled_stream()
-
-
-class StalledClient(Exception):
-    """A write to the client waited longer than the write timeout: it stopped reading."""
-
-
-class SSEResponse(StreamingResponse):
-    """A text/event-stream response that runs on_close however it ends, and closes its body.
-
-    With a write_timeout, a write that waits longer than that (the client stopped reading and the socket's
-    buffers are full) cuts the stream: on_stall, then on_close, and the connection is closed.
-    """
-
-    media_type = "text/event-stream"
-
-    def __init__(self, content: AsyncIterator[str], on_close, headers: dict[str, str] | None = None,
-                 write_timeout: float | None = None, on_stall: Callable[[], None] | None = None):
-        super().__init__(content, headers=headers)
-        self.on_close = on_close
-        self.write_timeout = write_timeout
-        self.on_stall = on_stall
-
-    async def stream_response(self, send) -> None:
-        await super().stream_response(self._timed(send) if self.write_timeout else send)
-
-    def _timed(self, send):
-        async def timed_send(message) -> None:
-            try:
-                with anyio.fail_after(self.write_timeout):
-                    await send(message)
-            except TimeoutError:
-                raise StalledClient from None
-
-        return timed_send
-
-    async def __call__(self, scope, receive, send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        except OSError:
-            pass  # the client went away mid-send
-        except StalledClient:
-            STREAM_CUT.set(True)
-            if self.on_stall is not None:
-                self.on_stall()
-        finally:
-            self.on_close()
-            aclose = getattr(self.body_iterator, "aclose", None)
-            if aclose is not None:
-                await aclose()

@@ -12,16 +12,9 @@ from bringup.errors import BringupError
 from bringup.serve.async_engine import EngineRequest
 from bringup.serve.context import ServerContext
 from bringup.serve.errors import APIError
-from bringup.serve.generation import (
-    MAX_CHARS_PER_TOKEN,
-    Job,
-    Subscription,
-    new_id,
-    run_request,
-    sampling_params,
-    usage,
-)
+from bringup.serve.generation import Job, Subscription, new_id, run_request, usage
 from bringup.serve.logprobs import LogprobFormatter
+from bringup.serve.requests.prepare import MAX_CHARS_PER_TOKEN, sampling_params
 from bringup.serve.requests.schemas import (
     AssistantMessage,
     ChatChoice,

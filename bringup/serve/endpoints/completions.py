@@ -11,15 +11,9 @@ from starlette.requests import Request
 from bringup.serve.async_engine import EngineRequest
 from bringup.serve.context import ServerContext
 from bringup.serve.errors import APIError
-from bringup.serve.generation import (
-    Job,
-    Subscription,
-    new_id,
-    run_request,
-    sampling_params,
-    usage,
-)
+from bringup.serve.generation import Job, Subscription, new_id, run_request, usage
 from bringup.serve.logprobs import LogprobFormatter
+from bringup.serve.requests.prepare import sampling_params
 from bringup.serve.requests.schemas import (
     CompletionChoice,
     CompletionLogprobs,

@@ -20,7 +20,6 @@ import uvicorn
 
 from bringup.log import get_logger
 from bringup.serve.context import ServerContext
-from bringup.serve.generation import STREAM_CUT
 from bringup.serve.http.connections import (
     AcceptErrorLog,
     ConnectionLimits,
@@ -28,6 +27,7 @@ from bringup.serve.http.connections import (
     restore_kernel_backlog,
     usable_connection_cap,
 )
+from bringup.serve.http.sse_response import STREAM_CUT
 
 log = get_logger("serve")
 
