@@ -95,3 +95,9 @@ def main() -> None:
     except KeyboardInterrupt:
         print_error("interrupted; the profile on disk is the last complete write")
         sys.exit(130)
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        print_error("this command needs PyTorch, which is not installed in this environment; install your "
+                    "vendor's torch (see docs/install.md) — `report` and `profile` work without it")
+        sys.exit(2)

@@ -42,7 +42,8 @@ import sys
 class NoTorch:
     def find_spec(self, name, path=None, target=None):
         if name == "torch" or name.startswith("torch."):
-            raise ImportError(f"{name} is blocked: this test runs as on a machine without torch")
+            raise ModuleNotFoundError(f"{name} is blocked: this test runs as on a machine without torch",
+                                      name="torch")
         return None
 
 
@@ -71,12 +72,17 @@ def test_report_and_profile_commands_import_neither_torch_nor_the_runners_torch_
     assert (tmp_path / "r.html").stat().st_size and (tmp_path / "r.md").stat().st_size
 
 
-def test_report_renders_a_reference_profile_where_torch_cannot_be_imported(tmp_path):
-    a, _ = _profiles(tmp_path)
+def _without_torch(tmp_path: Path) -> dict[str, str]:
+    """An environment whose Python cannot import torch, as on a laptop a profile was copied to."""
     blocker = tmp_path / "no_torch"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(BLOCK_TORCH)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(REPO)])}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(REPO)])}
+
+
+def test_report_renders_a_reference_profile_where_torch_cannot_be_imported(tmp_path):
+    a, _ = _profiles(tmp_path)
+    env = _without_torch(tmp_path)
     proof = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, env=env,
                            cwd=tmp_path, timeout=120)
     assert proof.returncode != 0 and "blocked" in proof.stderr  # the blocker works
@@ -89,3 +95,13 @@ def test_report_renders_a_reference_profile_where_torch_cannot_be_imported(tmp_p
     without = (tmp_path / "without.html").read_text()
     assert "draft for the built-in model" in without  # the plan section is drafted, not refused
     assert without == (tmp_path / "with.html").read_text()
+
+
+def test_a_command_that_needs_torch_says_so_in_one_line_where_it_is_missing(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bringup", "devices", "--profile", str(tmp_path / "p.yaml")],
+                          capture_output=True, text=True, env=_without_torch(tmp_path), cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "needs PyTorch" in errors[0], done.stderr
+    assert not (tmp_path / "p.yaml").exists()
