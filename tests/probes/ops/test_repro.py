@@ -62,6 +62,11 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     FAULT_LIBRARY.impl("exp", faulty_exp, "CPU")
 '''
+# The repaired kernel: numpy's exp, correctly rounded in float32 whatever the machine. torch's own float32 exp is
+# not relied on here: on one 2-core Xeon it returned 1.5e-4 relative errors in about 1 call of 100 (a fact of
+# that machine, which a test must not depend on).
+FIXED_EXP = FAULTY_EXP.replace("return out * (1 + 1e-3) if t.dtype == torch.float32 else out", "return out")
+assert FIXED_EXP != FAULTY_EXP
 
 
 def _backend(scale: float) -> str:
@@ -123,7 +128,7 @@ def test_op_reproducers_fail_under_the_fault_and_pass_without_it(tmp_path, overr
     for name, case in names.items():
         assert f"`{name}` — exp[float32] {case} — fail: " in index
 
-    faulty, fixed = _site(tmp_path, "fault", FAULTY_EXP), _site(tmp_path, "fixed")
+    faulty, fixed = _site(tmp_path, "fault", FAULTY_EXP), _site(tmp_path, "fixed", FIXED_EXP)
     for name, case in names.items():
         recorded = failing[case]
         bad = _run_file(repro / name, faulty, tmp_path)
