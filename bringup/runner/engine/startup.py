@@ -26,7 +26,7 @@ from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN
 from bringup.runner.model.loading.loader import check_weights, load_model, read_config, safetensors_files
-from bringup.runner.model.loading.validate import check_model_dir
+from bringup.runner.model.loading.validate import WeightsDoNotFit, check_model_dir
 from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
 from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
 from bringup.runner.plan.host_kernels import (
@@ -76,6 +76,10 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     device = selection.device
     try:
         return _start_on(cls, options, device, selection.info, config, tokenizer, recorder)
+    except WeightsDoNotFit as exc:  # refused before any weight was read: the CPU may still hold them
+        if device.type == "cpu" or not options.allow_cpu_fallback:
+            raise
+        why = str(exc)
     except (BringupError, StrictFallbackError):
         raise
     except Exception as exc:
@@ -85,9 +89,9 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
         if not options.allow_cpu_fallback:
             raise BringupError(f"device {device} failed while starting the runner ({why}); fix the device "
                                "set-up, or pass --allow-cpu-fallback to run on the CPU") from None
-        recorder.record("global", "device", wanted=str(device), instead="cpu", why=why)
-        cpu = torch.device("cpu")
-        return _start_on(cls, options, cpu, backend_for(cpu).device_info(0), config, tokenizer, recorder)
+    recorder.record("global", "device", wanted=str(device), instead="cpu", why=why)
+    cpu = torch.device("cpu")
+    return _start_on(cls, options, cpu, backend_for(cpu).device_info(0), config, tokenizer, recorder)
 
 
 def _profile_device(path: Path | None) -> str | None:
