@@ -1,6 +1,7 @@
 """Load and save profiles: safe YAML, one-line validation errors, locked atomic writes."""
 
 import contextlib
+import gc
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -143,7 +144,25 @@ def read_document(path: Path, text: str) -> Any:
     return document
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Building a profile allocates millions of objects and no cycles; the cyclic collector, run on allocation
+    counts, would sweep them again and again (a 70 MB profile's validation: 3.2 s with it, 0.7 s without)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def parse_profile(path: Path, text: str) -> Profile:
+    with collector_paused():
+        return _parse_profile(path, text)
+
+
+def _parse_profile(path: Path, text: str) -> Profile:
     try:
         document = read_document(path, text)
     except yaml.YAMLError as exc:
