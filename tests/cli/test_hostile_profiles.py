@@ -338,6 +338,26 @@ def test_diff_fails_on_op_regressions_only_when_asked(tmp_path: Path) -> None:
     assert improved.code == 0  # fail -> pass is no regression
 
 
+def test_large_profiles_parsed_in_parallel_diff_as_one_after_the_other(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past PARALLEL_PARSE_BYTES the second profile is parsed in a forked process: the same answer, and an
+    error in that file is still one line naming it."""
+    import bringup.profiles.store as store
+
+    passing = with_ops(tmp_path / "a.yaml", ["pass"] * 300)
+    failing = with_ops(tmp_path / "b.yaml", ["pass"] * 250 + ["fail"] * 50)
+    args = ["profile", "diff", str(passing), str(failing), "--fail-on", "ops", "--json"]
+    one_after_the_other = run_cli(args)
+    monkeypatch.setattr(store, "PARALLEL_PARSE_BYTES", 0)
+    in_parallel = run_cli(args)
+    assert in_parallel.code == one_after_the_other.code == 1
+    assert json.loads(in_parallel.stdout) == json.loads(one_after_the_other.stdout)
+    assert json.loads(in_parallel.stdout)["failing"] == 50
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(passing.read_text().replace("schema: bringup.profile/v1", "schema: v9"))
+    assert_one_line_error(run_cli(["profile", "diff", str(passing), str(broken)]), str(broken), "has schema")
+
+
 def test_a_vanished_passing_case_is_a_regression_and_none_turns_the_gate_off(tmp_path: Path) -> None:
     before = with_ops(tmp_path / "a.yaml", ["pass", "pass"])
     after = with_ops(tmp_path / "b.yaml", ["pass"])

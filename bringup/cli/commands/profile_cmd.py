@@ -84,10 +84,10 @@ def diff(before: ProfileArg, after: ProfileArg, json_out: JsonOption = False,
     from bringup.cli.render.profile_diff import plan_rows, render_diff
     from bringup.profiles.diff import diff_profiles
     from bringup.profiles.diff_gate import failing_changes, parse_gates
-    from bringup.profiles.store import load_profile
+    from bringup.profiles.store import load_profiles
 
     gates = parse_gates(fail_on)
-    a, b = load_profile(before), load_profile(after)
+    a, b = load_profiles([before, after])
     changes = diff_profiles(a, b)
     plans = plan_rows(a, b)
     failing = failing_changes(changes, gates)
