@@ -1,4 +1,7 @@
-"""One record type per result: the worker pipe carries the profile record itself, nothing else."""
+"""One record type per result: the worker pipe carries the profile record itself, nothing else.
+
+The case is relu's, exact in any dtype: torch's float32 exp, used here before, now and then returned 1.5e-4
+relative errors on one 2-core Xeon, a fact of that machine the test must not depend on."""
 
 from bringup.probes.ops.catalog import load_catalog, select_cases
 from bringup.probes.ops.runner import op_task
@@ -9,7 +12,7 @@ from bringup.profiles.sections.ops import OpCaseRecord
 
 
 def test_the_worker_returns_the_same_profile_record_as_an_in_process_run():
-    (key,) = select_cases(load_catalog(), ["exp"], ["float32"], "odd")
+    (key,) = select_cases(load_catalog(), ["relu"], ["float32"], "odd")
     task = op_task(key)
     isolated = IsolatedExecutor("cpu", 120.0, worker_env(None))
     try:
@@ -23,7 +26,7 @@ def test_the_worker_returns_the_same_profile_record_as_an_in_process_run():
 
 
 def test_records_go_into_the_profile_and_come_back_for_resume_unchanged():
-    (key,) = select_cases(load_catalog(), ["exp"], ["float32"], "odd")
+    (key,) = select_cases(load_catalog(), ["relu"], ["float32"], "odd")
     record = InProcessExecutor("cpu").run(op_task(key))
     profile = Profile()
     merge_results(profile, [record])
