@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from bringup.errors import BringupError
+from bringup.json_depth import json_depth
 from bringup.runner.model.loading.model_files import (
     MAX_JSON_DEPTH,
     decode_json,
-    json_depth,
     model_file,
     model_roots,
     read_json,

@@ -16,14 +16,11 @@ any valid request is refused before the recursive JSON parser (or anything after
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import accumulate
+
+from bringup.json_depth import bracket_depths
 
 MIB = 1024 * 1024
 MAX_JSON_DEPTH = 64  # a valid request nests 4 levels (messages, content parts); template arguments get the rest
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_DEPTH_STEP = [0] * 256
-for _open, _close in (b"[]", b"{}"):
-    _DEPTH_STEP[_open], _DEPTH_STEP[_close] = 1, -1
 
 
 @dataclass(frozen=True)
@@ -107,11 +104,8 @@ class BodyScanner:
         self._in_string ^= quotes % 2 == 1
 
     def _follow_depth(self, outside_strings: bytes) -> None:
-        brackets = outside_strings.translate(None, _NOT_BRACKETS)
-        if brackets:
-            depths = list(accumulate(map(_DEPTH_STEP.__getitem__, brackets), initial=self.depth))
-            self.deepest = max(self.deepest, max(depths))
-            self.depth = depths[-1]
+        deepest, self.depth = bracket_depths(outside_strings, self.depth)
+        self.deepest = max(self.deepest, deepest)
 
 
 def _size(n: int) -> str:

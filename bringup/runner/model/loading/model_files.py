@@ -16,21 +16,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
-from itertools import accumulate
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from bringup.errors import BringupError
+from bringup.json_depth import json_depth
 from bringup.terminal_text import shown
 
 MAX_JSON_BYTES = 64 << 20  # config.json, generation_config.json, tokenizer_config.json, the shard index
 MAX_JSON_DEPTH = 64  # published configs nest 4 deep; the parser recurses once per level
 MAX_TEMPLATE_BYTES = 4 << 20  # a chat template file; published ones are a few KB
 MAX_TOKENIZER_BYTES = 512 << 20  # tokenizer.json; the largest published ones are tens of MB
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(rb"[^\[\]{}]")
 
 
 def model_roots(model_dir: Path) -> tuple[Path, ...]:
@@ -140,12 +137,6 @@ def decode_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"is not valid JSON ({shown(exc)})") from None
-
-
-def json_depth(raw: bytes) -> int:
-    """How deep the arrays and objects of the JSON text `raw` nest (brackets inside strings not counted)."""
-    brackets = _NOT_BRACKET.sub(b"", _JSON_STRING.sub(b"", raw))
-    return max(accumulate(1 if b in b"[{" else -1 for b in brackets), default=0)
 
 
 def utf8(raw: bytes) -> str:
