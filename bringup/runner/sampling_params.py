@@ -42,7 +42,12 @@ def _in(value: Any, low: float, high: float) -> bool:
 
 @dataclass
 class SamplingParams:
-    """temperature 0 means greedy; top_k 0 means off; logprobs = number of top alternatives per token."""
+    """temperature 0 means greedy; top_k 0 means off; logprobs = number of top alternatives per token.
+
+    prompt_logprobs (vLLM's meaning): None = off; k >= 0 = each prompt token's own logprob and its top-k
+    alternatives, from the model's raw logits (the first prompt token has none). max_tokens 0 is a scoring
+    request, allowed only with prompt_logprobs: the prompt is run and scored, no token is generated.
+    """
 
     max_tokens: int = 16
     temperature: float = 1.0
@@ -55,6 +60,7 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
     logprobs: int | None = None
+    prompt_logprobs: int | None = None
 
     @property
     def greedy(self) -> bool:
@@ -71,7 +77,8 @@ class SamplingParams:
 
     def _engine_checks(self) -> list[Check]:
         return [
-            ("max_tokens", is_integer(self.max_tokens) and self.max_tokens >= 1, "must be an integer >= 1"),
+            ("max_tokens", is_integer(self.max_tokens) and (self.max_tokens >= 1 or self._scoring_only),
+             "must be an integer >= 1 (0 only with prompt_logprobs: the prompt scored, nothing generated)"),
             ("temperature", _in(self.temperature, 0.0, 100.0), "must be in [0, 100] (0 = greedy)"),
             ("top_p", _in(self.top_p, 0.0, 1.0) and self.top_p > 0.0, "must be in (0, 1]"),
             ("top_k", is_integer(self.top_k) and self.top_k >= 0, "must be an integer >= 0 (0 = off)"),
@@ -85,12 +92,20 @@ class SamplingParams:
              "must be non-negative integers"),
             ("logprobs", self.logprobs is None or (is_integer(self.logprobs) and 0 <= self.logprobs <= MAX_LOGPROBS),
              f"must be in [0, {MAX_LOGPROBS}]"),
+            ("prompt_logprobs", self.prompt_logprobs is None
+             or (is_integer(self.prompt_logprobs) and 0 <= self.prompt_logprobs <= MAX_LOGPROBS),
+             f"must be in [0, {MAX_LOGPROBS}]"),
         ]
+
+    @property
+    def _scoring_only(self) -> bool:
+        """max_tokens 0 with prompt_logprobs: a request that only scores its prompt."""
+        return self.max_tokens == 0 and self.prompt_logprobs is not None
 
     def _request_checks(self) -> list[Check]:
         """Stricter than the engine's where a request has a narrower range; each check is safe for any type."""
         return [
-            ("max_tokens", is_integer(self.max_tokens) and 1 <= self.max_tokens <= MAX_TOKENS,
+            ("max_tokens", is_integer(self.max_tokens) and (1 <= self.max_tokens <= MAX_TOKENS or self._scoring_only),
              f"must be an integer in [1, {MAX_TOKENS}]"),
             ("temperature", self.temperature == 0.0 or _in(self.temperature, MIN_TEMPERATURE, MAX_TEMPERATURE),
              f"must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]; smaller values overflow the "

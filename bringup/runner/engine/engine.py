@@ -11,7 +11,8 @@ from bringup.log import get_logger
 from bringup.runner.engine.block_manager import BlockManager
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.options import EngineOptions
-from bringup.runner.engine.outputs import RequestError, RequestOutput
+from bringup.runner.engine.outputs import PromptLogprobs, RequestError, RequestOutput
+from bringup.runner.engine.prompt_logprobs import ScoredPrompt
 from bringup.runner.engine.sampling import sample
 from bringup.runner.engine.scheduler import Scheduler
 from bringup.runner.engine.sequence import Sequence
@@ -46,9 +47,11 @@ class LLMEngine:
             raise ValueError(f"request_id: {request_id!r} is already running")
         if not prompt_token_ids:
             raise ValueError("prompt: is empty; give at least one token")
-        if len(prompt_token_ids) >= self.max_model_len:
+        room = 0 if params.max_tokens == 0 else 1  # a scoring request generates nothing
+        if len(prompt_token_ids) + room > self.max_model_len:
             raise ValueError(f"prompt: {len(prompt_token_ids)} tokens do not fit the context of "
-                             f"{self.max_model_len} tokens (max_model_len) with room to generate")
+                             f"{self.max_model_len} tokens (max_model_len)"
+                             + (" with room to generate" if room else ""))
         bad = [t for t in prompt_token_ids if not 0 <= t < self.vocab_size]
         if bad:
             raise ValueError(f"prompt: token id {bad[0]} is outside the vocabulary [0, {self.vocab_size})")
@@ -74,16 +77,25 @@ class LLMEngine:
         seqs = self.scheduler.schedule()
         if not seqs:
             return []
-        logits = self.executor.run(seqs)
+        logits, scores = self._run(seqs)
         trusted = torch.isfinite(logits.amax(dim=-1))  # NaN anywhere, +inf anywhere or all -inf: False
         sampled = sample(logits, seqs)
         untrusted = set() if bool(trusted.all()) else set((~trusted).nonzero().flatten().tolist())
         outputs = []
         for row, (seq, (token, logprob)) in enumerate(zip(seqs, sampled)):
+            score = scores.get(row)
+            if score is not None and score.non_finite_at is not None:
+                outputs.append(self._fail_non_finite(seq, None, f"prompt token {score.non_finite_at}"))
+                continue
             if row in untrusted:
                 outputs.append(self._fail_non_finite(seq, logits[row]))
                 continue
             seq.num_cached_tokens = len(seq.token_ids)
+            if score is not None:
+                seq.prompt_logprobs = score.logprobs
+            if seq.params.max_tokens == 0:  # a scoring request: the prompt has run, nothing is generated
+                outputs.append(self._finish_scoring(seq))
+                continue
             seq.token_ids.append(token)
             if seq.logprobs is not None and logprob is not None:
                 seq.logprobs.append(logprob)
@@ -91,13 +103,28 @@ class LLMEngine:
             if seq.finish_reason is not None:
                 self.scheduler.finish(seq)
                 self._seqs.pop(seq.request_id, None)
-            outputs.append(self._output(seq))
+            outputs.append(self._output(seq, prompt_logprobs=score.logprobs if score is not None else None))
         return outputs
 
-    def _fail_non_finite(self, seq: Sequence, row: torch.Tensor) -> RequestOutput:
-        """Finish a request whose logits hold NaN or inf: no token drawn from them is served."""
-        what = "NaN" if bool(row.isnan().any()) else "infinite values"
-        message = (f"the model produced logits with {what} at generated token {len(seq.output_token_ids) + 1}; "
+    def _run(self, seqs: list[Sequence]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
+        """The step's logits; the prompt logprobs of the sequences whose prompt runs now and asks for them."""
+        wanted = [row for row, seq in enumerate(seqs) if seq.scores_prompt_now]
+        scored = [row for row in wanted if seqs[row].num_new_tokens > 1]  # a one-token prompt has nothing to score
+        logits, scores = self.executor.run_scoring(seqs, scored) if scored else (self.executor.run(seqs), {})
+        return logits, {row: scores.get(row, ScoredPrompt(logprobs=[None])) for row in wanted}
+
+    def _finish_scoring(self, seq: Sequence) -> RequestOutput:
+        self.scheduler.finish(seq)
+        self._seqs.pop(seq.request_id, None)
+        seq.finish_reason = "length"
+        return self._output(seq, prompt_logprobs=seq.prompt_logprobs)
+
+    def _fail_non_finite(self, seq: Sequence, row: torch.Tensor | None, where: str | None = None) -> RequestOutput:
+        """Finish a request whose logits (of its next token, or of a prompt token it scores) hold NaN or inf: no
+        number computed from them is served."""
+        what = "NaN or infinite values" if row is None else "NaN" if bool(row.isnan().any()) else "infinite values"
+        where = where or f"generated token {len(seq.output_token_ids) + 1}"
+        message = (f"the model produced logits with {what} at {where}; "
                    "numbers that cannot be trusted are not served: check the model's weights and dtype "
                    "(try --dtype float32) and run `bringup verify-ops` on this device")
         log.warning("request %s: %s", seq.request_id, message)
@@ -129,11 +156,13 @@ class LLMEngine:
         return text + seq.detokenizer.flush() if last else text
 
     @staticmethod
-    def _output(seq: Sequence, error: RequestError | None = None) -> RequestOutput:
+    def _output(seq: Sequence, error: RequestError | None = None,
+                prompt_logprobs: PromptLogprobs | None = None) -> RequestOutput:
         return RequestOutput(
             request_id=seq.request_id, prompt_token_ids=seq.prompt_token_ids, token_ids=seq.output_token_ids,
             text=seq.text, logprobs=None if seq.logprobs is None else list(seq.logprobs),
             finished=seq.finish_reason is not None, finish_reason=seq.finish_reason, error=error,
+            prompt_logprobs=prompt_logprobs,
         )
 
     def stats(self) -> dict:

@@ -9,6 +9,7 @@ import torch
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
+from bringup.runner.engine.prompt_logprobs import ScoredPrompt, score_prompt
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.host.paged_decode import DecodeAttention
 from bringup.runner.model.attention import AttentionDispatcher
@@ -58,8 +59,13 @@ class Executor:
 
     def run(self, seqs: list[Sequence]) -> torch.Tensor:
         """Logits [B, vocab] (float32, on the model's device) of each sequence's last new token."""
+        return self.run_scoring(seqs, [])[0]
+
+    def run_scoring(self, seqs: list[Sequence], scored: list[int]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
+        """run(), and the prompt logprobs of the `scored` rows (row -> scores of the tokens after the first new
+        one), from the same forward: only those rows pay for logits at every position, the others are unchanged."""
         chunks = [SeqChunk(s.token_ids, s.num_cached_tokens, s.block_table) for s in seqs]
-        return self.run_chunks(chunks)
+        return self._run_groups(chunks, False, {i: seqs[i].params.prompt_logprobs or 0 for i in scored})
 
     def run_chunks(self, chunks: list[SeqChunk], all_positions: bool = False) -> torch.Tensor:
         """Logits of each chunk's last token ([len(chunks), vocab]), or of every new token (`all_positions`).
@@ -67,46 +73,66 @@ class Executor:
         Attention pads every sequence's queries and context to the step's longest, so a step of very unequal
         chunks runs as a few forwards of similar ones (`forward_groups`): the decodes apart (one query each, the
         fast decode path), prompts of similar lengths together."""
+        return self._run_groups(chunks, all_positions, {})[0]
+
+    def _run_groups(self, chunks: list[SeqChunk], all_positions: bool,
+                    scored: dict[int, int]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
+        """scored: chunk index -> how many top alternatives its prompt logprobs list."""
         groups = [list(range(len(chunks)))] if all_positions else forward_groups(chunks)
         if len(groups) == 1:
-            return self._run_together(chunks, all_positions)
-        parts = [(group, self._run_together([chunks[i] for i in group], False)) for group in groups]
-        first = parts[0][1]
+            return self._run_together(chunks, all_positions, scored)
+        parts = [(group, self._run_together([chunks[i] for i in group], False,
+                                            {j: scored[i] for j, i in enumerate(group) if i in scored}))
+                 for group in groups]
+        first = parts[0][1][0]
         logits = torch.empty(len(chunks), first.shape[-1], dtype=first.dtype, device=first.device)
-        for group, part in parts:
+        scores: dict[int, ScoredPrompt] = {}
+        for group, (part, part_scores) in parts:
             logits[group] = part
-        return logits
+            scores.update({group[j]: score for j, score in part_scores.items()})
+        return logits, scores
 
-    def _run_together(self, chunks: list[SeqChunk], all_positions: bool) -> torch.Tensor:
+    def _run_together(self, chunks: list[SeqChunk], all_positions: bool,
+                      scored: dict[int, int]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
         m = self.model
         inputs = build_inputs(chunks, self.plan.block_size, m.config.num_queries_per_kv, m.device,
                               m.config.attention_window)
         with torch.inference_mode():
             try:
-                return self._logits(inputs, all_positions)
+                return self._logits(inputs, all_positions, chunks, scored)
             except StrictFallbackError:
                 raise
             except Exception as exc:
                 if isinstance(exc, GroupedPathError):
                     self.recorder.record("op", "experts", wanted=GROUPED, instead=DENSE, why=exception_line(exc))
                     use_expert_path(m, DENSE)
-                    return self._run_together(chunks, all_positions)  # a linear fallback may still follow
+                    return self._run_together(chunks, all_positions, scored)  # a linear fallback may still follow
                 if HOST_KIND not in m.layout.kinds:
                     raise
                 self.recorder.record("op", "linear", wanted=HOST_KIND, instead=OUT_IN, why=exception_line(exc))
                 self.fused = None  # it reads the panels
                 m.replace_kind(HOST_KIND, OUT_IN)
-                return self._logits(inputs, all_positions)  # rewrites the same K/V into the same slots
+                return self._logits(inputs, all_positions, chunks, scored)  # rewrites the same K/V into the same slots
 
-    def _logits(self, inputs: BatchInputs, all_positions: bool) -> torch.Tensor:
-        if self.fused is not None and is_decode(inputs) and self.fused.serves(inputs.input_ids.shape[0]):
+    def _logits(self, inputs: BatchInputs, all_positions: bool, chunks: list[SeqChunk],
+                scored: dict[int, int]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
+        if not scored and self.fused is not None and is_decode(inputs) \
+                and self.fused.serves(inputs.input_ids.shape[0]):
             hidden = self._fused_hidden(inputs)
             if hidden is not None:  # the head through the same panels kernel: part of the step that was timed
-                return self.model.logits(hidden, HOST_KIND)
+                return self.model.logits(hidden, HOST_KIND), {}
         hidden = self._forward(inputs)
+        scores = {i: self._score(hidden, chunks, i, top_k) for i, top_k in scored.items()}
         if not all_positions:
             hidden = hidden[inputs.last_index]
-        return self.model.logits(hidden)
+        return self.model.logits(hidden), scores
+
+    def _score(self, hidden: torch.Tensor, chunks: list[SeqChunk], index: int, top_k: int) -> ScoredPrompt:
+        """Chunk `index`'s prompt logprobs from the step's hidden states [T, H] (its new tokens but the last)."""
+        offset = sum(len(c.token_ids) - c.start for c in chunks[:index])
+        chunk = chunks[index]
+        rows = hidden[offset:offset + len(chunk.token_ids) - chunk.start - 1]
+        return score_prompt(self.model.logits, rows, chunk.token_ids, chunk.start, top_k)
 
     def _fused_hidden(self, inputs: BatchInputs) -> torch.Tensor | None:
         """The decode step's hidden states from the fused decode layers, or None after recording their fallback."""

@@ -20,7 +20,11 @@ class RequestError:
 class TokenLogprob:
     token_id: int
     logprob: float
-    top: list[tuple[int, float]]
+    top: list[tuple[int, float]]  # the k most likely tokens, most likely first
+    rank: int | None = None  # 1 + how many tokens are more likely (set for prompt tokens)
+
+
+PromptLogprobs = list[TokenLogprob | None]  # one per prompt token; the first is None (nothing predicts it)
 
 
 @dataclass
@@ -33,3 +37,4 @@ class RequestOutput:
     finished: bool
     finish_reason: FinishReason | None
     error: RequestError | None = None  # set when finish_reason is "error"
+    prompt_logprobs: PromptLogprobs | None = None  # handed back once, in the output of the step that ran the prompt

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bringup.runner.engine.outputs import FinishReason, TokenLogprob
+from bringup.runner.engine.outputs import FinishReason, PromptLogprobs, TokenLogprob
 from bringup.runner.model.text.detokenizer import Detokenizer
 from bringup.runner.sampling_params import SamplingParams
 
@@ -30,6 +30,7 @@ class Sequence:
     num_cached_tokens: int = 0  # tokens whose K/V is in the cache
     generator: torch.Generator | None = None
     logprobs: list[TokenLogprob] | None = None
+    prompt_logprobs: PromptLogprobs | None = None  # computed once, at the prompt's first prefill
     text: str = ""  # the generated text that later tokens cannot change
     detokenizer: Detokenizer | None = None  # the incremental decode of the output, made at the first token
     finish_reason: FinishReason | None = None
@@ -42,6 +43,11 @@ class Sequence:
     @property
     def output_token_ids(self) -> list[int]:
         return self.token_ids[self.num_prompt_tokens:]
+
+    @property
+    def scores_prompt_now(self) -> bool:
+        """Its prompt logprobs are asked for and not computed yet (a recompute after preemption does not redo them)."""
+        return self.params.prompt_logprobs is not None and self.prompt_logprobs is None
 
     @property
     def num_new_tokens(self) -> int:
