@@ -278,6 +278,8 @@ class AsyncEngine:
                     self.metrics.count_generated(new_tokens, stamp - tracked.last_token_time)
                 tracked.last_token_time = stamp
                 tracked.tokens_seen = len(out.token_ids)
+            elif out.prompt_logprobs is not None and tracked.last_token_time is None:
+                self.metrics.count_prefilled(len(out.prompt_token_ids))  # a scoring request: its prompt ran
             if out.finished:
                 self.metrics.count_finished(out.finish_reason or "abort", stamp - tracked.arrival,
                                             len(out.prompt_token_ids), len(out.token_ids))

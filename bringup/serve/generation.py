@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.requests import Request
@@ -27,6 +27,7 @@ class Job:
     sequences: list[EngineRequest]
     prompt_tokens: int  # usage: each distinct prompt counted once
     stop: list[str] = field(default_factory=list)
+    echo: list[str] | None = None  # with echo: the prompt text each choice's answer starts with
 
     def choice_index(self) -> dict[str, int]:
         return {seq.request_id: i for i, seq in enumerate(self.sequences)}
@@ -155,10 +156,14 @@ async def final_outputs(sub: Subscription, request: Request) -> list[Any]:
 
 
 async def _collect(sub: Subscription) -> list[Any]:
+    """Each sequence's final output, with the prompt logprobs the engine handed back in an earlier one."""
     finals: dict[str, Any] = {}
+    scored: dict[str, Any] = {}
     async for out in sub.outputs():
+        if out.prompt_logprobs is not None:
+            scored[out.request_id] = out.prompt_logprobs
         if out.finished:
-            finals[out.request_id] = out
+            finals[out.request_id] = replace(out, prompt_logprobs=scored.get(out.request_id))
     return [finals[s.request_id] for s in sub.job.sequences]
 
 

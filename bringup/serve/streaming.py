@@ -69,6 +69,7 @@ class Piece:
     text: str  # newly decided text ("" when only logprobs or the finish are new)
     logprobs: list[Any]  # logprob entries new since the last piece (empty when none were asked for)
     finish_reason: str | None  # set on the choice's last piece
+    prompt_logprobs: list[Any] | None = None  # the prompt's logprob entries, in the piece of the step that ran it
 
 
 async def sse_events(sub: Subscription, ctx: ServerContext, event: Callable[[Piece], dict],
@@ -92,8 +93,9 @@ async def sse_events(sub: Subscription, ctx: ServerContext, event: Callable[[Pie
                 new, logprobs_seen[rid] = out.logprobs[logprobs_seen[rid]:], len(out.logprobs)
             if out.finished:
                 finals[rid] = out
-            if text or out.finished or new:
-                yield sse(event(Piece(rid, index_of[rid], text, new, out.finish_reason if out.finished else None)))
+            if text or out.finished or new or out.prompt_logprobs is not None:
+                yield sse(event(Piece(rid, index_of[rid], text, new, out.finish_reason if out.finished else None,
+                                      out.prompt_logprobs)))
     except Exception as exc:  # report in-band: the 200 header is already sent
         yield sse(ctx.stream_error(exc))
     finally:

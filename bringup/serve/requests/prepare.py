@@ -45,9 +45,10 @@ class Preparer:
                        code="invalid_value")
 
     def token_budget(self, prompt_len: int, requested: int | None, param: str) -> int:
-        """max_tokens for a prompt: the requested value if prompt + it fits, else a 400."""
+        """max_tokens for a prompt: the requested value if prompt + it fits, else a 400 (0: a scoring request, the
+        prompt alone must fit)."""
         room = self.max_model_len - prompt_len
-        if room < 1 or (requested is not None and requested > room):
+        if room < (0 if requested == 0 else 1) or (requested is not None and requested > room):
             asked = f"; you requested {prompt_len + (requested or 0)} tokens ({prompt_len} in the prompt, " \
                     f"{requested or 0} to generate)" if requested is not None else \
                     f"; the prompt alone has {prompt_len} tokens"
@@ -58,7 +59,7 @@ class Preparer:
 
 
 def sampling_params(body: SamplingFields, *, max_tokens: int, choice: int, logprobs: int | None,
-                    defaults: dict[str, Any] | None = None) -> SamplingParams:
+                    defaults: dict[str, Any] | None = None, prompt_logprobs: int | None = None) -> SamplingParams:
     """The runner's SamplingParams for choice number `choice` (seeds differ per choice, reproducibly).
 
     A field the request leaves out takes the model's generation_config.json default, else OpenAI's.
@@ -83,6 +84,7 @@ def sampling_params(body: SamplingFields, *, max_tokens: int, choice: int, logpr
         stop_token_ids=list(body.stop_token_ids or []),
         ignore_eos=body.ignore_eos,
         logprobs=logprobs,
+        prompt_logprobs=prompt_logprobs,
     )
     try:
         params.validate()

@@ -19,12 +19,15 @@ from pydantic import (
     Field,
     StrictBool,
     Tag,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
     create_model,
     field_validator,
     model_validator,
 )
 
 from bringup.runner.sampling_params import (
+    MAX_LOGPROBS,
     MAX_STOP_TOKEN_IDS,
     MAX_TEMPERATURE,
     MAX_TOKENS,
@@ -41,6 +44,7 @@ from bringup.serve.requests.rules import (
     check_stop,
 )
 from bringup.serve.requests.unimplemented import (
+    CHAT_ONLY,
     CHAT_TEMPLATE,
     GENERATION,
     MESSAGE,
@@ -67,6 +71,7 @@ def Int(ge: int, le: int) -> Any:
 Seed = Int(0, INT64_MAX)
 TokenId = Int(0, TOKEN_ID_MAX)
 MaxTokens = Int(1, MAX_TOKENS)
+Logprobs = Int(0, MAX_LOGPROBS)
 StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_STOP_STRINGS)]
 
 
@@ -93,6 +98,7 @@ def not_implemented(name: str, table: dict[str, Unimplemented]) -> type[StrictMo
 GenerationNotImplemented = not_implemented("GenerationNotImplemented", GENERATION)
 ChatTemplateNotImplemented = not_implemented("ChatTemplateNotImplemented", CHAT_TEMPLATE)
 MessageNotImplemented = not_implemented("MessageNotImplemented", MESSAGE)
+ChatNotImplemented = not_implemented("ChatNotImplemented", CHAT_ONLY)
 
 
 class StreamOptions(StrictModel):
@@ -161,9 +167,12 @@ class CompletionRequest(SamplingFields):
 
     prompt: PromptText | Annotated[list[PromptText], Field(min_length=1, max_length=MAX_PROMPTS)] | PromptIds | \
         Annotated[list[PromptIds], Field(min_length=1, max_length=MAX_PROMPTS)]
-    max_tokens: MaxTokens | None = 16
-    logprobs: Int(0, 20) | None = None
+    # echo before max_tokens: max_tokens 0 is allowed with echo (the prompt scored, nothing generated), and a field's
+    # validator sees only the fields declared before it
     echo: StrictBool = False
+    max_tokens: MaxTokens | None = 16
+    logprobs: Logprobs | None = None
+    prompt_logprobs: Logprobs | None = None
     best_of: Int(1, 16) | None = None
     suffix: str | None = None
 
@@ -174,15 +183,33 @@ class CompletionRequest(SamplingFields):
         check_prompt(value)
         return value
 
+    @field_validator("max_tokens", mode="wrap")
+    @classmethod
+    def _zero_with_echo(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        """max_tokens 0 with echo true scores the prompt (OpenAI's legacy way, as vLLM serves it); any other 0 is
+        refused as before."""
+        if info.data.get("echo") is True and type(value) in (int, float) and value == 0:
+            return 0
+        return handler(value)
+
     @model_validator(mode="after")
     def _completion_unsupported(self) -> CompletionRequest:
-        if self.echo:
-            raise ValueError("echo is not supported by this server")
         if self.best_of is not None and self.best_of != self.n:
             raise ValueError("best_of other than n is not supported by this server")
         if self.suffix:
             raise ValueError("suffix is not supported by this server")
+        if self.stream and self.prompt_logprobs is not None:
+            raise ValueError("prompt_logprobs are not available with stream true (as in vLLM); leave stream out, or "
+                             "use echo with logprobs, which streams the prompt's logprobs in the first chunk")
         return self
+
+    def engine_prompt_logprobs(self) -> int | None:
+        """How many alternatives the engine lists per prompt token: for prompt_logprobs and, with echo, for
+        logprobs (vLLM's rule); 0 for echo with max_tokens 0 alone (a scoring run needs its prompt run)."""
+        asked = [k for k in (self.prompt_logprobs, self.logprobs if self.echo else None) if k is not None]
+        if asked:
+            return max(asked)
+        return 0 if self.echo and self.max_tokens == 0 else None
 
     def prompts(self) -> list[str | list[int]]:
         """The prompt(s) as a list: each either text or token ids."""
@@ -238,13 +265,13 @@ class ChatTemplateFields(ChatTemplateNotImplemented):
         return sum(len(json.dumps(v)) for v in extras)
 
 
-class ChatCompletionRequest(SamplingFields, ChatTemplateFields):
+class ChatCompletionRequest(SamplingFields, ChatTemplateFields, ChatNotImplemented):
     """POST /v1/chat/completions."""
 
     max_tokens: MaxTokens | None = None
     max_completion_tokens: MaxTokens | None = None
     logprobs: StrictBool = False
-    top_logprobs: Int(0, 20) | None = None
+    top_logprobs: Logprobs | None = None
 
     @model_validator(mode="after")
     def _chat_logprobs(self) -> ChatCompletionRequest:
@@ -340,11 +367,22 @@ class CompletionLogprobs(BaseModel):
     text_offset: list[int]
 
 
+class PromptTokenLogprob(BaseModel):
+    """One token's entry in vLLM's prompt_logprobs."""
+
+    logprob: float
+    rank: int | None = None  # 1 = the most likely token
+    decoded_token: str | None = None
+
+
 class CompletionChoice(BaseModel):
     index: int
     text: str
     logprobs: CompletionLogprobs | None = None
     finish_reason: str | None = None
+    # vLLM's shape: null for the first prompt token, then token id (as a JSON key) -> its entry: the prompt's own
+    # token first, then the top alternatives
+    prompt_logprobs: list[dict[str, PromptTokenLogprob] | None] | None = None
 
 
 class CompletionResponse(BaseModel):

@@ -46,12 +46,17 @@ GENERATION: dict[str, Unimplemented] = {
     "structured_outputs": _STRUCTURED,
     "min_tokens": Unimplemented((None, 0), "no minimum output length"),
     "use_beam_search": Unimplemented((None, False), "no beam search"),
-    "prompt_logprobs": Unimplemented((None,), "no prompt logprobs"),
     "allowed_token_ids": Unimplemented((None,), "no token allow-list"),
     "bad_words": Unimplemented((None, []), "no banned words"),
     "include_stop_str_in_output": Unimplemented((None, False), "the stop string is always cut off"),
     "skip_special_tokens": Unimplemented((None, True), "special tokens are always skipped in the text"),
     "truncate_prompt_tokens": Unimplemented((None,), "no prompt truncation"),
+}
+
+# chat completions only (/v1/completions implements them)
+CHAT_ONLY: dict[str, Unimplemented] = {
+    "prompt_logprobs": Unimplemented((None,), "no prompt logprobs on chat completions: use /v1/completions with "
+                                              "prompt_logprobs, or echo with logprobs"),
 }
 
 # chat completions and /tokenize of messages
