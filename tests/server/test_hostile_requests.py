@@ -189,7 +189,9 @@ CORPUS: list[Case] = [
     Case("tool_choice false is not none", "POST", CH, chat(tool_choice=False), 400, "tool_choice: not supported"),
     Case("presence_penalty", "POST", C, cmpl(presence_penalty=0.5), 400, "presence_penalty is not supported"),
     Case("logit_bias", "POST", C, cmpl(logit_bias={"1": 5}), 400, "logit_bias is not supported"),
-    Case("echo", "POST", C, cmpl(echo=True), 400, "echo is not supported"),
+    Case("echo as a string", "POST", C, cmpl(echo="yes"), 400, "echo: Input should be a valid boolean"),
+    Case("prompt_logprobs on chat", "POST", CH, chat(prompt_logprobs=1), 400,
+         "prompt_logprobs: not supported by this server (no prompt logprobs on chat completions"),
     Case("best_of other than n", "POST", C, cmpl(best_of=3), 400, "best_of other than n is not supported"),
     # ---- chat
     Case("no messages", "POST", CH, chat(messages=[]), 400, "messages: List should have at least 1 item"),
