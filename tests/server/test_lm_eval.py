@@ -42,16 +42,16 @@ ITEMS = [
     ("What does a fish live in?", ["water", "a tree", "the desert"], 0),
     ("What is two plus two?", ["three", "four", "five", "six"], 1),
 ]
-TASK_YAML = f"""task: {TASK}
+TASK_YAML = """task: TASK
 dataset_path: json
 dataset_kwargs:
   data_files:
-    test: {{data}}
+    test: DATA
 test_split: test
 output_type: multiple_choice
-doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
-doc_to_choice: "{{{{choices}}}}"
-doc_to_target: "{{{{answer}}}}"
+doc_to_text: "Question: {{question}}\\nAnswer:"
+doc_to_choice: "{{choices}}"
+doc_to_target: "{{answer}}"
 metric_list:
   - metric: acc
     aggregation: mean
@@ -66,7 +66,7 @@ def workdir(tmp_path_factory) -> Path:
     data = root / "items.jsonl"
     data.write_text("".join(json.dumps({"question": q, "choices": c, "answer": a}) + "\n" for q, c, a in ITEMS))
     (root / "tasks").mkdir()
-    (root / "tasks" / f"{TASK}.yaml").write_text(TASK_YAML.format(data=data))
+    (root / "tasks" / f"{TASK}.yaml").write_text(TASK_YAML.replace("TASK", TASK).replace("DATA", str(data)))
     return root
 
 
@@ -105,7 +105,7 @@ def run_lm_eval(workdir: Path, name: str, model: str, model_args: dict[str, str]
     args = [sys.executable, "-m", "lm_eval", "--model", model,
             "--model_args", ",".join(f"{k}={v}" for k, v in model_args.items()),
             "--tasks", TASK, "--include_path", str(workdir / "tasks"), "--batch_size", "1",
-            "--output_path", str(out), "--log_samples"]
+            "--output_path", str(out), "--log_samples", "--device", "cpu"]
     done = subprocess.run(args, cwd=workdir, env=environment(workdir), capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     results = json.loads(next(out.rglob("results_*.json")).read_text())
@@ -122,8 +122,7 @@ def test_local_completions_against_bringup_serve_equals_hf(workdir: Path, server
     served = run_lm_eval(workdir, "served", "local-completions", {
         "model": SERVED_NAME, "base_url": f"{server}/v1/completions", "tokenizer": str(directory),
         "tokenizer_backend": "huggingface", "num_concurrent": "1", "max_retries": "1"})
-    reference = run_lm_eval(workdir, "hf", "hf", {"pretrained": str(directory), "dtype": "float32",
-                                                   "device": "cpu"})
+    reference = run_lm_eval(workdir, "hf", "hf", {"pretrained": str(directory), "dtype": "float32"})
     assert sorted(served["loglikelihoods"]) == sorted(reference["loglikelihoods"]) == list(range(len(ITEMS)))
     deltas = [abs(a - b) for doc, theirs in reference["loglikelihoods"].items()
               for a, b in zip(served["loglikelihoods"][doc], theirs, strict=True)]
