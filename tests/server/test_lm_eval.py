@@ -18,7 +18,8 @@ import pytest
 from tests.real_model import smollm2_hf_dir
 from tests.server.serve_live import REPO, free_port, wait_healthy
 
-pytestmark = pytest.mark.slow
+# two lm_eval runs (each imports torch, transformers and datasets) and a server start: about 2 minutes on 2 cores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 pytest.importorskip("lm_eval", reason="lm-evaluation-harness is in the dev extra")
 
 TASK = "bringup_tiny_mc"
