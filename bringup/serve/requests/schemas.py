@@ -169,10 +169,14 @@ class CompletionRequest(SamplingFields):
         Annotated[list[PromptIds], Field(min_length=1, max_length=MAX_PROMPTS)]
     # echo before max_tokens: max_tokens 0 is allowed with echo (the prompt scored, nothing generated), and a field's
     # validator sees only the fields declared before it
-    echo: StrictBool = False
-    max_tokens: MaxTokens | None = 16
+    echo: StrictBool = Field(False, description="the answer starts with the prompt: its text, and with logprobs its "
+                                                "tokens' logprobs (the first one null)")
+    max_tokens: MaxTokens | None = Field(16, description="tokens to generate; 0 only with echo true: the prompt is "
+                                                         "scored, nothing is generated")
     logprobs: Logprobs | None = None
-    prompt_logprobs: Logprobs | None = None
+    prompt_logprobs: Logprobs | None = Field(None, description="vLLM's: each prompt token's logprob and rank and "
+                                                               "this many alternatives, in the choice's "
+                                                               "prompt_logprobs; not with stream")
     best_of: Int(1, 16) | None = None
     suffix: str | None = None
 
