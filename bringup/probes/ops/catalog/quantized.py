@@ -129,7 +129,8 @@ def int4pack_case(op_name: str, role: str, m: int, k: int, n: int, group: int,
                     accum=k)
 
 
-def int_mm_case(m: int, k: int, n: int, b_transposed: bool = False, role: str = "") -> CaseSpec:
+def int_mm_case(m: int, k: int, n: int, b_transposed: bool = False, role: str = "",
+                params: tuple[Param, ...] = ()) -> CaseSpec:
     b_shape = (n, k) if b_transposed else (k, n)
 
     def make(g: torch.Generator) -> list:
@@ -143,10 +144,11 @@ def int_mm_case(m: int, k: int, n: int, b_transposed: bool = False, role: str = 
     def ref(a, b):
         return a.to(torch.int64) @ b.to(torch.int64)
     return CaseSpec(make, fn, shapes=((m, k), b_shape), role=role, view="b transposed" if b_transposed else "",
-                    ref=ref, judge="exact", accum=k, layout=_transposed(1) if b_transposed else None)
+                    params=params, ref=ref, judge="exact", accum=k, layout=_transposed(1) if b_transposed else None)
 
 
-def scaled_mm_case(m: int, k: int, n: int, role: str = "", rowwise: bool = False) -> CaseSpec:
+def scaled_mm_case(m: int, k: int, n: int, role: str = "", rowwise: bool = False,
+                   params: tuple[Param, ...] = ()) -> CaseSpec:
     """Per-tensor scales with a float32 result, or per-row/column scales with a bfloat16 result (the form the
     row-wise kernels of CUDA/ROCm take)."""
     out_dtype = torch.bfloat16 if rowwise else torch.float32
@@ -164,7 +166,8 @@ def scaled_mm_case(m: int, k: int, n: int, role: str = "", rowwise: bool = False
 
     def ref(a, b, sa, sb):
         return (a * sa) @ (b * sb)
-    params: tuple[Param, ...] = (("scales", "per row/column"), ("out", "bfloat16")) if rowwise else ()
+    if rowwise:
+        params = (*params, ("scales", "per row/column"), ("out", "bfloat16"))
     return CaseSpec(make, fn, shapes=((m, k), (n, k)), role=role, view="b transposed", params=params, ref=ref,
                     layout=_transposed(1), accum=k, keep_dtype=(2, 3))
 
