@@ -93,14 +93,15 @@ def _weights(g: torch.Generator, n: int, k: int) -> torch.Tensor:
     return randn(g, n, k, scale=1.0 / math.sqrt(k))
 
 
-def int8pack_case(role: str, m: int, k: int, n: int, params: tuple[Param, ...] = ()) -> CaseSpec:
+def int8pack_case(role: str, m: int, k: int, n: int, params: tuple[Param, ...] = (),
+                  kernel: str = "_weight_int8pack_mm") -> CaseSpec:
     def make(g: torch.Generator) -> list:
         x = randn(g, m, k)
         q, scales = quantize_int8_per_channel(_weights(g, n, k))
         return [x, q, scales]
 
     def fn(x, q, scales):
-        return aten_kernel("_weight_int8pack_mm")(x, q, scales)
+        return aten_kernel(kernel)(x, q, scales)
 
     def ref(x, q, scales):
         return x @ dequantize_int8(q, scales).T
