@@ -2,8 +2,8 @@
 decode and one at prefill shapes, against the float64 reference of the dequantized math — on the device.
 
 A capability is `supported` when one of its kernels passed both cases in one activation dtype (the evidence names
-the kernel, dtype and errors); `unsupported` when none did, with each kernel's reason — a wrong result is named
-as such, never hidden behind another kernel's rejection.
+the kernel, dtype and errors); `unsupported` when none did, with each kernel's reason. A kernel that computes
+wrong numbers refuses the capability outright: no other dtype or kernel is tried after it.
 """
 
 from collections.abc import Callable
@@ -43,19 +43,26 @@ def _describe(record: OpCaseRecord) -> str:
 
 
 def check_kernels(device: torch.device, capability: str) -> dict[str, Any]:
+    """Kernels and dtypes in order: the first that passes both cases proves the capability; one that computes
+    wrong numbers (or fails otherwise) refuses it at once; a rejection moves on to the next."""
     catalog = load_catalog()
-    reasons: list[str] = []
+    rejections: list[str] = []
     for op, dtypes in KERNELS[capability]:
         for dtype in dtypes:
             records = [run_case(CaseKey(op, dtype, label), catalog, device) for label in probe_cases(op)]
-            bad = [r for r in records if r.status != "pass"]
-            if not bad:
-                errors = "; ".join(f"{r.case.split(' ')[0]} {r.case.split(' ')[1]}: max_abs {r.max_abs:.2e} "
-                                   f"(atol {r.atol:.1e}, rtol {r.rtol:.1e})" for r in records)
-                return supported(f"{op}[{dtype}] vs float64 dequantized reference: {errors}", kernel=op,
-                                 activations=dtype, max_abs=max(r.max_abs or 0.0 for r in records))
-            reasons.append(f"{_describe(bad[0])}: {bad[0].status} ({(bad[0].message or '')[:160]})")
-    return unsupported("; ".join(reasons))
+            wrong = [r for r in records if r.status not in ("pass", "unsupported")]
+            if wrong:
+                return unsupported(f"{_describe(wrong[0])}: {wrong[0].status} ({(wrong[0].message or '')[:200]})",
+                                   kernel=op, activations=dtype)
+            rejected = [r for r in records if r.status == "unsupported"]
+            if rejected:
+                rejections.append(f"{_describe(rejected[0])}: unsupported ({(rejected[0].message or '')[:160]})")
+                continue
+            errors = "; ".join(f"{r.case.split(' ')[0]} {r.case.split(' ')[1]}: max_abs {r.max_abs:.2e} "
+                               f"(atol {r.atol:.1e}, rtol {r.rtol:.1e})" for r in records)
+            return supported(f"{op}[{dtype}] vs float64 dequantized reference: {errors}", kernel=op,
+                             activations=dtype, max_abs=max(r.max_abs or 0.0 for r in records))
+    return unsupported("; ".join(rejections))
 
 
 def quantized_checks() -> dict[str, Callable[[torch.device], dict[str, Any]]]:
