@@ -19,7 +19,7 @@ from bringup.probes.bench.context import BenchContext
 from bringup.probes.bench.records import measured, not_measured, set_speedup, short_error
 from bringup.probes.bench.sizing import RateTracker, too_big_reason, too_slow_reason
 from bringup.probes.capabilities.quantized import capability_of
-from bringup.probes.ops.catalog.quantized import aten_kernel, inner_k_tiles, largest_group, nibbles_in_bytes
+from bringup.probes.ops.catalog.quantized import INT4_OPS, aten_kernel, int4_matmul, largest_group, pack_int4
 from bringup.probes.ops.judge.error_kinds import is_unsupported_error
 from bringup.profiles.sections.bench import BenchRecord
 
@@ -54,17 +54,28 @@ def _int8_weight_only(s: Shape, act: torch.dtype, device: torch.device) -> Call:
     return lambda: kernel(x, q, scales)
 
 
-def _int4_setup(pack_name: str, mm_name: str, uint8_nibbles: bool):
+def int4_group(k: int) -> int:
+    """The group size timed: the largest of 128/64/32 dividing K (K itself when none does)."""
+    return largest_group(k) or k
+
+
+def _int4_setup(op_name: str):
     def setup(s: Shape, act: torch.dtype, device: torch.device) -> Call:
-        group = largest_group(s.k) or s.k
+        group = int4_group(s.k)
         x = torch.randn(s.m, s.k, device=device).to(act)
-        q = torch.randint(0, 16, (s.n, s.k), dtype=torch.int32, device=device)
-        packed = aten_kernel(pack_name)(nibbles_in_bytes(q) if uint8_nibbles else q, inner_k_tiles(s.k))
-        del q
+        packed = pack_int4(op_name, torch.randint(0, 16, (s.n, s.k), dtype=torch.int32, device=device))
         scales_and_zeros = torch.rand(s.k // group, s.n, 2, device=device).to(act)
-        kernel = aten_kernel(mm_name)
-        return lambda: kernel(x, packed, group, scales_and_zeros)
+        return lambda: int4_matmul(op_name, x, packed, group, scales_and_zeros)
     return setup
+
+
+def _int4_scratch(s: Shape) -> int:
+    """The int32 codes set-up makes before packing (freed after)."""
+    return 4 * s.n * s.k
+
+
+def _no_scratch(s: Shape) -> int:
+    return 0
 
 
 def _int_mm(s: Shape, act: torch.dtype, device: torch.device) -> Call:
@@ -84,25 +95,20 @@ def _scaled_mm(s: Shape, act: torch.dtype, device: torch.device) -> Call:
 
 
 def _int4_work(s: Shape, act: torch.dtype) -> Work:
-    group = largest_group(s.k) or s.k
+    group = int4_group(s.k)
     return weight_only_work(s.m, s.n, s.k, act.itemsize, 4, 2 * (s.k // group) * s.n * act.itemsize)
 
 
 def kernels() -> list[QuantKernel]:
-    int4_scratch = lambda s: 4 * s.n * s.k  # noqa: E731 - the int32 codes, packed then freed
     return [
         QuantKernel("_weight_int8pack_mm", "int8", True,
                     lambda s, act: weight_only_work(s.m, s.n, s.k, act.itemsize, 8, s.n * act.itemsize),
-                    _int8_weight_only, lambda s: 0),
-        QuantKernel("_weight_int4pack_mm_for_cpu", "int4", True, _int4_work,
-                    _int4_setup("_convert_weight_to_int4pack_for_cpu", "_weight_int4pack_mm_for_cpu", False),
-                    int4_scratch),
-        QuantKernel("_weight_int4pack_mm", "int4", True, _int4_work,
-                    _int4_setup("_convert_weight_to_int4pack", "_weight_int4pack_mm", True), int4_scratch),
+                    _int8_weight_only, _no_scratch),
+        *(QuantKernel(name, "int4", True, _int4_work, _int4_setup(name), _int4_scratch) for name in INT4_OPS),
         QuantKernel("_int_mm", "int8", False, lambda s, act: scaled_matmul_work(s.m, s.n, s.k, 1, 4, 0),
-                    _int_mm, lambda s: 0),
+                    _int_mm, _no_scratch),
         QuantKernel("_scaled_mm", "float8_e4m3fn", False, lambda s, act: scaled_matmul_work(s.m, s.n, s.k, 1, 4, 8),
-                    _scaled_mm, lambda s: 0),
+                    _scaled_mm, _no_scratch),
     ]
 
 
@@ -137,7 +143,7 @@ def measure_kernel(ctx: BenchContext, kernel: QuantKernel, act: str, gemm: str, 
               "m": s.m, "k": s.k, "n": s.n, "activations": act if kernel.weight_only else kernel.weights,
               "compute_dtype": act if kernel.weight_only else kernel.weights}
     if kernel.weights == "int4":
-        params["group"] = largest_group(s.k) or s.k
+        params["group"] = int4_group(s.k)
     reason = unproven_reason(ctx, kernel) or too_big_reason(
         int(work.bytes) + kernel.setup_bytes(s), ctx.memory_budget_bytes()) or too_slow_reason(
         rates.estimate_s(kernel.name, work.flops), ctx.preset.max_call_s)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -31,9 +32,21 @@ from bringup.probes.ops.inputs import randn
 from bringup.probes.ops.spec import CaseSpec, OpSpec, Param, op
 
 INT4_GROUPS = (32, 64, 128)
-INT4_OPS = {  # op name -> (packing kernel, matmul kernel)
-    "_weight_int4pack_mm_for_cpu": ("_convert_weight_to_int4pack_for_cpu", "_weight_int4pack_mm_for_cpu"),
-    "_weight_int4pack_mm": ("_convert_weight_to_int4pack", "_weight_int4pack_mm"),
+
+
+@dataclass(frozen=True)
+class Int4Kernels:
+    """An int4 weight-only matmul and the kernel that packs its weights."""
+
+    pack: str
+    matmul: str
+    packs_bytes: bool  # the packing kernel takes uint8 [N,K/2] (two codes a byte), not int32 codes [N,K]
+
+
+INT4_OPS = {  # op name in the catalog -> its kernels
+    "_weight_int4pack_mm_for_cpu": Int4Kernels("_convert_weight_to_int4pack_for_cpu", "_weight_int4pack_mm_for_cpu",
+                                               packs_bytes=False),
+    "_weight_int4pack_mm": Int4Kernels("_convert_weight_to_int4pack", "_weight_int4pack_mm", packs_bytes=True),
 }
 
 
@@ -89,6 +102,17 @@ def largest_group(k: int) -> int | None:
     return next((g for g in sorted(INT4_GROUPS, reverse=True) if k % g == 0), None)
 
 
+def pack_int4(op_name: str, q: torch.Tensor) -> torch.Tensor:
+    """int32 codes [N,K] in 0..15 packed by the op's own packing kernel (on q's device)."""
+    kernels = INT4_OPS[op_name]
+    return aten_kernel(kernels.pack)(nibbles_in_bytes(q) if kernels.packs_bytes else q, inner_k_tiles(q.shape[1]))
+
+
+def int4_matmul(op_name: str, x: torch.Tensor, packed: torch.Tensor, group: int,
+                scales_and_zeros: torch.Tensor) -> torch.Tensor:
+    return aten_kernel(INT4_OPS[op_name].matmul)(x, packed, group, scales_and_zeros)
+
+
 def _weights(g: torch.Generator, n: int, k: int) -> torch.Tensor:
     return randn(g, n, k, scale=1.0 / math.sqrt(k))
 
@@ -111,18 +135,13 @@ def int8pack_case(role: str, m: int, k: int, n: int, params: tuple[Param, ...] =
 
 def int4pack_case(op_name: str, role: str, m: int, k: int, n: int, group: int,
                   params: tuple[Param, ...] = ()) -> CaseSpec:
-    pack_name, mm_name = INT4_OPS[op_name]
-    tiles = inner_k_tiles(k)
-
     def make(g: torch.Generator) -> list:
         x = randn(g, m, k)
         q, scales_and_zeros = quantize_int4_groups(_weights(g, n, k), group)
         return [x, q, scales_and_zeros]
 
     def fn(x, q, scales_and_zeros):
-        weights = q if op_name == "_weight_int4pack_mm_for_cpu" else nibbles_in_bytes(q)
-        packed = aten_kernel(pack_name)(weights, tiles)
-        return aten_kernel(mm_name)(x, packed, group, scales_and_zeros)
+        return int4_matmul(op_name, x, pack_int4(op_name, q), group, scales_and_zeros)
 
     def ref(x, q, scales_and_zeros):
         return x @ dequantize_int4(q, scales_and_zeros, group).T
