@@ -56,3 +56,16 @@ def sdpa_work(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int, el
 def transfer_work(nbytes: int) -> Work:
     """A host<->device copy moves nbytes once (counted once, as the link carries it once)."""
     return Work(flops=0.0, bytes=float(nbytes))
+
+
+def weight_only_work(m: int, n: int, k: int, act_bytes: int, weight_bits: int, scale_bytes: int) -> Work:
+    """y[m,n] = x[m,k] @ dequant(W[n,k]).T with W stored in weight_bits per element: 2mnk FLOPs; read x, the
+    packed weights (n*k*bits/8 bytes) and their scales/zeros (scale_bytes in all), write y."""
+    return Work(flops=2.0 * m * n * k,
+                bytes=float(act_bytes * (m * k + m * n) + n * k * weight_bits // 8 + scale_bytes))
+
+
+def scaled_matmul_work(m: int, n: int, k: int, in_bytes: int, out_bytes: int, scale_bytes: int) -> Work:
+    """C[m,n] = (A[m,k] * sa) @ (B[k,n] * sb) with A and B in in_bytes per element (int8, float8): 2mnk FLOPs;
+    read A, B and the scales, write C in out_bytes per element."""
+    return Work(flops=2.0 * m * n * k, bytes=float(in_bytes * (m * k + k * n) + out_bytes * m * n + scale_bytes))

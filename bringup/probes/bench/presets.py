@@ -54,6 +54,7 @@ class Preset:
     max_call_s: float  # sizes whose estimated single call exceeds this are skipped, with the reason
     ops_limit: int | None = None  # at most this many op cases (one per op), None: every passed case
     memory_fraction: float = 0.25  # one measurement's buffers may use this share of free device memory
+    quant_activations: tuple[str, ...] = ("float32",)  # activation dtypes of the weight-only quantized kernels
 
 
 QUICK = Preset(
@@ -85,6 +86,7 @@ FULL = Preset(
     attention_heads=32,
     attention_head_dim=128,
     max_call_s=2.0,
+    quant_activations=("float32", "bfloat16"),
 )
 
 PRESETS = {"quick": QUICK, "full": FULL}

@@ -16,11 +16,17 @@ from bringup.profiles.sections.bench import BenchRecord, BenchSection, Datasheet
 ROOFLINE_GROUPS = ("matmul", "bandwidth", "attention")
 
 
+def compute_dtype(record: BenchRecord) -> str:
+    """The dtype a record computes in: a weight-only quantized kernel's activations, else its own dtype."""
+    return record.params.get("compute_dtype") or record.dtype or "float32"
+
+
 def best_tflops(section: BenchSection, groups: tuple[str, ...]) -> dict[str, float]:
+    """Best TFLOP/s per dtype; a weight-only kernel (stored in one dtype, computing in another) sets no ceiling."""
     best: dict[str, float] = {}
     for group in groups:
         for record in section.records(group):
-            if record.status == "ok" and record.tflops and record.dtype:
+            if record.status == "ok" and record.tflops and record.dtype and compute_dtype(record) == record.dtype:
                 best[record.dtype] = max(best.get(record.dtype, 0.0), record.tflops)
     return best
 
@@ -83,7 +89,7 @@ def apply_roofline(section: BenchSection, device_name: str | None) -> None:
         for record in section.records(group):
             if record.status != "ok":
                 continue
-            dtype = record.dtype or "float32"
+            dtype = compute_dtype(record)
             compute = max(ceilings.tflops.get(dtype, 0.0), ceilings.attention_tflops.get(dtype, 0.0)) or None
             found = percent_of(record, compute, ceilings.gbps)
             record.pct_measured = round(found[0], 2) if found else None

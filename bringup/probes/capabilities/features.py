@@ -1,4 +1,4 @@
-"""Feature checks: graph capture, pinned host memory, peer access between devices."""
+"""Feature checks: graph capture, pinned host memory, peer access between devices, quantized matmul kernels."""
 
 from collections.abc import Callable
 from typing import Any
@@ -7,6 +7,7 @@ import torch
 
 from bringup.backends.registry import backend_for
 from bringup.probes.capabilities.numerics import relative_error, seeded_randn
+from bringup.probes.capabilities.quantized import quantized_checks
 from bringup.probes.capabilities.result import error_text, supported, unknown, unsupported
 
 
@@ -75,4 +76,5 @@ def check_peer_access(device: torch.device) -> dict[str, Any]:
 
 
 def feature_checks() -> dict[str, Callable[[torch.device], dict[str, Any]]]:
-    return {"graphs": check_graphs, "pinned_memory": check_pinned_memory, "peer_access": check_peer_access}
+    return {"graphs": check_graphs, "pinned_memory": check_pinned_memory, "peer_access": check_peer_access,
+            **quantized_checks()}

@@ -1,4 +1,5 @@
-"""matmul: TFLOP/s per supported dtype over square sizes and a decoder layer's GEMM shapes.
+"""matmul: TFLOP/s per supported dtype over square sizes and a decoder layer's GEMM shapes, then the quantized
+kernels at the decoder's shapes (quantized_matmul.py).
 
 For M=1 (decode) it also measures F.linear on the [out, in] weight layout side by side with the
 plain x @ W[in, out], since which one is faster is a property of the device (see DESIGN.md)."""
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 from bringup.probes.bench.accounting import matmul_work
 from bringup.probes.bench.context import FLOAT_DTYPES, BenchContext
+from bringup.probes.bench.groups.quantized_matmul import run_quantized
 from bringup.probes.bench.records import measured, not_measured, set_speedup, short_error
 from bringup.probes.bench.sizing import RateTracker, too_big_reason, too_slow_reason
 from bringup.profiles.sections.bench import BenchGroup, BenchRecord
@@ -24,7 +26,8 @@ def dtypes_to_measure(ctx: BenchContext, notes: list[str]) -> tuple[list[str], l
         return ["float32"], []
     skipped = [
         not_measured(f"{name}", "matmul", "skipped", "no plain-matmul benchmark for this dtype "
-                     "(float8/integer GEMMs need scaled or integer matmul entry points)", dtype=name)
+                     "(float8/integer GEMMs need scaled or integer matmul entry points: see the quantized "
+                     "kernels' records)", dtype=name)
         for name in supported if name not in FLOAT_DTYPES
     ]
     chosen = [name for name in FLOAT_DTYPES if name in supported]
@@ -80,6 +83,7 @@ def run(ctx: BenchContext) -> BenchGroup:
     for dtype in dtypes:
         for key, m, k, n, params in shapes(ctx):
             records.extend(measure_one(ctx, dtype, key, m, k, n, params, rates))
+    records.extend(run_quantized(ctx, dtypes, records))
     status = "measured" if any(r.status == "ok" for r in records) else "skipped"
     return BenchGroup(status=status, reason=None if status == "measured" else "nothing measured",
                       notes=notes, records=records)

@@ -26,6 +26,7 @@ from bringup.probes.ops.catalog.matmul import matmul_ops
 from bringup.probes.ops.catalog.model import MODEL, model_cases
 from bringup.probes.ops.catalog.moe import moe_ops
 from bringup.probes.ops.catalog.pointwise import activation_ops, elementwise_ops
+from bringup.probes.ops.catalog.quantized import quantized_ops
 from bringup.probes.ops.catalog.reduce import norm_ops, reduction_ops
 from bringup.probes.ops.catalog.window import window_ops
 from bringup.probes.ops.model_shapes import ModelShapes
@@ -37,7 +38,7 @@ MODEL_ENV = "BRINGUP_OPS_MODEL"
 
 def builtin_ops() -> list[OpSpec]:
     return [
-        *matmul_ops(), *norm_ops(), *activation_ops(), *elementwise_ops(), *reduction_ops(),
+        *matmul_ops(), *quantized_ops(), *norm_ops(), *activation_ops(), *elementwise_ops(), *reduction_ops(),
         *gather_like_ops(), *kv_cache_ops(), cast_op(), *rotary_ops(), *sdpa_ops(), *moe_ops(), *window_ops(),
     ]
 

@@ -1,4 +1,4 @@
-"""Catalog: the matmul family (matmul, linear, bmm, addmm, baddbmm, _int_mm, _scaled_mm)."""
+"""Catalog: the matmul family (matmul, linear, bmm, addmm, baddbmm); _int_mm and _scaled_mm are in quantized.py."""
 
 from __future__ import annotations
 
@@ -126,45 +126,7 @@ def matmul_ops() -> list[OpSpec]:
         baddbmm_case("empty", (0, 2, 2), (0, 2, 4), (0, 4, 2)),
     ])
 
-    def int_mm_case(m: int, k: int, n: int, b_transposed: bool = False) -> CaseSpec:
-        b_shape = (n, k) if b_transposed else (k, n)
-
-        def make(g: torch.Generator) -> list:
-            a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int64).to(torch.int8)
-            b = torch.randint(-128, 128, b_shape, generator=g, dtype=torch.int64).to(torch.int8)
-            return [a, b]
-
-        def ref(a, b):
-            return a.to(torch.int64) @ b.to(torch.int64)
-        return CaseSpec(make, torch._int_mm, shapes=((m, k), b_shape), view="b transposed" if b_transposed else "",
-                        ref=ref, judge="exact", accum=k, layout=_t_last(1) if b_transposed else None)
-
-    int_mm = op("_int_mm", "matmul", [
-        int_mm_case(32, 64, 32),
-        int_mm_case(48, 1024, 40),
-        int_mm_case(32, 128, 64, b_transposed=True),
-    ], dtypes=("int8",), note="where the device offers it; int32 results are exact")
-
-    def scaled_mm_case(m: int, k: int, n: int) -> CaseSpec:
-        def make(g: torch.Generator) -> list:
-            scale_a = torch.tensor(0.5, dtype=torch.float32)
-            scale_b = torch.tensor(0.25, dtype=torch.float32)
-            return [randn(g, m, k), randn(g, n, k), scale_a, scale_b]
-
-        def fn(a, b, sa, sb):
-            return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.float32)
-
-        def ref(a, b, sa, sb):
-            return (a * sa) @ (b * sb)
-        return CaseSpec(make, fn, shapes=((m, k), (n, k)), view="b transposed", ref=ref, layout=_t_last(1), accum=k,
-                        keep_dtype=(2, 3))
-
-    scaled_mm = op("_scaled_mm", "matmul", [
-        scaled_mm_case(32, 64, 32),
-        scaled_mm_case(16, 256, 48),
-    ], dtypes=("float8_e4m3fn",), note="float8 inputs, float32 output; where the device offers it")
-
-    return [matmul, linear, bmm, addmm, baddbmm, int_mm, scaled_mm]
+    return [matmul, linear, bmm, addmm, baddbmm]
 
 
 def _scaling(beta: float, alpha: float) -> tuple[tuple[str, float], ...]:

@@ -22,6 +22,14 @@ from bringup.probes.ops.catalog.moe import (
     router_case,
     scatter_add,
 )
+from bringup.probes.ops.catalog.quantized import (
+    INT4_OPS,
+    int4pack_case,
+    int8pack_case,
+    int_mm_case,
+    largest_group,
+    scaled_mm_case,
+)
 from bringup.probes.ops.catalog.reduce import rms_norm_composite
 from bringup.probes.ops.catalog.window import softcap_case, window_case
 from bringup.probes.ops.inputs import randint, randn, uniform
@@ -79,15 +87,42 @@ def linear_case(name: str, tokens: int, d_in: int, d_out: int, params: tuple[Par
                     params=(*params, *_capped(d_out, used, "width")), accum=d_in)
 
 
-def linear_cases(s: ModelShapes) -> list[CaseSpec]:
-    projections = [("q_proj", s.hidden, s.heads * s.head_dim), ("kv_proj", s.hidden, s.kv_heads * s.head_dim),
-                   ("o_proj", s.heads * s.head_dim, s.hidden)]
+def projections(s: ModelShapes) -> list[tuple[str, int, int]]:
+    """(name, in features, out features) of a decoder layer's linear layers."""
+    found = [("q_proj", s.hidden, s.heads * s.head_dim), ("kv_proj", s.hidden, s.kv_heads * s.head_dim),
+             ("o_proj", s.heads * s.head_dim, s.hidden)]
     if s.intermediate:
-        projections += [("gate_up_proj", s.hidden, s.intermediate), ("down_proj", s.intermediate, s.hidden)]
-    cases = [linear_case(name, t, d_in, d_out) for t in token_counts(s) for name, d_in, d_out in projections]
+        found += [("gate_up_proj", s.hidden, s.intermediate), ("down_proj", s.intermediate, s.hidden)]
+    return found
+
+
+def linear_cases(s: ModelShapes) -> list[CaseSpec]:
+    cases = [linear_case(name, t, d_in, d_out) for t in token_counts(s) for name, d_in, d_out in projections(s)]
     rows = min(LOGIT_ROWS, s.max_positions)
     cases += [linear_case("lm_head", t, s.hidden, s.vocab, (("vocab", s.vocab),)) for t in sorted({1, rows})]
     return cases
+
+
+def quantized_cases(s: ModelShapes) -> dict[str, list[CaseSpec]]:
+    """The quantized kernels at every projection and the lm_head, decode (1 token) and prefill; int4 with the
+    largest group size (of 32/64/128) that divides the projection's input width."""
+    out: dict[str, list[CaseSpec]] = {name: [] for name in ("_weight_int8pack_mm", *INT4_OPS, "_int_mm",
+                                                              "_scaled_mm")}
+    rows = min(LOGIT_ROWS, s.max_positions)
+    layers = [(name, t, d_in, d_out, ()) for t in token_counts(s) for name, d_in, d_out in projections(s)]
+    layers += [("lm_head", t, s.hidden, s.vocab, (("vocab", s.vocab),)) for t in sorted({1, rows})]
+    for name, t, d_in, d_out, params in layers:
+        n = capped_width(t, d_in, d_out)
+        params = (*params, *_capped(d_out, n, "width"))
+        role = f"{MODEL}{name}"
+        out["_weight_int8pack_mm"].append(int8pack_case(role, t, d_in, n, params))
+        out["_int_mm"].append(int_mm_case(t, d_in, n, b_transposed=True, role=role, params=params))
+        out["_scaled_mm"].append(scaled_mm_case(t, d_in, n, role=role, params=params))
+        group = largest_group(d_in)
+        if group is not None and n % 16 == 0:
+            for op_name in INT4_OPS:
+                out[op_name].append(int4pack_case(op_name, role, t, d_in, n, group, params))
+    return out
 
 
 def _norm_inputs(*shape: int):
@@ -218,6 +253,7 @@ def model_cases(s: ModelShapes) -> dict[str, list[CaseSpec]]:
         "rotary": rotary_cases(s), "softmax": softmax_cases(s), "embedding": embedding_cases(s),
     }
     out.update({name: sdpa_cases(s, backend) for name, backend in SDPA_BACKENDS.items()})
+    out.update(quantized_cases(s))
     act_name, act_cases = activation_cases(s)
     out[act_name] = act_cases
     if s.is_moe:
