@@ -13,7 +13,7 @@ from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel
-from bringup.runner.model.loading.source import model_source
+from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
 
 FIXED_PROMPT = "The quick brown fox jumps over the lazy dog. Bringing up a new accelerator, step by step:"

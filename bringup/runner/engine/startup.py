@@ -24,8 +24,8 @@ from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN
-from bringup.runner.model.loading.source import ModelSource, model_source
 from bringup.runner.model.loading.validate import WeightsDoNotFit
+from bringup.runner.model.source import ModelSource, model_source
 from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
 from bringup.runner.plan.host_kernels import (
     choose_decode_layers,

@@ -1,4 +1,4 @@
-"""A GGUF file as a model source (loading/source.py): the same questions, in the same order, as a directory."""
+"""A GGUF file as a model source (model/source.py): the same questions, in the same order, as a directory."""
 
 from __future__ import annotations
 
