@@ -23,6 +23,7 @@ HF_TO_GGUF = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_n
 TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 PRE = {"llama": "gpt-2", "qwen2": "qwen2", "qwen3": "qwen2"}
 
+QUANTIZABLE = (T.BF16, T.Q8_0, T.Q4_0, T.Q4_1)
 TypeFor = Callable[[str, torch.Tensor], Any]  # the GGML type a tensor is written in, by its GGUF name
 
 
@@ -51,10 +52,14 @@ def mixed_types(name: str, tensor: torch.Tensor) -> Any:
 
 
 def write_gguf(path: Path, hf: torch.nn.Module, tokenizer_dir: Path, arch: str, type_for: TypeFor = mixed_types,
-               extra: Callable[[Any], None] | None = None) -> Path:
-    """`hf` (a transformers model) and the tokenizer saved in `tokenizer_dir` written to `path` as GGUF."""
+               *, written_arch: str | None = None, tokenizer_model: str = "gpt2", pre: str | None = None,
+               skip: tuple[str, ...] = ()) -> Path:
+    """`hf` (a transformers model) and the tokenizer saved in `tokenizer_dir` written to `path` as GGUF. For the
+    refusal tests: `written_arch` names another architecture, `tokenizer_model` / `pre` another tokenizer or text
+    split, `skip` leaves tensors out (by GGUF name); a type_for that gives a type gguf cannot quantize writes
+    random bytes of that type's size."""
     c = hf.config
-    writer = gguf.GGUFWriter(str(path), arch)
+    writer = gguf.GGUFWriter(str(path), written_arch or arch)
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     for key, value in {"block_count": c.num_hidden_layers, "context_length": c.max_position_embeddings,
                        "embedding_length": c.hidden_size, "feed_forward_length": c.intermediate_size,
@@ -67,20 +72,18 @@ def write_gguf(path: Path, hf: torch.nn.Module, tokenizer_dir: Path, arch: str, 
     writer.add_uint32(f"{arch}.rope.dimension_count", head_dim)
     if arch == "qwen3":
         writer.add_uint32(f"{arch}.attention.key_length", head_dim)
-    _write_tokenizer(writer, tokenizer_dir, PRE[arch])
-    if extra is not None:
-        extra(writer)
+    _write_tokenizer(writer, tokenizer_dir, tokenizer_model, pre or PRE[arch])
     for hf_name, tensor in hf.state_dict().items():
-        if hf_name == "lm_head.weight" and c.tie_word_embeddings:
-            continue
         name = gguf_name(hf_name)
+        if (hf_name == "lm_head.weight" and c.tie_word_embeddings) or name in skip:
+            continue
         values = tensor.detach().float().numpy()
         if arch == "llama" and (".attn_q." in name or ".attn_k." in name):
             heads = c.num_attention_heads if ".attn_q." in name else c.num_key_value_heads
             values = permute_for_gguf_rope(values, heads)
         kind = type_for(name, tensor)
         data = values.astype(np.float16) if kind == T.F16 else values if kind == T.F32 else \
-            gguf.quants.quantize(values, kind)
+            gguf.quants.quantize(values, kind) if kind in QUANTIZABLE else random_bytes(values.shape, kind)
         writer.add_tensor(name, data, raw_dtype=None if kind in (T.F16, T.F32) else kind)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -89,14 +92,20 @@ def write_gguf(path: Path, hf: torch.nn.Module, tokenizer_dir: Path, arch: str, 
     return path
 
 
-def _write_tokenizer(writer: Any, tokenizer_dir: Path, pre: str) -> None:
+def random_bytes(shape: tuple[int, ...], kind: Any) -> np.ndarray:
+    """Bytes the size a tensor of `shape` takes in `kind` (a type gguf can describe but not quantize)."""
+    block, size = gguf.GGML_QUANT_SIZES[kind]
+    return np.random.default_rng(0).integers(0, 256, (*shape[:-1], shape[-1] // block * size), dtype=np.uint8)
+
+
+def _write_tokenizer(writer: Any, tokenizer_dir: Path, model: str, pre: str) -> None:
     saved = json.loads((tokenizer_dir / "tokenizer.json").read_text())
     config = json.loads((tokenizer_dir / "tokenizer_config.json").read_text())
     vocab = saved["model"]["vocab"]
     tokens = sorted(vocab, key=vocab.__getitem__)
     specials = {t["content"] for t in saved["added_tokens"] if t["special"]}
     merges = [m if isinstance(m, str) else " ".join(m) for m in saved["model"]["merges"]]
-    writer.add_string("tokenizer.ggml.model", "gpt2")
+    writer.add_string("tokenizer.ggml.model", model)
     writer.add_string("tokenizer.ggml.pre", pre)
     writer.add_array("tokenizer.ggml.tokens", tokens)
     writer.add_array("tokenizer.ggml.token_type", [3 if t in specials else 1 for t in tokens])
