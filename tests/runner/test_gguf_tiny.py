@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.sampling_params import SamplingParams
 from tests.runner.gguf_files import T, mixed_types, write_gguf
 from tests.runner.hf_fixtures import make_hf_model, random_model, save_tokenizer
 from tests.runner.parity_check import assert_matches_transformers
@@ -81,3 +82,33 @@ def test_the_gguf_tokenizer_and_chat_template_match_transformers_reading_the_fil
     assert ours == reference.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=False)
     assert engine.tokenizer.decode(ours, skip_special_tokens=False) == reference.decode(ours)
     assert engine.tokenizer.eos_token_ids == [1]
+
+
+def test_bringup_serve_serves_a_gguf_file(tmp_path):
+    """The real `bringup serve --model FILE.gguf` process: the model listed by the file's name, its chat template
+    applied, the tokens the engine gives in-process."""
+    import httpx
+
+    from tests.server.serve_live import free_port, spawn_cli, wait_healthy
+
+    hf = make_hf_model(tmp_path / "hf", "qwen2", tied=True)
+    path = write_gguf(tmp_path / "tiny.gguf", hf, tmp_path / "hf", "qwen2")
+    engine = LLMEngine.create(EngineOptions(model_dir=path, device="cpu", max_model_len=128, max_num_seqs=2,
+                                            profile_path=tmp_path / "absent.yaml"))
+    messages = [{"role": "user", "content": "hello world"}]
+    prompt = engine.tokenizer.encode_chat(messages)
+    greedy = engine.generate([prompt], SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))[0]
+    port = free_port()
+    proc = spawn_cli(["serve", "--model", str(path), "--port", str(port), "--device", "cpu", "--max-model-len",
+                      "128", "--profile", str(tmp_path / "absent.yaml")], cwd=tmp_path)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, timeout=120, proc=proc)
+        assert [m["id"] for m in httpx.get(f"{url}/v1/models").json()["data"]] == ["tiny"]
+        reply = httpx.post(f"{url}/v1/chat/completions", timeout=60, json={
+            "model": "tiny", "messages": messages, "max_tokens": 8, "temperature": 0, "ignore_eos": True}).json()
+        assert reply["usage"]["prompt_tokens"] == len(prompt) and reply["usage"]["completion_tokens"] == 8
+        assert reply["choices"][0]["message"]["content"] == engine.tokenizer.decode(greedy.token_ids)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
