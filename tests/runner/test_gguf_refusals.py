@@ -1,7 +1,7 @@
 """A GGUF file bringup cannot serve is refused through the real CLI in one line naming what is wrong, exit 2,
 before any weight is used: an unsupported tensor type, an unknown architecture, a SentencePiece vocabulary, an
-unknown text split, a missing tensor, NaN weights (loaded with --force: a Q8_0 block holding one NaN is 32 of
-them), a truncated or garbage file."""
+unknown text split, a missing tensor, NaN weights in each tensor type (loaded with --force), a truncated or garbage
+file."""
 
 from __future__ import annotations
 
@@ -67,16 +67,22 @@ def test_what_the_file_says_is_refused_by_name(tmp_path, tiny, option, value, wo
     assert_refused(generate(tmp_path, path), str(path), *words)
 
 
-@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")  # gguf quantizing the NaN
-def test_nan_weights_are_refused_unless_forced(tmp_path):
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # gguf quantizing the NaN
+@pytest.mark.parametrize(("kind", "count"), [("F16", 1), ("BF16", 1), ("Q8_0", 32), ("Q4_0", 32), ("Q4_1", 32)])
+def test_nan_weights_are_refused_unless_forced(tmp_path, kind, count):
+    """One NaN: a float tensor holds one; a quantized block's scale becomes NaN, so all 32 values of the block are."""
     broken = make_hf_model(tmp_path / "hf", "llama", tied=True, intermediate=256)
     with torch.no_grad():
         broken.model.layers[1].mlp.up_proj.weight[3, 5] = float("nan")
-    path = write_gguf(tmp_path / "nan.gguf", broken, tmp_path / "hf", "llama")
-    assert_refused(generate(tmp_path, path), "model.layers.1.mlp.up_proj.weight", "NaN/Inf", "--force")
+
+    def nan_tensor_in(name: str, tensor: torch.Tensor) -> object:
+        return getattr(T, kind) if name == "blk.1.ffn_up.weight" else mixed_types(name, tensor)
+
+    path = write_gguf(tmp_path / "nan.gguf", broken, tmp_path / "hf", "llama", nan_tensor_in)
+    assert_refused(generate(tmp_path, path), "model.layers.1.mlp.up_proj.weight", f"holds {count} NaN/Inf", "--force")
     forced = generate(tmp_path, path, "--force")  # loaded (a WARNING); the engine then refuses its NaN logits
     logged = " ".join(forced.stderr.split())  # the log handler wraps long lines
-    assert "'model.layers.1.mlp.up_proj.weight' with 32 NaN/Inf value(s) because of --force" in logged
+    assert f"'model.layers.1.mlp.up_proj.weight' with {count} NaN/Inf value(s) because of --force" in logged
     assert_refused(forced, "logits with NaN")
 
 

@@ -48,7 +48,7 @@ class GGUFSource:
         device = torch.device(device)
         _, free = backend_for(device).memory(device.index or 0)
         check_fits(self.path, specs, dtype, free, str(device))
-        check_values(specs, allow_nonfinite, self._values(config).of)
+        check_values(specs, allow_nonfinite, self._values(config).nonfinite)
 
     def load(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
              layout: WeightLayout | None = None, checked: bool = False) -> DecoderModel:

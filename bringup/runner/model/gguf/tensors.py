@@ -10,6 +10,7 @@ import torch
 
 from bringup.errors import BringupError
 from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.gguf.finite import nonfinite_count
 from bringup.runner.model.gguf.reader import GGUFFile, gguf_package
 from bringup.runner.model.gguf.tensor_names import hf_name, rope_permuted
 from bringup.runner.model.loading.validate import TensorSpec
@@ -44,9 +45,11 @@ class TensorValues:
         gguf_name = self.by_hf_name.get(name)
         return None if gguf_name is None else self._read(gguf_name)
 
-    def of(self, specs: list[TensorSpec]) -> Iterator[tuple[TensorSpec, torch.Tensor]]:
+    def nonfinite(self, specs: list[TensorSpec]) -> Iterator[tuple[TensorSpec, int]]:
+        """Each spec's NaN/Inf count (validate.check_values' `counts`), from the blocks' scales where it can."""
         for spec in specs:
-            yield spec, self._read(self.by_hf_name[spec.name])
+            name = self.by_hf_name[spec.name]
+            yield spec, nonfinite_count(self.file.tensors[name], lambda name=name: self._read(name))
 
     def _read(self, gguf_name: str) -> torch.Tensor:
         tensor = self.file.tensors[gguf_name]

@@ -229,15 +229,14 @@ def _size(n: int) -> str:
 # ---------------------------------------------------------------- values
 
 
-TensorsOf = Callable[[list[TensorSpec]], Iterator[tuple[TensorSpec, torch.Tensor]]]  # each spec's values, in turn
+NonfiniteCounts = Callable[[list[TensorSpec]], Iterator[tuple[TensorSpec, int]]]  # each spec's NaN/Inf count
 
 
-def check_values(specs: list[TensorSpec], allow_nonfinite: bool, tensors: TensorsOf | None = None) -> None:
-    """Every weight finite, or (allow_nonfinite) each tensor that is not logged at WARNING. `tensors` reads the
-    values (default: from the specs' safetensors files)."""
+def check_values(specs: list[TensorSpec], allow_nonfinite: bool, counts: NonfiniteCounts | None = None) -> None:
+    """Every weight finite, or (allow_nonfinite) each tensor that is not logged at WARNING. `counts` counts each
+    tensor's NaN/Inf values (default: read from the specs' safetensors files)."""
     start = time.perf_counter()
-    read = tensors or safetensors_values
-    bad = [(spec, count) for spec, count in ((s, count_nonfinite(t)) for s, t in read(specs)) if count]
+    bad = [(spec, count) for spec, count in (counts or safetensors_counts)(specs) if count]
     log.info("checked %d tensors for NaN/Inf in %.2f s", len(specs), time.perf_counter() - start)
     if not bad:
         return
@@ -251,14 +250,14 @@ def check_values(specs: list[TensorSpec], allow_nonfinite: bool, tensors: Tensor
                     _name(spec.name), n)
 
 
-def safetensors_values(specs: list[TensorSpec]) -> Iterator[tuple[TensorSpec, torch.Tensor]]:
+def safetensors_counts(specs: list[TensorSpec]) -> Iterator[tuple[TensorSpec, int]]:
     by_file: dict[Path, list[TensorSpec]] = {}
     for spec in specs:
         by_file.setdefault(spec.file, []).append(spec)
     for path, in_file in by_file.items():
         with safe_open(str(path), framework="pt") as handle:
             for spec in in_file:
-                yield spec, handle.get_tensor(spec.name)
+                yield spec, count_nonfinite(handle.get_tensor(spec.name))
 
 
 def count_nonfinite(tensor: torch.Tensor) -> int:
