@@ -19,7 +19,7 @@ from bringup.runner.model.gguf.tokenizer import gguf_tokenizer_data
 from bringup.runner.model.loading.validate import CheckpointWords, check_fits, check_specs, check_values
 from bringup.runner.model.text.tokenizer import HFTokenizer
 
-WORDS = CheckpointWords(settings="its metadata", weights="the GGUF file")
+WORDS = CheckpointWords(settings="the file's metadata", weights="the GGUF file", these_settings="the file's metadata")
 
 
 class GGUFSource:

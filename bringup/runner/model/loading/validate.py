@@ -160,6 +160,7 @@ class CheckpointWords:
 
     settings: str = "config.json"
     weights: str = "the safetensors files"
+    these_settings: str = "this config.json"
 
 
 def check_specs(where: Path, config: ModelConfig, found: dict[str, TensorSpec],
@@ -188,7 +189,7 @@ def _check_names(model_dir: Path, config: ModelConfig, found: dict[str, TensorSp
                   and not name.endswith(IGNORED_SUFFIXES)]
     if unexpected:
         raise BringupError(f"{model_dir}: {len(unexpected)} tensor(s) in {words.weights} are not part of a "
-                           f"{config.architecture} with this {words.settings}: {_names(unexpected)}; the checkpoint "
+                           f"{config.architecture} with {words.these_settings}: {_names(unexpected)}; the checkpoint "
                            f"does not match {words.settings}")
 
 
