@@ -53,10 +53,11 @@ def mixed_types(name: str, tensor: torch.Tensor) -> Any:
 
 def write_gguf(path: Path, hf: torch.nn.Module, tokenizer_dir: Path, arch: str, type_for: TypeFor = mixed_types,
                *, written_arch: str | None = None, tokenizer_model: str = "gpt2", pre: str | None = None,
-               skip: tuple[str, ...] = ()) -> Path:
+               skip: tuple[str, ...] = (), add_bos: bool = False, texts: dict[str, str] | None = None) -> Path:
     """`hf` (a transformers model) and the tokenizer saved in `tokenizer_dir` written to `path` as GGUF. For the
     refusal tests: `written_arch` names another architecture, `tokenizer_model` / `pre` another tokenizer or text
-    split, `skip` leaves tensors out (by GGUF name); a type_for that gives a type gguf cannot quantize writes
+    split, `skip` leaves tensors out (by GGUF name); `add_bos` sets tokenizer.ggml.add_bos_token, `texts` adds
+    string keys (a named chat template); a type_for that gives a type gguf cannot quantize writes
     random bytes of that type's size."""
     c = hf.config
     writer = gguf.GGUFWriter(str(path), written_arch or arch)
@@ -72,7 +73,9 @@ def write_gguf(path: Path, hf: torch.nn.Module, tokenizer_dir: Path, arch: str, 
     writer.add_uint32(f"{arch}.rope.dimension_count", head_dim)
     if arch == "qwen3":
         writer.add_uint32(f"{arch}.attention.key_length", head_dim)
-    _write_tokenizer(writer, tokenizer_dir, tokenizer_model, pre or PRE[arch])
+    _write_tokenizer(writer, tokenizer_dir, tokenizer_model, pre or PRE[arch], add_bos)
+    for key, value in (texts or {}).items():
+        writer.add_string(key, value)
     for hf_name, tensor in hf.state_dict().items():
         name = gguf_name(hf_name)
         if (hf_name == "lm_head.weight" and c.tie_word_embeddings) or name in skip:
@@ -98,7 +101,7 @@ def random_bytes(shape: tuple[int, ...], kind: Any) -> np.ndarray:
     return np.random.default_rng(0).integers(0, 256, (*shape[:-1], shape[-1] // block * size), dtype=np.uint8)
 
 
-def _write_tokenizer(writer: Any, tokenizer_dir: Path, model: str, pre: str) -> None:
+def _write_tokenizer(writer: Any, tokenizer_dir: Path, model: str, pre: str, add_bos: bool) -> None:
     saved = json.loads((tokenizer_dir / "tokenizer.json").read_text())
     config = json.loads((tokenizer_dir / "tokenizer_config.json").read_text())
     vocab = saved["model"]["vocab"]
@@ -112,5 +115,5 @@ def _write_tokenizer(writer: Any, tokenizer_dir: Path, model: str, pre: str) -> 
     writer.add_array("tokenizer.ggml.merges", merges)
     writer.add_uint32("tokenizer.ggml.bos_token_id", vocab["<s>"])
     writer.add_uint32("tokenizer.ggml.eos_token_id", vocab["</s>"])
-    writer.add_bool("tokenizer.ggml.add_bos_token", False)
+    writer.add_bool("tokenizer.ggml.add_bos_token", add_bos)
     writer.add_string("tokenizer.chat_template", config["chat_template"])

@@ -84,6 +84,25 @@ def test_the_gguf_tokenizer_and_chat_template_match_transformers_reading_the_fil
     assert engine.tokenizer.eos_token_ids == [1]
 
 
+def test_add_bos_and_named_chat_templates_come_from_the_metadata(tmp_path):
+    from transformers import AutoTokenizer
+
+    hf = make_hf_model(tmp_path / "hf", "llama", tied=True)
+    tool_template = "{{ bos_token }}tools:{{ tools | length }}{% for m in messages %}|{{ m['content'] }}{% endfor %}"
+    path = write_gguf(tmp_path / "tiny.gguf", hf, tmp_path / "hf", "llama", add_bos=True,
+                      texts={"tokenizer.chat_template.tool_use": tool_template})
+    engine = LLMEngine.create(EngineOptions(model_dir=path, device="cpu", max_model_len=128, max_num_seqs=2,
+                                            profile_path=tmp_path / "absent.yaml"))
+    reference = AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=path.name)
+    text = "the quick brown fox"
+    assert engine.tokenizer.encode(text)[0] == engine.tokenizer.bos_token_id == 0
+    assert engine.tokenizer.encode(text) == reference.encode(text)
+    assert engine.tokenizer.encode(text, add_special_tokens=False) == reference.encode(text, add_special_tokens=False)
+    messages = [{"role": "user", "content": "hi"}]
+    assert engine.tokenizer.apply_chat_template(messages, tools=[{"type": "function"}]) == "<s>tools:1|hi"
+    assert engine.tokenizer.apply_chat_template(messages).startswith("<s>user\nhi</s>")
+
+
 def test_bringup_serve_serves_a_gguf_file(tmp_path):
     """The real `bringup serve --model FILE.gguf` process: the model listed by the file's name, its chat template
     applied, the tokens the engine gives in-process."""
