@@ -27,7 +27,7 @@ class GGUFSource:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.name = path.name.removesuffix(path.suffix)
+        self.name = path.stem
 
     @cached_property
     def file(self) -> GGUFFile:

@@ -16,6 +16,7 @@ from bringup.errors import BringupError
 from bringup.runner.model.gguf import metadata
 from bringup.runner.model.gguf.pre_tokenizers import IGNORES_MERGES, pre_tokenizer, split_kind
 from bringup.runner.model.gguf.reader import GGUFFile
+from bringup.runner.model.loading.model_files import MAX_TEMPLATE_BYTES
 from bringup.runner.model.text.chat_template import ChatTemplate
 from bringup.runner.model.text.tokenizer import TokenizerData
 from bringup.terminal_text import shown
@@ -100,7 +101,11 @@ def _chat_templates(file: GGUFFile) -> dict[str, ChatTemplate]:
     for key in file.metadata:
         if key == TEMPLATE_KEY or key.startswith(TEMPLATE_KEY + "."):
             name = key.removeprefix(TEMPLATE_KEY).removeprefix(".") or "default"
-            templates[name] = ChatTemplate(metadata.text(file, key), f"{file.path} ({key})")
+            text = metadata.text(file, key)
+            if len(text.encode("utf-8")) > MAX_TEMPLATE_BYTES:  # the cap a directory's template file has
+                raise BringupError(f"{file.path}: {key} is {len(text.encode('utf-8'))} bytes, more than the "
+                                   f"{MAX_TEMPLATE_BYTES} a chat template may be; the file is corrupt: re-convert it")
+            templates[name] = ChatTemplate(text, f"{file.path} ({key})")
     return templates
 
 
