@@ -44,9 +44,10 @@ ForceDtypeOption = Annotated[
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema version.")
 ]
-ModelOption = Annotated[Optional[Path], typer.Option(
-    "--model", "-m", help="Hugging Face style model directory (config.json, *.safetensors, tokenizer.json); "
-    "default: the built-in reference model.")]
+MODEL_HELP = ("Hugging Face style model directory (config.json, *.safetensors, tokenizer.json), or a GGUF file "
+              "(FILE.gguf: llama, qwen2, qwen3; F32/F16/BF16/Q8_0/Q4_0/Q4_1 tensors, dequantized at load); default: "
+              "the built-in reference model.")
+ModelOption = Annotated[Optional[Path], typer.Option("--model", "-m", help=MODEL_HELP)]
 
 
 @dataclass

@@ -12,8 +12,8 @@ from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.model.batch_inputs import SeqChunk
-from bringup.runner.model.builtin import load_builtin
-from bringup.runner.model.loading.loader import load_model
+from bringup.runner.model.decoder import DecoderModel
+from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
 
 FIXED_PROMPT = "The quick brown fox jumps over the lazy dog. Bringing up a new accelerator, step by step:"
@@ -36,13 +36,11 @@ class SelftestResult:
     seconds: float
 
 
-def reference_model(engine: LLMEngine, model_dir: Path | None):  # type: ignore[no-untyped-def]
-    """The same weights on the CPU in float64, eager, plain attention."""
+def reference_model(engine: LLMEngine, model_dir: Path | None) -> DecoderModel:
+    """The same weights on the CPU in float64, eager, plain attention. `model_dir` is what --model names: a model
+    directory, a .gguf file, or None for the built-in model."""
     config = engine.executor.model.config
-    cpu = torch.device("cpu")
-    model = (load_builtin(torch.float64, cpu) if model_dir is None
-             else load_model(model_dir, config, torch.float64, cpu))
-    return model
+    return model_source(model_dir).load(config, torch.float64, torch.device("cpu"))
 
 
 def run_selftest(engine: LLMEngine, model_dir: Path | None, steps: int) -> SelftestResult:

@@ -192,7 +192,7 @@ def test_byte_detokenizer_emits_what_is_decided_at_once():
 
 def test_hf_detokenizer_equals_the_full_decode(tmp_path):
     save_tokenizer(tmp_path, 320)
-    tok, rng = HFTokenizer(tmp_path), random.Random(1)
+    tok, rng = HFTokenizer.from_dir(tmp_path), random.Random(1)
     specials = sorted(tok.special_token_ids)
     for _ in range(300):
         ids = random_text_ids(tok, rng, specials)

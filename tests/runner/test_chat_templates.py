@@ -137,7 +137,7 @@ def pair(tmp_path_factory):
         if name not in built:
             path = write_tokenizer_dir(tmp_path_factory.mktemp(name), FAMILIES[name],
                                        (TEMPLATES / f"{name}.jinja").read_text())
-            built[name] = HFTokenizer(path), AutoTokenizer.from_pretrained(path)
+            built[name] = HFTokenizer.from_dir(path), AutoTokenizer.from_pretrained(path)
         return built[name]
 
     return get
@@ -205,13 +205,13 @@ def test_chat_template_jinja_written_by_save_pretrained_is_read(tmp_path, pair):
     saved = tmp_path / "saved"
     assert (saved / "chat_template.jinja").is_file()
     assert "chat_template" not in json.loads((saved / "tokenizer_config.json").read_text())
-    tok, reloaded = HFTokenizer(saved), AutoTokenizer.from_pretrained(saved)
+    tok, reloaded = HFTokenizer.from_dir(saved), AutoTokenizer.from_pretrained(saved)
     messages = CONVERSATIONS["multi_turn"]["messages"]
     assert tok.encode_chat(messages) == reloaded.apply_chat_template(messages, add_generation_prompt=True,
                                                                      return_dict=False)
     (saved / "chat_template.jinja").write_text("{{ raise_exception('from the file') }}")
     with pytest.raises(ChatTemplateError, match=r"chat_template\.jinja refused the conversation.*from the file"):
-        HFTokenizer(saved).apply_chat_template(messages)
+        HFTokenizer.from_dir(saved).apply_chat_template(messages)
 
 
 def test_named_templates_pick_tool_use_when_tools_are_given(tmp_path):
@@ -221,7 +221,7 @@ def test_named_templates_pick_tool_use_when_tools_are_given(tmp_path):
     named = [{"name": "default", "template": (TEMPLATES / "phi3.jinja").read_text()},
              {"name": "tool_use", "template": (TEMPLATES / "qwen3.jinja").read_text()}]
     path = write_tokenizer_dir(tmp_path / "named", family, named)
-    tok, hf = HFTokenizer(path), AutoTokenizer.from_pretrained(path)
+    tok, hf = HFTokenizer.from_dir(path), AutoTokenizer.from_pretrained(path)
     convo = CONVERSATIONS["tools"]
     for tools in (None, [], convo["tools"]):
         expected = hf.apply_chat_template(convo["messages"], tools=tools, add_generation_prompt=True, tokenize=False)
@@ -231,7 +231,7 @@ def test_named_templates_pick_tool_use_when_tools_are_given(tmp_path):
 
     hf.save_pretrained(tmp_path / "saved")  # transformers 5: chat_template.jinja + additional_chat_templates/
     assert (tmp_path / "saved" / "additional_chat_templates" / "tool_use.jinja").is_file()
-    saved = HFTokenizer(tmp_path / "saved")
+    saved = HFTokenizer.from_dir(tmp_path / "saved")
     assert saved.encode_chat(convo["messages"], tools=convo["tools"]) == tok.encode_chat(convo["messages"],
                                                                                           tools=convo["tools"])
 
@@ -245,8 +245,8 @@ def test_several_templates_and_no_default_is_an_error_as_in_transformers(tmp_pat
     with pytest.raises(ValueError, match="no default"):
         AutoTokenizer.from_pretrained(path).apply_chat_template(messages, tokenize=False)
     with pytest.raises(ChatTemplateError, match=r"several chat templates \(rag, tool_use\) and none named 'default'"):
-        HFTokenizer(path).apply_chat_template(messages)
-    assert HFTokenizer(path).apply_chat_template(messages, tools=[]) == "b"
+        HFTokenizer.from_dir(path).apply_chat_template(messages)
+    assert HFTokenizer.from_dir(path).apply_chat_template(messages, tools=[]) == "b"
 
 
 ENVIRONMENT_SNIPPETS = {
@@ -324,7 +324,7 @@ def test_byte_tokenizer_speaks_the_same_api():
 
 def test_missing_template_falls_back_with_one_warning(tmp_path, caplog):
     path = write_tokenizer_dir(tmp_path / "none", FAMILIES["phi3"], None)
-    tok = HFTokenizer(path)
+    tok = HFTokenizer.from_dir(path)
     messages = [{"role": "user", "content": "hi"}]
     with caplog.at_level("WARNING"):
         assert tok.apply_chat_template(messages) == "user: hi\nassistant:"
@@ -335,13 +335,13 @@ def test_missing_template_falls_back_with_one_warning(tmp_path, caplog):
 def test_missing_template_is_a_counted_fallback_and_refused_under_strict(tmp_path):
     path = write_tokenizer_dir(tmp_path / "none", FAMILIES["phi3"], None)
     messages = [{"role": "user", "content": "hi"}]
-    tok = HFTokenizer(path)
+    tok = HFTokenizer.from_dir(path)
     tok.fallbacks = FallbackRecorder()
     tok.apply_chat_template(messages)
     tok.encode_chat(messages)
     (event,) = tok.fallbacks.events
     assert (event.level, event.what, event.instead) == ("op", "chat template", "a plain 'role: content' template")
-    strict = HFTokenizer(path)
+    strict = HFTokenizer.from_dir(path)
     strict.fallbacks = FallbackRecorder(strict=True)
     with pytest.raises(StrictFallbackError, match="chat template"):
         strict.apply_chat_template(messages)
@@ -350,4 +350,4 @@ def test_missing_template_is_a_counted_fallback_and_refused_under_strict(tmp_pat
 def test_bad_template_config_is_one_line(tmp_path):
     path = write_tokenizer_dir(tmp_path / "bad", FAMILIES["phi3"], [{"name": "default"}])
     with pytest.raises(BringupError, match=r"chat_template must be a template string or a list"):
-        HFTokenizer(path)
+        HFTokenizer.from_dir(path)

@@ -65,7 +65,7 @@ def test_hf_tokenizer_special_tokens_template_and_generation_defaults(tmp_path):
     save_tokenizer(tmp_path, 300)
     (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [1, 5], "temperature": 0.6,
                                                                  "top_p": 0.9, "max_new_tokens": 33}))
-    tok = HFTokenizer(tmp_path)
+    tok = HFTokenizer.from_dir(tmp_path)
     assert tok.bos_token_id == 0 and tok.eos_token_ids == [1, 5]
     assert tok.generation_defaults == {"temperature": 0.6, "top_p": 0.9, "max_tokens": 33}
     assert tok.decode(tok.encode("hello world")) == "hello world"

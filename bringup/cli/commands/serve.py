@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import socket
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -14,6 +13,7 @@ from bringup.cli.common import (
     DtypeOption,
     ForceDtypeOption,
     JsonOption,
+    ModelOption,
     ProfileOption,
     StrictOption,
     VerboseOption,
@@ -32,9 +32,7 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 def command(
-    model: Annotated[Optional[Path], typer.Option("--model", "-m", help="Hugging Face style model directory "
-                                                  "(config.json, *.safetensors, tokenizer.json); default: the "
-                                                  "built-in reference model.")] = None,
+    model: ModelOption = None,
     profile: ProfileOption = None,
     device: DeviceOption = None,
     host: Annotated[str, typer.Option(help="Address to bind. The default serves this machine only; "

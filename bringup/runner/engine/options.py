@@ -10,7 +10,7 @@ from bringup.runner.plan.measurements import StartupMeasurements
 
 @dataclass
 class EngineOptions:
-    model_dir: Path | None = None  # None = built-in reference model
+    model_dir: Path | None = None  # a model directory or a .gguf file; None = the built-in reference model
     profile_path: Path | None = None
     device: str | None = None
     strict: bool = False

@@ -21,13 +21,11 @@ from bringup.runner.engine.decode_timing import apply_confirmed, measure_decode,
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.model.attention_kinds import PAGED_DECODE
-from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN
-from bringup.runner.model.loading.loader import check_weights, load_model, read_config, safetensors_files
-from bringup.runner.model.loading.validate import WeightsDoNotFit, check_model_dir
-from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
+from bringup.runner.model.loading.validate import WeightsDoNotFit
+from bringup.runner.model.source import ModelSource, model_source
 from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
 from bringup.runner.plan.host_kernels import (
     choose_decode_layers,
@@ -63,19 +61,15 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     if options.max_num_seqs is not None and options.max_num_seqs < 1:
         raise BringupError(f"max_num_seqs {options.max_num_seqs} must be at least 1")
     recorder = FallbackRecorder(strict=options.strict)
-    config = builtin_config() if options.model_dir is None else read_config(Path(options.model_dir))
-    if options.model_dir is not None:
-        safetensors_files(Path(options.model_dir))  # refuse pickle-only or weightless dirs before anything else
-    tokenizer = ByteTokenizer() if options.model_dir is None else HFTokenizer(Path(options.model_dir),
-                                                                              config.eos_token_ids)
+    source = model_source(options.model_dir)
+    config = source.config()
+    tokenizer = source.tokenizer(config)
     tokenizer.fallbacks = recorder
-    if options.model_dir is not None:  # headers, names and shapes checked before anything is timed or loaded
-        model_dir = Path(options.model_dir)
-        check_model_dir(model_dir, config, safetensors_files(model_dir), options.force, scan_values=False)
+    source.check(config)  # headers, names and shapes checked before anything is timed or loaded
     selection = select_device(options.device, _profile_device(options.profile_path))
     device = selection.device
     try:
-        return _start_on(cls, options, device, selection.info, config, tokenizer, recorder)
+        return _start_on(cls, options, source, device, selection.info, config, tokenizer, recorder)
     except WeightsDoNotFit as exc:  # refused before any weight was read: the CPU may still hold them
         if device.type == "cpu" or not options.allow_cpu_fallback:
             raise
@@ -91,7 +85,7 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
                                "set-up, or pass --allow-cpu-fallback to run on the CPU") from None
     recorder.record("global", "device", wanted=str(device), instead="cpu", why=why)
     cpu = torch.device("cpu")
-    return _start_on(cls, options, cpu, backend_for(cpu).device_info(0), config, tokenizer, recorder)
+    return _start_on(cls, options, source, cpu, backend_for(cpu).device_info(0), config, tokenizer, recorder)
 
 
 def _profile_device(path: Path | None) -> str | None:
@@ -101,15 +95,14 @@ def _profile_device(path: Path | None) -> str | None:
     return profile.device.id if profile.device else None
 
 
-def _start_on(cls: Callable[..., Engine], options: EngineOptions, device: torch.device, info: Any,
-              config: ModelConfig, tokenizer: Any, recorder: FallbackRecorder) -> Engine:
+def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelSource, device: torch.device,
+              info: Any, config: ModelConfig, tokenizer: Any, recorder: FallbackRecorder) -> Engine:
     profile, label = read_profile(options.profile_path, device, info)
     facts = ProfileFacts(profile)
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len,
                       options.dtype, options.force)
     dtype = getattr(torch, plan.dtype.value)
-    if options.model_dir is not None:  # the size in this dtype against free memory, then the values: before any read
-        check_weights(Path(options.model_dir), config, dtype, device, options.force)
+    source.check_weights(config, dtype, device, options.force)  # size vs free memory, then values: before any read
     measured = options.measurements or measure(device, dtype, config)
     cannot = attention_limits(config, plan.max_model_len.value).get(PAGED_DECODE)  # the model's math, not speed
     plan = replace(plan, attention=with_paged_decode(plan.attention, *((False, cannot) if cannot else
@@ -122,11 +115,7 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, device: torch.
     else:
         raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
     plan = replace(plan, weight_layout=layout_choice)
-    if options.model_dir is None:
-        model, name = load_builtin(dtype, device, layout), BUILTIN_NAME
-    else:
-        model = load_model(Path(options.model_dir), config, dtype, device, layout, checked=True)
-        name = Path(options.model_dir).resolve().name
+    model, name = source.load(config, dtype, device, layout, checked=True), source.name
     free = _free_after_weights(device, options.measurements, model.weight_bytes())
     seqs_requested = options.max_num_seqs is not None
     sweep = None if seqs_requested or options.measurements else sweep_room(plan)

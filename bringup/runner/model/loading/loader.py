@@ -26,9 +26,11 @@ SHARD_INDEX = "model.safetensors.index.json"
 def read_config(model_dir: Path) -> ModelConfig:
     if not model_dir.exists():
         raise BringupError(f"model directory {model_dir} does not exist; pass --model DIR with config.json, "
-                           "*.safetensors and tokenizer.json (or omit --model for the built-in model)")
+                           "*.safetensors and tokenizer.json, or --model FILE.gguf (or omit --model for the built-in "
+                           "model)")
     if not model_dir.is_dir():
-        raise BringupError(f"--model {model_dir} is a file; pass the directory that holds config.json")
+        raise BringupError(f"--model {model_dir} is a file; pass the directory that holds config.json, or a GGUF "
+                           "file (its name ending in .gguf)")
     if not has_entry(model_dir, "config.json"):
         raise BringupError(f"{model_dir / 'config.json'} is missing; a Hugging Face style model directory needs "
                            "config.json")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,10 +55,7 @@ def check_model_dir(model_dir: Path, config: ModelConfig, files: list[Path], all
     scan_values False: headers, names and shapes only; no weight is read (check_values does that later).
     """
     found = read_headers(files)
-    expected = hf_tensor_shapes(config)
-    _check_names(model_dir, config, found, expected)
-    for spec in found.values():
-        _check_tensor(spec, expected.get(spec.name))
+    check_specs(model_dir, config, found)
     if scan_values:
         check_values(list(found.values()), allow_nonfinite)
     return list(found.values())
@@ -156,31 +154,50 @@ def _check_packing(path: Path, placed: list[tuple[TensorSpec, int, int]], data_b
 # ---------------------------------------------------------------- names, shapes, dtypes
 
 
+@dataclass(frozen=True)
+class CheckpointWords:
+    """How messages name a checkpoint's settings and its weight files."""
+
+    settings: str = "config.json"
+    weights: str = "the safetensors files"
+    these_settings: str = "this config.json"
+
+
+def check_specs(where: Path, config: ModelConfig, found: dict[str, TensorSpec],
+                words: CheckpointWords = CheckpointWords()) -> None:
+    """Every tensor the family of `config` reads is in `found` (by Hugging Face name) with the shape it implies,
+    and nothing else is; BringupError (one line) on the first problem."""
+    expected = hf_tensor_shapes(config)
+    _check_names(where, config, found, expected, words)
+    for spec in found.values():
+        _check_tensor(spec, expected.get(spec.name), words)
+
+
 def _check_names(model_dir: Path, config: ModelConfig, found: dict[str, TensorSpec],
-                 expected: dict[str, tuple[int, ...]]) -> None:
+                 expected: dict[str, tuple[int, ...]], words: CheckpointWords) -> None:
     missing = [name for name in expected if name not in found]
     if HEAD in missing:
-        raise BringupError(f"{model_dir}: tensor {HEAD!r} is missing and config.json has tie_word_embeddings "
+        raise BringupError(f"{model_dir}: tensor {HEAD!r} is missing and {words.settings} has tie_word_embeddings "
                            "false, so the output head is not the embedding matrix; add the tensor, or set "
                            "tie_word_embeddings to true if this model really ties them")
     if missing:
-        raise BringupError(f"{model_dir}: {len(missing)} tensor(s) that config.json implies are missing from the "
-                           f"safetensors files: {_names(missing)}; the checkpoint is incomplete or does not match "
-                           "config.json")
+        raise BringupError(f"{model_dir}: {len(missing)} tensor(s) that {words.settings} implies are missing from "
+                           f"{words.weights}: {_names(missing)}; the checkpoint is incomplete or does not match "
+                           f"{words.settings}")
     tolerated = {HEAD} if config.tie_word_embeddings else set()  # a tied head may be saved as well; it is not read
     unexpected = [name for name in found if name not in expected and name not in tolerated
                   and not name.endswith(IGNORED_SUFFIXES)]
     if unexpected:
-        raise BringupError(f"{model_dir}: {len(unexpected)} tensor(s) in the safetensors files are not part of a "
-                           f"{config.architecture} with this config.json: {_names(unexpected)}; the checkpoint "
-                           "does not match config.json")
+        raise BringupError(f"{model_dir}: {len(unexpected)} tensor(s) in {words.weights} are not part of a "
+                           f"{config.architecture} with {words.these_settings}: {_names(unexpected)}; the checkpoint "
+                           f"does not match {words.settings}")
 
 
-def _check_tensor(spec: TensorSpec, shape: tuple[int, ...] | None) -> None:
+def _check_tensor(spec: TensorSpec, shape: tuple[int, ...] | None, words: CheckpointWords) -> None:
     """`shape` is None for a tensor the model does not read (a tied model's saved lm_head)."""
     if shape is not None and spec.shape != shape:
-        raise BringupError(f"{spec.file}: tensor {_name(spec.name)} has shape {list(spec.shape)} but config.json "
-                           f"implies {list(shape)}; the checkpoint does not match config.json")
+        raise BringupError(f"{spec.file}: tensor {_name(spec.name)} has shape {list(spec.shape)} but "
+                           f"{words.settings} implies {list(shape)}; the checkpoint does not match {words.settings}")
 
 
 # ---------------------------------------------------------------- memory
@@ -213,10 +230,14 @@ def _size(n: int) -> str:
 # ---------------------------------------------------------------- values
 
 
-def check_values(specs: list[TensorSpec], allow_nonfinite: bool) -> None:
-    """Every weight finite, or (allow_nonfinite) each tensor that is not logged at WARNING."""
+NonfiniteCounts = Callable[[list[TensorSpec]], Iterator[tuple[TensorSpec, int]]]  # each spec's NaN/Inf count
+
+
+def check_values(specs: list[TensorSpec], allow_nonfinite: bool, counts: NonfiniteCounts | None = None) -> None:
+    """Every weight finite, or (allow_nonfinite) each tensor that is not logged at WARNING. `counts` counts each
+    tensor's NaN/Inf values (default: read from the specs' safetensors files)."""
     start = time.perf_counter()
-    bad = [(spec, count) for spec, count in _nonfinite_counts(specs) if count]
+    bad = [(spec, count) for spec, count in (counts or safetensors_counts)(specs) if count]
     log.info("checked %d tensors for NaN/Inf in %.2f s", len(specs), time.perf_counter() - start)
     if not bad:
         return
@@ -230,18 +251,17 @@ def check_values(specs: list[TensorSpec], allow_nonfinite: bool) -> None:
                     _name(spec.name), n)
 
 
-def _nonfinite_counts(specs: list[TensorSpec]) -> list[tuple[TensorSpec, int]]:
+def safetensors_counts(specs: list[TensorSpec]) -> Iterator[tuple[TensorSpec, int]]:
     by_file: dict[Path, list[TensorSpec]] = {}
     for spec in specs:
         by_file.setdefault(spec.file, []).append(spec)
-    counts = []
     for path, in_file in by_file.items():
         with safe_open(str(path), framework="pt") as handle:
-            counts += [(spec, _count_nonfinite(handle.get_tensor(spec.name))) for spec in in_file]
-    return counts
+            for spec in in_file:
+                yield spec, count_nonfinite(handle.get_tensor(spec.name))
 
 
-def _count_nonfinite(tensor: torch.Tensor) -> int:
+def count_nonfinite(tensor: torch.Tensor) -> int:
     """NaN/Inf values in `tensor`: its min and max first (a vectorised pass at memory speed; NaN propagates and
     an infinity is an extreme), counted element by element only when one of them is not finite."""
     if tensor.numel() == 0 or all(bool(torch.isfinite(x)) for x in torch.aminmax(tensor)):

@@ -1,4 +1,5 @@
-"""Tokenizers: a Hugging Face `tokenizer.json` (via `tokenizers`) and the built-in byte-level one.
+"""Tokenizers: a Hugging Face `tokenizer.json` or a GGUF file's vocabulary (via `tokenizers`) and the built-in
+byte-level one.
 
 Both expose encode / decode / detokenizer (incremental decode) / apply_chat_template / encode_chat /
 eos_token_ids / generation_defaults. Chat templates render as transformers renders them (chat_template.py);
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,38 +98,67 @@ class ByteTokenizer:
         return self.encode(text, add_special_tokens=False)
 
 
-class HFTokenizer:
-    """tokenizer.json + tokenizer_config.json (special tokens, chat template) + generation_config.json."""
+@dataclass(frozen=True)
+class TokenizerData:
+    """Everything an HFTokenizer is built from, already in memory: a model directory's files or a GGUF file's
+    metadata. The labels name where each part came from in messages."""
 
-    def __init__(self, model_dir: Path, config_eos: list[int] | None = None) -> None:
+    tokenizer_json: str  # a tokenizers-library tokenizer serialised as JSON
+    config: dict  # tokenizer_config.json's settings: special tokens, chat_template
+    generation: dict  # generation_config.json's settings: sampling defaults, eos_token_id
+    chat_templates: dict[str, ChatTemplate]
+    source: str  # the model, as a person names it (a directory or a .gguf file)
+    tokenizer_source: str  # where `tokenizer_json` came from
+    config_source: str  # where `config` came from
+    generation_source: str  # where `generation` came from
+    template_places: str  # where a chat template would have been found, for the message when there is none
+
+
+class HFTokenizer:
+    """A tokenizers-library tokenizer with its special tokens, chat templates and generation defaults."""
+
+    def __init__(self, data: TokenizerData, config_eos: list[int] | None = None) -> None:
         from tokenizers import Tokenizer
 
+        try:
+            self._tok = Tokenizer.from_str(data.tokenizer_json)
+        except Exception as exc:
+            raise BringupError(f"{data.tokenizer_source} could not be read by the tokenizers library: "
+                               f"{shown(exc)}") from None
+        cfg, gen = data.config, data.generation
+        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
+        self.special_token_ids = frozenset(i for i, t in self._tok.get_added_tokens_decoder().items() if t.special)
+        self.bos_token = _token_text(cfg.get("bos_token"), "bos_token", data.config_source)
+        self.eos_token = _token_text(cfg.get("eos_token"), "eos_token", data.config_source)
+        self.bos_token_id = self._id(self.bos_token)
+        eos = [self._id(self.eos_token), *list(config_eos or []), *_generation_eos(gen, data.generation_source)]
+        self.eos_token_ids = sorted({i for i in eos if i is not None})
+        self.source = data.source
+        self.template_places = data.template_places
+        self.chat_templates = data.chat_templates
+        self.template_variables = special_token_variables(cfg)
+        self._warned_no_template = False
+        self.fallbacks: FallbackRecorder | None = None  # the engine's, so the template fallback is counted
+        self.generation_defaults = _generation_defaults(gen, data.generation_source)
+
+    @classmethod
+    def from_dir(cls, model_dir: Path, config_eos: list[int] | None = None) -> HFTokenizer:
+        """tokenizer.json + tokenizer_config.json (special tokens, chat template) + generation_config.json of a
+        model directory, each read through model_files' jail."""
         path = model_dir / "tokenizer.json"
         if not has_entry(model_dir, "tokenizer.json"):
             raise BringupError(f"{path} is missing; bringup needs a fast-tokenizer tokenizer.json "
                                "(save one with the tokenizers library or transformers' save_pretrained)")
         text = read_text(model_dir, "tokenizer.json", MAX_TOKENIZER_BYTES)
-        try:
-            self._tok = Tokenizer.from_str(text)
-        except Exception as exc:
-            raise BringupError(f"{path} could not be read by the tokenizers library: {shown(exc)}") from None
         cfg = _read_json(model_dir, "tokenizer_config.json")
-        gen = _read_json(model_dir, "generation_config.json")
-        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
-        self.special_token_ids = frozenset(i for i, t in self._tok.get_added_tokens_decoder().items() if t.special)
         config_path = model_dir / "tokenizer_config.json"
-        self.bos_token = _token_text(cfg.get("bos_token"), "bos_token", config_path)
-        self.eos_token = _token_text(cfg.get("eos_token"), "eos_token", config_path)
-        self.bos_token_id = self._id(self.bos_token)
-        gen_path = model_dir / "generation_config.json"
-        eos = [self._id(self.eos_token), *list(config_eos or []), *_generation_eos(gen, gen_path)]
-        self.eos_token_ids = sorted({i for i in eos if i is not None})
-        self.model_dir = model_dir
-        self.chat_templates = load_chat_templates(model_dir, cfg.get("chat_template"), config_path)
-        self.template_variables = special_token_variables(cfg)
-        self._warned_no_template = False
-        self.fallbacks: FallbackRecorder | None = None  # the engine's, so the template fallback is counted
-        self.generation_defaults = _generation_defaults(gen, gen_path)
+        data = TokenizerData(
+            tokenizer_json=text, config=cfg, generation=_read_json(model_dir, "generation_config.json"),
+            chat_templates=load_chat_templates(model_dir, cfg.get("chat_template"), config_path),
+            source=str(model_dir), tokenizer_source=str(path), config_source=str(config_path),
+            generation_source=str(model_dir / "generation_config.json"),
+            template_places=f"{model_dir} has no chat template (tokenizer_config.json or chat_template.jinja)")
+        return cls(data, config_eos)
 
     def _id(self, token: str | None) -> int | None:
         return None if token is None else self._tok.token_to_id(token)
@@ -148,7 +179,7 @@ class HFTokenizer:
                             template_kwargs: dict | None = None) -> str:
         """The conversation rendered by the model's chat template ('tool_use' when tools are given and the
         model has one); ChatTemplateError (one line, naming the template) if the template refuses or fails."""
-        template = pick_template(self.chat_templates, tools, str(self.model_dir))
+        template = pick_template(self.chat_templates, tools, self.source)
         if template is None:
             if not self._warned_no_template:
                 self._fall_back_to_plain_template()
@@ -157,7 +188,7 @@ class HFTokenizer:
                            documents=documents, variables={**self.template_variables, **(template_kwargs or {})})
 
     def _fall_back_to_plain_template(self) -> None:
-        why = f"{self.model_dir} has no chat template (tokenizer_config.json or chat_template.jinja)"
+        why = self.template_places
         if self.fallbacks is None:
             log.warning("%s; using a plain 'role: content' template", why)
         else:  # WARNING and counted; --strict refuses it
@@ -185,7 +216,7 @@ def _read_json(model_dir: Path, name: str) -> dict:
     return document
 
 
-def _token_text(tok: Any, field: str, path: Path) -> str | None:
+def _token_text(tok: Any, field: str, path: Path | str) -> str | None:
     """A special token's text (a string, or {"content": string} as transformers writes added tokens)."""
     text = tok.get("content") if isinstance(tok, dict) else tok
     if text is not None and not isinstance(text, str):
@@ -196,7 +227,7 @@ def _token_text(tok: Any, field: str, path: Path) -> str | None:
 GENERATION_NUMBERS = ("temperature", "top_p", "repetition_penalty", "min_p")
 
 
-def _generation_defaults(gen: dict, path: Path) -> dict[str, Any]:
+def _generation_defaults(gen: dict, path: Path | str) -> dict[str, Any]:
     """Sampling defaults from generation_config.json, in SamplingParams field names; BringupError naming the
     file and the field for a wrong type or a value the engine cannot run."""
     out: dict[str, Any] = {}
@@ -218,7 +249,7 @@ def _generation_defaults(gen: dict, path: Path) -> dict[str, Any]:
     return out
 
 
-def _generation_eos(gen: dict, path: Path) -> list[int]:
+def _generation_eos(gen: dict, path: Path | str) -> list[int]:
     value = gen.get("eos_token_id")
     ids = [] if value is None else value if isinstance(value, list) else [value]
     if not all(is_integer(i) and i >= 0 for i in ids):
@@ -226,13 +257,13 @@ def _generation_eos(gen: dict, path: Path) -> list[int]:
     return ids
 
 
-def _generation_field(gen: dict, key: str, path: Path, ok: Callable[[Any], bool], what: str) -> Any:
+def _generation_field(gen: dict, key: str, path: Path | str, ok: Callable[[Any], bool], what: str) -> Any:
     if not ok(gen[key]):
         raise _wrong_field(path, key, gen[key], what)
     return gen[key]
 
 
-def _wrong_field(path: Path, key: str, value: Any, what: str) -> BringupError:
+def _wrong_field(path: Path | str, key: str, value: Any, what: str) -> BringupError:
     shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
     return BringupError(f"{path}: {key} must be {what}, got {shown}; fix or remove that field")
 

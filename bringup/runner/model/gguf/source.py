@@ -1,0 +1,63 @@
+"""A GGUF file as a model source (model/source.py): the same questions, in the same order, as a directory."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import torch
+
+from bringup.backends.registry import backend_for
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.decoder import DecoderModel, WeightLayout
+from bringup.runner.model.families import build_model
+from bringup.runner.model.gguf.architectures import architecture
+from bringup.runner.model.gguf.config import read_gguf_config
+from bringup.runner.model.gguf.reader import GGUFFile, open_gguf
+from bringup.runner.model.gguf.tensors import TensorValues, tensor_specs
+from bringup.runner.model.gguf.tokenizer import gguf_tokenizer_data
+from bringup.runner.model.loading.validate import CheckpointWords, check_fits, check_specs, check_values
+from bringup.runner.model.text.tokenizer import HFTokenizer
+
+WORDS = CheckpointWords(settings="the file's metadata", weights="the GGUF file", these_settings="the file's metadata")
+
+
+class GGUFSource:
+    """One .gguf file: settings, tokenizer and weights, memory-mapped once and read as they are needed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.stem
+
+    @cached_property
+    def file(self) -> GGUFFile:
+        return open_gguf(self.path)
+
+    def config(self) -> ModelConfig:
+        return read_gguf_config(self.file)
+
+    def tokenizer(self, config: ModelConfig) -> HFTokenizer:
+        return HFTokenizer(gguf_tokenizer_data(self.file), config.eos_token_ids)
+
+    def check(self, config: ModelConfig) -> None:
+        check_specs(self.path, config, tensor_specs(self.file), WORDS)
+
+    def check_weights(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+                      allow_nonfinite: bool) -> None:
+        specs = list(tensor_specs(self.file).values())
+        device = torch.device(device)
+        _, free = backend_for(device).memory(device.index or 0)
+        check_fits(self.path, specs, dtype, free, str(device))
+        check_values(specs, allow_nonfinite, self._values(config).nonfinite)
+
+    def load(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+             layout: WeightLayout | None = None, checked: bool = False) -> DecoderModel:
+        if not checked:
+            self.check(config)
+            self.check_weights(config, dtype, device, allow_nonfinite=False)
+        model = build_model(config, dtype, device, layout)
+        model.load_hf_tensors(self._values(config).get)
+        return model
+
+    def _values(self, config: ModelConfig) -> TensorValues:
+        return TensorValues(self.file, config, architecture(self.file).rope_permuted)

@@ -1,0 +1,102 @@
+"""Where a served model comes from: the built-in model, a Hugging Face style directory or a GGUF file.
+
+Each source answers the same questions in the same order, so engine start-up and the self-test have one code path:
+its settings (config), its tokenizer, its tensors checked against the settings before anything is timed (check),
+their size in the plan's dtype against free memory and their values (check_weights), then the loaded decoder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.decoder import DecoderModel, WeightLayout
+from bringup.runner.model.loading.loader import check_weights, load_model, read_config, safetensors_files
+from bringup.runner.model.loading.validate import check_model_dir
+from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
+
+GGUF_SUFFIX = ".gguf"
+
+
+class ModelSource(Protocol):
+    name: str  # the model's name as the engine reports it
+
+    def config(self) -> ModelConfig: ...
+
+    def tokenizer(self, config: ModelConfig) -> Any: ...
+
+    def check(self, config: ModelConfig) -> None:
+        """Tensor names and shapes against `config`, before anything is timed or loaded (no value is read)."""
+
+    def check_weights(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+                      allow_nonfinite: bool) -> None:
+        """The weights' size in `dtype` against the device's free memory, then every value for NaN/Inf."""
+
+    def load(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+             layout: WeightLayout | None = None, checked: bool = False) -> DecoderModel: ...
+
+
+def model_source(model: Path | str | None) -> ModelSource:
+    """The source `--model` names: nothing (the built-in model), a `.gguf` file, or a model directory."""
+    if model is None:
+        return BuiltinSource()
+    path = Path(model)
+    if path.suffix.lower() == GGUF_SUFFIX and not path.is_dir():
+        from bringup.runner.model.gguf.source import GGUFSource
+
+        return GGUFSource(path)
+    return DirectorySource(path)
+
+
+class BuiltinSource:
+    """The small deterministic model every command runs with no --model."""
+
+    name = BUILTIN_NAME
+
+    def config(self) -> ModelConfig:
+        return builtin_config()
+
+    def tokenizer(self, config: ModelConfig) -> ByteTokenizer:
+        return ByteTokenizer()
+
+    def check(self, config: ModelConfig) -> None:
+        return None
+
+    def check_weights(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+                      allow_nonfinite: bool) -> None:
+        return None
+
+    def load(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+             layout: WeightLayout | None = None, checked: bool = False) -> DecoderModel:
+        return load_builtin(dtype, device, layout)
+
+
+class DirectorySource:
+    """A local Hugging Face style directory: config.json, *.safetensors, tokenizer.json."""
+
+    def __init__(self, model_dir: Path) -> None:
+        self.model_dir = model_dir
+        self.name = model_dir.resolve().name
+
+    def config(self) -> ModelConfig:
+        config = read_config(self.model_dir)
+        safetensors_files(self.model_dir)  # refuse pickle-only or weightless dirs before anything else
+        return config
+
+    def tokenizer(self, config: ModelConfig) -> HFTokenizer:
+        return HFTokenizer.from_dir(self.model_dir, config.eos_token_ids)
+
+    def check(self, config: ModelConfig) -> None:
+        check_model_dir(self.model_dir, config, safetensors_files(self.model_dir), scan_values=False)
+
+    def check_weights(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+                      allow_nonfinite: bool) -> None:
+        check_weights(self.model_dir, config, dtype, device, allow_nonfinite)
+
+    def load(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
+             layout: WeightLayout | None = None, checked: bool = False) -> DecoderModel:
+        return load_model(self.model_dir, config, dtype, device, layout, checked=checked)
