@@ -142,3 +142,24 @@ def test_bad_input_ends_in_one_line(tiny, work, tmp_path):
     one_line_error(eval_cli(work, "--model", str(tiny), "--save-reference", str(tmp_path / "no" / "r.st")),
                    "does not exist")
     assert not (tmp_path / "no").exists()
+
+
+def test_report_and_profile_diff_show_the_evals(tiny, work, saved, tmp_path):
+    markdown = run_cli(["report", "-p", str(work / "p.yaml"), "--format", "md", "-o", "-"])
+    assert markdown.code == 0, markdown.stderr
+    assert "### Model evals" in markdown.stdout and "KLD mean / p99 / max" in markdown.stdout
+    page = tmp_path / "report.html"
+    html = run_cli(["report", "-p", str(work / "p.yaml"), "-o", str(page)])
+    assert html.code == 0, html.stderr
+    text = page.read_text()
+    assert 'id="evals-table"' in text and f"{saved[0]['ppl']:.5g}" in text and 'href="#evals"' in text
+
+    before = tmp_path / "before.yaml"
+    assert eval_cli(work, "--model", str(tiny), "--ctx", "32", "--stride", "16", "--max-tokens", "64",
+                    "--profile", str(before)).code == 0  # the later --profile wins over eval_cli's
+    diff = run_cli(["profile", "diff", str(before), str(work / "p.yaml"), "--json"])
+    assert diff.code == 0, diff.stderr
+    evals = [c for c in json.loads(diff.stdout)["changes"] if c["section"] == "eval"]
+    assert len(evals) >= 2 and any(c["before"] is None and "KLD" in c["after"] for c in evals)
+    shown = run_cli(["profile", "diff", str(before), str(work / "p.yaml")])
+    assert shown.code == 0 and "model evals" in shown.stdout
