@@ -11,7 +11,7 @@ windows of 512 tokens every 256 (the command's defaults), float32, on the CPU, t
   compared, every round printed. Perplexities are printed too: the two must agree within 0.1 %.
 
 Usage: BRINGUP_TEST_MODELS=... python benchmarks/eval_speed.py [--tokens 4096] [--ctx 512] [--stride 256]
-       [--rounds 2] [--json]
+       [--rounds 2] [--profile P] [--json]
 """
 
 from __future__ import annotations
@@ -67,15 +67,17 @@ def main() -> None:
     parser.add_argument("--ctx", type=int, default=512)
     parser.add_argument("--stride", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--profile", type=Path, help="plan from this profile (what `bringup all` wrote here); "
+                        "default: none, the conservative plan")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     model_dir = smollm2_hf_dir()
     settings = EvalSettings(args.ctx, args.stride, args.tokens)
     with tempfile.TemporaryDirectory() as tmp:
-        engine = LLMEngine.create(EngineOptions(model_dir=model_dir, profile_path=Path(tmp) / "none.yaml",
-                                                device="cpu", max_model_len=args.ctx, max_num_seqs=1,
-                                                dtype="float32"))
+        profile = args.profile or Path(tmp) / "none.yaml"
+        engine = LLMEngine.create(EngineOptions(model_dir=model_dir, profile_path=profile, device="cpu",
+                                                max_model_len=args.ctx, max_num_seqs=1, dtype="float32"))
     text = default_text()
     tokens = eval_tokens(engine, text, settings, None)
     hf = load_hf(model_dir)
