@@ -163,3 +163,20 @@ def test_report_and_profile_diff_show_the_evals(tiny, work, saved, tmp_path):
     assert len(evals) >= 2 and any(c["before"] is None and "KLD" in c["after"] for c in evals)
     shown = run_cli(["profile", "diff", str(before), str(work / "p.yaml")])
     assert shown.code == 0 and "model evals" in shown.stdout
+
+
+def test_non_finite_scores_are_a_finding_not_a_figure(work, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    broken = tmp_path / "nan-model"
+    make_hf_model(broken, vocab=320)
+    weights = broken / "model.safetensors"
+    tensors = load_file(str(weights))
+    tensors["model.layers.1.mlp.down_proj.weight"][0, 0] = float("nan")
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    profile = tmp_path / "p.yaml"
+    result = run_cli(["eval", "--device", "cpu", "--profile", str(profile), "--model", str(broken), "--force",
+                      "--ctx", CTX, "--stride", STRIDE, "--max-tokens", "80"])
+    assert result.code == 1 and "Traceback" not in result.stderr
+    assert "non-finite log-probability to token 1 " in result.stderr
+    assert not profile.exists() or load_profile(profile).eval is None

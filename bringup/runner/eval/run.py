@@ -10,8 +10,16 @@ from pathlib import Path
 import torch
 
 from bringup import __version__
+from bringup.errors import BringupError
 from bringup.runner.engine.engine import LLMEngine
-from bringup.runner.eval.divergence import PositionComparison, TopK, compare_full, compare_top_k, top_k
+from bringup.runner.eval.divergence import (
+    PositionComparison,
+    TopK,
+    compare_full,
+    compare_top_k,
+    target_logprobs,
+    top_k,
+)
 from bringup.runner.eval.identity import tokenizer_sha256, tokens_sha256
 from bringup.runner.eval.metrics import NllSummary, ReferenceSummary, summarize_comparison, summarize_nll
 from bringup.runner.eval.reference64 import reference_executor
@@ -82,8 +90,9 @@ def run_eval(engine: LLMEngine, model_dir: Path | None, text: EvalText, tokens: 
             targets = torch.tensor(tokens[window.first_scored:window.end])
             start = time.perf_counter()
             logprobs = window_logprobs(engine.executor, tokens, window, table)
-            nlls.append(-logprobs.gather(-1, targets.to(logprobs.device).unsqueeze(-1)).squeeze(-1).double().cpu())
+            nlls.append(-target_logprobs(logprobs, targets).double().cpu())
             seconds += time.perf_counter() - start
+            check_finite(nlls[-1], window)
             if compare is not None:
                 comparisons.append(compare(tokens, window, logprobs, targets))
             if save_to is not None:
@@ -94,7 +103,7 @@ def run_eval(engine: LLMEngine, model_dir: Path | None, text: EvalText, tokens: 
     result = EvalResult(
         model=engine.model_name, dtype=engine.plan.dtype.value, device=engine.plan.device, settings=settings,
         text_source=text.source, text_sha256=text.sha256, text_tokens=len(tokens), windows=len(windows),
-        nll=summary, seconds=seconds, fallbacks={k: int(v) for k, v in engine.fallbacks.counts.items()})
+        nll=summary, seconds=seconds, fallbacks={level: int(n) for level, n in engine.fallbacks.counts.items()})
     if reference is not None:
         k_used = reference.header.k if reference.header is not None else None
         result.reference = summarize_comparison(comparisons, summary.ppl, reference.source, k_used)
@@ -102,6 +111,21 @@ def run_eval(engine: LLMEngine, model_dir: Path | None, text: EvalText, tokens: 
         save_reference(save_to, _header(engine, text, settings, tokens, k), _concat(saved))
         result.saved_reference = str(save_to)
     return result
+
+
+class NonFiniteScores(BringupError):
+    """The model's numbers cannot be trusted: a finding about the device or the weights (exit 1), not bad input."""
+
+    exit_code = 1
+
+
+def check_finite(nlls: torch.Tensor, window: Window) -> None:
+    bad = (~torch.isfinite(nlls)).nonzero().flatten()
+    if bad.numel():
+        position = window.first_scored + int(bad[0])
+        raise NonFiniteScores(f"the model gave a non-finite log-probability to token {position} (window starting at "
+                              f"token {window.start}); numbers that cannot be trusted are not recorded: check the "
+                              "weights and dtype (try --dtype float32) and run `bringup verify-ops` on this device")
 
 
 Comparer = Callable[[list[int], Window, torch.Tensor, torch.Tensor], PositionComparison]
