@@ -33,9 +33,11 @@ LAYERS: dict[str, set[str]] = {
     "bringup.profiles": {"bringup.backends.device_info"},  # the one device record type, which backends fill
     "bringup.backends": set(),
 }
-# inside the runner, top to bottom: start-up and the step loop, the plan (from the profile and start-up
-# measurements, and every host-kernel choice), the host kernels, the model, the sampling parameters
+# inside the runner, top to bottom: eval (over selftest's float64 reference), start-up and the step loop, the plan
+# (from the profile and start-up measurements, and every host-kernel choice), the host kernels, the model, the
+# sampling parameters
 RUNNER_LAYERS: dict[str, set[str]] = {
+    "bringup.runner.eval": {"bringup.runner.selftest", "bringup.runner.engine", "bringup.runner.model"},
     "bringup.runner.selftest": {"bringup.runner.engine", "bringup.runner.plan", "bringup.runner.model"},
     "bringup.runner.throughput": {"bringup.runner.engine", "bringup.runner.sampling_params"},
     "bringup.runner.engine": {"bringup.runner.plan", "bringup.runner.host", "bringup.runner.model",

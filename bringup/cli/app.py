@@ -23,6 +23,8 @@ COMMANDS = (
                 "Baseline microbenchmarks: matmul, bandwidth, transfers, latency, attention, ops, e2e."),
     LazyCommand("selftest", "bringup.cli.commands.selftest", "command",
                 "The runner end to end on the device against float64 on the CPU."),
+    LazyCommand("eval", "bringup.cli.commands.eval_cmd", "command",
+                "A real model's perplexity, KL divergence and top-1 agreement against a reference run."),
     LazyCommand("soak", "bringup.cli.commands.soak", "command",
                 "Repeat checked work for minutes: rate drift (throttling) and intermittent wrong results."),
     LazyCommand("generate", "bringup.cli.commands.generate", "command",

@@ -1,4 +1,4 @@
-"""What changed between two profiles: versions, environment, device, capabilities, ops, compiled."""
+"""What changed between two profiles: versions, environment, device, capabilities, ops, compiled, bench, evals."""
 
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -94,6 +94,20 @@ def bench_changes(a: Profile, b: Profile) -> list[Change]:
     return changes
 
 
+def eval_figures(p: Profile) -> dict[str, str]:
+    """Per model evaluated: its perplexity, and its KL divergence and top-1 agreement when it had a reference."""
+    figures = {}
+    for key, record in (p.eval or {}).items():
+        ref = record.reference
+        figures[key] = f"ppl {record.ppl:.5g}" + ("" if ref is None else
+                                                 f", KLD {ref.kld_mean:.3g}, top-1 {ref.top1_agreement:.2%}")
+    return figures
+
+
+def eval_changes(a: Profile, b: Profile) -> list[Change]:
+    return diff_mappings("eval", eval_figures(a), eval_figures(b))
+
+
 def diff_profiles(a: Profile, b: Profile) -> list[Change]:
     return (
         device_changes(a, b)
@@ -102,4 +116,5 @@ def diff_profiles(a: Profile, b: Profile) -> list[Change]:
         + ops_changes(a, b)
         + compiled_changes(a, b)
         + bench_changes(a, b)
+        + eval_changes(a, b)
     )

@@ -8,6 +8,7 @@ from bringup.backends.device_info import DeviceInfo
 from bringup.profiles.base_model import ProfileModel
 from bringup.profiles.sections.bench import BenchSection
 from bringup.profiles.sections.collectives import CollectivesSection
+from bringup.profiles.sections.eval import EvalRecord
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 from bringup.profiles.sections.selftest import SelftestSection
 from bringup.profiles.sections.soak import SoakSection
@@ -84,6 +85,7 @@ class Profile(ProfileModel):
     collectives: CollectivesSection | None = None
     selftest: SelftestSection | None = None
     soak: SoakSection | None = None
+    eval: dict[str, EvalRecord] | None = None  # per model evaluated, keyed `name [short hash]`
     stages: dict[str, StageStamp] = {}
 
     def to_document(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bringup.report.model import Report
 from bringup.report.sections.bench_tables import BenchTable
+from bringup.report.sections.evals import EVAL_HEADERS
 from bringup.report.sections.identity import Fact
 from bringup.report.text import MISSING, number, one_line, seconds
 from bringup.terminal_text import shown
@@ -128,6 +129,13 @@ def bench_lines(report: Report) -> list[str]:
     return lines
 
 
+def eval_lines(report: Report) -> list[str]:
+    if not report.evals:
+        return []
+    rows = [row.cells for row in report.evals]
+    return ["### Model evals", *md_table(EVAL_HEADERS, rows[:MAX_ROWS]), *more(len(rows))]
+
+
 def plan_lines(report: Report) -> list[str]:
     plan = report.plan
     lines = ["### Runner plan"]
@@ -159,5 +167,5 @@ def baseline_lines(report: Report) -> list[str]:
 
 def render_markdown(report: Report) -> str:
     sections = [[f"## {md(report.title)}"], identity_lines(report), capability_lines(report), failing_lines(report),
-                bench_lines(report), plan_lines(report), baseline_lines(report)]
+                bench_lines(report), eval_lines(report), plan_lines(report), baseline_lines(report)]
     return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"

@@ -15,7 +15,7 @@ from bringup.terminal_text import markup_safe
 
 BENCH_ROWS = 12  # the largest bench moves shown without --details
 SECTION_TITLES = {"device": "device", "environment": "environment", "capabilities": "capabilities (exit 1)",
-                  "ops": "op verdicts", "compiled": "compiled checks"}
+                  "ops": "op verdicts", "compiled": "compiled checks", "eval": "model evals"}
 
 
 def format_value(value: Any, key: str = "") -> str:

@@ -10,6 +10,7 @@ from bringup.report.html.checks import (
     ops_section,
 )
 from bringup.report.html.css import STYLE
+from bringup.report.html.evals import eval_section
 from bringup.report.html.parts import Html, e
 from bringup.report.html.perf import bench_section, plan_section, roofline_section
 from bringup.report.html.runs import (
@@ -26,7 +27,7 @@ from bringup.report.text import MISSING, number
 SECTIONS = (("baseline", "Baseline"), ("device", "Device"), ("environment", "Environment"),
             ("capabilities", "Capabilities"), ("ops", "Ops × dtypes"), ("compiled", "Eager vs compiled"),
             ("roofline", "Roofline"), ("bench", "Benchmarks"), ("plan", "Plan"), ("fallbacks", "Fallbacks"),
-            ("selftest", "Selftest"), ("soak", "Soak"), ("collectives", "Collectives"))
+            ("selftest", "Selftest"), ("evals", "Model evals"), ("soak", "Soak"), ("collectives", "Collectives"))
 # opens a <details> drill-down when a matrix link targets it; without JavaScript the link still scrolls there
 OPEN_TARGET = ("<script>function openTarget(){var t=location.hash&&document.getElementById(location.hash.slice(1));"
                "if(t&&t.tagName==='DETAILS'){t.open=true;}}addEventListener('hashchange',openTarget);"
@@ -78,6 +79,7 @@ def render_html(report: Report) -> str:
         plan_section(report.plan, with_baseline),
         fallback_section(report.fallbacks),
         selftest_section(report.selftest),
+        eval_section(report.evals),
         soak_section(report.soak),
         collectives_section(report.collectives),
     ]

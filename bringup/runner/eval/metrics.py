@@ -1,0 +1,52 @@
+"""The figures an eval reports: perplexity, mean NLL with its standard error, and the reference comparison."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from bringup.runner.eval.divergence import PositionComparison
+
+
+@dataclass(frozen=True)
+class NllSummary:
+    tokens: int
+    nll: float  # mean negative log-likelihood (nats per token)
+    se: float  # its standard error, as llama-perplexity reports it: sqrt(var / (n - 1))
+    ppl: float  # exp(nll)
+
+
+@dataclass(frozen=True)
+class ReferenceSummary:
+    source: str  # "float64" or the reference file's path
+    exact: bool  # False: the KL divergence is a lower bound (top-k reference)
+    kld_mean: float
+    kld_p99: float
+    kld_max: float
+    top1_agreement: float  # fraction of positions
+    reference_ppl: float
+    delta_ppl: float  # this run's ppl minus the reference's
+    k: int | None = None
+    rest_mass_mean: float | None = None  # the reference's mean mass outside its top k
+
+
+def summarize_nll(nlls: torch.Tensor) -> NllSummary:
+    values = nlls.double()
+    n = values.numel()
+    mean = float(values.mean())
+    variance = float((values.square().mean() - mean * mean).clamp_min(0.0)) if n > 1 else 0.0
+    return NllSummary(n, mean, math.sqrt(variance / (n - 1)) if n > 1 else 0.0, math.exp(mean))
+
+
+def summarize_comparison(parts: list[PositionComparison], run_ppl: float, source: str,
+                         k: int | None) -> ReferenceSummary:
+    kl = torch.cat([p.kl for p in parts])
+    reference_ppl = math.exp(float(torch.cat([p.reference_nll for p in parts]).mean()))
+    rest = [p.rest_mass for p in parts if p.rest_mass is not None]
+    return ReferenceSummary(
+        source=source, exact=not rest, kld_mean=float(kl.mean()), kld_p99=float(torch.quantile(kl, 0.99)),
+        kld_max=float(kl.max()), top1_agreement=float(torch.cat([p.top1_agrees for p in parts]).double().mean()),
+        reference_ppl=reference_ppl, delta_ppl=run_ppl - reference_ppl, k=k,
+        rest_mass_mean=float(torch.cat(rest).mean()) if rest else None)

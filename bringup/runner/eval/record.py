@@ -1,0 +1,39 @@
+"""An eval's result as the profile records it, under a key naming the model and a short hash of what was evaluated."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bringup.profiles.sections.eval import EvalRecord, EvalReferenceRecord
+from bringup.runner.eval.identity import model_files_sha256
+from bringup.runner.eval.reference_file import ReferenceHeader
+from bringup.runner.eval.run import EvalResult
+
+KEY_HASH_CHARS = 8
+
+
+def eval_key(result: EvalResult, model: Path | None) -> str:
+    """`name [hash]`: the hash of the model's files, the text, the windows and the dtype, so another checkpoint under
+    the same name, or the same model in another dtype, gets its own entry and a rerun replaces its own."""
+    s = result.settings
+    what = f"{model_files_sha256(model)} {result.text_sha256} {result.text_tokens} {s.ctx} {s.stride} {result.dtype}"
+    return f"{result.model} [{hashlib.sha256(what.encode()).hexdigest()[:KEY_HASH_CHARS]}]"
+
+
+def eval_record(result: EvalResult, reference_header: ReferenceHeader | None = None) -> EvalRecord:
+    r = result.reference
+    reference = None if r is None else EvalReferenceRecord(
+        source=r.source, exact=r.exact, k=r.k, kld_mean=r.kld_mean, kld_p99=r.kld_p99, kld_max=r.kld_max,
+        top1_agreement=r.top1_agreement, reference_ppl=r.reference_ppl, delta_ppl=r.delta_ppl,
+        rest_mass_mean=r.rest_mass_mean,
+        reference_dtype=reference_header.dtype if reference_header else "float64",
+        reference_device=reference_header.device if reference_header else "cpu")
+    return EvalRecord(
+        model=result.model, dtype=result.dtype, device=result.device, ctx=result.settings.ctx,
+        stride=result.settings.stride, text=result.text_source, text_sha256=result.text_sha256,
+        tokens=result.text_tokens, scored=result.nll.tokens, windows=result.windows, ppl=result.nll.ppl,
+        nll=result.nll.nll, se=result.nll.se, tokens_per_s=result.tokens_per_s, seconds=result.seconds,
+        reference=reference, fallbacks=dict(result.fallbacks),
+        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
