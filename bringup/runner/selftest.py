@@ -71,7 +71,7 @@ def _reference_greedy(engine: LLMEngine, model_dir: Path | None, prompt: list[in
     size = engine.plan.block_size
     blocks = -(-(len(prompt) + steps) // size)
     model.allocate_kv_cache(blocks, size)
-    plan = _reference_plan(engine)
+    plan = reference_plan(engine)
     executor = Executor(model, plan, engine.fallbacks)
     tokens, rows = list(prompt), []
     table = list(range(blocks))
@@ -84,7 +84,7 @@ def _reference_greedy(engine: LLMEngine, model_dir: Path | None, prompt: list[in
     return tokens, torch.stack(rows)
 
 
-def _reference_plan(engine: LLMEngine):  # type: ignore[no-untyped-def]
+def reference_plan(engine: LLMEngine):  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
     return replace(engine.plan, device="cpu", dtype=Choice("float64", "reference"),

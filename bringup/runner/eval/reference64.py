@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.executor import Executor
-from bringup.runner.selftest import _reference_plan, reference_model
+from bringup.runner.selftest import reference_model, reference_plan
 
 
 def reference_executor(engine: LLMEngine, model_dir: Path | None, ctx: int) -> tuple[Executor, list[int]]:
@@ -15,4 +15,4 @@ def reference_executor(engine: LLMEngine, model_dir: Path | None, ctx: int) -> t
     size = engine.plan.block_size
     blocks = -(-ctx // size)
     model.allocate_kv_cache(blocks, size)
-    return Executor(model, _reference_plan(engine), engine.fallbacks), list(range(blocks))
+    return Executor(model, reference_plan(engine), engine.fallbacks), list(range(blocks))
