@@ -9,7 +9,7 @@ import pytest
 
 from bringup.runner.eval.text import default_text
 from tests.cli.run_cli import run_cli
-from tests.real_model import smollm2_hf_dir
+from tests.real_model import smollm2_gguf, smollm2_hf_dir
 from tests.runner.hf_perplexity import hf_perplexity, load_hf, text_tokens
 
 CTX, STRIDE, TOKENS = 160, 96, 256
@@ -52,3 +52,29 @@ def test_bfloat16_against_the_float32_reference(smollm2, float32_run):
     assert data["dtype"] == "bfloat16" and reference["reference_dtype"] == "float32"
     assert reference["kld_mean"] > 0 and reference["kld_max"] >= reference["kld_p99"] >= 0
     assert 0 < reference["top1_agreement"] <= 1
+
+
+def test_float32_against_its_own_saved_reference(smollm2, float32_run):
+    _, out, work = float32_run
+    result = run_cli(["eval", "--model", str(smollm2), "--device", "cpu", "--profile", str(work / "p.yaml"),
+                      "--reference", str(out), "--json"])
+    assert result.code == 0, result.stderr
+    reference = json.loads(result.stdout)["reference"]
+    print(f"SmolLM2 float32 against its own reference: KLD max {reference['kld_max']:.3g}")
+    assert reference["kld_max"] <= 1e-6 and reference["top1_agreement"] == 1.0  # 0 when start-up picks the same
+    assert abs(reference["delta_ppl"]) <= 1e-4  # layout; else float32 rounding of another summation order
+
+
+def test_the_gguf_file_against_the_directory_reference(float32_run):
+    """The Q4_1 file, dequantized by bringup, scores the text as its float32 directory (dequantized by
+    transformers) did: the same tokens from the file's own tokenizer, the same distributions."""
+    _, out, work = float32_run
+    result = run_cli(["eval", "--model", str(smollm2_gguf()), "--device", "cpu", "--profile", str(work / "p.yaml"),
+                      "--reference", str(out), "--json"])
+    assert result.code == 0, result.stderr
+    data = json.loads(result.stdout)
+    reference = data["reference"]
+    print(f"SmolLM2 GGUF against the directory's float32 reference: KLD max {reference['kld_max']:.3g}, "
+          f"ppl {data['ppl']:.4f} vs {reference['reference_ppl']:.4f}")
+    assert reference["kld_max"] <= 1e-6 and reference["top1_agreement"] == 1.0
+    assert abs(reference["delta_ppl"]) <= 1e-4
