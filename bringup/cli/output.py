@@ -28,8 +28,14 @@ def plain(value: object) -> Text:
     return Text(shown(value))
 
 
-def print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
+def schema_id(document: str) -> str:
+    """`bringup.<document>/v1`: the id a `--json` document carries, and the name of its schema in docs/schemas/."""
+    return f"bringup.{document}/v1"
+
+
+def print_json(document: str, data: dict[str, Any]) -> None:
+    """One `--json` document: `{"schema": "bringup.<document>/v1", ...}` (published in docs/schemas/)."""
+    print(json.dumps({"schema": schema_id(document), **data}, indent=2, default=str))
 
 
 def progress(json_mode: bool) -> Progress:

@@ -233,7 +233,7 @@ def command(
             if log_path is not None:
                 keep_log(scratch, log_path)
     if json_out:
-        print_json({"profile": str(ctx.profile_path), "stages": [r.__dict__ for r in runs], "facts": facts,
+        print_json("all", {"profile": str(ctx.profile_path), "stages": [r.__dict__ for r in runs], "facts": facts,
                     "plan": [dict(zip(("setting", "value", "evidence"), row)) for row in plan], **artifacts})
     else:
         if any(r.action != "ran" for r in runs):

@@ -269,7 +269,7 @@ def command(
             csv_path.write_text(text, encoding="utf-8")
             log.info("wrote %s", csv_path)
     if json:
-        print_json({
+        print_json("bench", {
             "device": ctx.info.to_dict(), "profile": str(ctx.profile_path), "preset": options.preset.name,
             "settings": settings.model_dump(), "groups": {n: current.groups[n].model_dump() for n in chosen},
             "left_out": left_out, "ceilings": section.ceilings.model_dump() if section.ceilings else None,

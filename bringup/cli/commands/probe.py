@@ -71,7 +71,7 @@ def command(
 
     if list_checks:
         ids = all_check_ids()
-        print_json(ids) if json_out else console.print("\n".join(ids), highlight=False)
+        print_json("probe-list", {"checks": ids}) if json_out else console.print("\n".join(ids), highlight=False)
         return
     check_ids = select_checks(only, skip)
     ctx = stage_context(device, profile, json_out, verbose, force=force)
@@ -97,7 +97,7 @@ def command(
         run_probe(check_ids, ctx.info.id, isolate=isolate, timeout_s=timeout, on_result=on_result)
     checkpoint({}, status)
     if json_out:
-        print_json({"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done})
+        print_json("probe", {"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done})
         return
     if details:
         console.print(results_table(done))

@@ -135,7 +135,7 @@ def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catal
 
             catalog = model_only_catalog(catalog)
         if json_out:
-            print_json(catalog_json(catalog))
+            print_json("verify-ops-list", catalog_json(catalog))
         else:
             for table in catalog_tables(catalog, verbose):
                 console.print(table)
@@ -258,7 +258,7 @@ def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: 
     cases = [r for r in results if isinstance(r, OpCaseRecord)]
     compared = [r for r in results if isinstance(r, CompiledRecord)]
     if json_out:
-        print_json({"device": device_id, "profile": str(profile_path), "verified": summary.verified,
+        print_json("verify-ops", {"device": device_id, "profile": str(profile_path), "verified": summary.verified,
                     "summary": {"ops": dict(summary.op_counts), "compiled": dict(summary.compiled_counts)},
                     "cases": [r.model_dump() for r in cases],
                     "compiled": [r.model_dump() for r in compared]})
