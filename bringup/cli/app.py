@@ -59,8 +59,9 @@ app = typer.Typer(
     "runner plans from.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion; sub-commands complete through the lazy group
     rich_markup_mode=MARKUP_MODE,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every sub-command's context inherits them
 )
 
 
@@ -75,8 +76,15 @@ def root(
     version: Annotated[
         bool, typer.Option("--version", callback=show_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Errors only: no logs, warnings, progress bars or tables on the "
+                           "terminal (--json documents still print; the exit code tells the outcome).")
+    ] = False,
 ) -> None:
     """Stages: devices → probe → verify-ops → bench → selftest (or `all`); then generate / serve from the profile."""
+    from bringup.cli.output import set_quiet
+
+    set_quiet(quiet)
 
 
 def print_error(message: str) -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 
 from bringup.cli import output
+from bringup.cli.checks import name_list
 from bringup.cli.common import (
     DeviceOption,
     ForceOption,
@@ -173,7 +174,7 @@ def run_stages(ctx: Any, common: list[str], model: Path | None, rerun: bool, ski
             start = time.perf_counter()
             spinner = (err_console.status(f"{stage.name}…") if show_lines and spinner_nests
                        else contextlib.nullcontext())
-            with spinner, contextlib.redirect_stdout(scratch):
+            with spinner, contextlib.redirect_stdout(scratch), output.into_log():
                 code = run_stage(group, stage, common + extra, model)
             if ctx.profile_path.exists():
                 set_stage_level(ctx.profile_path, stage.name, level)
@@ -193,8 +194,13 @@ def command(
     model: ModelOption = None,
     rerun: Annotated[bool, typer.Option("--rerun", help="Run every stage again, even those already complete "
                                         "in the profile (verify-ops still resumes its own partial run).")] = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", callback=name_list, help="Run only these stages (repeat or "
+                                       f"comma-separate): {', '.join(STAGE_NAMES)}.")
+    ] = None,
     skip: Annotated[
-        list[str] | None, typer.Option("--skip", help=f"Leave out a stage (repeatable): {', '.join(STAGE_NAMES)}.")
+        list[str] | None, typer.Option("--skip", callback=name_list, help="Leave out these stages (repeat or "
+                                       "comma-separate).")
     ] = None,
     level: Annotated[int, typer.Option("--level", min=1, max=4, help=LEVEL_HELP)] = DEFAULT_LEVEL,
     soak_minutes: Annotated[float, typer.Option("--soak-minutes", min=0.0, help="Length of the level-4 soak.")
@@ -208,13 +214,15 @@ def command(
 
     Ends with one screen: one line per stage, the execution plan the runner would use, and where the
     profile and the log (each stage's full output) are. Exit 1 when any stage found failures.
-    Example: `bringup all`, `bringup all --device cuda:1 --rerun`.
+    Example: `bringup all`, `bringup all --device cuda:1 --rerun`, `bringup all --only devices,probe`.
     """
     from bringup.errors import BringupError
 
-    unknown = sorted(set(skip or []) - set(STAGE_NAMES))
-    if unknown:
-        raise BringupError(f"--skip {unknown[0]!r} is not a stage; stages: {', '.join(STAGE_NAMES)}")
+    for flag, names in (("--only", only), ("--skip", skip)):
+        unknown = sorted(set(names or []) - set(STAGE_NAMES))
+        if unknown:
+            raise BringupError(f"{flag} {unknown[0]!r} is not a stage; stages: {', '.join(STAGE_NAMES)}")
+    skip = [*(skip or []), *(name for name in STAGE_NAMES if only and name not in only)]
     terminal = CompactWarnings()
     with tempfile.TemporaryFile("w+", encoding="utf-8", suffix=".all.log") as scratch:
         log_path: Path | None = None
@@ -254,10 +262,11 @@ def run_everything(ctx: Any, model: Path | None, rerun: bool, skip: list[str], f
     terminal_width = console._width  # the log gets wide tables; the terminal's width comes back after
     console.width = LOG_WIDTH
     try:
-        runs = run_stages(ctx, common, model, rerun, skip, force, strict, not json_out, scratch, stages, level)
+        show = not json_out and not output.quiet
+        runs = run_stages(ctx, common, model, rerun, skip, force, strict, show, scratch, stages, level)
         final = load_profile_or_none(ctx.profile_path)
-        spinner = err_console.status("planning…") if not json_out else contextlib.nullcontext()
-        with spinner, contextlib.redirect_stdout(scratch):
+        spinner = err_console.status("planning…") if show else contextlib.nullcontext()
+        with spinner, contextlib.redirect_stdout(scratch), output.into_log():
             plan = runner_plan(ctx.profile_path, ctx.info.id, model)
     finally:
         output.transient_progress = False

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from bringup.cli.checks import positive_seconds
+from bringup.cli.checks import name_list, positive_seconds
 from bringup.cli.common import (
     DetailsOption,
     DeviceOption,
@@ -44,11 +44,11 @@ def command(
     json_out: JsonOption = False,
     verbose: VerboseOption = False,
     force: ForceOption = False,
-    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only this group or check id "
-                                                      "(repeatable), e.g. --only dtypes --only attention.sdpa_flash.")]
-    = None,
-    skip: Annotated[Optional[list[str]], typer.Option("--skip", help="Skip this group or check id (repeatable).")]
-    = None,
+    only: Annotated[Optional[list[str]], typer.Option(
+        "--only", callback=name_list, help="Run only these groups or check ids (repeat or comma-separate), e.g. "
+        "--only dtypes,attention.sdpa_flash.")] = None,
+    skip: Annotated[Optional[list[str]], typer.Option(
+        "--skip", callback=name_list, help="Leave out these groups or check ids (repeat or comma-separate).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds a check may take before it is "
                                            "recorded as unknown and its worker killed.",
                                            callback=positive_seconds)] = 180.0,
