@@ -96,6 +96,12 @@ def print_error(message: str) -> None:
     err_console.print(Text.assemble(("error: ", "bold red"), shown(message)), soft_wrap=True)
 
 
+def command_named(args: list[str]) -> str | None:
+    """The sub-command a command line runs (the first argument that names one)."""
+    names = {c.name for c in COMMANDS}
+    return next((arg for arg in args if arg in names), None)
+
+
 def main() -> None:
     try:
         app()
@@ -106,6 +112,12 @@ def main() -> None:
         print_error("interrupted; the profile on disk is the last complete write")
         sys.exit(130)
     except ModuleNotFoundError as exc:
+        from bringup.cli.extras import missing_extra_message
+
+        message = missing_extra_message(exc.name, command_named(sys.argv[1:]))
+        if message is not None:
+            print_error(message)
+            sys.exit(2)
         if exc.name != "torch":
             raise
         print_error("this command needs PyTorch, which is not installed in this environment; install your "

@@ -62,6 +62,14 @@ def run_stage(group: Any, stage: Stage, common: list[str], model: Path | None) -
         result = group.main(args, standalone_mode=False, prog_name="bringup")
     except SystemExit as exc:  # a stage that ends with sys.exit(code)
         return exc.code if isinstance(exc.code, int) else 1
+    except ModuleNotFoundError as exc:  # a stage needing an extra that is not installed: said, and the others run
+        from bringup.cli.extras import missing_extra_message
+
+        message = missing_extra_message(exc.name, stage.name)
+        if message is None:
+            raise
+        log.error(message)
+        return 2
     except Exception as exc:  # typer/click Exit (their class differs between typer versions)
         if type(exc).__name__ != "Exit":
             raise
@@ -109,7 +117,17 @@ def summary_facts(profile: Profile | None) -> dict[str, Any]:
 
 
 def runner_plan(profile_path: Path, device: str, model: Path | None) -> list[tuple[str, str, str]]:
-    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    """The plan the runner would use; none (said once) when the runner's extra is not installed."""
+    try:
+        from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    except ModuleNotFoundError as exc:
+        from bringup.cli.extras import missing_extra_message
+
+        message = missing_extra_message(exc.name, "serve")
+        if message is None:
+            raise
+        log.warning("no execution plan: %s", message)
+        return []
 
     engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile_path, device=device,
                                             max_num_seqs=8, max_model_len=512))
