@@ -16,10 +16,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "bringup"
 
 
 def documents_printed() -> set[str]:
-    """The document names every `print_json("<name>", ...)` in the package gives."""
+    """The document names every `print_json("<name>", ...)` and `schema_id("<name>")` in the package gives."""
     names = set()
     for path in PACKAGE.rglob("*.py"):
-        names |= set(re.findall(r'print_json\("([a-z-]+)"', path.read_text(encoding="utf-8")))
+        names |= set(re.findall(r'(?:print_json|schema_id)\("([a-z-]+)"', path.read_text(encoding="utf-8")))
     return names
 
 
