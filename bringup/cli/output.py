@@ -60,7 +60,7 @@ def schema_id(document: str) -> str:
 
 def print_json(document: str, data: dict[str, Any]) -> None:
     """One `--json` document: `{"schema": "bringup.<document>/v1", ...}` (published in docs/schemas/)."""
-    print(json.dumps({"schema": schema_id(document), **data}, indent=2, default=str))
+    print(json.dumps({"schema": schema_id(document), **data}, indent=2, default=str), flush=True)
 
 
 def progress(json_mode: bool) -> Progress:
