@@ -53,9 +53,9 @@ _quiet = False
 def set_quiet(on: bool) -> None:
     """`bringup --quiet`: the terminal gets ERROR records only, whatever a command asks."""
     global _quiet
-    _quiet = on
+    changed, _quiet = on != _quiet, on
     handler = terminal_handler(logging.getLogger(ROOT_NAME))
-    if handler is not None:
+    if handler is not None and changed:
         handler.setLevel(logging.ERROR if on else logging.NOTSET)
 
 

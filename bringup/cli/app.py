@@ -82,9 +82,10 @@ def root(
     ] = False,
 ) -> None:
     """Stages: devices → probe → verify-ops → bench → selftest (or `all`); then generate / serve from the profile."""
-    from bringup.cli.output import set_quiet
+    if quiet:  # not unset here: `bringup all` runs its stages through this group, each without -q
+        from bringup.cli.output import set_quiet
 
-    set_quiet(quiet)
+        set_quiet(True)
 
 
 def print_error(message: str) -> None:
@@ -103,6 +104,9 @@ def command_named(args: list[str]) -> str | None:
 
 
 def main() -> None:
+    from bringup.cli.output import set_quiet
+
+    set_quiet(False)  # each run starts loud (tests run many in one process); `--quiet` sets it for this one
     try:
         app()
     except BringupError as exc:

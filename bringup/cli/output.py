@@ -28,7 +28,7 @@ quiet = False
 
 def set_quiet(on: bool) -> None:
     """`bringup --quiet`: tables and summaries on stdout are dropped, logs show errors only, no progress bars.
-    Errors (err_console, one line) and `--json` documents still print. Set on every invocation (tests run many)."""
+    Errors (err_console, one line) and `--json` documents still print."""
     global quiet
     from bringup.log import set_quiet as quiet_logs
 

@@ -68,3 +68,13 @@ def test_log_file_lines_carry_utc_timestamps():
         get_logger("test").info("a fact for the log")
     line = stream.getvalue().strip()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO +bringup\.test: a fact for the log", line), line
+
+
+def test_quiet_all_keeps_the_full_log_file_with_timestamps(tmp_path):
+    path = tmp_path / "cpu.yaml"
+    result = run_cli(["-q", "all", "--only", "devices", "--device", "cpu", "--profile", str(path)])
+    assert result.code == 0 and result.stdout == "" and result.stderr == "", result.stderr
+    log = path.with_name("cpu.all.log").read_text(encoding="utf-8")
+    assert "torch can use" in log  # the devices stage's own output went to the log
+    stamped = [line for line in log.splitlines() if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ", line)]
+    assert any("INFO" in line and "stage devices" in line for line in stamped)
