@@ -3,8 +3,8 @@ VENV ?= .venv
 
 .PHONY: run test lint docs
 
-run:
-	VENV=$(VENV) scripts/setup-venv.sh
+run:  # `bringup all` includes the runner's selftest: the serve extra brings the runner's packages
+	VENV=$(VENV) scripts/setup-venv.sh serve
 	$(VENV)/bin/bringup all
 
 test:

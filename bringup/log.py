@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import warnings
 from collections.abc import Iterator
 from typing import Any, TextIO
@@ -46,6 +47,18 @@ def file_capture_active(root: logging.Logger) -> bool:
     return any(getattr(h, "_bringup_file", False) for h in root.handlers)
 
 
+_quiet = False
+
+
+def set_quiet(on: bool) -> None:
+    """`bringup --quiet`: the terminal gets ERROR records only, whatever a command asks."""
+    global _quiet
+    changed, _quiet = on != _quiet, on
+    handler = terminal_handler(logging.getLogger(ROOT_NAME))
+    if handler is not None and changed:
+        handler.setLevel(logging.ERROR if on else logging.NOTSET)
+
+
 def configure_logging(verbose: bool, quiet: bool = False) -> None:
     root = logging.getLogger(ROOT_NAME)
     warnings.showwarning = log_python_warning
@@ -69,6 +82,8 @@ def configure_logging(verbose: bool, quiet: bool = False) -> None:
         handler.setFormatter(TerminalSafeFormatter())
         handler._bringup = True  # type: ignore[attr-defined]
         root.addHandler(handler)
+    if _quiet:
+        terminal_handler(root).setLevel(logging.ERROR)  # type: ignore[union-attr]
     root.propagate = False
 
 
@@ -83,9 +98,13 @@ def capture_to_file(stream: TextIO, verbose: bool, terminal: logging.Handler) ->
     warnings_logger = logging.getLogger(WARNINGS_LOGGER)
     saved_warnings_level = warnings_logger.level
     to_file = logging.StreamHandler(stream)
-    to_file.setFormatter(logging.Formatter("%(levelname)-8s %(name)s: %(message)s"))
+    to_file.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03dZ %(levelname)-8s %(name)s: %(message)s",
+                                           "%Y-%m-%dT%H:%M:%S"))
+    to_file.formatter.converter = time.gmtime  # type: ignore[union-attr]  # UTC, as the profile's stamps
     to_file._bringup_file = True  # type: ignore[attr-defined]
     terminal._bringup = True  # type: ignore[attr-defined]
+    if _quiet:
+        terminal.setLevel(logging.ERROR)
     root.handlers = [terminal, to_file]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     warnings_logger.setLevel(logging.NOTSET)

@@ -59,8 +59,9 @@ app = typer.Typer(
     "runner plans from.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion; sub-commands complete through the lazy group
     rich_markup_mode=MARKUP_MODE,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every sub-command's context inherits them
 )
 
 
@@ -75,8 +76,16 @@ def root(
     version: Annotated[
         bool, typer.Option("--version", callback=show_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Errors only: no logs, warnings, progress bars or tables on the "
+                           "terminal (--json documents still print; the exit code tells the outcome).")
+    ] = False,
 ) -> None:
     """Stages: devices → probe → verify-ops → bench → selftest (or `all`); then generate / serve from the profile."""
+    if quiet:  # not unset here: `bringup all` runs its stages through this group, each without -q
+        from bringup.cli.output import set_quiet
+
+        set_quiet(True)
 
 
 def print_error(message: str) -> None:
@@ -88,7 +97,16 @@ def print_error(message: str) -> None:
     err_console.print(Text.assemble(("error: ", "bold red"), shown(message)), soft_wrap=True)
 
 
+def command_named(args: list[str]) -> str | None:
+    """The sub-command a command line runs (the first argument that names one)."""
+    names = {c.name for c in COMMANDS}
+    return next((arg for arg in args if arg in names), None)
+
+
 def main() -> None:
+    from bringup.cli.output import set_quiet
+
+    set_quiet(False)  # each run starts loud (tests run many in one process); `--quiet` sets it for this one
     try:
         app()
     except BringupError as exc:
@@ -98,6 +116,12 @@ def main() -> None:
         print_error("interrupted; the profile on disk is the last complete write")
         sys.exit(130)
     except ModuleNotFoundError as exc:
+        from bringup.cli.extras import missing_extra_message
+
+        message = missing_extra_message(exc.name, command_named(sys.argv[1:]))
+        if message is not None:
+            print_error(message)
+            sys.exit(2)
         if exc.name != "torch":
             raise
         print_error("this command needs PyTorch, which is not installed in this environment; install your "

@@ -61,3 +61,10 @@ def device_name(param: typer.CallbackParam, value: str | None) -> str | None:
         raise BringupError(f"{_flag(param)} {value!r} is empty; name a device such as cpu, cuda:0, xpu:0 or mps, "
                            "or leave the option out to choose automatically")
     return value
+
+
+def name_list(value: list[str] | None) -> list[str] | None:
+    """`--only a,b --only c` → [a, b, c]: the filter options of every stage take names repeated or comma-separated."""
+    if value is None:
+        return None
+    return [name.strip() for item in value for name in item.split(",") if name.strip()]

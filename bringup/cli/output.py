@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
 import textwrap
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -20,6 +22,29 @@ console = Console()
 err_console = Console(stderr=True)
 # `bringup all` sets this: a stage's progress bar then disappears when the stage ends
 transient_progress = False
+# `bringup --quiet`: errors only (see be_quiet)
+quiet = False
+
+
+def set_quiet(on: bool) -> None:
+    """`bringup --quiet`: tables and summaries on stdout are dropped, logs show errors only, no progress bars.
+    Errors (err_console, one line) and `--json` documents still print."""
+    global quiet
+    from bringup.log import set_quiet as quiet_logs
+
+    quiet = on
+    console.quiet = on
+    quiet_logs(on)
+
+
+@contextlib.contextmanager
+def into_log() -> Iterator[None]:
+    """Under `bringup all`, a stage's tables go to the log file even with --quiet (the terminal stays quiet)."""
+    console.quiet = False
+    try:
+        yield
+    finally:
+        console.quiet = quiet
 
 
 def plain(value: object) -> Text:
@@ -28,8 +53,14 @@ def plain(value: object) -> Text:
     return Text(shown(value))
 
 
-def print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
+def schema_id(document: str) -> str:
+    """`bringup.<document>/v1`: the id a `--json` document carries, and the name of its schema in docs/schemas/."""
+    return f"bringup.{document}/v1"
+
+
+def print_json(document: str, data: dict[str, Any]) -> None:
+    """One `--json` document: `{"schema": "bringup.<document>/v1", ...}` (published in docs/schemas/)."""
+    print(json.dumps({"schema": schema_id(document), **data}, indent=2, default=str), flush=True)
 
 
 def progress(json_mode: bool) -> Progress:
@@ -41,7 +72,8 @@ def progress(json_mode: bool) -> Progress:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=err_console,
-        disable=json_mode or (transient_progress and not err_console.is_terminal),  # `all` into a file: no bars
+        # `all` into a file, or --quiet: no bars
+        disable=json_mode or quiet or (transient_progress and not err_console.is_terminal),
         transient=transient_progress,
     )
 

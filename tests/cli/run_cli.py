@@ -29,4 +29,9 @@ def run_cli(args: list[str]) -> CliResult:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         sys.argv = argv
-    return CliResult(code, out.getvalue(), err.getvalue())
+    result = CliResult(code, out.getvalue(), err.getvalue())
+    if "--json" in args and code in (0, 1) and result.stdout.lstrip().startswith("{"):
+        from tests.json_schemas import assert_valid_output
+
+        assert_valid_output(result.stdout)  # every --json document a test sees validates against its schema
+    return result

@@ -10,6 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from bringup.cli.commands import env_cmd
+from bringup.cli.render.env_json import typed_facts
 from bringup.errors import BringupError
 from bringup.probes.env_facts.report import SECTION_ORDER
 from bringup.profiles.store import load_profile
@@ -60,9 +61,22 @@ def test_json_has_the_same_sections_and_keys_as_text():
     code, out, _ = invoke(["--json"])
     assert code == 0
     data = json.loads(out)
+    assert data.pop("schema") == "bringup.env/v1"
     _, text, _ = invoke([])
     assert {name: set(facts) for name, facts in data.items()} == \
            {name: set(facts) for name, facts in parse_text(text).items()}
+
+
+def test_json_values_are_typed(tmp_path, monkeypatch):
+    """Numbers as numbers, booleans as booleans, null where a tool is absent (not the text "not found")."""
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no tool can be found
+    data = json.loads(invoke(["--json"])[1])
+    assert isinstance(data["cpu"]["numa_nodes"], int) or data["cpu"].get("numa_nodes") is None
+    assert data["accelerators"]["nvidia-smi"] is None and data["compilers"]["clang"] is None
+    assert isinstance(data["torch"]["openmp"], bool) and isinstance(data["variables"]["not_set"], list)
+    values = [value for name, facts in data.items() if name != "schema" for value in facts.values()]
+    assert None in values and not {"not found", "not installed", "none found", "unknown"} & set(map(str, values))
 
 
 def test_visibility_variable_appears(monkeypatch):
@@ -95,9 +109,10 @@ def test_profile_records_the_same_facts(tmp_path):
     profile = load_profile(path)
     environment = profile.environment
     assert profile.stages["env"].status == "complete" and profile.device.id == "cpu"
-    assert environment.packages == data["packages"] and environment.compilers == data["compilers"]
-    assert environment.cpu == data["cpu"] and environment.system == data["system"]
-    assert environment.torch_build.items() <= data["torch"].items()
+    assert typed_facts(environment.packages) == data["packages"]
+    assert typed_facts(environment.compilers) == data["compilers"]
+    assert typed_facts(environment.cpu) == data["cpu"] and typed_facts(environment.system) == data["system"]
+    assert typed_facts(environment.torch_build).items() <= data["torch"].items()
 
 
 def one_line_error(code: int, message: str, *fragments: str) -> None:
@@ -123,4 +138,4 @@ def test_through_the_bringup_entry_point():
 
     assert run_cli(["env", "--help"]).code == 0
     result = run_cli(["env", "--json"])
-    assert result.code == 0 and tuple(json.loads(result.stdout)) == SECTION_ORDER
+    assert result.code == 0 and tuple(json.loads(result.stdout)) == ("schema", *SECTION_ORDER)

@@ -137,4 +137,5 @@ def test_json_says_where_the_report_went(tmp_path):
     profile.write_text(render_yaml(Profile()))
     result = run_cli(["report", "--profile", str(profile), "--json"])
     assert result.code == 0, result.stderr
-    assert json_module.loads(result.stdout) == {"report": str(tmp_path / "p.html"), "format": "html"}
+    assert json_module.loads(result.stdout) == {"schema": "bringup.report/v1", "report": str(tmp_path / "p.html"),
+                                                "format": "html"}

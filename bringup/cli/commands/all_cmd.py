@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 
 from bringup.cli import output
+from bringup.cli.checks import name_list
 from bringup.cli.common import (
     DeviceOption,
     ForceOption,
@@ -61,6 +62,14 @@ def run_stage(group: Any, stage: Stage, common: list[str], model: Path | None) -
         result = group.main(args, standalone_mode=False, prog_name="bringup")
     except SystemExit as exc:  # a stage that ends with sys.exit(code)
         return exc.code if isinstance(exc.code, int) else 1
+    except ModuleNotFoundError as exc:  # a stage needing an extra that is not installed: said, and the others run
+        from bringup.cli.extras import missing_extra_message
+
+        message = missing_extra_message(exc.name, stage.name)
+        if message is None:
+            raise
+        log.error(message)
+        return 2
     except Exception as exc:  # typer/click Exit (their class differs between typer versions)
         if type(exc).__name__ != "Exit":
             raise
@@ -108,7 +117,17 @@ def summary_facts(profile: Profile | None) -> dict[str, Any]:
 
 
 def runner_plan(profile_path: Path, device: str, model: Path | None) -> list[tuple[str, str, str]]:
-    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    """The plan the runner would use; none (said once) when the runner's extra is not installed."""
+    try:
+        from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    except ModuleNotFoundError as exc:
+        from bringup.cli.extras import missing_extra_message
+
+        message = missing_extra_message(exc.name, "serve")
+        if message is None:
+            raise
+        log.warning("no execution plan: %s", message)
+        return []
 
     engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile_path, device=device,
                                             max_num_seqs=8, max_model_len=512))
@@ -173,7 +192,7 @@ def run_stages(ctx: Any, common: list[str], model: Path | None, rerun: bool, ski
             start = time.perf_counter()
             spinner = (err_console.status(f"{stage.name}…") if show_lines and spinner_nests
                        else contextlib.nullcontext())
-            with spinner, contextlib.redirect_stdout(scratch):
+            with spinner, contextlib.redirect_stdout(scratch), output.into_log():
                 code = run_stage(group, stage, common + extra, model)
             if ctx.profile_path.exists():
                 set_stage_level(ctx.profile_path, stage.name, level)
@@ -193,8 +212,13 @@ def command(
     model: ModelOption = None,
     rerun: Annotated[bool, typer.Option("--rerun", help="Run every stage again, even those already complete "
                                         "in the profile (verify-ops still resumes its own partial run).")] = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", callback=name_list, help="Run only these stages (repeat or "
+                                       f"comma-separate): {', '.join(STAGE_NAMES)}.")
+    ] = None,
     skip: Annotated[
-        list[str] | None, typer.Option("--skip", help=f"Leave out a stage (repeatable): {', '.join(STAGE_NAMES)}.")
+        list[str] | None, typer.Option("--skip", callback=name_list, help="Leave out these stages (repeat or "
+                                       "comma-separate).")
     ] = None,
     level: Annotated[int, typer.Option("--level", min=1, max=4, help=LEVEL_HELP)] = DEFAULT_LEVEL,
     soak_minutes: Annotated[float, typer.Option("--soak-minutes", min=0.0, help="Length of the level-4 soak.")
@@ -208,13 +232,15 @@ def command(
 
     Ends with one screen: one line per stage, the execution plan the runner would use, and where the
     profile and the log (each stage's full output) are. Exit 1 when any stage found failures.
-    Example: `bringup all`, `bringup all --device cuda:1 --rerun`.
+    Example: `bringup all`, `bringup all --device cuda:1 --rerun`, `bringup all --only devices,probe`.
     """
     from bringup.errors import BringupError
 
-    unknown = sorted(set(skip or []) - set(STAGE_NAMES))
-    if unknown:
-        raise BringupError(f"--skip {unknown[0]!r} is not a stage; stages: {', '.join(STAGE_NAMES)}")
+    for flag, names in (("--only", only), ("--skip", skip)):
+        unknown = sorted(set(names or []) - set(STAGE_NAMES))
+        if unknown:
+            raise BringupError(f"{flag} {unknown[0]!r} is not a stage; stages: {', '.join(STAGE_NAMES)}")
+    skip = [*(skip or []), *(name for name in STAGE_NAMES if only and name not in only)]
     terminal = CompactWarnings()
     with tempfile.TemporaryFile("w+", encoding="utf-8", suffix=".all.log") as scratch:
         log_path: Path | None = None
@@ -233,7 +259,7 @@ def command(
             if log_path is not None:
                 keep_log(scratch, log_path)
     if json_out:
-        print_json({"profile": str(ctx.profile_path), "stages": [r.__dict__ for r in runs], "facts": facts,
+        print_json("all", {"profile": str(ctx.profile_path), "stages": [r.__dict__ for r in runs], "facts": facts,
                     "plan": [dict(zip(("setting", "value", "evidence"), row)) for row in plan], **artifacts})
     else:
         if any(r.action != "ran" for r in runs):
@@ -254,10 +280,11 @@ def run_everything(ctx: Any, model: Path | None, rerun: bool, skip: list[str], f
     terminal_width = console._width  # the log gets wide tables; the terminal's width comes back after
     console.width = LOG_WIDTH
     try:
-        runs = run_stages(ctx, common, model, rerun, skip, force, strict, not json_out, scratch, stages, level)
+        show = not json_out and not output.quiet
+        runs = run_stages(ctx, common, model, rerun, skip, force, strict, show, scratch, stages, level)
         final = load_profile_or_none(ctx.profile_path)
-        spinner = err_console.status("planning…") if not json_out else contextlib.nullcontext()
-        with spinner, contextlib.redirect_stdout(scratch):
+        spinner = err_console.status("planning…") if show else contextlib.nullcontext()
+        with spinner, contextlib.redirect_stdout(scratch), output.into_log():
             plan = runner_plan(ctx.profile_path, ctx.info.id, model)
     finally:
         output.transient_progress = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -21,6 +22,25 @@ from bringup.cli.output import console, name_some, plain, print_json, progress
 from bringup.errors import BringupError
 from bringup.log import get_logger
 from bringup.terminal_text import markup_safe as safe
+
+
+class OutputFormat(str, Enum):
+    md = "md"
+    csv = "csv"
+    json = "json"
+    jsonl = "jsonl"
+
+
+def render_rows(fmt: str, section: BenchSection, groups: list[str]) -> str:
+    from bringup.cli.output import schema_id
+    from bringup.probes.bench.export import to_csv, to_jsonl, to_markdown
+
+    if fmt == "md":
+        return to_markdown(section, groups)
+    if fmt == "csv":
+        return to_csv(section, groups)
+    return to_jsonl(section, schema_id("bench-row"), groups)
+
 
 if TYPE_CHECKING:  # these import torch: loaded when the command runs, not for --help
     from rich.table import Table
@@ -197,6 +217,10 @@ def command(
     only: Annotated[Optional[list[str]], typer.Option("--only", help=f"Run only these groups (repeat or "
                                                        f"comma-separate): {GROUP_LIST}.")] = None,
     skip: Annotated[Optional[list[str]], typer.Option("--skip", help="Leave these groups out.")] = None,
+    output_format: Annotated[Optional[OutputFormat], typer.Option(
+        "--output-format", "-o", help="Print the measurements on stdout in this format instead of the summary, "
+        "as llama-bench -o does: md (one Markdown table), csv, json (the --json document), jsonl (one JSON object "
+        "per measurement).")] = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write every measurement of this run "
                                                      "as CSV to this file ('-' for stdout).")] = None,
     baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Compare with the bench results in "
@@ -238,8 +262,13 @@ def command(
 
     if fail_on_regression is not None and baseline is None:
         raise BringupError("--fail-on-regression needs --baseline OTHER.yaml to compare against")
-    if csv_path is not None and str(csv_path) == "-" and json:
-        raise BringupError("--csv - and --json both write to stdout; give --csv a file path")
+    if output_format is not None and json and output_format != OutputFormat.json:
+        raise BringupError(f"--json and -o {output_format.value} both choose stdout's format; give one of them")
+    fmt = output_format.value if output_format is not None else ("json" if json else None)
+    if csv_path is not None and str(csv_path) == "-" and fmt is not None:
+        raise BringupError(f"--csv - and {'--json' if json else '-o ' + fmt} both write to stdout; give --csv a "
+                           "file path")
+    json = fmt == "json"
     if threshold is not None and not 0 < threshold < 1:
         raise BringupError(f"--threshold {threshold} must be between 0 and 1 (a fraction, e.g. 0.05)")
     options = BenchOptions(quick=quick, only=tuple(only or ()), skip=tuple(skip or ()), flush_cache=flush_cache,
@@ -247,9 +276,9 @@ def command(
                            e2e_dtype=None if e2e_dtype == "auto" else e2e_dtype)
     select_groups(options)  # bad --only/--skip fail before any device work
     base_section = load_baseline(baseline)
-    ctx = stage_context(device, profile, json, verbose, force=force)
+    ctx = stage_context(device, profile, fmt is not None, verbose, force=force)
     found = existing_profile(ctx.profile_path, ctx.info, force)
-    with progress(json) as bar:
+    with progress(fmt is not None) as bar:
         task = bar.add_task("bench", total=len(select_groups(options)[0]))
         run = run_bench_stage(ctx.device, ctx.info, ctx.profile_path, found, options, force=force,
                               on_step=lambda text: bar.update(task, description=text),
@@ -269,7 +298,7 @@ def command(
             csv_path.write_text(text, encoding="utf-8")
             log.info("wrote %s", csv_path)
     if json:
-        print_json({
+        print_json("bench", {
             "device": ctx.info.to_dict(), "profile": str(ctx.profile_path), "preset": options.preset.name,
             "settings": settings.model_dump(), "groups": {n: current.groups[n].model_dump() for n in chosen},
             "left_out": left_out, "ceilings": section.ceilings.model_dump() if section.ceilings else None,
@@ -278,6 +307,8 @@ def command(
             "baseline": {"path": str(baseline), "rows": compared} if baseline else None,
             "regressions": failed,
         })
+    elif fmt is not None:
+        print(render_rows(fmt, section, chosen), end="")
     elif not (csv_path is not None and str(csv_path) == "-"):
         if details:
             for name in chosen:

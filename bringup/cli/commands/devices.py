@@ -107,7 +107,7 @@ def command(
         data["selected"] = {"id": selection.info.id, "reason": selection.reason, "source": selection.source,
                             "others": selection.others}
         data["profile"] = str(ctx.profile_path) if write else None
-        print_json(data)
+        print_json("devices", data)
         return
     if details:
         print_details(inventory, selection)

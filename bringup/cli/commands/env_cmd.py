@@ -44,6 +44,7 @@ def command(
     """
     from bringup.cli.common import stage_context
     from bringup.cli.output import print_json
+    from bringup.cli.render.env_json import typed_sections
     from bringup.log import configure_logging
     from bringup.probes.env_facts.report import report_sections
     from bringup.probes.environment import KEY_VARIABLES, collect_environment
@@ -61,7 +62,7 @@ def command(
         update_profile(context.profile_path, context.info, record, stage="env", status="complete", force=force)
     sections = report_sections(environment, KEY_VARIABLES)
     if json_out:
-        print_json(sections)
+        print_json("env", typed_sections(sections))
     else:
         print(render_text(sections))
     if context is not None and not json_out:

@@ -96,7 +96,7 @@ def command(
 
     update_profile(stage.profile_path, stage.info, mutate, stage="eval", status="complete", force=force)
     if json:
-        print_json({"profile": str(stage.profile_path), "key": key, "saved_reference": result.saved_reference,
+        print_json("eval", {"profile": str(stage.profile_path), "key": key, "saved_reference": result.saved_reference,
                     **record.model_dump()})
         return
     print_result(key, record)

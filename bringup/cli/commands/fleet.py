@@ -214,7 +214,7 @@ def finish(result: FleetResult, out: Path, options: FleetOptions, json_out: bool
     judge(result, options.mad_k, options.min_deviation, options.link_min_deviation)
     fleet_file = write_result(result, out)
     if json_out:
-        print_json({"fleet": str(fleet_file), **result.to_dict()})
+        print_json("fleet", {"fleet": str(fleet_file), **result.to_dict()})
     else:
         print_result(result, fleet_file)
     if result.failed:

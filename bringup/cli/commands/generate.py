@@ -81,7 +81,7 @@ def command(
     except ValueError as exc:
         raise BringupError(f"{exc}") from None
     if json:
-        print_json({"model": engine.model_name, "plan": engine.plan.to_dict(), **result,
+        print_json("generate", {"model": engine.model_name, "plan": engine.plan.to_dict(), **result,
                     "fallbacks": engine.fallbacks.summary()})
         return
     print_plan(engine)

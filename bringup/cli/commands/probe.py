@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from bringup.cli.checks import positive_seconds
+from bringup.cli.checks import name_list, positive_seconds
 from bringup.cli.common import (
     DetailsOption,
     DeviceOption,
@@ -44,11 +44,11 @@ def command(
     json_out: JsonOption = False,
     verbose: VerboseOption = False,
     force: ForceOption = False,
-    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only this group or check id "
-                                                      "(repeatable), e.g. --only dtypes --only attention.sdpa_flash.")]
-    = None,
-    skip: Annotated[Optional[list[str]], typer.Option("--skip", help="Skip this group or check id (repeatable).")]
-    = None,
+    only: Annotated[Optional[list[str]], typer.Option(
+        "--only", callback=name_list, help="Run only these groups or check ids (repeat or comma-separate), e.g. "
+        "--only dtypes,attention.sdpa_flash.")] = None,
+    skip: Annotated[Optional[list[str]], typer.Option(
+        "--skip", callback=name_list, help="Leave out these groups or check ids (repeat or comma-separate).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds a check may take before it is "
                                            "recorded as unknown and its worker killed.",
                                            callback=positive_seconds)] = 180.0,
@@ -71,7 +71,7 @@ def command(
 
     if list_checks:
         ids = all_check_ids()
-        print_json(ids) if json_out else console.print("\n".join(ids), highlight=False)
+        print_json("probe-list", {"checks": ids}) if json_out else console.print("\n".join(ids), highlight=False)
         return
     check_ids = select_checks(only, skip)
     ctx = stage_context(device, profile, json_out, verbose, force=force)
@@ -97,7 +97,7 @@ def command(
         run_probe(check_ids, ctx.info.id, isolate=isolate, timeout_s=timeout, on_result=on_result)
     checkpoint({}, status)
     if json_out:
-        print_json({"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done})
+        print_json("probe", {"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done})
         return
     if details:
         console.print(results_table(done))

@@ -23,7 +23,7 @@ def show(path: ProfileArg, json_out: JsonOption = False) -> None:
 
     profile = load_profile(path)
     if json_out:
-        print_json(profile.to_document())
+        print_json("profile", profile.to_document())
         return
     if profile.device:
         d = profile.device
@@ -59,9 +59,12 @@ def validate(path: ProfileArg, json_out: JsonOption = False) -> None:
     from bringup.profiles.store import load_profile
 
     profile = load_profile(path)
-    summary = {"path": str(path), "valid": True, "schema": profile.schema_version,
+    summary = {"path": str(path), "valid": True, "profile_schema": profile.schema_version,
                "stages": {k: v.status for k, v in profile.stages.items()}}
-    print_json(summary) if json_out else console.print(plain(f"{path}: valid ({profile.schema_version})"))
+    if json_out:
+        print_json("profile-validate", summary)
+    else:
+        console.print(plain(f"{path}: valid ({profile.schema_version})"))
 
 
 @app.command("diff")
@@ -92,7 +95,7 @@ def diff(before: ProfileArg, after: ProfileArg, json_out: JsonOption = False,
     plans = plan_rows(a, b)
     failing = failing_changes(changes, gates)
     if json_out:
-        print_json({"changes": [c.to_dict() for c in changes],
+        print_json("profile-diff", {"changes": [c.to_dict() for c in changes],
                     "capabilities_differ": any(c.section == "capabilities" for c in changes),
                     "fail_on": gates, "failing": len(failing),
                     "plan": [{"setting": k, "before": x, "after": y} for k, x, y in plans]})

@@ -1,13 +1,13 @@
 """`bringup report`: one self-contained HTML page (or a short Markdown summary) from a profile, optionally compared
 with a baseline profile. Reads only; rendering lives in bringup.report."""
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from bringup.cli.output import print_json
 from bringup.errors import BringupError
 
 
@@ -65,6 +65,6 @@ def command(
     path = profile if profile is not None else only_profile_here()
     written = write_report(path, output, baseline, fmt.value)
     if json_out and written != STDOUT:
-        typer.echo(json.dumps({"report": str(written), "format": fmt.value}))
+        print_json("report", {"report": str(written), "format": fmt.value})
     elif written != STDOUT:
         typer.echo(f"report: {written}")

@@ -70,7 +70,7 @@ def command(
 
     update_profile(ctx.profile_path, ctx.info, mutate, stage="selftest", status="complete", force=force)
     if json:
-        print_json({"profile": str(ctx.profile_path), **section.model_dump()})
+        print_json("selftest", {"profile": str(ctx.profile_path), **section.model_dump()})
     elif details:
         from rich.table import Table
 

@@ -116,7 +116,7 @@ def command(
     bound_host, bound_port = sock.getsockname()[:2]
     url = f"http://{bound_host if ':' not in bound_host else f'[{bound_host}]'}:{bound_port}"
     if json:
-        print_json({"url": url, "model": ctx.model_name, "plan": _plan_dict(engine)})
+        print_json("serve", {"url": url, "model": ctx.model_name, "plan": _plan_dict(engine)})
     else:
         console.print(plan_table(engine, ctx.model_name))
         console.print(f"serving [bold]{markup_safe(ctx.model_name)}[/] on {url}  (OpenAI API at {url}/v1; "

@@ -55,7 +55,7 @@ def command(
     for finding in section.findings:
         log.warning("soak: %s", finding)
     if json:
-        print_json({"profile": str(ctx.profile_path), **section.model_dump()})
+        print_json("soak", {"profile": str(ctx.profile_path), **section.model_dump()})
     else:
         for d in section.dtypes:
             wrong = f"{len(d.wrong_rounds)} wrong" if d.wrong_rounds else "all right"

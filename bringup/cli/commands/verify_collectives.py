@@ -158,7 +158,7 @@ def command(
     update_profile(ctx.profile_path, ctx.info, record, stage="collectives", status="complete", force=force,
                    started=started)
     if json_out:
-        print_json({"device": ctx.info.id, "profile": str(ctx.profile_path),
+        print_json("verify-collectives", {"device": ctx.info.id, "profile": str(ctx.profile_path),
                     "collectives": run.section.model_dump(mode="json")})
     else:
         print_report(run.section, str(ctx.profile_path))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from bringup.cli.checks import non_negative_seconds, positive_seconds
+from bringup.cli.checks import name_list, non_negative_seconds, positive_seconds
 from bringup.cli.common import (
     DetailsOption,
     DeviceOption,
@@ -38,8 +38,12 @@ def command(
     force: ForceOption = False,
     list_catalog: Annotated[bool, typer.Option("--list", help="Print the op catalog, blocks and tolerance "
                                                "table, then exit.")] = False,
-    op: Annotated[Optional[list[str]], typer.Option("--op", help="Only this op or compiled block (repeatable).")]
-    = None,
+    op: Annotated[Optional[list[str]], typer.Option(
+        "--only", "--op", callback=name_list, help="Only these ops or compiled blocks (repeat or comma-separate; "
+        "--op is the older spelling).")] = None,
+    skip: Annotated[Optional[list[str]], typer.Option(
+        "--skip", callback=name_list, help="Leave out these ops or compiled blocks (repeat or comma-separate).")
+    ] = None,
     dtype: Annotated[Optional[list[str]], typer.Option("--dtype", help="Only this dtype (repeatable), e.g. "
                                                        "bfloat16.")] = None,
     pattern: Annotated[Optional[str], typer.Option("-k", help="Only cases whose 'op[dtype] case' (or "
@@ -84,13 +88,15 @@ def command(
 
     With `--model DIR`, only cases at that model's shapes run (see --model).
 
-    Examples: `bringup verify-ops`, `bringup verify-ops --op softmax --dtype bfloat16`,
+    Examples: `bringup verify-ops`, `bringup verify-ops --only softmax --dtype bfloat16`,
+    `bringup verify-ops --skip multinomial`,
     `bringup verify-ops -k 'matmul|linear' --compiled`, `bringup verify-ops --resume`,
     `bringup verify-ops --model ~/models/Qwen3-30B-A3B --op moe_router`.
     """
     if model is None:
         _run(device, profile, json_out, verbose, force, list_catalog, op, dtype, pattern, timeout, isolate, resume,
-             compiled, compile_backend, compile_cache, checkpoint_every, details, repro_dir, model_only=False)
+             compiled, compile_backend, compile_cache, checkpoint_every, details, repro_dir, model_only=False,
+             skip=skip)
         return
     from bringup.probes.ops.catalog import MODEL_ENV
     from bringup.probes.ops.model_shapes import ModelConfigError, read_model_shapes
@@ -108,7 +114,8 @@ def command(
     os.environ[MODEL_ENV] = shapes.to_json()  # this process's catalog and every worker's get the model's cases
     try:
         _run(device, profile, json_out, verbose, force, list_catalog, op, dtype, pattern, timeout, isolate, resume,
-             compiled, compile_backend, compile_cache, checkpoint_every, details, repro_dir, model_only=True)
+             compiled, compile_backend, compile_cache, checkpoint_every, details, repro_dir, model_only=True,
+             skip=skip)
     finally:
         if saved is None:
             os.environ.pop(MODEL_ENV, None)
@@ -118,7 +125,7 @@ def command(
 
 def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catalog: bool, op, dtype, pattern,
          timeout: float, isolate: bool, resume: bool, compiled: bool, compile_backend: str, compile_cache,
-         checkpoint_every: float, details: bool, repro_dir, *, model_only: bool) -> None:
+         checkpoint_every: float, details: bool, repro_dir, *, model_only: bool, skip: list[str] | None) -> None:
     from bringup.cli.render.verify_ops import catalog_json, catalog_tables
     from bringup.probes.ops.catalog import load_catalog
     from bringup.probes.ops.stage import STAGE, drop_recorded, key_of, merge_results, plan_tasks, records_for, summarize
@@ -135,20 +142,21 @@ def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catal
 
             catalog = model_only_catalog(catalog)
         if json_out:
-            print_json(catalog_json(catalog))
+            print_json("verify-ops-list", catalog_json(catalog))
         else:
             for table in catalog_tables(catalog, verbose):
                 console.print(table)
         return
     try:
-        plan = plan_tasks(op, dtype, pattern, compiled=compiled, backend=compile_backend, model_only=model_only)
+        plan = plan_tasks(op, dtype, pattern, compiled=compiled, backend=compile_backend, model_only=model_only,
+                          skip=skip)
     except ValueError as exc:
         raise BringupError(str(exc)) from None
     if not plan.tasks and model_only:
-        raise BringupError("no cases at the model's shapes match the filters (--op/--dtype/-k); `bringup "
+        raise BringupError("no cases at the model's shapes match the filters (--only/--skip/--dtype/-k); `bringup "
                            "verify-ops --model DIR --list` shows them")
     if not plan.tasks:
-        raise BringupError("no cases match the filters (--op/--dtype/-k); `bringup verify-ops --list` shows "
+        raise BringupError("no cases match the filters (--only/--skip/--dtype/-k); `bringup verify-ops --list` shows "
                            "the catalog")
     if repro_dir is not None:  # a bad directory is a usage error before any case runs
         from bringup.probes.ops.repro import check_directory
@@ -258,7 +266,7 @@ def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: 
     cases = [r for r in results if isinstance(r, OpCaseRecord)]
     compared = [r for r in results if isinstance(r, CompiledRecord)]
     if json_out:
-        print_json({"device": device_id, "profile": str(profile_path), "verified": summary.verified,
+        print_json("verify-ops", {"device": device_id, "profile": str(profile_path), "verified": summary.verified,
                     "summary": {"ops": dict(summary.op_counts), "compiled": dict(summary.compiled_counts)},
                     "cases": [r.model_dump() for r in cases],
                     "compiled": [r.model_dump() for r in compared]})

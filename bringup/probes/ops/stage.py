@@ -33,9 +33,10 @@ class Plan:
 
 
 def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | None, *, compiled: bool,
-               backend: str, model_only: bool = False) -> Plan:
+               backend: str, model_only: bool = False, skip: list[str] | None = None) -> Plan:
     """Eager op cases from the filters; with `compiled`, blocks plus (when filtered) the chosen op cases.
     model_only: only the cases at the model's shapes (`--model`; the catalog must have been given the model).
+    skip: ops and blocks left out (`--skip`).
 
     ValueError for unknown names or a bad regex (the CLI turns it into a usage error).
     """
@@ -64,6 +65,13 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
         if op_names or pattern:  # compiling every op case is slow: only a chosen subset
             compiled_tasks += [{"kind": "compiled", "target": k.op, "case": k.case, "dtype": k.dtype,
                                 "backend": backend} for k in keys if k.op not in ("multinomial",)]
+    if skip:
+        unknown = [name for name in skip if name not in catalog.ops and name not in BLOCKS]
+        if unknown:
+            raise ValueError(f"--skip {', '.join(unknown)}: not an op or block in the catalog (`bringup verify-ops "
+                             "--list` shows them)")
+        op_tasks = [t for t in op_tasks if t["op"] not in skip]
+        compiled_tasks = [t for t in compiled_tasks if t["target"] not in skip]
     return Plan(op_tasks, compiled_tasks)
 
 
