@@ -19,8 +19,8 @@ def relative_spread(seconds: list[float]) -> float:
 
 
 def beyond_noise(faster_s: float, slower_s: float, spread: float) -> bool:
-    """`faster_s` is faster than `slower_s` by more than the relative `spread` of the timings."""
-    return faster_s < slower_s * (1.0 - spread)
+    """`faster_s`, slowed by the relative `spread` of the timings, is still faster than `slower_s`."""
+    return faster_s * (1.0 + spread) < slower_s
 
 
 def percent(spread: float) -> str:
