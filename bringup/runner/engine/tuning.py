@@ -12,6 +12,8 @@ from bringup import __version__
 from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.options import EngineOptions
+from bringup.runner.plan.host_kernels import paged_decode_verdict
+from bringup.runner.plan.layout import time_layouts
 from bringup.runner.plan.measurements import StartupMeasurements
 from bringup.runner.plan.recorded import model_key, plan_record
 from bringup.runner.plan.tune_runs import combine
@@ -25,6 +27,8 @@ def tune(options: EngineOptions, runs: int = RUNS, on_run: Callable[[int], None]
     everything afresh (no record is replayed); the last start replays the combined timings, as later starts will."""
     measured: list[StartupMeasurements] = []
     for run in range(runs):
+        time_layouts.cache_clear()  # each run times afresh: these keep one process's first answer
+        paged_decode_verdict.cache_clear()
         LLMEngine.create(replace(options, use_record=False, on_measured=measured.append))
         if on_run is not None:
             on_run(run + 1)
