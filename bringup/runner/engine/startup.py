@@ -124,7 +124,7 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     model, name = source.load(config, dtype, device, layout, checked=True), source.name
     free = _free_after_weights(device, given, model.weight_bytes())
     seqs_requested = options.max_num_seqs is not None
-    sweep = None if seqs_requested or given else sweep_room(plan)
+    sweep = None if seqs_requested or options.measurements else sweep_room(plan)  # a replay sizes as tune did
     plan = replace(plan, kv_blocks=size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
                                                  plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
                                                  model.weight_bytes(), sweep))
