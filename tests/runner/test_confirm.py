@@ -209,3 +209,19 @@ def test_the_second_pass_times_the_knee_and_larger_batches_only_when_the_knee_is
     assert steps.asked == [1, 2, 4]
     assert decode_timing.second_pass(steps, {1: 0.010, 2: 0.010}, floor=2) == {}  # the knee (2) is the floor
     assert steps.asked == [1, 2, 4]
+
+
+def test_tune_combines_runs_into_medians_with_their_spread_across_runs():
+    from bringup.runner.plan.tune_runs import combine
+    from tests.runner.stated import layout_times, stated
+
+    runs = [stated(layouts=layout_times(in_out=us, out_in=1.0),
+                   decode=DecodeTimings({PAGED: (c, 0.010)}, by_batch={1: b}, spreads={PAGED: 0.05}, how=HOW))
+            for us, c, b in ((2.0, 0.006, 0.010), (3.0, 0.008, 0.012), (4.0, 0.007, 0.011))]
+    combined, noise = combine(runs)
+    assert combined.layouts.times[1] == {"in_out": 3.0e-6, "out_in": 1.0e-6}
+    assert combined.layouts.spreads[1]["in_out"] == pytest.approx(2 / 3)
+    assert combined.decode.candidates[PAGED] == (0.007, 0.010)
+    assert combined.decode.spreads[PAGED] == pytest.approx(2 / 7)  # across the runs, above each run's own 5 %
+    assert combined.decode.by_batch == {1: 0.011} and noise["batch 1"] == pytest.approx(2 / 11)
+    assert "median of 3 start-up runs" in combined.decode.how

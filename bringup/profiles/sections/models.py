@@ -37,6 +37,7 @@ class ModelPlanRecord(ProfileModel):
     layout_times: dict[int, dict[str, float]]  # rows -> weight kind -> seconds per product
     layout_skipped: dict[str, str] = {}
     layout_stream_bytes: int
+    layout_spreads: dict[int, dict[str, float]] = {}  # rows -> weight kind -> spread across the runs
     paged_decode: bool
     paged_decode_evidence: str
     fused_decode: bool = True

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 
 from bringup.runner.model.moe import DENSE
 from bringup.runner.plan.host_kernels import FUSED_LAYERS, LAYOUT, PAGED, not_confirmed, not_timed
-from bringup.runner.plan.noise import beyond_noise, percent
-from bringup.runner.plan.plan import FUSED, MARGIN, Choice, ExecutionPlan
+from bringup.runner.plan.noise import beyond_noise, kept, percent
+from bringup.runner.plan.plan import FUSED, Choice, ExecutionPlan
 
 KNEE_GAIN = 1.15  # doubling the batch is worth it while decode tokens/s grows by at least 15 %
 
@@ -126,7 +126,3 @@ def knee(by_batch: dict[int, float]) -> Choice:
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
-
-def kept(candidate_s: float, plain_s: float, spread: float = 0.0) -> bool:
-    """Under MARGIN of the plain path's time, and faster by more than the timings' spread."""
-    return candidate_s < MARGIN * plain_s and beyond_noise(candidate_s, plain_s, spread)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from statistics import median
 
+from bringup.runner.plan.plan import MARGIN
+
 
 def relative_spread(seconds: list[float]) -> float:
     """(slowest − fastest) / median of repeated timings of one thing: 0.0 when timed once."""
@@ -21,6 +23,11 @@ def relative_spread(seconds: list[float]) -> float:
 def beyond_noise(faster_s: float, slower_s: float, spread: float) -> bool:
     """`faster_s`, slowed by the relative `spread` of the timings, is still faster than `slower_s`."""
     return faster_s * (1.0 + spread) < slower_s
+
+
+def kept(candidate_s: float, plain_s: float, spread: float = 0.0) -> bool:
+    """A measured candidate over its plain path: under MARGIN of its time, and faster beyond the timings' spread."""
+    return candidate_s < MARGIN * plain_s and beyond_noise(candidate_s, plain_s, spread)
 
 
 def percent(spread: float) -> str:

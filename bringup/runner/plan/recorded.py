@@ -66,7 +66,7 @@ def replayed(record: ModelPlanRecord, device: torch.device, dtype: torch.dtype, 
     return StartupMeasurements(
         layouts=LayoutTimings(times, {**record.layout_skipped, **{k: f"its check fails now: {w}"
                                                                    for k, w in failing.items()}},
-                              record.layout_stream_bytes),
+                              record.layout_stream_bytes, record.layout_spreads),
         paged_decode=paged, free_bytes=free_bytes, decode=decode, fused_decode=record.fused_decode)
 
 
@@ -88,7 +88,8 @@ def plan_record(measured: StartupMeasurements, plan: ExecutionPlan, model: str, 
         bringup=bringup, runs=runs,
         plan={setting: RecordedChoice(value=value, evidence=evidence) for setting, value, evidence in plan.rows()},
         layout_times=measured.layouts.times, layout_skipped=measured.layouts.skipped,
-        layout_stream_bytes=measured.layouts.stream_bytes, paged_decode=measured.paged_decode[0],
+        layout_stream_bytes=measured.layouts.stream_bytes, layout_spreads=measured.layouts.spreads,
+        paged_decode=measured.paged_decode[0],
         paged_decode_evidence=measured.paged_decode[1], fused_decode=measured.fused_decode,
         candidates={name: CandidateRecord(candidate_s=c, plain_s=p, spread=decode.spreads.get(name, 0.0))
                     for name, (c, p) in decode.candidates.items()},

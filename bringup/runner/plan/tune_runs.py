@@ -32,7 +32,8 @@ def _layouts(runs: list[LayoutTimings]) -> LayoutTimings:
     times = {m: {kind: median(r.times[m][kind] for r in runs) for kind in runs[0].times[m]
                  if all(kind in r.times[m] for r in runs)} for m in rows}
     skipped = {kind: why for r in runs for kind, why in r.skipped.items()}
-    return LayoutTimings(times, skipped, runs[0].stream_bytes)
+    spreads = {m: {kind: relative_spread([r.times[m][kind] for r in runs]) for kind in row} for m, row in times.items()}
+    return LayoutTimings(times, skipped, runs[0].stream_bytes, spreads)
 
 
 def _decode(runs: list[DecodeTimings], noise: dict[str, float]) -> DecodeTimings:
