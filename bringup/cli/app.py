@@ -25,6 +25,8 @@ COMMANDS = (
                 "The runner end to end on the device against float64 on the CPU."),
     LazyCommand("eval", "bringup.cli.commands.eval_cmd", "command",
                 "A real model's perplexity, KL divergence and top-1 agreement against a reference run."),
+    LazyCommand("tune", "bringup.cli.commands.tune", "command",
+                "Measure the served model's plan with care and record it, so later starts reuse it."),
     LazyCommand("soak", "bringup.cli.commands.soak", "command",
                 "Repeat checked work for minutes: rate drift (throttling) and intermittent wrong results."),
     LazyCommand("generate", "bringup.cli.commands.generate", "command",

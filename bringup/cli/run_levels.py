@@ -18,7 +18,16 @@ class Stage:
     takes_model: bool = False
 
 
-def stages_for(level: int, soak_minutes: float = DEFAULT_SOAK_MINUTES) -> list[Stage]:
+def stages_for(level: int, soak_minutes: float = DEFAULT_SOAK_MINUTES, tune_model: bool = False) -> list[Stage]:
+    """With `tune_model` (a --model given), levels 2 and up tune it before selftest, which then replays its plan."""
+    stages = _level_stages(level, soak_minutes)
+    if tune_model and level > 1:
+        at = next(i for i, s in enumerate(stages) if s.name == "selftest")
+        stages.insert(at, Stage("tune", ["tune"], takes_model=True))
+    return stages
+
+
+def _level_stages(level: int, soak_minutes: float) -> list[Stage]:
     devices = Stage("devices", ["devices"])
     if level == 1:
         return [devices, Stage("probe", ["probe", "--only", "dtypes", "--only", "attention"]),
@@ -36,9 +45,10 @@ def stages_for(level: int, soak_minutes: float = DEFAULT_SOAK_MINUTES) -> list[S
     return [*full, Stage("soak", ["soak", "--minutes", f"{soak_minutes:g}"])]
 
 
-STAGE_NAMES = ["devices", "probe", "verify-ops", "bench", "selftest", "soak"]
+STAGE_NAMES = ["devices", "probe", "verify-ops", "bench", "tune", "selftest", "soak"]
 LEVEL_HELP = ("Depth of the run: 1 a readiness check in seconds (dtypes and attention probed, a few core ops "
               "verified, a short selftest; no bench); 2 the default (every probe, the op catalog with compiled "
-              "comparisons, a quick bench, selftest); 3 the full bench and a longer selftest; 4 level 3 and a soak "
+              "comparisons, a quick bench, tune when --model is given, selftest); 3 the full bench and a longer "
+              "selftest; 4 level 3 and a soak "
               "(--soak-minutes) watching for rate drift and intermittent wrong results. A stage recorded at a "
               "lower level runs again.")

@@ -1,4 +1,5 @@
-"""What changed between two profiles: versions, environment, device, capabilities, ops, compiled, bench, evals."""
+"""What changed between two profiles: versions, environment, device, capabilities, ops, compiled, bench, evals,
+and the model plans tune recorded."""
 
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -108,6 +109,16 @@ def eval_changes(a: Profile, b: Profile) -> list[Change]:
     return diff_mappings("eval", eval_figures(a), eval_figures(b))
 
 
+def model_plan_choices(p: Profile) -> dict[str, Any]:
+    """Per model tuned and per setting of its recorded plan: the choice (`name [hash] setting`)."""
+    return {f"{key} {setting}": choice.value for key, record in (p.models or {}).items()
+            for setting, choice in record.plan.items()}
+
+
+def models_changes(a: Profile, b: Profile) -> list[Change]:
+    return diff_mappings("models", model_plan_choices(a), model_plan_choices(b))
+
+
 def diff_profiles(a: Profile, b: Profile) -> list[Change]:
     return (
         device_changes(a, b)
@@ -117,4 +128,5 @@ def diff_profiles(a: Profile, b: Profile) -> list[Change]:
         + compiled_changes(a, b)
         + bench_changes(a, b)
         + eval_changes(a, b)
+        + models_changes(a, b)
     )

@@ -9,6 +9,7 @@ from bringup.profiles.base_model import ProfileModel
 from bringup.profiles.sections.bench import BenchSection
 from bringup.profiles.sections.collectives import CollectivesSection
 from bringup.profiles.sections.eval import EvalRecord
+from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 from bringup.profiles.sections.selftest import SelftestSection
 from bringup.profiles.sections.soak import SoakSection
@@ -86,6 +87,7 @@ class Profile(ProfileModel):
     selftest: SelftestSection | None = None
     soak: SoakSection | None = None
     eval: dict[str, EvalRecord] | None = None  # per model evaluated, keyed `name [short hash]`
+    models: dict[str, ModelPlanRecord] | None = None  # per model tuned, keyed `name [short hash]`
     stages: dict[str, StageStamp] = {}
 
     def to_document(self) -> dict[str, Any]:

@@ -46,3 +46,12 @@ def test_level_1_is_a_readiness_check_and_records_its_level(tmp_path):
     actions = {s["name"]: s["action"] for s in again["stages"]}
     assert actions == {"devices": "skipped (complete)", "probe": "ran",  # --only probes some checks: partial
                        "verify-ops": "skipped (complete)", "selftest": "skipped (complete)"}
+
+
+def test_a_model_given_to_all_is_tuned_before_the_selftest_that_replays_its_plan():
+    for level in (2, 3, 4):
+        names = [s.name for s in stages_for(level, tune_model=True)]
+        assert names.index("tune") == names.index("selftest") - 1
+        assert next(s for s in stages_for(level, tune_model=True) if s.name == "tune").takes_model
+        assert "tune" not in [s.name for s in stages_for(level)]  # no model: nothing to tune
+    assert "tune" not in [s.name for s in stages_for(1, tune_model=True)]  # level 1 stays seconds long

@@ -10,7 +10,15 @@ from bringup.runner.engine import decode_timing
 from bringup.runner.engine.decode_timing import alternated
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.builtin import builtin_config
-from bringup.runner.plan.confirm import COMPILED, EXPERTS, DecodeTimings, confirm_plan, knee, without_unused_compile
+from bringup.runner.plan.confirm import (
+    COMPILED,
+    EXPERTS,
+    DecodeTimings,
+    batch_limit,
+    confirm_plan,
+    knee,
+    without_unused_compile,
+)
 from bringup.runner.plan.host_kernels import LAYOUT, PAGED
 from bringup.runner.plan.plan import Choice, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
@@ -73,8 +81,8 @@ def test_the_batch_limit_is_the_knee_of_decode_tokens_per_second():
     by_batch = {1: 0.010, 2: 0.011, 4: 0.012, 8: 0.020, 16: 0.040}  # tokens/s 100, 182, 333, 400, 400
     choice = knee(by_batch)
     assert choice.value == 8 and "no larger batch gains 15% over 8" in choice.evidence
-    assert confirm_plan(draft(), DecodeTimings(by_batch=by_batch, how=HOW), seqs_requested=False
-                        ).max_num_seqs.value == 8
+    slower_twice = DecodeTimings(by_batch={**by_batch, 16: 0.050}, by_batch_again={8: 0.020, 16: 0.050}, how=HOW)
+    assert confirm_plan(draft(), slower_twice, seqs_requested=False).max_num_seqs.value == 8
     assert confirm_plan(draft(), DecodeTimings(by_batch=by_batch, how=HOW), seqs_requested=True
                         ).max_num_seqs == draft().max_num_seqs  # the caller's limit stands
     still_growing = knee({1: 0.01, 2: 0.01, 4: 0.01})
@@ -159,3 +167,61 @@ def test_a_compiled_forward_that_would_never_run_is_not_built():
                                              "forward (inductor) would never run; profile said: profile: 5 blocks")
     assert without_unused_compile(fused, fused_serves_every_decode_step=False).compiled.value == "inductor"
     assert without_unused_compile(draft(), fused_serves_every_decode_step=True).compiled.value == "inductor"
+
+
+# ------------------------------------------------------------------ no choice made from noise (issue 25)
+def test_a_knee_below_the_default_with_larger_batches_not_slower_leaves_the_default():
+    by_batch = {1: 0.010, 2: 0.011, 4: 0.012, 8: 0.020, 16: 0.040}  # 8 and 16 both 400 tokens/s: a plateau
+    choice = confirm_plan(draft(), DecodeTimings(by_batch=by_batch, how=HOW), seqs_requested=False).max_num_seqs
+    assert choice.value == draft().max_num_seqs.value == 16
+    assert choice.evidence.startswith("default 16 stands: measured on this model, the knee at 8 is not "
+                                      "distinguishable from noise")
+
+
+def test_a_batch_limit_below_the_default_needs_larger_batches_slower_beyond_the_spread_in_both_passes():
+    by_batch = {1: 0.010, 2: 0.030, 4: 0.060}  # tokens/s 100, 67, 67: batch 1 is the knee
+    once = DecodeTimings(by_batch=by_batch, memory_batch=4, how=HOW)
+    assert batch_limit(once, 16).value == 4  # slower in one pass only: what memory allows (4 < 16) stands
+    twice = replace(once, by_batch_again={1: 0.010, 2: 0.029, 4: 0.061})
+    assert batch_limit(twice, 16).value == 1
+    assert "measured slower beyond the spread (0%) in two passes" in batch_limit(twice, 16).evidence
+    noisy = replace(twice, batch_spreads={1: 0.5, 2: 0.9, 4: 0.2})  # steps at batch 2 varied by 90 %
+    assert batch_limit(noisy, 16).value == 4
+    assert "not distinguishable from noise (spread 90%" in batch_limit(noisy, 16).evidence
+    faster_again = replace(twice, by_batch_again={1: 0.010, 2: 0.015, 4: 0.030})  # the second pass says otherwise
+    assert batch_limit(faster_again, 16).value == 4
+
+
+def test_a_kernel_that_wins_inside_the_spread_gives_way_to_the_plain_path():
+    timings = DecodeTimings({PAGED: (0.008, 0.010)}, spreads={PAGED: 0.3}, how=HOW)  # 80 % of plain, spread 30 %
+    plan = confirm_plan(draft(), timings, seqs_requested=True)
+    assert plan.attention.value == ["matmul_softmax"]
+    assert plan.attention.evidence.startswith("paged_decode not distinguishable from noise on this model (spread "
+                                              "30%): 8.00 ms vs 10.00 ms plain per decode step")
+    quiet = replace(timings, spreads={PAGED: 0.05})
+    assert confirm_plan(draft(), quiet, seqs_requested=True).attention.value[0] == "paged_decode"
+
+
+def test_the_second_pass_times_the_knee_and_larger_batches_only_when_the_knee_is_below_the_floor():
+    steps = StatedSteps({1: 0.010, 2: 0.030, 4: 0.060})
+    assert decode_timing.second_pass(steps, {1: 0.010, 2: 0.030, 4: 0.060}, floor=16) == {1: 0.010, 2: 0.030,
+                                                                                           4: 0.060}
+    assert steps.asked == [1, 2, 4]
+    assert decode_timing.second_pass(steps, {1: 0.010, 2: 0.010}, floor=2) == {}  # the knee (2) is the floor
+    assert steps.asked == [1, 2, 4]
+
+
+def test_tune_combines_runs_into_medians_with_their_spread_across_runs():
+    from bringup.runner.plan.tune_runs import combine
+    from tests.runner.stated import layout_times, stated
+
+    runs = [stated(layouts=layout_times(in_out=us, out_in=1.0),
+                   decode=DecodeTimings({PAGED: (c, 0.010)}, by_batch={1: b}, spreads={PAGED: 0.05}, how=HOW))
+            for us, c, b in ((2.0, 0.006, 0.010), (3.0, 0.008, 0.012), (4.0, 0.007, 0.011))]
+    combined, noise = combine(runs)
+    assert combined.layouts.times[1] == {"in_out": 3.0e-6, "out_in": 1.0e-6}
+    assert combined.layouts.spreads[1]["in_out"] == pytest.approx(2 / 3)
+    assert combined.decode.candidates[PAGED] == (0.007, 0.010)
+    assert combined.decode.spreads[PAGED] == pytest.approx(2 / 7)  # across the runs, above each run's own 5 %
+    assert combined.decode.by_batch == {1: 0.011} and noise["batch 1"] == pytest.approx(2 / 11)
+    assert "median of 3 start-up runs" in combined.decode.how

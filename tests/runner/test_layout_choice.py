@@ -51,3 +51,14 @@ def test_without_room_for_a_second_copy_the_small_step_layout_serves_every_step(
 def test_kinds_that_could_not_run_are_named_with_the_reason():
     timings = LayoutTimings(layout_times(in_out=2.0, out_in=1.0).times, {"panels": "no C++ compiler found"})
     assert "panels not tried: no C++ compiler found" in choose(timings)[1]
+
+
+def test_a_kind_that_wins_only_inside_the_spread_across_tune_runs_does_not_displace_the_incumbent():
+    from dataclasses import replace
+
+    won = layout_times(in_out=0.7, out_in=1.0)  # 70 % of F.linear's time: kept on one start-up's timing
+    assert choose(won)[0].small == "in_out"
+    noisy = replace(won, spreads={m: {"in_out": 0.6, "out_in": 0.1} for m in ROWS})  # tune's runs varied by 60 %
+    layout, evidence = choose(noisy)
+    assert layout == WeightLayout("out_in", "out_in", 0)
+    assert "spread across tune's runs by rows: 1:in_out 60%/out_in 10%" in evidence

@@ -253,7 +253,7 @@ def command(
                                   f"({markup_safe(ctx.info.name)}) → {markup_safe(ctx.profile_path)}",
                                   highlight=False)
                 runs, facts, plan = run_everything(ctx, model, rerun, skip or [], force, strict, verbose, json_out,
-                                                   scratch, stages_for(level, soak_minutes), level)
+                                                   scratch, stages_for(level, soak_minutes, model is not None), level)
                 artifacts = write_artifacts(ctx.profile_path, scratch)
         finally:
             if log_path is not None:

@@ -15,7 +15,8 @@ from bringup.terminal_text import markup_safe
 
 BENCH_ROWS = 12  # the largest bench moves shown without --details
 SECTION_TITLES = {"device": "device", "environment": "environment", "capabilities": "capabilities (exit 1)",
-                  "ops": "op verdicts", "compiled": "compiled checks", "eval": "model evals"}
+                  "ops": "op verdicts", "compiled": "compiled checks", "eval": "model evals",
+                  "models": "model plans recorded by tune"}
 
 
 def format_value(value: Any, key: str = "") -> str:

@@ -1,6 +1,7 @@
 """Time the draft plan's workload-dependent candidates on the served model: a few real decode steps through the
 executor for each candidate and its plain alternative, and decode steps by batch size (plan/confirm.py decides
-from these timings). Every timing is bounded by a step count and a time budget."""
+from these timings), each with its spread: the machine's own noise while it was timed. Every timing is bounded by a
+step count and a time budget."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import CONVERTIBLE, OUT_IN
 from bringup.runner.model.moe import DENSE, GROUPED, sparse_blocks, use_expert_path
-from bringup.runner.plan.confirm import COMPILED, EXPERTS, KNEE_GAIN, DecodeTimings, kept
+from bringup.runner.plan.confirm import COMPILED, EXPERTS, KNEE_GAIN, DecodeTimings, kept, knee
 from bringup.runner.plan.host_kernels import FUSED_LAYERS, LAYOUT, PAGED
+from bringup.runner.plan.noise import relative_spread
 from bringup.runner.plan.plan import FUSED, ExecutionPlan
 
 log = get_logger("runner.confirm")  # the decode steps timed to confirm the plan
@@ -33,19 +35,23 @@ SWEEP_BUDGET_S = 3.0
 def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | None, sweep: bool) -> DecodeTimings:
     """Time each candidate of `plan` against its plain path on the served model, one after the other, each with
     the earlier ones decided (a compiled forward that lost is off while the others are timed); with `sweep`,
-    decode steps by batch size. The executor is left running what the timings decided."""
+    decode steps by batch size, and a second pass where the knee falls below the default. The executor is left
+    running what the timings decided."""
     model = executor.model
     context = sweep_context(plan)
     step = DecodeSteps(executor, context)
-    candidates: dict[str, tuple[float, float]] = {}
+    timed = TimedCandidates(step)
+    candidates, spreads = timed.candidates, timed.spreads
     skipped: dict[str, str] = {}
     fused, executor.fused = executor.fused, None  # off while the paths it would replace are timed
     for name, owner, attribute in ((COMPILED, executor, "compiled"), (PAGED, model, "decode_attend")):
         if getattr(owner, attribute) is not None:
-            candidates[name] = _switched_off_and_on(step, owner, attribute)
+            candidate = getattr(owner, attribute)
+            on = timed.kept(name, lambda on, o=owner, a=attribute, c=candidate: setattr(o, a, c if on else None))
+            setattr(owner, attribute, candidate if on else None)
     if plan.experts.value == GROUPED and sparse_blocks(model):
-        candidates[EXPERTS] = alternated(step, lambda on: use_expert_path(model, GROUPED if on else DENSE))
-        use_expert_path(model, GROUPED if kept(*candidates[EXPERTS]) else DENSE)
+        grouped = timed.kept(EXPERTS, lambda on: use_expert_path(model, GROUPED if on else DENSE))
+        use_expert_path(model, GROUPED if grouped else DENSE)
     layout = model.layout
     if fused is not None and fused.usable():  # against the modules on plain F.linear weights where there is room
         plain = layout if _no_plain_copy(model, free_bytes) else WeightLayout(OUT_IN, OUT_IN, 0)
@@ -55,9 +61,9 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
         def use_fused(on: bool) -> None:
             executor.fused, model.layout = (fused, layout) if on else (None, plain)
 
-        candidates[FUSED_LAYERS] = alternated(step, use_fused)
+        fused_kept = timed.kept(FUSED_LAYERS, use_fused)
         use_fused(True)
-        if kept(*candidates[FUSED_LAYERS]):
+        if fused_kept:
             model.use_layout(layout)
             if layout.small != OUT_IN:
                 skipped[LAYOUT] = "kept for the fused decode layers, which read its panels"
@@ -73,32 +79,59 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
             _store_plain_copy(model)
             plain = WeightLayout(OUT_IN, OUT_IN, 0)
             compiled, executor.compiled = executor.compiled, None  # the same kernels eager, without compiling twice
-            candidates[LAYOUT] = alternated(step, lambda on: setattr(model, "layout", layout if on else plain))
+            layout_kept = timed.kept(LAYOUT, lambda on: setattr(model, "layout", layout if on else plain))
             executor.compiled = compiled
-            model.use_layout(layout if kept(*candidates[LAYOUT]) else plain)
-    by_batch = sweep_batches(step, plan) if sweep else {}
+            model.use_layout(layout if layout_kept else plain)
+    by_batch, again, memory_batch = {}, {}, None
+    if sweep:
+        memory_batch = sweep_cap(step, plan)
+        by_batch = sweep_batches(step, plan)
+        again = second_pass(step, by_batch, min(plan.max_num_seqs.value, memory_batch))
     how = (f"best of {ROUNDS} medians of up to {STEPS} decode steps each, the two sides timed in turn, from "
            f"{context} tokens of context, batch 1; weight layouts on the eager forward")
-    return DecodeTimings(candidates, by_batch, skipped, how)
+    batch_spreads = {b: step.spreads[b] for b in by_batch if b in step.spreads}
+    return DecodeTimings(candidates, by_batch, skipped, how, spreads, batch_spreads, again, memory_batch)
 
 
-def _switched_off_and_on(step: DecodeSteps, owner: object, attribute: str) -> tuple[float, float]:
-    """(candidate, plain) seconds per decode step with `owner.attribute` set and with it None (the plain path);
-    it stays set only when it was kept."""
-    candidate = getattr(owner, attribute)
-    timing = alternated(step, lambda on: setattr(owner, attribute, candidate if on else None))
-    setattr(owner, attribute, candidate if kept(*timing) else None)
-    return timing
+class TimedCandidates:
+    """Each candidate timed against its plain path, with the spread of its repeated timings."""
+
+    def __init__(self, step: DecodeSteps) -> None:
+        self.step = step
+        self.candidates: dict[str, tuple[float, float]] = {}
+        self.spreads: dict[str, float] = {}
+
+    def kept(self, name: str, use_candidate: Callable[[bool], None]) -> bool:
+        """Time `name` in turn with its plain path; whether it won beyond the spread (the caller switches it)."""
+        candidate, plain, spread = timed_pair(self.step, use_candidate)
+        self.candidates[name], self.spreads[name] = (candidate, plain), spread
+        return kept(candidate, plain, spread)
 
 
 def alternated(step: DecodeSteps, use_candidate: Callable[[bool], None]) -> tuple[float, float]:
-    """(candidate, plain) seconds per decode step: plain and candidate timed in turn, ROUNDS times each, the
-    best median of each side kept, so a machine warming up or a neighbour's burst does not favour one side."""
-    best = {True: float("inf"), False: float("inf")}
+    """(candidate, plain) seconds per decode step (timed_pair without the spread)."""
+    candidate, plain, _ = timed_pair(step, use_candidate)
+    return candidate, plain
+
+
+def timed_pair(step: DecodeSteps, use_candidate: Callable[[bool], None]) -> tuple[float, float, float]:
+    """(candidate, plain, spread): plain and candidate timed in turn, ROUNDS times each, the best median of each
+    side kept, so a machine warming up or a neighbour's burst does not favour one side; the spread is the larger
+    of the two sides' relative spreads across their rounds."""
+    rounds: dict[bool, list[float]] = {True: [], False: []}
     for _, on in itertools.product(range(ROUNDS), (False, True)):
         use_candidate(on)
-        best[on] = min(best[on], step.seconds(1))
-    return best[True], best[False]
+        rounds[on].append(step.seconds(1))
+    return min(rounds[True]), min(rounds[False]), max(relative_spread(rounds[True]), relative_spread(rounds[False]))
+
+
+def second_pass(step: DecodeSteps, by_batch: dict[int, float], floor: int) -> dict[int, float]:
+    """When the sweep's knee is below `floor`, the knee and the larger batches up to `floor` timed again: a limit
+    below the default needs larger batches slower in two passes, not in one noisy second."""
+    chosen = knee(by_batch).value if by_batch else floor
+    if chosen >= floor:
+        return {}
+    return {b: step.seconds(b) for b in by_batch if chosen <= b <= floor}
 
 
 def apply_confirmed(executor: Executor, plan: ExecutionPlan) -> None:
@@ -131,7 +164,7 @@ def sweep_batches(step: DecodeSteps, plan: ExecutionPlan) -> dict[int, float]:
     """Seconds per decode step at batch 1, 2, 4, ... until two doublings in a row gained under KNEE_GAIN (a
     plateau, not one bump), the cache is full, or the timed steps used SWEEP_BUDGET_S (a step that compiles for
     a new batch size is not timed, and does not count)."""
-    cap = min(MAX_BATCH, step.max_batch(plan), plan.max_num_batched_tokens.value)
+    cap = sweep_cap(step, plan)
     by_batch: dict[int, float] = {}
     timed_before, batch = step.timed_s, 1
     while batch <= cap:
@@ -143,6 +176,11 @@ def sweep_batches(step: DecodeSteps, plan: ExecutionPlan) -> dict[int, float]:
             break
         batch *= 2
     return by_batch
+
+
+def sweep_cap(step: DecodeSteps, plan: ExecutionPlan) -> int:
+    """The largest batch the sweep may time: what the cache holds, a step's token budget, MAX_BATCH."""
+    return min(MAX_BATCH, step.max_batch(plan), plan.max_num_batched_tokens.value)
 
 
 def _store_plain_copy(model) -> None:  # type: ignore[no-untyped-def]
@@ -167,6 +205,7 @@ class DecodeSteps:
         self.blocks_per_seq = -(-(context + STEPS + 2) // self.block_size)
         self.tokens = [1] * (context + STEPS + 2)
         self.timed_s = 0.0  # seconds of every timed step so far
+        self.spreads: dict[int, float] = {}  # batch size -> the largest relative spread of its steps so far
 
     def max_batch(self, plan: ExecutionPlan) -> int:
         return plan.kv_blocks.value // self.blocks_per_seq
@@ -191,4 +230,5 @@ class DecodeSteps:
                     break
         log.debug("decode steps, batch %d: %s ms", batch, ", ".join(f"{t * 1e3:.2f}" for t in times))
         self.timed_s += sum(times)
+        self.spreads[batch] = max(self.spreads.get(batch, 0.0), relative_spread(times))
         return median(times)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,3 +22,5 @@ class EngineOptions:
     measurements: StartupMeasurements | None = None  # given as data (tests, replays) instead of timed here
     dtype: str | None = None  # None or "auto": the plan's choice; else a dtype name (--dtype)
     force: bool = False  # run a --dtype the profile marks broken, and load weights holding NaN/Inf
+    use_record: bool = True  # replay the plan `bringup tune` recorded for this model, if any (tune itself: False)
+    on_measured: Callable[[StartupMeasurements], None] | None = None  # given what start-up timed (tune collects it)

@@ -1,5 +1,5 @@
 """Engine start-up: device → profile → plan → weights → KV cache → warm-up → decode steps timed on the served
-model → the plan frozen, with the global fallback."""
+model (or the timings `bringup tune` recorded for it, replayed) → the plan frozen, with the global fallback."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.profiles.schema import DeviceSection, Profile
+from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.profiles.store import default_profile_path, load_profile, same_device
 from bringup.runner.engine.decode_timing import apply_confirmed, measure_decode, sweep_room
 from bringup.runner.engine.executor import Executor
@@ -37,6 +38,7 @@ from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.measurements import StartupMeasurements, measure
 from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.plan.recorded import find_record, marked, model_key, replayed
 
 Engine = TypeVar("Engine")  # the engine class start_engine builds (LLMEngine; kept generic to avoid a cycle)
 
@@ -103,7 +105,11 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
                       options.dtype, options.force)
     dtype = getattr(torch, plan.dtype.value)
     source.check_weights(config, dtype, device, options.force)  # size vs free memory, then values: before any read
-    measured = options.measurements or measure(device, dtype, config)
+    record = _record(options, profile, source, plan.dtype.value)
+    measured = options.measurements or (
+        replayed(record, device, dtype, config, backend_for(device).memory(device.index or 0)[1]) if record
+        else measure(device, dtype, config))
+    given = measured if options.measurements or record else None  # timings given as data or by a record
     cannot = attention_limits(config, plan.max_model_len.value).get(PAGED_DECODE)  # the model's math, not speed
     plan = replace(plan, attention=with_paged_decode(plan.attention, *((False, cannot) if cannot else
                                                                        measured.paged_decode)))
@@ -116,9 +122,9 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
         raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
     plan = replace(plan, weight_layout=layout_choice)
     model, name = source.load(config, dtype, device, layout, checked=True), source.name
-    free = _free_after_weights(device, options.measurements, model.weight_bytes())
+    free = _free_after_weights(device, given, model.weight_bytes())
     seqs_requested = options.max_num_seqs is not None
-    sweep = None if seqs_requested or options.measurements else sweep_room(plan)
+    sweep = None if seqs_requested or options.measurements else sweep_room(plan)  # a replay sizes as tune did
     plan = replace(plan, kv_blocks=size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
                                                  plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
                                                  model.weight_bytes(), sweep))
@@ -131,9 +137,13 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     else:
         decode_layers = decode_layers_not_tried()
     plan = replace(plan, decode_layers=decode_layers)
-    timings = measured.decode if options.measurements else measure_decode(executor, plan, free, not seqs_requested)
+    timings = given.decode if given else measure_decode(executor, plan, free, not seqs_requested)
+    if options.on_measured is not None:
+        options.on_measured(replace(measured, decode=timings))
     plan = confirm_plan(plan, timings, seqs_requested)
     plan = without_unused_compile(plan, executor.fused is not None and executor.fused.serves_every_decode_step())
+    if record is not None:
+        plan = marked(plan, record, seqs_requested)
     apply_confirmed(executor, plan)
     executor.plan = plan
     executor.warm_up_decode_shapes()
@@ -141,6 +151,16 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
     return cls(executor=executor, tokenizer=tokenizer, plan=plan, fallbacks=recorder, model_name=name,
                eos_token_ids=eos)
+
+
+def _record(options: EngineOptions, profile: Profile | None, source: ModelSource, dtype: str
+            ) -> ModelPlanRecord | None:
+    """The plan tune recorded for this model at this dtype, unless the caller gives or wants timings."""
+    if options.measurements is not None or not options.use_record:
+        return None
+    record, why = find_record(profile, model_key(source.name, options.model_dir), dtype)
+    log.info("%s%s", why, ": replayed, no timing" if record else "")
+    return record
 
 
 def _free_after_weights(device: torch.device, given: StartupMeasurements | None, weight_bytes: int) -> int | None:

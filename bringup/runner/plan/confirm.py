@@ -7,8 +7,9 @@ the built-in model made a 125M Llama ten times slower. So each candidate of the 
 forward, the paged decode kernel, a weight layout other than F.linear's, the grouped expert path, the fused
 decode layers — is timed against its plain alternative (eager, gather + attention, F.linear, every expert on
 every token, the modules as the earlier choices left them) over the same decode steps of the served model, and
-kept only when it takes under MARGIN of the plain path's time. The batch limit is the knee of decode tokens/s
-against batch size.
+kept only when it takes under MARGIN of the plain path's time and wins by more than the spread measured with it.
+The batch limit is the knee of decode tokens/s against batch size, but never below the default (or what memory
+allows, if less) unless larger batches measured slower beyond the spread in two separate passes (plan/noise.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field, replace
 
 from bringup.runner.model.moe import DENSE
 from bringup.runner.plan.host_kernels import FUSED_LAYERS, LAYOUT, PAGED, not_confirmed, not_timed
-from bringup.runner.plan.plan import FUSED, MARGIN, Choice, ExecutionPlan
+from bringup.runner.plan.noise import beyond_noise, kept, percent
+from bringup.runner.plan.plan import FUSED, Choice, ExecutionPlan
 
 KNEE_GAIN = 1.15  # doubling the batch is worth it while decode tokens/s grows by at least 15 %
 
@@ -34,6 +36,10 @@ class DecodeTimings:
     by_batch: dict[int, float] = field(default_factory=dict)  # batch size -> seconds per decode step
     skipped: dict[str, str] = field(default_factory=dict)  # candidate -> why it was not timed
     how: str = ""
+    spreads: dict[str, float] = field(default_factory=dict)  # candidate -> relative spread of its repeated timings
+    batch_spreads: dict[int, float] = field(default_factory=dict)  # batch size -> relative spread of its steps
+    by_batch_again: dict[int, float] = field(default_factory=dict)  # a second pass over the batches below the floor
+    memory_batch: int | None = None  # the largest batch the cache held for the sweep (None: not swept)
 
 
 def confirm_plan(draft: ExecutionPlan, timings: DecodeTimings | None, seqs_requested: bool) -> ExecutionPlan:
@@ -43,16 +49,46 @@ def confirm_plan(draft: ExecutionPlan, timings: DecodeTimings | None, seqs_reque
         return draft
     plan = draft
     for name, (candidate, plain) in timings.candidates.items():
-        keep = kept(candidate, plain)
-        verdict = (f"confirmed on this model: {_ms(candidate)} vs {_ms(plain)} plain per decode step"
-                   if keep else f"not faster on this model: {_ms(candidate)} vs {_ms(plain)} plain per decode step")
+        spread = timings.spreads.get(name, 0.0)
+        keep = kept(candidate, plain, spread)
+        pair = f"{_ms(candidate)} vs {_ms(plain)} plain per decode step"
+        verdict = (f"confirmed on this model: {pair}" if keep else
+                   f"not distinguishable from noise on this model (spread {percent(spread)}): {pair}"
+                   if kept(candidate, plain) else f"not faster on this model: {pair}")
         decided = _decide(name, getattr(plan, PLAN_FIELD[name]), keep, f"{verdict} ({timings.how})")
         plan = replace(plan, **{PLAN_FIELD[name]: decided})
     for name, why in timings.skipped.items():
         plan = replace(plan, **{PLAN_FIELD[name]: not_timed(name, getattr(plan, PLAN_FIELD[name]), why)})
     if timings.by_batch and not seqs_requested:
-        plan = replace(plan, max_num_seqs=knee(timings.by_batch))
+        plan = replace(plan, max_num_seqs=batch_limit(timings, draft.max_num_seqs.value))
     return plan
+
+
+def batch_limit(timings: DecodeTimings, default: int) -> Choice:
+    """The knee, unless it is below the floor (the default, or what memory allows if less) without larger batches
+    measured slower beyond the spread in both passes: then the floor stands, and the evidence says why."""
+    measured = knee(timings.by_batch)
+    floor = min(default, timings.memory_batch or default)
+    if measured.value >= floor:
+        return measured
+    spread = max(timings.batch_spreads.values(), default=0.0)
+    if slower_twice(timings, measured.value, floor):
+        return Choice(measured.value, f"{measured.evidence}; batches above {measured.value} measured slower beyond "
+                                      f"the spread ({percent(spread)}) in two passes")
+    return Choice(floor, f"default {floor} stands: measured on this model, the knee at {measured.value} is not "
+                         f"distinguishable from noise (spread {percent(spread)}; no larger batch measured slower "
+                         f"beyond it twice); {measured.evidence}")
+
+
+def slower_twice(timings: DecodeTimings, chosen: int, floor: int) -> bool:
+    """Every batch above `chosen` up to `floor` took longer per token than `chosen`, beyond both sizes' spread, in
+    the sweep and again in the second pass."""
+    larger = [b for b in timings.by_batch if chosen < b <= floor]
+    passes = (timings.by_batch, timings.by_batch_again)
+    if not larger or any(b not in p for p in passes for b in (chosen, *larger)):
+        return False
+    spread = max(timings.batch_spreads.get(b, 0.0) for b in (chosen, *larger))
+    return all(beyond_noise(p[chosen] / chosen, p[b] / b, spread) for p in passes for b in larger)
 
 
 def without_unused_compile(plan: ExecutionPlan, fused_serves_every_decode_step: bool) -> ExecutionPlan:
@@ -90,6 +126,3 @@ def knee(by_batch: dict[int, float]) -> Choice:
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
-
-def kept(candidate_s: float, plain_s: float) -> bool:
-    return candidate_s < MARGIN * plain_s

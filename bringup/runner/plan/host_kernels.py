@@ -21,6 +21,7 @@ from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN, PLAIN_KINDS
 from bringup.runner.plan.layout import STREAM_BYTES, LayoutTimings, linear_weight_bytes
+from bringup.runner.plan.noise import kept
 from bringup.runner.plan.plan import FUSED, MARGIN, MODULES, Choice
 from bringup.runner.plan.profile_facts import ProfileFacts
 
@@ -56,18 +57,22 @@ def choose_layout(facts: ProfileFacts, timings: LayoutTimings, dtype: torch.dtyp
     if bench is not None:
         one[IN_OUT] = one[OUT_IN] * bench[0]  # bench's speed-up of F.linear over x@W is the same time ratio
         notes.append(f"1 row from bench: {bench[0]:.2f} (median of {bench[1]} decode GEMMs)")
-    plain = _winner(one, OUT_IN)
+    spread = timings.spreads
+    if spread:
+        notes.append("spread across tune's runs by rows: " + ", ".join(
+            f"{m}:" + "/".join(f"{kind} {x:.0%}" for kind, x in row.items()) for m, row in spread.items()))
+    plain = _winner(one, OUT_IN, spread.get(1, {}))
     notes.append(f"plain winner at 1 row: {plain}")
     extras = [kind for kind in times[1] if kind not in PLAIN_KINDS]  # timed only here, so judged on these timings
-    small = _winner({plain: times[1][plain], **{kind: times[1][kind] for kind in extras}}, plain)
+    small = _winner({plain: times[1][plain], **{kind: times[1][kind] for kind in extras}}, plain, spread.get(1, {}))
     if small != plain:
         notes.append(f"{small} beats {plain} at 1 row ({times[1][small] * 1e6:.0f}us vs {times[1][plain] * 1e6:.0f}us)")
     switch, large = 1, small
     for m in list(times)[1:]:
-        if _winner(times[m], small) != small:
+        if _winner(times[m], small, spread.get(m, {})) != small:
             break
         switch = m
-    above = [_winner(times[m], small) for m in times if m > switch]
+    above = [_winner(times[m], small, spread.get(m, {})) for m in times if m > switch]
     if above:
         large = max(set(above), key=above.count)
     if large != small:
@@ -81,10 +86,13 @@ def choose_layout(facts: ProfileFacts, timings: LayoutTimings, dtype: torch.dtyp
     return layout, Choice(layout.describe(), "; ".join(notes))
 
 
-def _winner(seconds: dict[str, float], incumbent: str) -> str:
-    """The fastest kind when it takes under MARGIN of the incumbent's time; otherwise the incumbent."""
+def _winner(seconds: dict[str, float], incumbent: str, spread: dict[str, float] | None = None) -> str:
+    """The fastest kind when it takes under MARGIN of the incumbent's time and wins beyond both kinds' spread (when
+    known: tune's runs); otherwise the incumbent."""
     best = min(seconds, key=seconds.__getitem__)
-    return best if seconds[best] < MARGIN * seconds[incumbent] else incumbent
+    noise = max((spread or {}).get(best, 0.0), (spread or {}).get(incumbent, 0.0))
+    return best if kept(seconds[best], seconds[incumbent], noise) else incumbent
+
 
 
 # ------------------------------------------------------------------------------------ paged decode attention

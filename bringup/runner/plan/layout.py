@@ -35,6 +35,7 @@ class LayoutTimings:
     times: dict[int, dict[str, float]]
     skipped: dict[str, str] = field(default_factory=dict)
     stream_bytes: int = STREAM_BYTES
+    spreads: dict[int, dict[str, float]] = field(default_factory=dict)  # rows -> kind -> spread across tune's runs
 
 
 def measure_layouts(dtype: torch.dtype, device: torch.device, config: ModelConfig, free_bytes: int | None,

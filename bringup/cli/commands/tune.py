@@ -1,0 +1,91 @@
+"""`bringup tune`: the served model's plan measured with care (several start-ups, their timings combined, the
+machine's noise shown) and recorded in the profile's `models` section, so generate, serve, selftest and eval on
+that model reuse it without timing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from bringup.cli.common import (
+    DetailsOption,
+    DeviceOption,
+    DtypeOption,
+    JsonOption,
+    ModelOption,
+    ProfileOption,
+    StrictOption,
+    VerboseOption,
+    stage_context,
+)
+from bringup.cli.output import console, plain, print_json, progress
+
+if TYPE_CHECKING:
+    from bringup.profiles.sections.models import ModelPlanRecord
+
+
+def command(
+    model: ModelOption = None,
+    runs: Annotated[int, typer.Option("--runs", min=2, max=20, help="Start-ups to measure and combine: more runs "
+                                      "show the machine's noise better.")] = 3,
+    max_model_len: Annotated[Optional[int], typer.Option(
+        "--max-model-len", help="Context limit to plan for (default: the model's, capped at 4096).")] = None,
+    dtype: DtypeOption = "auto",
+    device: DeviceOption = None,
+    profile: ProfileOption = None,
+    strict: StrictOption = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema "
+                                        "version, and tune a --dtype the profile says does not run correctly "
+                                        "here.")] = False,
+    json: JsonOption = False,
+    verbose: VerboseOption = False,
+    details: DetailsOption = False,
+) -> None:
+    """Measure the served model's plan with care and record it: start-up timed --runs times (layouts, kernels,
+    decode steps by batch), each timing's median kept with its spread across the runs, and the plan those give —
+    with every timing behind it — written to the profile's `models` section. generate, serve, selftest and eval on
+    this model then replay it after their correctness checks, timing nothing. Example: bringup tune --model
+    ./SmolLM2-135M-Instruct
+    """
+    from bringup.profiles.store import update_profile
+    from bringup.runner.engine.options import EngineOptions
+    from bringup.runner.engine.tuning import tune
+
+    stage = stage_context(device, profile, json, verbose, strict, force)
+    options = EngineOptions(model_dir=model, profile_path=stage.profile_path, device=str(stage.device),
+                            strict=strict, max_model_len=max_model_len, dtype=dtype, force=force)
+    with progress(json) as bar:
+        task = bar.add_task("tune: start-ups timed", total=runs)
+        engine, key, record = tune(options, runs, on_run=lambda done: bar.update(task, completed=done))
+
+    def mutate(p) -> None:  # type: ignore[no-untyped-def]
+        p.models = {**(p.models or {}), key: record}
+
+    update_profile(stage.profile_path, stage.info, mutate, stage="tune", status="complete", force=force)
+    if json:
+        print_json({"profile": str(stage.profile_path), "key": key, **record.model_dump(mode="json")})
+        return
+    if details:
+        from bringup.cli.commands.generate import print_plan
+
+        print_plan(engine)
+    print_summary(key, record)
+    console.print(plain(f"recorded in {stage.profile_path} under {key!r}; later starts of this model replay it"),
+                  highlight=False)
+
+
+def print_summary(key: str, record: ModelPlanRecord) -> None:
+    from rich.table import Table
+
+    table = Table(title=plain(f"tune — {key} on {record.device} ({record.dtype}), {record.runs} runs"),
+                  title_justify="left")
+    table.add_column("setting")
+    table.add_column("choice", overflow="fold")
+    for setting in ("weight_layout", "attention", "compiled", "decode_layers", "experts", "max_num_seqs"):
+        table.add_row(plain(setting), plain(str(record.plan[setting].value)))
+    console.print(table)
+    if record.noise:
+        worst = max(record.noise, key=record.noise.__getitem__)
+        console.print(plain(f"machine noise across the runs: largest spread {record.noise[worst]:.0%} ({worst}); "
+                            "a choice inside its spread keeps the default"), highlight=False)

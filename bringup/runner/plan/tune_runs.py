@@ -1,0 +1,66 @@
+"""Several start-up measurements of one model combined into the one `bringup tune` records: the median of each
+timing, and its spread across the runs (the machine's own noise) added to the spread each run measured, so a
+choice that one run made from noise does not survive the others."""
+
+from __future__ import annotations
+
+from statistics import median
+
+from bringup.runner.plan.confirm import DecodeTimings
+from bringup.runner.plan.layout import LayoutTimings
+from bringup.runner.plan.measurements import StartupMeasurements
+from bringup.runner.plan.noise import relative_spread
+
+
+def combine(runs: list[StartupMeasurements]) -> tuple[StartupMeasurements, dict[str, float]]:
+    """(the combined measurements, relative spread across the runs per timing). Needs at least one run."""
+    noise: dict[str, float] = {}
+    layouts = _layouts([r.layouts for r in runs])
+    decode = _decode([r.decode or DecodeTimings() for r in runs], noise)
+    paged = [r.paged_decode for r in runs]
+    use_paged = all(use for use, _ in paged)  # a kernel is used only where it won every time
+    evidence = next((why for use, why in paged if use == use_paged), paged[0][1])
+    if len(runs) > 1:
+        evidence = f"{'faster' if use_paged else 'not faster'} in {sum(u for u, _ in paged)} of {len(runs)} runs; " \
+                   f"{evidence}"
+    return StartupMeasurements(layouts=layouts, paged_decode=(use_paged, evidence), free_bytes=runs[-1].free_bytes,
+                               decode=decode, fused_decode=all(r.fused_decode for r in runs)), noise
+
+
+def _layouts(runs: list[LayoutTimings]) -> LayoutTimings:
+    rows = [m for m in runs[0].times if all(m in r.times for r in runs)]
+    times = {m: {kind: median(r.times[m][kind] for r in runs) for kind in runs[0].times[m]
+                 if all(kind in r.times[m] for r in runs)} for m in rows}
+    skipped = {kind: why for r in runs for kind, why in r.skipped.items()}
+    spreads = {m: {kind: relative_spread([r.times[m][kind] for r in runs]) for kind in row} for m, row in times.items()}
+    return LayoutTimings(times, skipped, runs[0].stream_bytes, spreads)
+
+
+def _decode(runs: list[DecodeTimings], noise: dict[str, float]) -> DecodeTimings:
+    candidates, spreads = {}, {}
+    for name in runs[0].candidates:
+        pairs = [r.candidates[name] for r in runs if name in r.candidates]
+        across = max(relative_spread([c for c, _ in pairs]), relative_spread([p for _, p in pairs]))
+        noise[name] = across
+        candidates[name] = (median(c for c, _ in pairs), median(p for _, p in pairs))
+        spreads[name] = max([across, *(r.spreads.get(name, 0.0) for r in runs)])
+    by_batch, batch_spreads = _by_batch([r.by_batch for r in runs], [r.batch_spreads for r in runs], noise)
+    again, _ = _by_batch([r.by_batch_again for r in runs if r.by_batch_again], [], {})
+    memory = [r.memory_batch for r in runs if r.memory_batch is not None]
+    skipped = {name: why for r in runs for name, why in r.skipped.items() if name not in candidates}
+    how = f"median of {len(runs)} start-up runs, each {runs[0].how}" if len(runs) > 1 else runs[0].how
+    return DecodeTimings(candidates, by_batch, skipped, how, spreads, batch_spreads, again,
+                         min(memory) if memory else None)
+
+
+def _by_batch(runs: list[dict[int, float]], run_spreads: list[dict[int, float]], noise: dict[str, float]
+              ) -> tuple[dict[int, float], dict[int, float]]:
+    """Seconds per step by batch, median over the runs that timed each size; each size's spread."""
+    sizes = sorted({b for r in runs for b in r})
+    by_batch, spreads = {}, {}
+    for b in sizes:
+        seconds = [r[b] for r in runs if b in r]
+        by_batch[b] = median(seconds)
+        noise[f"batch {b}"] = relative_spread(seconds)
+        spreads[b] = max([relative_spread(seconds), *(s.get(b, 0.0) for s in run_spreads)])
+    return by_batch, spreads

@@ -1,0 +1,80 @@
+"""`bringup tune` records the served model's plan and its timings; a later start-up replays them without timing
+and says so in the plan (issue 25). The built-in model, on the CPU, through the real CLI."""
+
+from __future__ import annotations
+
+import pytest
+
+from bringup.profiles.store import load_profile, render_yaml
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.plan.measurements import StartupMeasurements
+from bringup.runner.plan.recorded import MEASURED_SETTINGS
+from tests.cli.run_cli import run_cli
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """A profile holding the built-in model's tuned plan (two runs), and tune's output."""
+    folder = tmp_path_factory.mktemp("tuned")
+    path = folder / "p.yaml"
+    result = run_cli(["tune", "--device", "cpu", "--profile", str(path), "--runs", "2", "--max-model-len", "256"])
+    assert result.code == 0, result.stderr
+    return path, result
+
+
+def replayed_start(path, **options) -> tuple[LLMEngine, list[StartupMeasurements]]:
+    seen: list[StartupMeasurements] = []
+    engine = LLMEngine.create(EngineOptions(device="cpu", profile_path=path, max_model_len=256,
+                                            on_measured=seen.append, **options))
+    return engine, seen
+
+
+@pytest.mark.slow
+def test_tune_records_the_plan_with_the_timings_and_noise_behind_it(tuned):
+    path, result = tuned
+    (key, record), = load_profile(path).models.items()
+    assert key.startswith("bringup-builtin-llama-2.5m [") and record.runs == 2 and record.dtype == "float32"
+    assert record.by_batch and record.layout_times and record.noise
+    assert "median of 2 start-up runs" in record.decode_how
+    assert set(MEASURED_SETTINGS) <= set(record.plan)
+    assert "machine noise across the runs: largest spread" in result.stdout
+    assert load_profile(path).stages["tune"].status == "complete"
+
+
+@pytest.mark.slow
+def test_a_start_on_a_tuned_model_replays_the_record_and_says_so(tuned):
+    path, _ = tuned
+    record = next(iter(load_profile(path).models.values()))
+    engine, seen = replayed_start(path)
+    (given,) = seen
+    assert given.layouts.times == record.layout_times  # the record's numbers, not timed afresh
+    assert given.decode.by_batch == record.by_batch
+    for setting in MEASURED_SETTINGS:
+        evidence = getattr(engine.plan, setting).evidence
+        assert evidence.startswith(f"recorded by tune at {record.tuned} on this device: "), (setting, evidence)
+    assert str(engine.plan.max_num_seqs.value) == record.plan["max_num_seqs"].value
+
+
+@pytest.mark.slow
+def test_a_record_tuned_at_another_dtype_is_not_replayed(tuned, tmp_path, caplog):
+    path, _ = tuned
+    profile = load_profile(path)
+    (key, record), = profile.models.items()
+    profile.models = {key: record.model_copy(update={"dtype": "bfloat16"})}
+    other = tmp_path / "other.yaml"
+    other.write_text(render_yaml(profile))
+    engine, seen = replayed_start(other, max_num_seqs=1)
+    recorded = {name: (c.candidate_s, c.plain_s) for name, c in record.candidates.items()}
+    assert seen[0].decode.candidates != recorded  # timed here
+    assert "was tuned at bfloat16, not float32: timing at start-up" in caplog.text
+    assert not any("recorded by tune" in getattr(engine.plan, s).evidence for s in MEASURED_SETTINGS)
+
+
+@pytest.mark.slow
+def test_generate_on_a_tuned_model_logs_the_replay(tuned, tmp_path, monkeypatch):
+    path, _ = tuned
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(["generate", "Hi", "--max-tokens", "4", "--device", "cpu", "--profile", str(path), "-v"])
+    assert result.code == 0, result.stderr
+    assert "replayed, no timing" in " ".join((result.stdout + result.stderr).split())
+    assert "decode steps, batch" not in result.stdout + result.stderr  # DecodeSteps logs every timed measurement
