@@ -3,6 +3,8 @@ and says so in the plan (issue 25). The built-in model, on the CPU, through the 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bringup.profiles.store import load_profile, render_yaml
@@ -78,3 +80,16 @@ def test_generate_on_a_tuned_model_logs_the_replay(tuned, tmp_path, monkeypatch)
     assert result.code == 0, result.stderr
     assert "replayed, no timing" in " ".join((result.stdout + result.stderr).split())
     assert "decode steps, batch" not in result.stdout + result.stderr  # DecodeSteps logs every timed measurement
+
+
+@pytest.mark.slow
+def test_tune_json_is_the_recorded_plan(tmp_path):
+    """`tune --json` prints the record as the profile holds it, under its key (run_cli validates the schema)."""
+    path = tmp_path / "p.yaml"
+    result = run_cli(["tune", "--device", "cpu", "--profile", str(path), "--runs", "2", "--max-model-len", "256",
+                      "--json"])
+    assert result.code == 0, result.stderr
+    document = json.loads(result.stdout)
+    record = load_profile(path).models[document["key"]]
+    assert document["schema"] == "bringup.tune/v1" and document["runs"] == 2
+    assert document["plan"] == record.model_dump(mode="json")["plan"]

@@ -64,7 +64,7 @@ def command(
 
     update_profile(stage.profile_path, stage.info, mutate, stage="tune", status="complete", force=force)
     if json:
-        print_json({"profile": str(stage.profile_path), "key": key, **record.model_dump(mode="json")})
+        print_json("tune", {"profile": str(stage.profile_path), "key": key, **record.model_dump(mode="json")})
         return
     if details:
         from bringup.cli.commands.generate import print_plan
