@@ -14,3 +14,8 @@ class Check:
     name: str    # e.g. dtypes.bfloat16, softmax[float32] odd [3,37,101]
     result: CheckResult
     reason: str
+
+    @property
+    def subject(self) -> str:
+        """What a person looks at: `verify-ops softmax[float32]` for all of that op's failing cases."""
+        return f"{self.stage} {self.name.split(' ', 1)[0]}"

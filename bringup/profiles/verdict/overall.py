@@ -48,8 +48,12 @@ class Verdict:
         if not named:
             counts = self.counts()
             return f"{self.headline()}: {counts['pass']} checks pass, {counts['skip']} not applicable to this device"
-        shown = "; ".join(f"{c.stage} {c.name}" for c in named[:NAMED_AT_MOST])
-        more = f" and {len(named) - NAMED_AT_MOST} more" if len(named) > NAMED_AT_MOST else ""
+        subjects: dict[str, int] = {}
+        for check in named:
+            subjects[check.subject] = subjects.get(check.subject, 0) + 1
+        shown = "; ".join(f"{subject} ({count} cases)" if count > 1 else subject
+                          for subject, count in list(subjects.items())[:NAMED_AT_MOST])
+        more = f" and {len(subjects) - NAMED_AT_MOST} more" if len(subjects) > NAMED_AT_MOST else ""
         return f"{self.headline()}: look at {shown}{more}"
 
     def to_document(self) -> dict:

@@ -49,7 +49,7 @@ def bench_checks(bench: BenchSection | None) -> list[Check]:
     for name, group in (bench.groups.items() if bench else []):
         errors = [r for r in group.records if r.status == "error"]
         if group.status == "not_applicable":
-            checks.append(Check("bench", name, "skip", f"not applicable: {group.reason or 'no such path here'}"))
+            checks.append(Check("bench", name, "skip", group.reason or "not applicable: no such path here"))
         elif group.status == "skipped":
             checks.append(Check("bench", name, "skip", f"not run: {group.reason or 'skipped'}"))
         elif errors:

@@ -1,0 +1,57 @@
+"""The verdict from real profiles: reference profiles recorded on CPUs are READY; a wrong or partial result is not."""
+
+from pathlib import Path
+
+import pytest
+
+from bringup.profiles.schema import Profile
+from bringup.profiles.store import load_profile
+from bringup.profiles.verdict import verdict_of
+
+REFERENCE = sorted((Path(__file__).parents[2] / "reference" / "profiles").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def reference() -> Profile:
+    return load_profile(REFERENCE[0])
+
+
+@pytest.mark.parametrize("path", REFERENCE, ids=lambda p: p.stem)
+def test_reference_profiles_are_ready_with_what_a_cpu_lacks_skipped(path):
+    verdict = verdict_of(load_profile(path))
+    assert verdict.status == "READY" and verdict.exit_code == 0
+    assert verdict.line().startswith("READY: ") and "not applicable to this device" in verdict.line()
+    skipped = {c.name: c.reason for c in verdict.of("skip")}
+    assert {"dtypes.float8_e4m3fn", "attention.sdpa_cudnn", "features.graphs", "features.peer_access"} <= set(skipped)
+    assert all(reason.startswith("not applicable") for reason in skipped.values())
+
+
+def test_a_dtype_unsupported_while_its_ops_pass_is_explained(reference):
+    fp8 = next(c for c in verdict_of(reference).checks if c.name == "dtypes.float8_e4m3fn")
+    assert "cast" in fp8.reason and "_scaled_mm" in fp8.reason and "general arithmetic in it does not run" in fp8.reason
+
+
+def test_without_the_declared_facts_an_unsupported_capability_warns(reference):
+    bare = reference.model_copy(deep=True)
+    bare.capabilities.not_applicable = {}
+    verdict = verdict_of(bare)
+    assert verdict.status == "READY WITH WARNINGS" and verdict.exit_code == 0
+    assert verdict.headline() == f"READY WITH WARNINGS ({len(verdict.of('warn'))})"
+    assert not [c for c in verdict.of("skip") if c.stage == "probe"]
+    assert "look at probe dtypes.float8_e4m3fn; probe dtypes.float8_e4m3fnuz;" in verdict.line()
+
+
+def test_a_failing_op_case_makes_it_not_ready_and_is_named(reference):
+    broken = reference.model_copy(deep=True)
+    softmax = next(r for r in broken.ops if r.op == "softmax" and r.dtype == "float32")
+    softmax.status, softmax.message = "fail", "max_rel 1.0e-02 outside rtol 1.3e-06"
+    broken.stages["bench"].status = "partial"
+    verdict = verdict_of(broken)
+    assert verdict.status == "NOT READY" and verdict.exit_code == 1
+    assert verdict.line() == "NOT READY (1 failure): look at verify-ops softmax[float32]"
+    assert [c.name for c in verdict.of("warn")] == ["bench"]  # a partial stage is a warning, not a failure
+
+
+def test_an_empty_profile_is_not_called_ready():
+    verdict = verdict_of(Profile())
+    assert verdict.status == "READY WITH WARNINGS" and "run `bringup all`" in verdict.of("warn")[0].reason
