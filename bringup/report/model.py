@@ -23,6 +23,7 @@ from bringup.report.sections.runs import (
     selftest_facts,
     soak_facts,
 )
+from bringup.report.sections.speed_card import SpeedCard, speed_card
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Report:
     selftest: list[Fact]
     collectives: CollectivesView | None
     verdict: Verdict = field(default_factory=lambda: Verdict([]))
+    speed: SpeedCard | None = None
     baseline: BaselineComparison | None = None
     notes: list[str] = field(default_factory=list)
     soak: list[Fact] = field(default_factory=list)
@@ -70,6 +72,7 @@ def build_report(profile: Profile, source: str, baseline: Profile | None = None,
         title=report_title(profile),
         source=source,
         verdict=verdict_of(profile),
+        speed=speed_card(profile.bench),
         device=device_facts(profile),
         environment=environment_facts(profile),
         stages=stage_facts(profile),

@@ -21,11 +21,12 @@ from bringup.report.html.runs import (
     selftest_section,
     soak_section,
 )
+from bringup.report.html.speed_card import speed_card_section
 from bringup.report.html.verdict import verdict_block
 from bringup.report.model import Report
 from bringup.report.text import MISSING, number
 
-SECTIONS = (("baseline", "Baseline"), ("device", "Device"), ("environment", "Environment"),
+SECTIONS = (("baseline", "Baseline"), ("speed", "LLM speed"), ("device", "Device"), ("environment", "Environment"),
             ("capabilities", "Capabilities"), ("ops", "Ops × dtypes"), ("compiled", "Eager vs compiled"),
             ("roofline", "Roofline"), ("bench", "Benchmarks"), ("plan", "Plan"), ("fallbacks", "Fallbacks"),
             ("selftest", "Selftest"), ("evals", "Model evals"), ("soak", "Soak"), ("collectives", "Collectives"))
@@ -73,6 +74,7 @@ def render_html(report: Report) -> str:
     with_baseline = report.baseline is not None
     body = [
         baseline_section(report.baseline),
+        speed_card_section(report.speed),
         '<div class="columns">' + identity_section(report) + environment_section(report) + "</div>",
         capability_section(report.capabilities, with_baseline),
         ops_section(report.ops),
