@@ -16,6 +16,7 @@ from bringup.report.html.parts import (
     status_badge,
     table,
 )
+from bringup.report.html.speedup_svg import speedup_svg
 from bringup.report.sections.identity import Fact
 from bringup.report.sections.runs import CollectivesView, FallbackRow
 from bringup.report.text import MISSING, byte_size, number, one_line, seconds
@@ -89,6 +90,9 @@ def baseline_section(comparison: BaselineComparison | None) -> Html:
         return section("baseline", "Differences from the baseline", body + paragraph("No differences.", "ok"))
     changed = comparison.sections(comparison.changed)
     body += paragraph(change_counts(comparison))
+    chart = speedup_svg(list(comparison.bench.values()))
+    if chart:
+        body += Html(f"<h3>Speed-up against the baseline</h3><figure>{chart}</figure>")
     if comparison.plan_changes:
         body += change_table("plan", [[k, before, after, ""] for k, before, after in comparison.plan_changes])
     body += Html("<h3>Changed results</h3>") + ("".join(change_table(name, change_rows(found))
