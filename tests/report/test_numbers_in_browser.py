@@ -53,8 +53,8 @@ class Tables(HTMLParser):
             self.current = None
 
 
-def rendered(browser: str, page: Path, scratch: Path) -> str:
-    done = run_browser(browser, scratch, "--dump-dom", page.as_uri())
+def rendered(chromium: str, page: Path, scratch: Path) -> str:
+    done = run_browser(chromium, scratch, "--dump-dom", page.as_uri())
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
