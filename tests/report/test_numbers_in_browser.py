@@ -111,3 +111,40 @@ def test_baseline_changes_separate_new_cases_from_changed_results(pages):
     counts = re.search(r"(\d+) changed results.*?; (\d+) new cases; (\d+) no longer measured", text)
     assert counts and int(counts.group(2)) > 0, text[:2000]  # the two machines' catalogs differ in size
     assert "new cases (not in the baseline)" in text and "Changed results" in text
+
+
+def with_serve_group(source: Path, target: Path, scale: float) -> Path:
+    """A reference profile plus a serve group built by the group's own record makers from known samples."""
+    from bringup.probes.bench.groups.serve import latency_record, rate_record
+    from bringup.profiles.sections.bench import BenchGroup
+    from bringup.profiles.store import load_profile, render_yaml
+
+    profile = load_profile(source)
+    ttft = [scale * (0.020 + 0.001 * i) for i in range(8)]
+    gaps = [scale * (0.004 + 0.0001 * (i % 13)) for i in range(8 * 15)]
+    decode = [sum(gaps[i * 15:(i + 1) * 15]) for i in range(8)]
+    common = {"model": "bringup-builtin-llama-2.5m", "requests": 8, "new_tokens": 16}
+    profile.bench.groups["serve"] = BenchGroup(records=[
+        rate_record("decode_b1", "decode", 15, decode, common), rate_record("prefill_b1", "prefill", 64, ttft, common),
+        latency_record("ttft", "time to first token", ttft, common),
+        latency_record("inter_token", "inter-token latency", gaps, common)], notes=["8 requests, batch 1"])
+    target.write_text(render_yaml(profile), encoding="utf-8")
+    return target
+
+
+def test_speed_card_latency_distributions_and_speedup_chart_from_samples(browser, tmp_path):  # noqa: F811
+    before = with_serve_group(REFERENCE[0], tmp_path / "before.yaml", 2.0)
+    after = with_serve_group(REFERENCE[0], tmp_path / "after.yaml", 1.0)
+    dom = rendered(browser, write_report(after, tmp_path / "after.html", baseline_path=before), tmp_path / "chromium")
+    tables = Tables()
+    tables.feed(dom)
+    card = dict(zip(column(tables.tables["speed-card"], "figure"), column(tables.tables["speed-card"], "value")))
+    assert card["time to first token"] == "p50 23.5 ms · p90 26.3 ms · p99 26.9 ms"
+    assert card["decode, batch 1"].endswith(" tokens/s") and card["prefill, batch 1"].endswith(" tokens/s")
+    chart = dom[dom.index('<svg id="latency-chart"'):]
+    chart = chart[:chart.index("</svg>")]
+    assert chart.count('class="sample"') == 8 + 8 * 15 and chart.count('class="p99"') == 2
+    speedups = dom[dom.index('<svg id="speedup-chart"'):]
+    speedups = speedups[:speedups.index("</svg>")]
+    for key in ("ttft", "inter_token", "decode_b1", "prefill_b1"):
+        assert re.search(rf"serve {key}: 2\.000x", speedups), key  # twice as fast as the baseline's samples
