@@ -32,7 +32,6 @@ from bringup.cli.common import (
 )
 from bringup.cli.output import CompactWarnings, console, err_console, print_json
 from bringup.cli.render.all_summary import plan_line, stage_figure
-from bringup.cli.render.verdict_line import verdict_markup
 from bringup.cli.run_levels import DEFAULT_LEVEL, DEFAULT_SOAK_MINUTES, LEVEL_HELP, STAGE_NAMES, Stage, stages_for
 from bringup.log import capture_to_file, get_logger
 from bringup.terminal_text import markup_safe
@@ -242,6 +241,8 @@ def command(
     else:
         if any(r.action != "ran" for r in runs):
             console.print("[dim]kept: complete in the profile already (--rerun runs them again)[/]", highlight=False)
+        from bringup.cli.render.verdict_line import verdict_markup
+
         render_end(ctx.profile_path, log_path, plan, terminal.suppressed, artifacts)
         console.print(verdict_markup(verdict), highlight=False)
     if verdict.exit_code != 0 or any(r.exit_code != 0 for r in runs):
