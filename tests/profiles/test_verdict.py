@@ -55,3 +55,12 @@ def test_a_failing_op_case_makes_it_not_ready_and_is_named(reference):
 def test_an_empty_profile_is_not_called_ready():
     verdict = verdict_of(Profile())
     assert verdict.status == "READY WITH WARNINGS" and "run `bringup all`" in verdict.of("warn")[0].reason
+
+
+def test_alls_probe_line_counts_capabilities_as_the_verdict_does(reference):
+    from bringup.cli.render.all_summary import probe_figure
+
+    assert probe_figure(reference) == "12 pass · 10 skip (not applicable)"
+    bare = reference.model_copy(deep=True)
+    bare.capabilities.not_applicable = {}
+    assert probe_figure(bare) == "12 pass · 10 warn"
