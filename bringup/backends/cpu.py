@@ -42,6 +42,8 @@ class CpuBackend(Backend):
         "features.graphs": "a CPU has no graph-capture API",
         "features.pinned_memory": "the device is the host: there is no host-to-device copy to pin memory for",
         "features.peer_access": "a host has one CPU device: there is no peer to access",
+        "ops._weight_int4pack_mm": "the byte-packed int4 kernel is the GPUs' (CUDA, ROCm, MPS, XPU); a CPU runs "
+                                   "_weight_int4pack_mm_for_cpu, verified on its own",
     }
 
     def availability_facts(self) -> dict[str, str]:

@@ -20,7 +20,7 @@ def op_checks(profile: Profile) -> list[Check]:
         elif r.failing:
             checks.append(Check("verify-ops", name, "fail", f"{r.status}: {r.message or 'no message recorded'}"))
         else:
-            absent = declared_absent(profile, f"attention.{r.op}", f"dtypes.{r.dtype}", f"features.{r.op}")
+            absent = declared_absent(profile, f"ops.{r.op}", f"attention.{r.op}", f"dtypes.{r.dtype}")
             result = "skip" if absent else "warn"
             reason = f"not applicable: {absent}" if absent else f"unsupported: {r.message or 'the op rejected it'}"
             checks.append(Check("verify-ops", name, result, reason))
