@@ -33,8 +33,14 @@ def test_all_rejects_an_unknown_stage(tmp_path):
 
 @pytest.fixture
 def wrong_float32_softmax():
-    """A held-back fault: the CPU's float32 aten::_softmax 1 % off (float64, the reference, stays exact)."""
-    from tests.probes.fleet.wrong_kernel import wrong_softmax
+    """A held-back fault: the CPU's float32 aten::_softmax 1 % off (float64, the reference, stays exact).
+    Defined here, not imported from the fleet's fault plugin: importing that module installs its override for
+    good."""
+
+    def wrong_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+        shifted = (x - x.amax(dim=dim, keepdim=True)).exp()
+        result = shifted / shifted.sum(dim=dim, keepdim=True)
+        return result * 1.01 if x.dtype == torch.float32 else result
 
     library = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
