@@ -21,6 +21,7 @@ def test_all_runs_stages_into_one_profile_and_resumes(tmp_path):
     assert {row["setting"] for row in data["plan"]} >= {"dtype", "attention", "compiled", "kv_blocks"}
     profile = load_profile(path)
     assert set(profile.stages) == {"devices", "probe", "selftest"} and profile.capabilities.dtypes
+    assert "features.graphs" in profile.capabilities.not_applicable  # the probe recorded the backend's facts
 
     again = json.loads(run_cli(args).stdout)
     assert [s["action"] for s in again["stages"]] == ["skipped (complete)"] * 3

@@ -64,3 +64,11 @@ def test_alls_probe_line_counts_capabilities_as_the_verdict_does(reference):
     bare = reference.model_copy(deep=True)
     bare.capabilities.not_applicable = {}
     assert probe_figure(bare) == "12 pass · 10 warn"
+
+
+def test_profile_show_ends_with_the_verdict():
+    from tests.cli.run_cli import run_cli
+
+    shown = run_cli(["profile", "show", str(REFERENCE[0])])
+    assert shown.code == 0, shown.stderr
+    assert " ".join(shown.stdout.split()).rpartition("verdict: ")[2].startswith("READY: ")
