@@ -72,3 +72,16 @@ def test_profile_show_ends_with_the_verdict():
     shown = run_cli(["profile", "show", str(REFERENCE[0])])
     assert shown.code == 0, shown.stderr
     assert " ".join(shown.stdout.split()).rpartition("verdict: ")[2].startswith("READY: ")
+
+
+def test_a_hostile_name_in_the_verdict_line_reaches_the_terminal_inert(reference, tmp_path):
+    from bringup.profiles.store import render_yaml
+    from tests.cli.run_cli import run_cli
+
+    broken = reference.model_copy(deep=True)
+    broken.ops[0].op, broken.ops[0].status = "soft\x1b[2Jmax[bold]", "fail"
+    path = tmp_path / "hostile.yaml"
+    path.write_text(render_yaml(broken), encoding="utf-8")
+    shown = run_cli(["profile", "show", str(path)])
+    assert shown.code == 0 and "\x1b" not in shown.stdout
+    assert "verdict: NOT READY (1 failure): look at verify-ops soft\\x1b[2Jmax[bold]" in shown.stdout
