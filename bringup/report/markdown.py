@@ -120,6 +120,9 @@ def bench_lines(report: Report) -> list[str]:
     rates = [f"{md(r.record.key)} {md(r.rate)}" for t in report.bench if t.group == "e2e" for r in t.rows if r.rate]
     if rates:
         lines.append("- tokens/s: " + "; ".join(rates[:6]))
+    if report.speed is not None:
+        card = "; ".join(f"{md(f.label)} {md(f.value)} ({md(f.spread)})" for f in report.speed.figures)
+        lines.append(f"- LLM speed card ({md(report.speed.model)}): {card}")
     selftest = fact(report.selftest, "status")
     if report.selftest:
         lines.append(f"- selftest: {md(selftest)}, {md(fact(report.selftest, 'max abs error'))}")

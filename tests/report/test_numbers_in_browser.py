@@ -148,3 +148,12 @@ def test_speed_card_latency_distributions_and_speedup_chart_from_samples(browser
     speedups = speedups[:speedups.index("</svg>")]
     for key in ("ttft", "inter_token", "decode_b1", "prefill_b1"):
         assert re.search(rf"serve {key}: 2\.000x", speedups), key  # twice as fast as the baseline's samples
+
+
+def test_the_markdown_summary_opens_with_the_verdict_and_carries_the_speed_card(tmp_path):
+    from bringup.report.write import render_report
+
+    text = render_report(with_serve_group(REFERENCE[0], tmp_path / "p.yaml", 1.0), None, "md")
+    assert text.splitlines()[1].startswith("**READY**: ")
+    assert "- LLM speed card (bringup-builtin-llama-2.5m): decode, batch 1 " in text
+    assert "time to first token p50 23.5 ms · p90 26.3 ms · p99 26.9 ms" in text
