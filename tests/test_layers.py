@@ -18,9 +18,10 @@ CORE = {"bringup", "bringup.errors", "bringup.log", "bringup.fallbacks", "bringu
 
 # importer -> what it may import (besides itself and CORE); a target names a package or a single module.
 # Imports point down: cli -> everything; serve -> runner; probes -> backends, profiles and the runner's model (the
-# end-to-end bench runs the runner through throughput.py); runner -> backends, profiles. The runner never imports
-# probes; backends never import profiles (profiles store the device record backends fill). report reads profiles,
-# fleet results (probes/fleet) and drafts a plan from a profile through the runner's torch-free planning modules.
+# e2e and serve bench groups run the runner through throughput.py and serving_latency.py); runner -> backends,
+# profiles. The runner never imports probes; backends never import profiles (profiles store the device record
+# backends fill). report reads profiles, fleet results (probes/fleet) and drafts a plan from a profile through the
+# runner's torch-free planning modules.
 LAYERS: dict[str, set[str]] = {
     "bringup.__main__": {"bringup.cli"},
     "bringup.cli": {"bringup.serve", "bringup.report", "bringup.probes", "bringup.runner", "bringup.profiles",
@@ -28,7 +29,8 @@ LAYERS: dict[str, set[str]] = {
     "bringup.serve": {"bringup.runner", "bringup.profiles", "bringup.backends"},
     "bringup.report": {"bringup.probes.fleet", "bringup.runner.plan.plan", "bringup.runner.plan.profile_facts",
                        "bringup.runner.model.config.builtin", "bringup.profiles"},
-    "bringup.probes": {"bringup.runner.model", "bringup.runner.throughput", "bringup.profiles", "bringup.backends"},
+    "bringup.probes": {"bringup.runner.model", "bringup.runner.throughput", "bringup.runner.serving_latency",
+                       "bringup.profiles", "bringup.backends"},
     "bringup.runner": {"bringup.profiles", "bringup.backends"},
     "bringup.profiles": {"bringup.backends.device_info"},  # the one device record type, which backends fill
     "bringup.backends": set(),
@@ -40,6 +42,7 @@ RUNNER_LAYERS: dict[str, set[str]] = {
     "bringup.runner.eval": {"bringup.runner.selftest", "bringup.runner.engine", "bringup.runner.model"},
     "bringup.runner.selftest": {"bringup.runner.engine", "bringup.runner.plan", "bringup.runner.model"},
     "bringup.runner.throughput": {"bringup.runner.engine", "bringup.runner.sampling_params"},
+    "bringup.runner.serving_latency": {"bringup.runner.engine", "bringup.runner.sampling_params"},
     "bringup.runner.engine": {"bringup.runner.plan", "bringup.runner.host", "bringup.runner.model",
                               "bringup.runner.sampling_params"},
     "bringup.runner.plan": {"bringup.runner.host", "bringup.runner.model", "bringup.runner.sampling_params"},

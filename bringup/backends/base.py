@@ -63,6 +63,10 @@ class Backend(ABC):
     packages: tuple[str, ...] = ()                  # Python distributions whose versions the report names
     collective_libraries: Mapping[str, tuple[str, str]] = {}  # device family -> (torch.distributed backend, what)
     peaks_file: Path | None = None                  # datasheet peaks (bringup.peaks/v1 YAML) for its devices
+    # probe check id (e.g. "dtypes.float8_e4m3fn") or "ops.<op>" -> why the family has no such thing; the probe
+    # records these and the verdict calls such a check (and the op cases in such a dtype, attention backend or op)
+    # `skip` (not applicable) when unsupported, instead of a warning. A check that passes anyway still passes.
+    not_applicable: Mapping[str, str] = {}
 
     def present(self) -> bool:
         """Whether this torch process has the family at all (an out-of-tree extension may not be imported).

@@ -34,6 +34,17 @@ class CpuBackend(Backend):
     torch_device_type = "cpu"
     visibility_variable = None
     collective_libraries = {"cpu": ("gloo", "gloo, torch's CPU collective library")}
+    not_applicable = {
+        **{f"dtypes.{fp8}": "a CPU has no FP8 arithmetic units; FP8 is a storage format here"
+           for fp8 in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")},
+        "attention.sdpa_efficient": "the memory-efficient SDPA kernel is a GPU kernel; a CPU has none",
+        "attention.sdpa_cudnn": "cuDNN is NVIDIA's GPU library; a CPU has none",
+        "features.graphs": "a CPU has no graph-capture API",
+        "features.pinned_memory": "the device is the host: there is no host-to-device copy to pin memory for",
+        "features.peer_access": "a host has one CPU device: there is no peer to access",
+        "ops._weight_int4pack_mm": "the byte-packed int4 kernel is the GPUs' (CUDA, ROCm, MPS, XPU); a CPU runs "
+                                   "_weight_int4pack_mm_for_cpu, verified on its own",
+    }
 
     def availability_facts(self) -> dict[str, str]:
         return {}  # the host is described by the cpu topic

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SMOKE_OPS = ("matmul", "linear", "softmax", "rms_norm", "silu", "embedding", "rotary", "sdpa_math")
-QUICK_BENCH_GROUPS = "matmul,bandwidth,transfer,dispatch,attention,ops,e2e"
+QUICK_BENCH_GROUPS = "matmul,bandwidth,transfer,dispatch,attention,ops,e2e,serve"
 DEFAULT_LEVEL = 2
 DEFAULT_SOAK_MINUTES = 10.0
 
@@ -36,9 +36,9 @@ def _level_stages(level: int, soak_minutes: float) -> list[Stage]:
     verify = Stage("verify-ops", ["verify-ops", "--resume", "--compiled"])
     if level == 2:
         return [devices, Stage("probe", ["probe"]), verify,
-                Stage("bench", ["bench", "--quick", "--only", QUICK_BENCH_GROUPS]),
+                Stage("bench", ["bench", "--quick", "--only", QUICK_BENCH_GROUPS], takes_model=True),
                 Stage("selftest", ["selftest"], takes_model=True)]
-    full = [devices, Stage("probe", ["probe"]), verify, Stage("bench", ["bench"]),
+    full = [devices, Stage("probe", ["probe"]), verify, Stage("bench", ["bench"], takes_model=True),
             Stage("selftest", ["selftest", "--steps", "32"], takes_model=True)]
     if level == 3:
         return full

@@ -56,6 +56,8 @@ class Capabilities(ProfileModel):
     attention: dict[str, Capability] = {}
     compile: dict[str, Capability] = {}
     features: dict[str, Capability] = {}
+    # check id -> why the device family has no such thing (the backend's declared facts): the verdict skips these
+    not_applicable: dict[str, str] = {}
 
     def groups(self) -> dict[str, dict[str, Capability]]:
         return {

@@ -26,9 +26,24 @@ class BaselineComparison:
     changed_ops: set[tuple[str, str]]  # (op, dtype) with a case whose verdict differs
     plan_changes: list[tuple[str, str, str]] = field(default_factory=list)  # (setting, before, after)
 
-    def sections(self) -> dict[str, list[Change]]:
+    @property
+    def changed(self) -> list[Change]:
+        """Results recorded in both profiles that differ: what a reader must look at."""
+        return [c for c in self.changes if c.before is not None and c.after is not None]
+
+    @property
+    def new(self) -> list[Change]:
+        """Cases only this profile has (a grown catalog, a new bench group): not a changed result."""
+        return [c for c in self.changes if c.before is None]
+
+    @property
+    def gone(self) -> list[Change]:
+        """Cases only the baseline has."""
+        return [c for c in self.changes if c.before is not None and c.after is None]
+
+    def sections(self, changes: list[Change] | None = None) -> dict[str, list[Change]]:
         grouped: dict[str, list[Change]] = {}
-        for change in self.changes:
+        for change in self.changes if changes is None else changes:
             grouped.setdefault(change.section, []).append(change)
         return grouped
 
@@ -66,9 +81,10 @@ class BaselineComparison:
 
 
 def changed_op_cells(baseline: Profile, current: Profile) -> set[tuple[str, str]]:
+    """(op, dtype) with a case both profiles ran whose verdict differs (a case new to the catalog is not a change)."""
     before = {r.key(): r.status for r in baseline.ops}
     after = {r.key(): r.status for r in current.ops}
-    return {(key[0], key[1]) for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+    return {(key[0], key[1]) for key in before.keys() & after.keys() if before[key] != after[key]}
 
 
 def compare_to_baseline(baseline: Profile, current: Profile, source: str) -> BaselineComparison:

@@ -120,6 +120,9 @@ def bench_lines(report: Report) -> list[str]:
     rates = [f"{md(r.record.key)} {md(r.rate)}" for t in report.bench if t.group == "e2e" for r in t.rows if r.rate]
     if rates:
         lines.append("- tokens/s: " + "; ".join(rates[:6]))
+    if report.speed is not None:
+        card = "; ".join(f"{md(f.label)} {md(f.value)} ({md(f.spread)})" for f in report.speed.figures)
+        lines.append(f"- LLM speed card ({md(report.speed.model)}): {card}")
     selftest = fact(report.selftest, "status")
     if report.selftest:
         lines.append(f"- selftest: {md(selftest)}, {md(fact(report.selftest, 'max abs error'))}")
@@ -154,18 +157,23 @@ def baseline_lines(report: Report) -> list[str]:
     comparison = report.baseline
     if comparison is None:
         return []
-    changes = sorted(comparison.changes, key=lambda c: c.section != "capabilities")
+    changes = sorted(comparison.changed, key=lambda c: c.section != "capabilities")
     lines = ["### Differences from the baseline", f"baseline: {md(comparison.source)}"]
-    if not changes and not comparison.plan_changes:
+    if not comparison.changes and not comparison.plan_changes:
         return [*lines, "no differences"]
+    lines.append(f"{len(changes)} changed results; {len(comparison.new)} new cases (not in the baseline); "
+                 f"{len(comparison.gone)} no longer measured")
     rows = [[f"plan {setting}", before, after, ""] for setting, before, after in comparison.plan_changes]
-    rows += [[f"{c.section} {c.key}", "absent" if c.before is None else c.before,
-              "absent" if c.after is None else c.after, c.note] for c in changes]
-    lines += md_table(["what", "baseline", "now", "note"], rows[:MAX_ROWS]) + more(len(rows))
+    rows += [[f"{c.section} {c.key}", c.before, c.after, c.note] for c in changes]
+    if rows:
+        lines += md_table(["what", "baseline", "now", "note"], rows[:MAX_ROWS]) + more(len(rows))
     return lines
 
 
 def render_markdown(report: Report) -> str:
-    sections = [[f"## {md(report.title)}"], identity_lines(report), capability_lines(report), failing_lines(report),
-                bench_lines(report), eval_lines(report), plan_lines(report), baseline_lines(report)]
+    verdict = report.verdict
+    headline = f"**{md(verdict.headline())}**{md(verdict.line()[len(verdict.headline()):])}"
+    sections = [[f"## {md(report.title)}", headline], identity_lines(report), capability_lines(report),
+                failing_lines(report), bench_lines(report), eval_lines(report), plan_lines(report),
+                baseline_lines(report)]
     return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bringup.profiles.schema import Profile
+from bringup.profiles.verdict import Verdict, verdict_of
 from bringup.report.baseline import BaselineComparison, compare_to_baseline
 from bringup.report.sections.bench_tables import BenchTable, bench_tables
 from bringup.report.sections.capabilities import CapabilityRow, capability_rows
@@ -22,6 +23,7 @@ from bringup.report.sections.runs import (
     selftest_facts,
     soak_facts,
 )
+from bringup.report.sections.speed_card import SpeedCard, speed_card
 
 
 @dataclass
@@ -40,6 +42,8 @@ class Report:
     fallbacks: list[FallbackRow]
     selftest: list[Fact]
     collectives: CollectivesView | None
+    verdict: Verdict = field(default_factory=lambda: Verdict([]))
+    speed: SpeedCard | None = None
     baseline: BaselineComparison | None = None
     notes: list[str] = field(default_factory=list)
     soak: list[Fact] = field(default_factory=list)
@@ -67,6 +71,8 @@ def build_report(profile: Profile, source: str, baseline: Profile | None = None,
     return Report(
         title=report_title(profile),
         source=source,
+        verdict=verdict_of(profile),
+        speed=speed_card(profile.bench),
         device=device_facts(profile),
         environment=environment_facts(profile),
         stages=stage_facts(profile),

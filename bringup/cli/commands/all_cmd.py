@@ -39,6 +39,7 @@ from bringup.terminal_text import markup_safe
 
 if TYPE_CHECKING:
     from bringup.profiles.schema import Profile
+    from bringup.profiles.verdict import Verdict
 
 log = get_logger("all")
 LOG_WIDTH = 160
@@ -231,7 +232,8 @@ def command(
     """Run the stages in order into one profile, resuming stages already complete, then summarise.
 
     Ends with one screen: one line per stage, the execution plan the runner would use, and where the
-    profile and the log (each stage's full output) are. Exit 1 when any stage found failures.
+    profile and the log (each stage's full output) are, then the verdict: READY, READY WITH WARNINGS (n)
+    or NOT READY (n failures), naming what to look at. Exit 1 when NOT READY or a stage failed, else 0.
     Example: `bringup all`, `bringup all --device cuda:1 --rerun`, `bringup all --only devices,probe`.
     """
     from bringup.errors import BringupError
@@ -252,28 +254,35 @@ def command(
                     console.print(f"bringup all on [bold]{markup_safe(ctx.info.id)}[/] "
                                   f"({markup_safe(ctx.info.name)}) → {markup_safe(ctx.profile_path)}",
                                   highlight=False)
-                runs, facts, plan = run_everything(ctx, model, rerun, skip or [], force, strict, verbose, json_out,
-                                                   scratch, stages_for(level, soak_minutes, model is not None), level)
+                runs, facts, plan, verdict = run_everything(ctx, model, rerun, skip or [], force, strict, verbose,
+                                                            json_out, scratch,
+                                                            stages_for(level, soak_minutes, model is not None), level)
                 artifacts = write_artifacts(ctx.profile_path, scratch)
         finally:
             if log_path is not None:
                 keep_log(scratch, log_path)
     if json_out:
         print_json("all", {"profile": str(ctx.profile_path), "stages": [r.__dict__ for r in runs], "facts": facts,
-                    "plan": [dict(zip(("setting", "value", "evidence"), row)) for row in plan], **artifacts})
+                           "plan": [dict(zip(("setting", "value", "evidence"), row)) for row in plan], **artifacts,
+                           "verdict": verdict.to_document()})
     else:
         if any(r.action != "ran" for r in runs):
             console.print("[dim]kept: complete in the profile already (--rerun runs them again)[/]", highlight=False)
+        from bringup.cli.render.verdict_line import verdict_markup
+
         render_end(ctx.profile_path, log_path, plan, terminal.suppressed, artifacts)
-    if any(r.exit_code != 0 for r in runs):
+        console.print(verdict_markup(verdict), highlight=False)
+    if verdict.exit_code != 0 or any(r.exit_code != 0 for r in runs):
         raise typer.Exit(1)
 
 
 def run_everything(ctx: Any, model: Path | None, rerun: bool, skip: list[str], force: bool, strict: bool,
                    verbose: bool, json_out: bool, scratch: TextIO, stages: list[Stage],
-                   level: int) -> tuple[list[StageRun], dict, list]:
-    """The stages with their stdout in the log, then the facts and the plan from the final profile."""
+                   level: int) -> tuple[list[StageRun], dict, list, Verdict]:
+    """The stages with their stdout in the log, then the facts, the plan and the verdict from the final profile."""
+    from bringup.profiles.schema import Profile
     from bringup.profiles.store import load_profile_or_none
+    from bringup.profiles.verdict import verdict_of
 
     common = ["--device", ctx.info.id, "--profile", str(ctx.profile_path), "--details"] + (["-v"] if verbose else [])
     output.transient_progress = True
@@ -290,7 +299,9 @@ def run_everything(ctx: Any, model: Path | None, rerun: bool, skip: list[str], f
         output.transient_progress = False
         console._width = terminal_width
     log.info("plan: %s", plan_line(plan))
-    return runs, summary_facts(final), plan
+    verdict = verdict_of(final or Profile())
+    log.info("verdict: %s", verdict.line())
+    return runs, summary_facts(final), plan, verdict
 
 
 def write_artifacts(profile_path: Path, scratch: TextIO) -> dict[str, Any]:

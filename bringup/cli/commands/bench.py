@@ -14,6 +14,7 @@ from bringup.cli.common import (
     DeviceOption,
     ForceOption,
     JsonOption,
+    ModelOption,
     ProfileOption,
     VerboseOption,
     stage_context,
@@ -50,7 +51,7 @@ if TYPE_CHECKING:  # these import torch: loaded when the command runs, not for -
 
 log = get_logger("bench")
 # the keys of bringup.probes.bench.stage.GROUPS, spelled out so that --help need not import torch (a test checks)
-GROUP_NAMES = ("matmul", "bandwidth", "transfer", "dispatch", "attention", "ops", "compiled", "e2e")
+GROUP_NAMES = ("matmul", "bandwidth", "transfer", "dispatch", "attention", "ops", "compiled", "e2e", "serve")
 GROUP_LIST = ", ".join(GROUP_NAMES)
 
 
@@ -239,6 +240,7 @@ def command(
                                                      "did not pass verify-ops, marked unverified.")] = False,
     e2e_dtype: Annotated[str, typer.Option("--e2e-dtype", help="dtype of the runner in the e2e group: auto (the "
                                           "plan's choice) or float32, bfloat16, float16.")] = "auto",
+    model: ModelOption = None,
     device: DeviceOption = None,
     profile: ProfileOption = None,
     json: JsonOption = False,
@@ -251,8 +253,12 @@ def command(
     eager vs compiled blocks — each as % of datasheet peak (known devices) and of this run's
     measured ceilings. Results go to the profile's `bench` section with the harness settings.
 
+    The serve group is the LLM speed card: batch-1 decode and prefill tokens/s, time to first token and
+    inter-token latency p50/p90/p99 over a short serving run of the built-in model (or --model), with spread and
+    samples kept in the profile.
+
     Example: bringup bench --quick --only matmul,bandwidth --baseline profiles/last-week.yaml
-    --fail-on-regression 10
+    --fail-on-regression 10; bringup bench --only serve --model ./SmolLM2-135M
     """
     from bringup.probes.bench.export import rows as export_rows
     from bringup.probes.bench.export import to_csv
@@ -273,7 +279,7 @@ def command(
         raise BringupError(f"--threshold {threshold} must be between 0 and 1 (a fraction, e.g. 0.05)")
     options = BenchOptions(quick=quick, only=tuple(only or ()), skip=tuple(skip or ()), flush_cache=flush_cache,
                            threshold=threshold, budget_s=budget, include_unverified=include_unverified,
-                           e2e_dtype=None if e2e_dtype == "auto" else e2e_dtype)
+                           e2e_dtype=None if e2e_dtype == "auto" else e2e_dtype, model_dir=model)
     select_groups(options)  # bad --only/--skip fail before any device work
     base_section = load_baseline(baseline)
     ctx = stage_context(device, profile, fmt is not None, verbose, force=force)

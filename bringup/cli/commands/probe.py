@@ -64,6 +64,7 @@ def command(
 
     Example: `bringup probe`, `bringup probe --only dtypes --json`, `bringup probe --skip compile`.
     """
+    from bringup.backends.registry import backend_for
     from bringup.probes.capabilities.registry import all_check_ids, select_checks
     from bringup.probes.capabilities.stage import merge_into, run_probe
     from bringup.profiles.schema import Profile
@@ -77,10 +78,12 @@ def command(
     ctx = stage_context(device, profile, json_out, verbose, force=force)
     started = now_iso()
     status = "partial" if (only or skip) else "complete"
+    declared_absent = dict(backend_for(ctx.info.id).not_applicable)
 
     def checkpoint(results: dict[str, dict[str, Any]], stage_status: str) -> None:
         def record(p: Profile) -> None:
             p.capabilities = merge_into(p.capabilities, results)
+            p.capabilities.not_applicable = declared_absent
 
         update_profile(ctx.profile_path, ctx.info, record, stage="probe", status=stage_status,  # type: ignore[arg-type]
                        force=force, started=started)

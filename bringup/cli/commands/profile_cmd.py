@@ -19,7 +19,9 @@ STYLE = {"supported": "green", "unsupported": "red", "unknown": "yellow", "pass"
 @app.command("show")
 def show(path: ProfileArg, json_out: JsonOption = False) -> None:
     """Summarise a profile: device, environment, capabilities, stages and section sizes."""
+    from bringup.cli.render.verdict_line import verdict_markup
     from bringup.profiles.store import load_profile
+    from bringup.profiles.verdict import verdict_of
 
     profile = load_profile(path)
     if json_out:
@@ -51,6 +53,7 @@ def show(path: ProfileArg, json_out: JsonOption = False) -> None:
                   f"{profile.selftest.status if profile.selftest else 'no'}")
     for stage, stamp in profile.stages.items():
         console.print(plain(f"stage {stage}: {stamp.status}, finished {stamp.finished} (bringup {stamp.bringup})"))
+    console.print(verdict_markup(verdict_of(profile)), highlight=False)
 
 
 @app.command("validate")

@@ -32,10 +32,13 @@ def devices_figure(profile: Profile, selection_reason: str | None) -> str:
 
 
 def probe_figure(profile: Profile) -> str:
+    """`15 pass · 10 skip (not applicable)`: the capabilities as the verdict counts them."""
+    from bringup.profiles.verdict.capability_checks import capability_checks
+
     if profile.capabilities is None:
         return "no capabilities recorded"
-    statuses = [c.status for group in profile.capabilities.groups().values() for c in group.values()]
-    return counts_text(tally(statuses), ("supported", "unsupported", "unknown"))
+    results = [c.result for c in capability_checks(profile.capabilities, profile.ops)]
+    return counts_text(tally(results), ("pass", "warn", "skip")).replace(" skip", " skip (not applicable)")
 
 
 def verify_ops_figure(profile: Profile) -> str:
@@ -45,11 +48,22 @@ def verify_ops_figure(profile: Profile) -> str:
     return text
 
 
+def speed_figure(profile: Profile) -> str | None:
+    """`decode 2.1k tok/s · TTFT p50 12 ms · inter-token p99 1.3 ms`: the LLM speed card, when measured."""
+    records = {r.key: r for r in profile.bench.records("serve")} if profile.bench else {}
+    decode, ttft, gaps = records.get("decode_b1"), records.get("ttft"), records.get("inter_token")
+    if decode is None or decode.status != "ok" or ttft is None or gaps is None or "p50_s" not in ttft.params:
+        return None
+    return (f"decode {decode.params['tokens_per_s']:.4g} tok/s · TTFT p50 {ttft.params['p50_s'] * 1e3:.3g} ms · "
+            f"inter-token p99 {gaps.params['p99_s'] * 1e3:.3g} ms")
+
+
 def bench_figure(profile: Profile) -> str:
     ceilings = profile.bench.ceilings if profile.bench else None
+    speed = speed_figure(profile)
     if ceilings is None:
-        return "no ceilings measured"
-    parts = []
+        return speed or "no ceilings measured"
+    parts = [speed] if speed else []
     if ceilings.tflops:
         parts.append("matmul " + ", ".join(f"{d} {v:.3g}" for d, v in ceilings.tflops.items()) + " TFLOP/s")
     if ceilings.gbps:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -26,6 +27,7 @@ class BenchContext:
     llc: CacheSize
     include_unverified: bool = False
     e2e_dtype: str | None = None  # the e2e group's runner dtype (None: the plan's choice)
+    model_dir: Path | None = None  # the serve group's model (None: the built-in one)
     on_step: Callable[[str], None] = field(default=lambda _text: None)
 
     def free_memory_bytes(self) -> int | None:

@@ -14,7 +14,17 @@ from bringup.errors import BringupError
 from bringup.log import get_logger
 from bringup.probes.bench.cache import CacheFlusher, llc_size
 from bringup.probes.bench.context import BenchContext
-from bringup.probes.bench.groups import attention, bandwidth, compiled, dispatch, e2e, matmul, ops, transfer
+from bringup.probes.bench.groups import (
+    attention,
+    bandwidth,
+    compiled,
+    dispatch,
+    e2e,
+    matmul,
+    ops,
+    serve,
+    transfer,
+)
 from bringup.probes.bench.harness import Harness, HarnessSettings
 from bringup.probes.bench.presets import PRESETS, Preset
 from bringup.probes.bench.records import short_error
@@ -34,6 +44,7 @@ GROUPS: dict[str, Callable[[BenchContext], BenchGroup]] = {
     "ops": ops.run,
     "compiled": compiled.run,
     "e2e": e2e.run,
+    "serve": serve.run,
 }
 # Finished groups are written to the profile (stage status partial) at least this often, and always at
 # the end: an interrupted run keeps what it measured, without paying a profile rewrite per small group.
@@ -54,6 +65,7 @@ class BenchOptions:
     budget_s: float | None = None
     include_unverified: bool = False
     e2e_dtype: str | None = None
+    model_dir: Path | None = None  # the serve group's model (None: the built-in one)
 
     @property
     def preset(self) -> Preset:
@@ -105,7 +117,7 @@ def build_context(device: torch.device, info: DeviceInfo, profile: Profile | Non
     model = HarnessSettingsModel(**settings.to_dict(), flush_bytes=flusher.nbytes if flusher else None)
     ctx = BenchContext(device=device, info=info, harness=harness, preset=options.preset, profile=profile,
                        llc=llc, include_unverified=options.include_unverified, on_step=on_step,
-                       e2e_dtype=options.e2e_dtype)
+                       e2e_dtype=options.e2e_dtype, model_dir=options.model_dir)
     return ctx, model
 
 

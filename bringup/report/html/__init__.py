@@ -21,10 +21,12 @@ from bringup.report.html.runs import (
     selftest_section,
     soak_section,
 )
+from bringup.report.html.speed_card import speed_card_section
+from bringup.report.html.verdict import verdict_block
 from bringup.report.model import Report
 from bringup.report.text import MISSING, number
 
-SECTIONS = (("baseline", "Baseline"), ("device", "Device"), ("environment", "Environment"),
+SECTIONS = (("baseline", "Baseline"), ("speed", "LLM speed"), ("device", "Device"), ("environment", "Environment"),
             ("capabilities", "Capabilities"), ("ops", "Ops × dtypes"), ("compiled", "Eager vs compiled"),
             ("roofline", "Roofline"), ("bench", "Benchmarks"), ("plan", "Plan"), ("fallbacks", "Fallbacks"),
             ("selftest", "Selftest"), ("evals", "Model evals"), ("soak", "Soak"), ("collectives", "Collectives"))
@@ -41,6 +43,7 @@ def tile(label: str, value: str, css: str = "") -> str:
 def summary_tiles(report: Report) -> str:
     caps = report.capabilities
     supported = sum(c.status == "supported" for c in caps)
+    not_applicable = sum(c.status == "unsupported" and c.not_applicable for c in caps)
     failing = len(report.ops.failing)
     compiled_failing = sum(r.record.failing for r in report.compiled)
     selftest = next((f.value for f in report.selftest if f.label == "status"), "not measured")
@@ -48,7 +51,8 @@ def summary_tiles(report: Report) -> str:
                key=lambda c: max(c.compute.values(), default=0.0))
     peak = f"{number(max(best.compute.values(), default=None))} TFLOP/s" if best and best.compute else MISSING
     tiles = [
-        tile("capabilities supported", f"{supported} / {len(caps)}" if caps else "not measured"),
+        tile("capabilities supported", f"{supported} / {len(caps) - not_applicable}" if caps else "not measured"),
+        tile("not applicable here", str(not_applicable) if caps else "not measured"),
         tile("op cases failing", f"{failing} of {sum(report.ops.totals.values())}" if report.ops.measured
              else "not measured", "bad" if failing else "ok"),
         tile("compiled mismatches", f"{compiled_failing} of {len(report.compiled)}" if report.compiled
@@ -70,6 +74,7 @@ def render_html(report: Report) -> str:
     with_baseline = report.baseline is not None
     body = [
         baseline_section(report.baseline),
+        speed_card_section(report.speed),
         '<div class="columns">' + identity_section(report) + environment_section(report) + "</div>",
         capability_section(report.capabilities, with_baseline),
         ops_section(report.ops),
@@ -85,7 +90,8 @@ def render_html(report: Report) -> str:
     ]
     comparison = baseline_summary(report.baseline)
     header = (f"<header><h1>{e(report.title)}</h1><p class=\"note\">profile: {e(report.source)}"
-              + (f"<br>{comparison}" if comparison else "") + f"</p>{summary_tiles(report)}{navigation(report)}"
+              + (f"<br>{comparison}" if comparison else "") + "</p>"
+              f"{verdict_block(report.verdict)}{summary_tiles(report)}{navigation(report)}"
               "</header>")
     return Html(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

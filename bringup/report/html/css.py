@@ -48,6 +48,7 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f8fa; paddi
 .ok { color: var(--ok); }
 .warn { color: var(--warn); }
 .bad { color: var(--bad); }
+.verdict { font-size: 1.25rem; margin: .4rem 0; }
 figure { margin: .5rem 0; overflow-x: auto; }
 svg text { font: 11px system-ui, sans-serif; fill: #1f2328; }
 svg .axis-label { font-size: 12px; }

@@ -17,7 +17,7 @@ from bringup.report.html.svg import roofline_svg
 from bringup.report.sections.bench_tables import BenchRow, BenchTable
 from bringup.report.sections.plan import PlanView
 from bringup.report.sections.roofline import Roofline
-from bringup.report.text import MISSING, number, one_line, percent, seconds
+from bringup.report.text import MISSING, number, one_line, seconds
 
 
 def ceiling_list(chart: Roofline) -> Html:
@@ -50,7 +50,7 @@ def spread(row: BenchRow) -> str:
 
 def bench_cells(row: BenchRow, with_baseline: bool) -> list[object]:
     r = row.record
-    pct = percent(r.pct_datasheet) if r.pct_datasheet is not None else percent(r.pct_measured)
+    pct = row.of_ceiling
     speedup = f"{r.speedup:.2f}x vs {r.baseline_key}" if r.speedup and r.baseline_key else MISSING
     cells: list[object] = [r.key, r.dtype or MISSING, status_badge(r.status) if r.status != "ok" else "ok",
                            seconds(r.median_s), spread(row), seconds(r.min_s), number(r.reps), row.rate or MISSING,

@@ -16,6 +16,7 @@ from bringup.report.html.parts import (
     status_badge,
     table,
 )
+from bringup.report.html.speedup_svg import speedup_svg
 from bringup.report.sections.identity import Fact
 from bringup.report.sections.runs import CollectivesView, FallbackRow
 from bringup.report.text import MISSING, byte_size, number, one_line, seconds
@@ -28,11 +29,14 @@ def fallback_section(rows: list[FallbackRow]) -> Html:
         return section("fallbacks", "Fallbacks", not_measured("fallback counts",
                                                              "Run `bringup selftest` or `bringup bench`."))
     total = sum(r.count for r in rows)
-    summary = paragraph("No fallback happened." if total == 0 else f"{total} fallbacks counted.",
-                        "ok" if total == 0 else "warn")
-    classes = ["bad" if r.count else "" for r in rows]
-    return section("fallbacks", "Fallbacks", summary + table("fallbacks-table", ["run", "level", "count"],
-                                                            [[r.where, r.level, r.count] for r in rows], classes))
+    if total == 0:  # a table of zeros says nothing the sentence does not
+        runs = ", ".join(dict.fromkeys(r.where for r in rows))
+        return section("fallbacks", "Fallbacks", paragraph("No fallback happened.", "ok")
+                       + paragraph(f"counted in: {runs}", "note"))
+    counted = [r for r in rows if r.count]
+    return section("fallbacks", "Fallbacks", paragraph(f"{total} fallbacks counted.", "warn")
+                   + table("fallbacks-table", ["run", "level", "count"], [[r.where, r.level, r.count] for r in counted],
+                           ["bad"] * len(counted)))
 
 
 def soak_section(facts: list[Fact]) -> Html:
@@ -82,21 +86,40 @@ def baseline_section(comparison: BaselineComparison | None) -> Html:
     if comparison is None:
         return Html("")
     body = paragraph(f"baseline: {comparison.source}. Changed rows are also highlighted in their sections.")
-    grouped = comparison.sections()
-    if not grouped and not comparison.plan_changes:
+    if not comparison.changes and not comparison.plan_changes:
         return section("baseline", "Differences from the baseline", body + paragraph("No differences.", "ok"))
-    body += paragraph("changes: " + ", ".join(f"{len(found)} {name}" for name, found in grouped.items()))
+    changed = comparison.sections(comparison.changed)
+    body += paragraph(change_counts(comparison))
+    chart = speedup_svg(list(comparison.bench.values()))
+    if chart:
+        body += Html(f"<h3>Speed-up against the baseline</h3><figure>{chart}</figure>")
     if comparison.plan_changes:
         body += change_table("plan", [[k, before, after, ""] for k, before, after in comparison.plan_changes])
-    body += "".join(change_table(name, change_rows(found)) for name, found in grouped.items())
+    body += Html("<h3>Changed results</h3>") + ("".join(change_table(name, change_rows(found))
+                                                       for name, found in changed.items())
+                                               or paragraph("No result both profiles hold has changed.", "ok"))
+    for title, changes in (("new cases (not in the baseline)", comparison.new),
+                           ("no longer measured (only in the baseline)", comparison.gone)):
+        if changes:
+            found = table(f"baseline-{slug(title)}", ["section", "key", "result"],
+                          [[c.section, c.key, shown(c.after if c.before is None else c.before)] for c in changes])
+            body += details(f"{len(changes)} {title}", found, css="changes")
     return Html(f'<section id="baseline"><h2>Differences from the baseline</h2>'
                 f'<div id="baseline-table">{body}</div></section>')
+
+
+def change_counts(comparison: BaselineComparison) -> str:
+    """`3 changed results (1 capabilities, 2 bench); 123 new cases; 0 no longer measured`."""
+    by_section = ", ".join(f"{len(found)} {name}" for name, found in comparison.sections(comparison.changed).items())
+    return (f"{len(comparison.changed)} changed results" + (f" ({by_section})" if by_section else "")
+            + f"; {len(comparison.new)} new cases; {len(comparison.gone)} no longer measured")
 
 
 def baseline_summary(comparison: BaselineComparison | None) -> str:
     if comparison is None:
         return ""
-    capabilities = sum(c.section == "capabilities" for c in comparison.changes)
-    moved = sum(c.section == "bench" and c.note.startswith(("slower", "faster")) for c in comparison.changes)
-    return e(f"vs baseline: {len(comparison.changes)} changes ({capabilities} capability, {moved} bench "
-             "measurements beyond noise)")
+    changed = comparison.changed
+    capabilities = sum(c.section == "capabilities" for c in changed)
+    moved = sum(c.section == "bench" and c.note.startswith(("slower", "faster")) for c in changed)
+    return e(f"vs baseline: {len(changed)} changed results ({capabilities} capability, {moved} bench "
+             f"measurements beyond noise), {len(comparison.new)} new cases")

@@ -52,7 +52,7 @@ def run(ctx: BenchContext) -> BenchGroup:
         record("decode_b1", "decode", result["decode_tokens_per_s"], new_tokens - 1, result, reps),
     ]
     notes = [f"built-in model, batch 1, {PROMPT_TOKENS} prompt + {new_tokens} new tokens, greedy; best of {reps} "
-             f"after a warm-up; median_s is seconds per token; plan: {result['plan']}"]
+             f"after a warm-up; median_s is seconds per token; the plan it ran with is in each record's params"]
     if result["plan"].get("compiled", "eager") != "eager" and ctx.profile is not None:
         ctx.on_step("e2e built-in model, eager baseline")
         try:

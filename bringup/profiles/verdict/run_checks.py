@@ -1,0 +1,80 @@
+"""verify-ops, compiled, bench, selftest, collectives, soak and stage stamps as checks."""
+
+from bringup.profiles.schema import Profile
+from bringup.profiles.sections.bench import BenchSection
+from bringup.profiles.verdict.checks import Check
+
+
+def declared_absent(profile: Profile, *check_ids: str) -> str | None:
+    """The backend's reason a capability does not apply here, for the first of `check_ids` it declares."""
+    declared = profile.capabilities.not_applicable if profile.capabilities else {}
+    return next((declared[c] for c in check_ids if c in declared), None)
+
+
+def op_checks(profile: Profile) -> list[Check]:
+    checks: list[Check] = []
+    for r in profile.ops:
+        name = f"{r.op}[{r.dtype}] {r.case}"
+        if r.status == "pass":
+            checks.append(Check("verify-ops", name, "pass", "within tolerance of the float64 reference"))
+        elif r.failing:
+            checks.append(Check("verify-ops", name, "fail", f"{r.status}: {r.message or 'no message recorded'}"))
+        else:
+            absent = declared_absent(profile, f"ops.{r.op}", f"attention.{r.op}", f"dtypes.{r.dtype}")
+            result = "skip" if absent else "warn"
+            reason = f"not applicable: {absent}" if absent else f"unsupported: {r.message or 'the op rejected it'}"
+            checks.append(Check("verify-ops", name, result, reason))
+    return checks
+
+
+def compiled_checks(profile: Profile) -> list[Check]:
+    checks: list[Check] = []
+    for r in profile.compiled:
+        name = f"{r.target}[{r.dtype}] {r.backend}" + (f" {r.case}" if r.case else "")
+        if r.status == "pass":
+            checks.append(Check("compiled", name, "pass", "compiled result as accurate as eager"))
+        elif r.status == "mismatch":
+            checks.append(Check("compiled", name, "fail", f"compiled result worse than eager "
+                                f"(first failing rung: {r.failing_backend or 'unknown'})"))
+        elif r.status == "unsupported":
+            checks.append(Check("compiled", name, "warn", f"unsupported: {r.message or 'not compiled'}"))
+        else:  # a compile error leaves the eager path, which the plan falls back to
+            checks.append(Check("compiled", name, "warn", f"{r.status}: {r.message or 'no message recorded'}; "
+                                "the runner stays eager for it"))
+    return checks
+
+
+def bench_checks(bench: BenchSection | None) -> list[Check]:
+    checks: list[Check] = []
+    for name, group in (bench.groups.items() if bench else []):
+        errors = [r for r in group.records if r.status == "error"]
+        if group.status == "not_applicable":
+            checks.append(Check("bench", name, "skip", group.reason or "not applicable: no such path here"))
+        elif group.status == "skipped":
+            checks.append(Check("bench", name, "skip", f"not run: {group.reason or 'skipped'}"))
+        elif errors:
+            checks.append(Check("bench", name, "warn", f"{len(errors)} measurement(s) raised, e.g. "
+                                f"{errors[0].key}: {errors[0].reason or 'error'}"))
+        else:
+            checks.append(Check("bench", name, "pass", f"{sum(r.status == 'ok' for r in group.records)} measured"))
+    return checks
+
+
+def run_checks(profile: Profile) -> list[Check]:
+    """Selftest, collectives and soak as one check each; a partial stage as a warning to rerun it."""
+    checks: list[Check] = []
+    if profile.selftest:
+        st = profile.selftest
+        figures = f"max_abs_err {st.max_abs_err:.3g} (threshold {st.threshold:.3g}), top-1 {st.top1_agreement:.0%}"
+        checks.append(Check("selftest", st.model, st.status, figures + (f": {st.reason}" if st.reason else "")))
+    if profile.collectives:
+        c = profile.collectives
+        checks.append(Check("collectives", c.backend, c.status, f"{sum(x.status == 'pass' for x in c.cases)} "
+                            f"of {len(c.cases)} cases pass, {len(c.faults)} fault(s)"))
+    if profile.soak:
+        checks.append(Check("soak", "soak", profile.soak.status, "wrong results in some round"
+                            if profile.soak.status == "fail" else "every round matched"))
+    for stage, stamp in profile.stages.items():
+        if stamp.status == "partial":
+            checks.append(Check("stages", stage, "warn", f"{stage} is partial: run `bringup {stage}` to finish it"))
+    return checks

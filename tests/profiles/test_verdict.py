@@ -1,0 +1,87 @@
+"""The verdict from real profiles: reference profiles recorded on CPUs are READY; a wrong or partial result is not."""
+
+from pathlib import Path
+
+import pytest
+
+from bringup.profiles.schema import Profile
+from bringup.profiles.store import load_profile
+from bringup.profiles.verdict import verdict_of
+
+REFERENCE = sorted((Path(__file__).parents[2] / "reference" / "profiles").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def reference() -> Profile:
+    return load_profile(REFERENCE[0])
+
+
+@pytest.mark.parametrize("path", REFERENCE, ids=lambda p: p.stem)
+def test_reference_profiles_are_ready_with_what_a_cpu_lacks_skipped(path):
+    verdict = verdict_of(load_profile(path))
+    assert verdict.status == "READY" and verdict.exit_code == 0
+    assert verdict.line().startswith("READY: ") and "not applicable to this device" in verdict.line()
+    skipped = {c.name: c.reason for c in verdict.of("skip")}
+    assert {"dtypes.float8_e4m3fn", "attention.sdpa_cudnn", "features.graphs", "features.peer_access"} <= set(skipped)
+    assert all(reason.startswith("not applicable") for reason in skipped.values())
+
+
+def test_a_dtype_unsupported_while_its_ops_pass_is_explained(reference):
+    fp8 = next(c for c in verdict_of(reference).checks if c.name == "dtypes.float8_e4m3fn")
+    assert "cast" in fp8.reason and "_scaled_mm" in fp8.reason and "general arithmetic in it does not run" in fp8.reason
+
+
+def test_without_the_declared_facts_an_unsupported_capability_warns(reference):
+    bare = reference.model_copy(deep=True)
+    bare.capabilities.not_applicable = {}
+    verdict = verdict_of(bare)
+    assert verdict.status == "READY WITH WARNINGS" and verdict.exit_code == 0
+    assert verdict.headline() == f"READY WITH WARNINGS ({len(verdict.of('warn'))})"
+    assert not [c for c in verdict.of("skip") if c.stage == "probe"]
+    assert "look at probe dtypes.float8_e4m3fn; probe dtypes.float8_e4m3fnuz;" in verdict.line()
+
+
+def test_a_failing_op_case_makes_it_not_ready_and_is_named(reference):
+    broken = reference.model_copy(deep=True)
+    softmax = next(r for r in broken.ops if r.op == "softmax" and r.dtype == "float32")
+    softmax.status, softmax.message = "fail", "max_rel 1.0e-02 outside rtol 1.3e-06"
+    broken.stages["bench"].status = "partial"
+    verdict = verdict_of(broken)
+    assert verdict.status == "NOT READY" and verdict.exit_code == 1
+    assert verdict.line() == "NOT READY (1 failure): look at verify-ops softmax[float32]"
+    assert [c.name for c in verdict.of("warn")] == ["bench"]  # a partial stage is a warning, not a failure
+
+
+def test_an_empty_profile_is_not_called_ready():
+    verdict = verdict_of(Profile())
+    assert verdict.status == "READY WITH WARNINGS" and "run `bringup all`" in verdict.of("warn")[0].reason
+
+
+def test_alls_probe_line_counts_capabilities_as_the_verdict_does(reference):
+    from bringup.cli.render.all_summary import probe_figure
+
+    assert probe_figure(reference) == "12 pass · 10 skip (not applicable)"
+    bare = reference.model_copy(deep=True)
+    bare.capabilities.not_applicable = {}
+    assert probe_figure(bare) == "12 pass · 10 warn"
+
+
+def test_profile_show_ends_with_the_verdict():
+    from tests.cli.run_cli import run_cli
+
+    shown = run_cli(["profile", "show", str(REFERENCE[0])])
+    assert shown.code == 0, shown.stderr
+    assert " ".join(shown.stdout.split()).rpartition("verdict: ")[2].startswith("READY: ")
+
+
+def test_a_hostile_name_in_the_verdict_line_reaches_the_terminal_inert(reference, tmp_path):
+    from bringup.profiles.store import render_yaml
+    from tests.cli.run_cli import run_cli
+
+    broken = reference.model_copy(deep=True)
+    broken.ops[0].op, broken.ops[0].status = "soft\x1b[2Jmax[bold]", "fail"
+    path = tmp_path / "hostile.yaml"
+    path.write_text(render_yaml(broken), encoding="utf-8")
+    shown = run_cli(["profile", "show", str(path)])
+    assert shown.code == 0 and "\x1b" not in shown.stdout
+    assert "verdict: NOT READY (1 failure): look at verify-ops soft\\x1b[2Jmax[bold]" in shown.stdout
