@@ -2,21 +2,22 @@
 the unquantized weights on the model itself, and kept only with the evidence plan/quantization.py asks for.
 
 Both sides run through the executor on the same KV cache before any request arrives: the next-token distributions
-over the first CHECK_TOKENS tokens of the eval's built-in text (KL(unquantized || quantized), mean over positions),
-and real decode steps timed in turn (engine/decode_timing.py's alternation, batch 1).
+over the first CHECK_TOKENS tokens of the text `bringup eval` scores by default (read as package data: the engine
+sits below runner/eval and imports none of it), KL(unquantized || quantized) per position as llama-perplexity's
+--kl-divergence takes it, mean over positions; and real decode steps timed in turn (decode_timing.py's alternation,
+batch 1).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from importlib import resources
 from typing import Any
 
 import torch
 
 from bringup.runner.engine.decode_timing import DecodeSteps, alternated, sweep_context
 from bringup.runner.engine.executor import Executor
-from bringup.runner.eval.divergence import compare_full
-from bringup.runner.eval.text import default_text
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import CONVERTIBLE
@@ -25,10 +26,13 @@ from bringup.runner.plan.plan import MARGIN, Choice, ExecutionPlan
 from bringup.runner.plan.quantization import DESCRIPTION, KLD_BUDGET, NONE, auto_candidates
 
 CHECK_TOKENS = 128
+CHECK_TEXT = ("bringup.runner.eval", "default_text.md")  # the eval's built-in text, shipped with the package
 
 
 def check_tokens(tokenizer: Any, executor: Executor) -> list[int]:
-    tokens = tokenizer.encode(default_text().text, add_special_tokens=False)
+    package, name = CHECK_TEXT
+    text = resources.files(package).joinpath(name).read_text(encoding="utf-8")
+    tokens = tokenizer.encode(text, add_special_tokens=False)
     room = executor.plan.kv_blocks.value * executor.plan.block_size
     return tokens[: min(CHECK_TOKENS, executor.plan.max_model_len.value, room)]
 
@@ -40,9 +44,10 @@ def next_token_logprobs(executor: Executor, tokens: list[int]) -> torch.Tensor:
     return torch.log_softmax(logits.float(), dim=-1)
 
 
-def kl_divergence(reference: torch.Tensor, run: torch.Tensor, tokens: list[int]) -> float:
-    targets = torch.tensor(tokens[1:] + tokens[-1:])
-    return float(compare_full(run, reference, targets).kl.mean())
+def kl_divergence(reference: torch.Tensor, run: torch.Tensor) -> float:
+    """Mean over positions of KL(reference || run), both log-probabilities [positions, vocab], in float64."""
+    ref, ours = reference.double().cpu(), run.double().cpu()
+    return float((ref.exp() * (ref - ours)).sum(dim=-1).clamp_min(0.0).mean())
 
 
 def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes: list[str], source: str) -> Choice:
@@ -60,7 +65,7 @@ def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes
         model.add_kind(scheme, source)
         quantized = WeightLayout(scheme, scheme, 0)
         model.layout = quantized
-        kld = kl_divergence(reference, next_token_logprobs(executor, tokens), tokens)
+        kld = kl_divergence(reference, next_token_logprobs(executor, tokens))
         seconds, plain_s = alternated(step, lambda on, q=quantized: setattr(model, "layout", q if on else plain))
         model.layout = plain
         faster, close = kept(seconds, plain_s), kld <= KLD_BUDGET
