@@ -7,7 +7,8 @@ an F32 GGUF (benchmarks/llama_cpp.py's writer, the installed gguf package), quan
 llama.cpp's own `llama_model_quantize`. KL divergence: KL(float32 bringup || scheme) per position over the first
 --kld-tokens tokens of the eval's built-in text, fed as token ids to both runners (the same vocabulary).
 
-Run:  BRINGUP_TEST_MODELS=... PYTHONPATH=. python benchmarks/quantized_decode.py [--tokens 64] [--threads N]
+Run:  BRINGUP_TEST_MODELS=... python -m benchmarks.quantized_decode [--tokens 64] [--threads N]
+(as a module from the repository root: run as a script, `import llama_cpp` would find benchmarks/llama_cpp.py)
 Not a test: the figures are this machine's. Prints the machine, then one row per runner and scheme.
 """
 

@@ -138,3 +138,18 @@ def test_a_requested_scheme_with_a_wrong_kernel_falls_back_to_the_reference_with
     assert "applied as dequantize + F.linear: the kernel int8 kernel result differs" in quantization["evidence"]
     assert data["plan"]["weight_layout"]["value"] == "int8_dequant"
     assert "int8 linear" in stderr and "dequantize + F.linear (float32)" in stderr  # the WARNING
+
+
+@needs_compiler
+def test_auto_measures_each_scheme_on_the_model_and_serves_what_it_says(tiny, tmp_path):
+    engine = start(tiny, tmp_path, "auto")
+    choice = engine.plan.quantization
+    for scheme in (INT8, INT4):  # both kernels check out here, so both are measured (which wins is the machine's)
+        assert f"{scheme}: KLD " in choice.evidence and "nats/token over" in choice.evidence
+        assert "ms unquantized" in choice.evidence
+    kinds = engine.executor.model.layout.kinds
+    if choice.value == "none":
+        assert "auto: no scheme had every piece of evidence" in choice.evidence
+        assert not set(kinds) & {INT8, INT4}
+    else:
+        assert kinds == [choice.value] and engine.plan.weight_layout.value == choice.value
