@@ -126,10 +126,12 @@ def main() -> int:
             current = engine if scheme == "none" else bringup_engine(model_dir, work, scheme)
             ours = bringup_decode_tps(current, prompt, args.tokens, args.reps)
             our_kld = 0.0 if scheme == "none" else kld(reference, bringup_logprobs(current, text))
+            print(f"bringup {scheme}: {ours:.1f} tok/s, KLD {our_kld:.5f}", flush=True)
             path = llama_file(f32, kind, args.threads)
             theirs = llama_decode_tps(path, args.tokens, args.threads, args.reps)
             their_kld = kld(reference, llama_logprobs(path, text, args.threads))
             rows.append((scheme, kind, ours, theirs, our_kld, their_kld, current.plan.weight_layout.value))
+            print(f"measured {scheme} vs {kind}", flush=True)
         print(f"{'bringup':8} {'llama.cpp':9} {'bringup tok/s':>13} {'llama.cpp tok/s':>15} {'ratio':>6} "
               f"{'KLD bringup':>11} {'KLD llama.cpp':>13}  (KLD vs bringup float32 over {len(text)} tokens)")
         for scheme, kind, ours, theirs, our_kld, their_kld, layout in rows:
