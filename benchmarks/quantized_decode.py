@@ -87,12 +87,17 @@ def llama_decode_tps(path: Path, tokens: int, threads: int, reps: int) -> float:
 
 
 def llama_logprobs(path: Path, tokens: list[int], threads: int) -> torch.Tensor:
+    """Next-token log-probabilities after each token, one token per eval (logits_all over a batch crashed these
+    bindings with a Q8_0 file here: llama-cpp-python 0.3.36, a segmentation fault)."""
     import llama_cpp
 
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_threads=threads, n_threads_batch=threads,
-                          n_batch=512, logits_all=True, verbose=False)
-    llm.eval(tokens)
-    return torch.log_softmax(torch.from_numpy(llm.scores[: len(tokens)].copy()).double(), dim=-1)
+                          verbose=False)
+    rows = []
+    for i, token in enumerate(tokens):
+        llm.eval([token])
+        rows.append(torch.from_numpy(llm.scores[i].copy()))
+    return torch.log_softmax(torch.stack(rows).double(), dim=-1)
 
 
 def kld(reference: torch.Tensor, run: torch.Tensor) -> float:
