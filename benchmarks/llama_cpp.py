@@ -80,11 +80,13 @@ def byte_level_vocab(size: int) -> list[str]:
     return [symbols[b] for b in range(256)] + [f"<t{i}>" for i in range(256, size)]
 
 
-def write_gguf(model_dir: Path, out: Path, dtype: str) -> Path:
-    """model_dir's Llama weights (safetensors) as a GGUF file of `dtype` (float32 or bfloat16)."""
+def write_gguf(model_dir: Path, out: Path, dtype: str, vendored: bool = True) -> Path:
+    """model_dir's Llama weights (safetensors) as a GGUF file of `dtype` (float32 or bfloat16); with the gguf-py
+    vendored in the llama.cpp sources, or (`vendored=False`) the installed `gguf` package."""
     from safetensors.torch import load_file
 
-    sys.path.insert(0, str(sources() / "gguf-py"))
+    if vendored:
+        sys.path.insert(0, str(sources() / "gguf-py"))
     import gguf  # the version that matches the llama.cpp being built
 
     cfg = json.loads((model_dir / "config.json").read_text())

@@ -37,6 +37,13 @@ DtypeOption = Annotated[
     typer.Option("--dtype", help="Model dtype: auto (the plan's choice from the profile) or float32, bfloat16, "
                  "float16. A dtype the profile says does not run correctly here is refused unless --force."),
 ]
+QuantizationOption = Annotated[
+    str,
+    typer.Option("--quantization", help="Linear weights: none (the plan dtype's), int8 (weight-only, a scale per "
+                 "output channel), int4 (weight-only, a scale and a minimum per group of 32), or auto (the plan "
+                 "quantizes only where the kernel checked out here, decode measured faster on this model and the "
+                 "KL divergence stayed under its budget). Host (CPU) kernels."),
+]
 ForceDtypeOption = Annotated[
     bool, typer.Option("--force", help="Run a --dtype the profile marks broken, and load weights with non-finite "
                        "values (NaN/Inf; each such tensor is logged).")

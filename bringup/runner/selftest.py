@@ -13,6 +13,8 @@ from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel
+from bringup.runner.model.layout_linear import WEIGHT_PREFIX
+from bringup.runner.model.linear_kinds import OUT_IN, QUANTIZED_KINDS, to_out_in
 from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
 
@@ -43,6 +45,18 @@ def reference_model(engine: LLMEngine, model_dir: Path | None) -> DecoderModel:
     return model_source(model_dir).load(config, torch.float64, torch.device("cpu"))
 
 
+def same_quantized_weights(reference: DecoderModel, engine: LLMEngine) -> DecoderModel:
+    """`reference` with each linear weight replaced by the engine's quantized weight dequantized (float64), when the
+    plan quantizes: selftest then tests the device's arithmetic, not the quantization error (eval measures that)."""
+    served = engine.executor.model
+    kind = served.layout.small
+    if kind not in QUANTIZED_KINDS:
+        return reference
+    for mine, theirs in zip(reference.linear_layers(), served.linear_layers(), strict=True):
+        mine.register_buffer(WEIGHT_PREFIX + OUT_IN, to_out_in(theirs.weight(kind), kind).to(torch.float64))
+    return reference
+
+
 def run_selftest(engine: LLMEngine, model_dir: Path | None, steps: int) -> SelftestResult:
     start = time.perf_counter()
     prompt = engine.tokenizer.encode(FIXED_PROMPT)[: engine.max_model_len // 2]
@@ -67,7 +81,7 @@ def run_selftest(engine: LLMEngine, model_dir: Path | None, steps: int) -> Selft
 def _reference_greedy(engine: LLMEngine, model_dir: Path | None, prompt: list[int], steps: int
                       ) -> tuple[list[int], torch.Tensor]:
     """Greedy tokens and per-step logits of the float64 CPU model."""
-    model = reference_model(engine, model_dir)
+    model = same_quantized_weights(reference_model(engine, model_dir), engine)
     size = engine.plan.block_size
     blocks = -(-(len(prompt) + steps) // size)
     model.allocate_kv_cache(blocks, size)

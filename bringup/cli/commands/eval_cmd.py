@@ -15,6 +15,7 @@ from bringup.cli.common import (
     JsonOption,
     ModelOption,
     ProfileOption,
+    QuantizationOption,
     StrictOption,
     VerboseOption,
     stage_context,
@@ -48,6 +49,7 @@ def command(
                                        "--save-reference.")] = 32,
     allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
     dtype: DtypeOption = "auto",
+    quantization: QuantizationOption = "none",
     device: DeviceOption = None,
     profile: ProfileOption = None,
     strict: StrictOption = False,
@@ -80,7 +82,8 @@ def command(
     eval_text = read_text(text)
     engine = LLMEngine.create(EngineOptions(
         model_dir=model, profile_path=stage.profile_path, device=str(stage.device), strict=strict,
-        allow_cpu_fallback=allow_cpu_fallback, max_model_len=settings.ctx, max_num_seqs=1, dtype=dtype, force=force))
+        allow_cpu_fallback=allow_cpu_fallback, max_model_len=settings.ctx, max_num_seqs=1, dtype=dtype, force=force,
+        quantization=quantization))
     tokens = eval_tokens(engine, eval_text, settings, spec)
     if not json:
         print_run_plan(engine, eval_text.source, spec, details)
@@ -118,6 +121,12 @@ def reference_spec(reference: str | None) -> ReferenceSpec | None:
     return ReferenceSpec(reference, header, rows)
 
 
+def quantization_note(scheme: str) -> str:
+    """What a float64 reference is against quantized weights: the unquantized model, so the figures include the
+    quantization's own error."""
+    return "" if scheme == "none" else f", unquantized (so the figures are the {scheme} quantization's accuracy)"
+
+
 def print_run_plan(engine, text_source: str, spec: ReferenceSpec | None, details: bool) -> None:  # type: ignore[no-untyped-def]
     from bringup.cli.commands.generate import print_plan
 
@@ -125,7 +134,7 @@ def print_run_plan(engine, text_source: str, spec: ReferenceSpec | None, details
         print_plan(engine)
     plan = engine.plan
     against = "no reference" if spec is None else (
-        "float64 on the CPU" if spec.header is None else
+        "float64 on the CPU" + quantization_note(plan.quantization.value) if spec.header is None else
         f"{spec.source} ({spec.header.model}, {spec.header.dtype} on {spec.header.device}, top {spec.header.k})")
     console.print(plain(f"eval {engine.model_name} on {plan.device}: {plan.dtype.value}, attention "
                         f"{engine.executor.attention_in_use}, {plan.compiled.value or 'eager'}, weights "

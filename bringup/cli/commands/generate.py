@@ -15,6 +15,7 @@ from bringup.cli.common import (
     JsonOption,
     ModelOption,
     ProfileOption,
+    QuantizationOption,
     StrictOption,
     VerboseOption,
 )
@@ -47,6 +48,7 @@ def command(
     max_model_len: Annotated[Optional[int], typer.Option(help="Cap the context length.")] = None,
     allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
     dtype: DtypeOption = "auto",
+    quantization: QuantizationOption = "none",
     force: ForceDtypeOption = False,
     device: DeviceOption = None,
     profile: ProfileOption = None,
@@ -68,7 +70,8 @@ def command(
     check_flags(given)  # before the model loads: a bad flag costs nothing
     engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
                                             allow_cpu_fallback=allow_cpu_fallback, max_model_len=max_model_len,
-                                            max_num_seqs=1, dtype=dtype, force=force))
+                                            max_num_seqs=1, dtype=dtype, force=force,
+                                            quantization=quantization))
     text = prompt
     try:
         if chat:

@@ -14,6 +14,7 @@ from bringup.cli.common import (
     JsonOption,
     ModelOption,
     ProfileOption,
+    QuantizationOption,
     StrictOption,
     VerboseOption,
     stage_context,
@@ -27,6 +28,7 @@ def command(
     steps: Annotated[int, typer.Option(min=1, help="Greedy steps to compare (teacher-forced).")] = 16,
     allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
     dtype: DtypeOption = "auto",
+    quantization: QuantizationOption = "none",
     device: DeviceOption = None,
     profile: ProfileOption = None,
     strict: StrictOption = False,
@@ -51,7 +53,8 @@ def command(
     ctx = stage_context(device, profile, json, verbose, strict, force)
     engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=ctx.profile_path, device=str(ctx.device),
                                             strict=strict, allow_cpu_fallback=allow_cpu_fallback,
-                                            max_model_len=512, max_num_seqs=1, dtype=dtype, force=force))
+                                            max_model_len=512, max_num_seqs=1, dtype=dtype, force=force,
+                                            quantization=quantization))
     result = run_selftest(engine, model, steps)
     fell_back = engine.plan.device != str(ctx.device)
     section = SelftestSection(
@@ -92,9 +95,15 @@ def command(
                       f"{section.model} on {section.device} "
                       f"({section.dtype}, {section.attention}): max abs err {section.max_abs_err:.3g} "
                       f"(threshold {section.threshold:.3g}), top-1 agreement {section.top1_agreement:.3f} "
-                      f"over {section.steps} steps" + (f"; {section.reason}" if section.reason else "")),
+                      f"over {section.steps} steps" + reference_note(engine.plan.quantization.value)
+                      + (f"; {section.reason}" if section.reason else "")),
                       highlight=False)
         console.print(plain(f"recorded in {ctx.profile_path} (--details: the plan and every figure; -v: logs)"),
                       highlight=False)
     if section.status != "pass":
         sys.exit(1)
+
+
+def reference_note(scheme: str) -> str:
+    """Against quantized weights the float64 reference holds the same quantized weights, dequantized."""
+    return "" if scheme == "none" else f"; {scheme} weights vs float64 of the same {scheme} weights (dequantized)"

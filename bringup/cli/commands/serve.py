@@ -15,6 +15,7 @@ from bringup.cli.common import (
     JsonOption,
     ModelOption,
     ProfileOption,
+    QuantizationOption,
     StrictOption,
     VerboseOption,
 )
@@ -74,6 +75,7 @@ def command(
     allow_cpu_fallback: Annotated[bool, typer.Option(help="If the device cannot run the model, run on the CPU "
                                                      "instead of refusing (a global fallback).")] = False,
     dtype: DtypeOption = "auto",
+    quantization: QuantizationOption = "none",
     force: ForceDtypeOption = False,
     strict: StrictOption = False,
     json: JsonOption = False,
@@ -103,7 +105,8 @@ def command(
 
     options = EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
                             allow_cpu_fallback=allow_cpu_fallback, max_num_seqs=max_num_seqs,
-                            max_model_len=max_model_len, dtype=dtype, force=force)
+                            max_model_len=max_model_len, dtype=dtype, force=force,
+                            quantization=quantization)
     engine = LLMEngine.create(options)
     profile_used = profile_path_in_use(engine, profile)
     config = ServerConfig(served_model_name=served_model_name, api_key=api_key, max_queue=max_queue,

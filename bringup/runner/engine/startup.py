@@ -21,6 +21,7 @@ from bringup.profiles.store import default_profile_path, load_profile, same_devi
 from bringup.runner.engine.decode_timing import apply_confirmed, measure_decode, sweep_room
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.options import EngineOptions
+from bringup.runner.engine.quantize_auto import auto_quantization
 from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
@@ -38,6 +39,7 @@ from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.measurements import StartupMeasurements, measure
 from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.plan.quantization import AUTO, SCHEMES, check_requested, plain_choice, requested_scheme
 from bringup.runner.plan.recorded import find_record, marked, model_key, replayed
 
 Engine = TypeVar("Engine")  # the engine class start_engine builds (LLMEngine; kept generic to avoid a cycle)
@@ -62,6 +64,7 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
         raise BringupError(f"--max-model-len {options.max_model_len} is too small; it must be at least 2 tokens")
     if options.max_num_seqs is not None and options.max_num_seqs < 1:
         raise BringupError(f"max_num_seqs {options.max_num_seqs} must be at least 1")
+    check_requested(options.quantization)
     recorder = FallbackRecorder(strict=options.strict)
     source = model_source(options.model_dir)
     config = source.config()
@@ -120,7 +123,12 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
         layout_choice = Choice(options.weight_layout, "forced by the caller, not measured")
     else:
         raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
-    plan = replace(plan, weight_layout=layout_choice)
+    quantization = check_requested(options.quantization)
+    quantization_choice = plain_choice()
+    if quantization in SCHEMES:
+        layout, quantization_choice = requested_scheme(quantization, device, config, recorder)
+        layout_choice = Choice(layout.describe(), "the --quantization scheme's storage (see quantization)")
+    plan = replace(plan, weight_layout=layout_choice, quantization=quantization_choice)
     model, name = source.load(config, dtype, device, layout, checked=True), source.name
     free = _free_after_weights(device, given, model.weight_bytes())
     seqs_requested = options.max_num_seqs is not None
@@ -131,6 +139,9 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     model.allocate_kv_cache(plan.kv_blocks.value, plan.block_size)
     executor = Executor(model, plan, recorder)
     executor.warm_up()
+    if quantization == AUTO:
+        plan = auto_quantization(executor, tokenizer, plan)
+        executor.plan = plan
     if measured.fused_decode:
         executor.fused, decode_layers = choose_decode_layers(model, plan.block_size, plan.max_model_len.value,
                                                              plan.kv_blocks.value)

@@ -74,16 +74,21 @@ def _cpu_signature() -> str:
     return f"{platform.machine()} {flags}"
 
 
-@functools.lru_cache(maxsize=8)
-def load(source_name: str) -> ctypes.CDLL:
-    """The library built from kernels/<source_name> (built now if not cached); KernelUnavailable if impossible."""
+def library_path(source_name: str) -> Path:
+    """Where the library built from kernels/<source_name> is cached, keyed by everything that shapes it."""
     source = KERNELS / source_name
     compiler = _compiler()
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     headers = [h.read_text() for h in sorted(KERNELS.glob("*.h"))]  # what the sources may include
     key = hashlib.sha256("\n".join([source.read_text(), *headers, compiler, version, *FLAGS, _cpu_signature()])
                          .encode()).hexdigest()[:16]
-    target = cache_dir() / f"{source.stem}-{key}.so"
+    return cache_dir() / f"{source.stem}-{key}.so"
+
+
+@functools.lru_cache(maxsize=8)
+def load(source_name: str) -> ctypes.CDLL:
+    """The library built from kernels/<source_name> (built now if not cached); KernelUnavailable if impossible."""
+    source, compiler, target = KERNELS / source_name, _compiler(), library_path(source_name)
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)

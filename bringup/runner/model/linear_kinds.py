@@ -21,6 +21,11 @@ from bringup.errors import exception_line
 
 IN_OUT, OUT_IN, PACKED, SLICES, PANELS = "in_out", "out_in", "packed", "slices", "panels"
 PLAIN_KINDS = (IN_OUT, OUT_IN)
+# weight-only quantized (model/quantized_weights.py): applied by bringup's host kernel, or (the fallback) by
+# dequantizing and calling F.linear in float32; host/quantized.py registers all four
+INT8, INT4, INT8_DEQUANT, INT4_DEQUANT = "int8", "int4", "int8_dequant", "int4_dequant"
+QUANTIZED_KINDS = (INT8, INT4, INT8_DEQUANT, INT4_DEQUANT)
+HOST_KIND_NAMES = (PANELS, *QUANTIZED_KINDS)  # kinds whose storage and product a host module provides
 SLICE_COUNTS = (8, 4, 2, 1)  # the most column slices that divide `out`
 
 
@@ -50,7 +55,7 @@ def place(w: torch.Tensor, kind: str) -> torch.Tensor:
         return w.t().contiguous()
     if kind == PACKED:
         return torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None)
-    if kind == PANELS:
+    if kind in HOST_KIND_NAMES:
         return host_kind(kind).place(w)
     if kind == SLICES:
         p = next(n for n in SLICE_COUNTS if w.shape[0] % n == 0)
@@ -67,7 +72,7 @@ def to_out_in(w: torch.Tensor, kind: str) -> torch.Tensor:
         return w
     if kind == IN_OUT:
         return w.t().contiguous()
-    if kind == PANELS:
+    if kind in HOST_KIND_NAMES:
         return host_kind(kind).to_out_in(w)
     if kind == PACKED:
         return w.to_dense()
@@ -82,7 +87,7 @@ def apply(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, kind: str) -
         return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
     if kind == SLICES:
         return _slices(x, w, b)
-    if kind == PANELS:
+    if kind in HOST_KIND_NAMES:
         return host_kind(kind).apply(x, w, b)
     return F.linear(x, w, b)
 

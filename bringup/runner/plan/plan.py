@@ -69,6 +69,7 @@ class ExecutionPlan:
     experts: Choice = field(default_factory=lambda: Choice("none", "no experts in this model"))
     decode_layers: Choice = field(default_factory=lambda: Choice(MODULES, "not decided yet"))
     kv_blocks: Choice = field(default_factory=lambda: Choice(0, "not sized yet"))
+    quantization: Choice = field(default_factory=lambda: Choice("none", "not requested (--quantization none)"))
     block_size: int = BLOCK_SIZE
     warnings: list[str] = field(default_factory=list)
 
@@ -77,8 +78,8 @@ class ExecutionPlan:
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(setting, value, evidence) for the start-up table."""
-        names = ["dtype", "attention", "compiled", "decode_layers", "experts", "weight_layout", "kv_blocks",
-                 "max_model_len", "max_num_seqs", "max_num_batched_tokens"]
+        names = ["dtype", "attention", "compiled", "decode_layers", "experts", "weight_layout", "quantization",
+                 "kv_blocks", "max_model_len", "max_num_seqs", "max_num_batched_tokens"]
         rows = []
         for name in names:
             choice: Choice = getattr(self, name)

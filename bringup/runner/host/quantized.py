@@ -1,0 +1,131 @@
+"""bringup's weight-only quantized linear kernels for host memory (kernels/quantized_linear.cpp, built by build.py):
+int8 per output channel and int4 per group of 32, stored as model/quantized_weights.py lays them out.
+
+torch's own CPU weight-only kernels (`_weight_int8pack_mm`, `_weight_int4pack_mm_for_cpu`) measured 2-10x slower
+than float32 F.linear at one row on the machine this was written on, so the runner brings its own: every weight row
+streamed once per step, dequantized in registers, accumulated in float32, output rows split across OpenMP threads.
+Steps of more than KERNEL_ROWS rows (prefill) dequantize the weight and call F.linear, as the reference does.
+
+Two kinds per scheme are registered with the model's linear layers: "int8"/"int4" apply the kernel;
+"int8_dequant"/"int4_dequant" apply the module-level reference (dequantize, then F.linear in float32), the fallback
+where the kernel cannot build or fails its check. Activations are float32 in the kernel (bfloat16 is widened).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+
+import torch
+
+from bringup.runner.host.build import (
+    HostKernelInputError,
+    KernelUnavailable,
+    check_host_kernel,
+    load,
+    require_host_tensor,
+)
+from bringup.runner.model.linear_kinds import HOST_KINDS, INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, HostKind
+from bringup.runner.model.quantized_weights import (
+    INT4_GROUP,
+    SCALE_BYTES,
+    dequantize_int4,
+    dequantize_int8,
+    int4_in_features,
+    quantize_int4,
+    quantize_int8,
+    reference_linear,
+)
+
+KERNEL_ROWS = 16  # steps with more rows than this dequantize and call F.linear (a GEMM reuses each weight enough)
+ENTRY_POINTS = {INT8: "bringup_int8_linear", INT4: "bringup_int4_linear"}
+DEQUANTIZE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {INT8: dequantize_int8, INT4: dequantize_int4}
+QUANTIZE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {INT8: quantize_int8, INT4: quantize_int4}
+# how far the kernel's float32 result may be from the reference's, relative to the largest output: both sum the same
+# float32 products, in a different order
+TOLERANCE = 1e-4
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> ctypes.CDLL:
+    lib = load("quantized_linear.cpp")
+    for name in ENTRY_POINTS.values():
+        fn = getattr(lib, name)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                       ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        fn.restype = None
+    if lib.bringup_quantized_group() != INT4_GROUP:
+        raise KernelUnavailable(f"the quantized library has int4 groups of {lib.bringup_quantized_group()}, "
+                                f"expected {INT4_GROUP}")
+    return lib
+
+
+def in_features(stored: torch.Tensor, scheme: str) -> int:
+    return stored.shape[1] - SCALE_BYTES if scheme == INT8 else int4_in_features(stored)
+
+
+def run(x: torch.Tensor, stored: torch.Tensor, bias: torch.Tensor | None, scheme: str) -> torch.Tensor:
+    """x [m, k] (float32) @ W^T + bias with W stored for `scheme` ("int8" or "int4"), float32 [m, n]."""
+    require_host_tensor("x", x, torch.float32, dims=2)
+    require_host_tensor("weight", stored, torch.uint8, dims=2, contiguous=True)
+    k, n = in_features(stored, scheme), stored.shape[0]
+    if x.shape[1] != k:
+        raise HostKernelInputError(f"x has {x.shape[1]} features per row but the quantized weight has k={k}")
+    if bias is not None:
+        require_host_tensor("bias", bias, torch.float32, dims=1, contiguous=True)
+        if bias.numel() != n:
+            raise HostKernelInputError(f"bias has {bias.numel()} values for {n} output features")
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    y = torch.empty(x.shape[0], n, dtype=torch.float32)
+    getattr(library(), ENTRY_POINTS[scheme])(x.data_ptr(), x.shape[0], x.stride(0), stored.data_ptr(), k, n,
+                                            None if bias is None else bias.data_ptr(), y.data_ptr(), n)
+    return y
+
+
+def kernel_linear(scheme: str) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]:
+    def apply(x: torch.Tensor, stored: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        if x.shape[0] > KERNEL_ROWS or torch.compiler.is_compiling():
+            return reference_linear(x, DEQUANTIZE[scheme](stored), bias)
+        b = None if bias is None else bias.float()
+        return run(x.float(), stored, b, scheme).to(x.dtype)
+
+    return apply
+
+
+def dequantized_linear(scheme: str) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]:
+    def apply(x: torch.Tensor, stored: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return reference_linear(x, DEQUANTIZE[scheme](stored), bias)
+
+    return apply
+
+
+def check(device: torch.device, scheme: str) -> str | None:
+    """None when the `scheme` kernel builds, runs here and matches the dequantize + F.linear reference (relative
+    to the largest output, within TOLERANCE) on 1 to 11 rows; otherwise why not."""
+
+    def worst_error() -> float:
+        gen = torch.Generator().manual_seed(0)
+        w, b = torch.randn(40, 96, generator=gen), torch.randn(40, generator=gen)
+        stored = QUANTIZE[scheme](w)
+        worst = 0.0
+        for rows in (1, 2, 3, 5, 11):
+            x = torch.randn(rows, 96, generator=gen)
+            want = reference_linear(x, DEQUANTIZE[scheme](stored), b)
+            worst = max(worst, (run(x, stored, b, scheme) - want).abs().max().item() / want.abs().max().item())
+        return worst
+
+    return check_host_kernel(device, torch.float32, worst_error, f"{scheme} kernel result differs from dequantize + "
+                             "F.linear", {torch.float32: TOLERANCE})
+
+
+def _register() -> None:
+    for scheme, fallback in ((INT8, INT8_DEQUANT), (INT4, INT4_DEQUANT)):
+        HOST_KINDS[scheme] = HostKind(place=QUANTIZE[scheme], to_out_in=DEQUANTIZE[scheme],
+                                      apply=kernel_linear(scheme))
+        HOST_KINDS[fallback] = HostKind(place=QUANTIZE[scheme], to_out_in=DEQUANTIZE[scheme],
+                                        apply=dequantized_linear(scheme))
+
+
+_register()  # the model's linear layers store and apply these kinds

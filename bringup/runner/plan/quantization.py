@@ -1,0 +1,93 @@
+"""The plan's `quantization` row: which weight-only scheme the linear layers are served in, with its evidence.
+
+`none` is today's path exactly. `int8` / `int4` as asked: bringup's host kernel where it builds and matches the
+dequantize + F.linear reference on a check here, else that reference itself (a recorded fallback, WARNING).
+`auto` considers a scheme only where its kernel checked out here; the engine then measures each on the served
+model (engine/quantize_auto.py): decode steps faster than the unquantized path (under MARGIN of its time) and the
+KL divergence of its next-token distributions from the unquantized model's, over a short text, at most
+KLD_BUDGET; otherwise `none`, with the reason.
+
+The token embedding and the norms stay in the plan dtype. The lm_head is quantized with the other linear layers:
+it is the largest single weight of a small model (SmolLM2-135M: 28 M of 135 M parameters) and streaming it is a
+large share of a decode step.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bringup.errors import BringupError
+from bringup.fallbacks import FallbackRecorder
+from bringup.runner.host import quantized as quantized_kernel
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.decoder import WeightLayout
+from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT
+from bringup.runner.model.quantized_weights import INT4_GROUP, int4_why_not
+from bringup.runner.plan.plan import Choice
+
+NONE, AUTO = "none", "auto"
+SCHEMES = (INT8, INT4)
+CHOICES = (NONE, INT8, INT4, AUTO)
+DEQUANT = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}  # the reference kind each scheme falls back to
+KLD_BUDGET = 0.05  # nats per token, mean over the check text: llama.cpp's Q4_0 on 1B-class models is about this
+DESCRIPTION = {INT8: "weight-only int8, one scale per output channel",
+               INT4: f"weight-only int4, a scale and a minimum per group of {INT4_GROUP}"}
+
+
+def check_requested(quantization: str | None) -> str:
+    value = (quantization or NONE).lower()
+    if value not in CHOICES:
+        raise BringupError(f"--quantization {quantization!r} is not one of {', '.join(CHOICES)}; pick one (none "
+                           "serves the plan dtype's weights)")
+    return value
+
+
+def scheme_why_not(scheme: str, device: torch.device, config: ModelConfig) -> str | None:
+    """Why the linear layers of `config` cannot be stored in `scheme` on `device`, or None."""
+    if device.type != "cpu":
+        return f"the {scheme} kernels are host-memory (CPU) kernels; the model runs on {device}"
+    if scheme == INT4:
+        c = config
+        ins = {c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size}  # experts are not quantized
+        for size in sorted(ins):
+            why = int4_why_not(size)
+            if why:
+                return f"a layer has {why}"
+    return None
+
+
+def plain_choice() -> Choice:
+    return Choice(NONE, "not requested (--quantization none): the plan dtype's weights")
+
+
+def requested_scheme(scheme: str, device: torch.device, config: ModelConfig,
+                     recorder: FallbackRecorder) -> tuple[WeightLayout, Choice]:
+    """The layout and row for an explicit --quantization int8|int4: the kernel, or its recorded fallback."""
+    why = scheme_why_not(scheme, device, config)
+    if why:
+        raise BringupError(f"--quantization {scheme}: {why}; use --quantization none (or auto)")
+    kernel_why = quantized_kernel.check(device, scheme)
+    if kernel_why is None:
+        return WeightLayout(scheme, scheme, 0), Choice(scheme, f"requested; {DESCRIPTION[scheme]}, quantized at "
+                                                              "load (round to nearest); bringup's host kernel "
+                                                              "matched dequantize + F.linear on a check here")
+    recorder.record("op", f"{scheme} linear", wanted=f"bringup's {scheme} host kernel",
+                    instead="dequantize + F.linear (float32)", why=kernel_why)
+    return WeightLayout(DEQUANT[scheme], DEQUANT[scheme], 0), Choice(
+        scheme, f"requested; {DESCRIPTION[scheme]}, applied as dequantize + F.linear: the kernel {kernel_why}")
+
+
+def auto_candidates(device: torch.device, config: ModelConfig) -> tuple[list[str], list[str]]:
+    """(schemes --quantization auto may time on the model, why each other one is not a candidate)."""
+    candidates, notes = [], []
+    for scheme in SCHEMES:
+        why = scheme_why_not(scheme, device, config) or quantized_kernel.check(device, scheme)
+        if why:
+            notes.append(f"{scheme} not tried: {why}")
+        else:
+            candidates.append(scheme)
+    return candidates, notes
+
+
+def is_quantized(choice: Choice) -> bool:
+    return choice.value in SCHEMES

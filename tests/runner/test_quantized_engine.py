@@ -1,0 +1,155 @@
+"""The runner serving int8/int4 weights on a small random Llama: decode steps equal the module-level reference of
+the same quantized weights, the plan says what it chose and why, `none` and `int8` plans agree on everything else,
+and a wrong kernel (a real faulty build in the kernel cache) keeps `auto` from quantizing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.host import build as host_build
+from bringup.runner.model.linear_kinds import INT4, INT8
+from tests.cli.run_cli import run_cli
+from tests.runner.hf_fixtures import make_hf_model
+from tests.runner.host_compiler import needs_compiler
+from tests.runner.quantized_parity import assert_decode_matches_reference
+from tests.runner.stated import stated
+
+PROMPT = [0, 5, 9, 33, 80, 7, 120, 64, 12]
+KERNEL_SOURCES = ("panel_linear.cpp", "paged_decode.cpp", "decode_layers.cpp", "quantized_linear.cpp")
+# the faults: int8 rows scaled by 1.5, int4 blocks without their minimum
+FAULTS = {"out[r] = scale * s;": "out[r] = 1.5f * scale * s;",
+          "out[r] = total(acc[r]) + offset[r];": "out[r] = total(acc[r]);"}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("tiny-llama") / "m"
+    make_hf_model(path, hidden=64, intermediate=128, layers=2, vocab=320)
+    return path
+
+
+def start(model: Path, work: Path, quantization: str) -> LLMEngine:
+    return LLMEngine.create(EngineOptions(model_dir=model, device="cpu", profile_path=work / "p.yaml",
+                                          max_model_len=128, max_num_seqs=1, measurements=stated(),
+                                          quantization=quantization))
+
+
+@pytest.fixture(scope="module")
+def engines(tiny, tmp_path_factory) -> dict[str, LLMEngine]:
+    work = tmp_path_factory.mktemp("plans")
+    return {scheme: start(tiny, work, scheme) for scheme in ("none", INT8, INT4)}
+
+
+@needs_compiler
+@pytest.mark.parametrize("scheme", [INT8, INT4])
+def test_decode_steps_equal_the_reference_of_the_same_quantized_weights(engines, tiny, scheme):
+    assert_decode_matches_reference(engines[scheme], tiny, scheme, PROMPT)
+
+
+@needs_compiler
+def test_none_and_int8_plans_differ_only_in_the_weights(engines):
+    rows = {scheme: {name: (value, evidence) for name, value, evidence in engines[scheme].plan.rows()}
+            for scheme in ("none", INT8)}
+    none, int8 = rows["none"], rows[INT8]
+    assert none["quantization"] == ("none", "not requested (--quantization none): the plan dtype's weights")
+    assert int8["quantization"][0] == INT8
+    assert "weight-only int8, one scale per output channel" in int8["quantization"][1]
+    assert "bringup's host kernel matched dequantize + F.linear on a check here" in int8["quantization"][1]
+    assert int8["weight_layout"][0] == INT8 and none["weight_layout"][0] != INT8
+    for name in set(none) - {"quantization", "weight_layout", "kv_blocks", "decode_layers"}:
+        assert none[name] == int8[name], name
+    assert engines["none"].executor.model.layout.kinds != [INT8]
+    # a byte per weight and 4 per row instead of 4 per weight; the embedding and norms stay float32
+    assert engines[INT8].executor.model.weight_bytes() < engines["none"].executor.model.weight_bytes() / 2
+
+
+def test_an_unknown_scheme_is_refused_in_one_line(tiny, tmp_path):
+    result = run_cli(["generate", "hi", "--model", str(tiny), "--device", "cpu", "--profile", str(tmp_path / "p.yaml"),
+                      "--quantization", "int3"])
+    assert result.code == 2
+    assert "--quantization 'int3' is not one of none, int8, int4, auto" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@needs_compiler
+def test_selftest_compares_against_float64_of_the_same_quantized_weights(tiny, tmp_path):
+    result = run_cli(["selftest", "--model", str(tiny), "--device", "cpu", "--profile", str(tmp_path / "p.yaml"),
+                      "--quantization", "int4", "--steps", "8"])
+    assert result.code == 0, result.stdout + result.stderr
+    assert "selftest pass" in result.stdout
+    assert "int4 weights vs float64 of the same int4 weights (dequantized)" in " ".join(result.stdout.split())
+
+
+def faulty_kernel_cache(tmp_path: Path, faults: dict[str, str]) -> Path:
+    """A kernel cache holding every library built as usual except quantized_linear.cpp, built with `faults` (source
+    text replaced) under the name the sound source's library has: what a wrong build left in a cache looks like."""
+    cache = tmp_path / "kernels"
+    cache.mkdir()
+    for name in KERNEL_SOURCES:
+        host_build.load(name)
+        shutil.copy(host_build.library_path(name), cache / host_build.library_path(name).name)
+    source = (host_build.KERNELS / "quantized_linear.cpp").read_text()
+    for sound, wrong in faults.items():
+        assert sound in source  # the fault is real: the line it corrupts exists
+        source = source.replace(sound, wrong)
+    wrong_source = tmp_path / "quantized_linear.cpp"
+    wrong_source.write_text(source)
+    target = cache / host_build.library_path("quantized_linear.cpp").name
+    subprocess.run([host_build._compiler(), *host_build.FLAGS, str(wrong_source), "-o", str(target)], check=True,
+                   timeout=host_build.BUILD_TIMEOUT_S)
+    return cache
+
+
+def generate_json(model: Path, work: Path, cache: Path, quantization: str) -> tuple[dict, str]:
+    env = {**os.environ, "BRINGUP_KERNEL_CACHE": str(cache)}
+    done = subprocess.run([sys.executable, "-m", "bringup", "generate", "The", "--model", str(model), "--device",
+                           "cpu", "--profile", str(work / "p.yaml"), "--max-tokens", "2", "--max-model-len", "128",
+                           "--quantization", quantization, "--json"], capture_output=True, text=True, env=env,
+                          cwd=work, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+@needs_compiler
+def test_auto_does_not_quantize_with_a_wrong_kernel_and_says_why(tiny, tmp_path):
+    cache = faulty_kernel_cache(tmp_path, FAULTS)
+    data, _ = generate_json(tiny, tmp_path, cache, "auto")
+    quantization = data["plan"]["quantization"]
+    assert quantization["value"] == "none"
+    assert "int8 not tried: int8 kernel result differs from dequantize + F.linear by 0.5" in quantization["evidence"]
+    assert "int4 not tried: int4 kernel result differs from dequantize + F.linear by" in quantization["evidence"]
+    assert data["plan"]["weight_layout"]["value"] not in (INT8, INT4)
+
+
+@needs_compiler
+def test_a_requested_scheme_with_a_wrong_kernel_falls_back_to_the_reference_with_a_warning(tiny, tmp_path):
+    cache = faulty_kernel_cache(tmp_path, FAULTS)
+    data, stderr = generate_json(tiny, tmp_path, cache, INT8)
+    quantization = data["plan"]["quantization"]
+    assert quantization["value"] == INT8
+    assert "applied as dequantize + F.linear: the kernel int8 kernel result differs" in quantization["evidence"]
+    assert data["plan"]["weight_layout"]["value"] == "int8_dequant"
+    assert "int8 linear" in stderr and "dequantize + F.linear (float32)" in stderr  # the WARNING
+
+
+@needs_compiler
+def test_auto_measures_each_scheme_on_the_model_and_serves_what_it_says(tiny, tmp_path):
+    engine = start(tiny, tmp_path, "auto")
+    choice = engine.plan.quantization
+    for scheme in (INT8, INT4):  # both kernels check out here, so both are measured (which wins is the machine's)
+        assert f"{scheme}: KLD " in choice.evidence and "nats/token over" in choice.evidence
+        assert "ms unquantized" in choice.evidence
+    kinds = engine.executor.model.layout.kinds
+    if choice.value == "none":
+        assert "auto: no scheme had every piece of evidence" in choice.evidence
+        assert not set(kinds) & {INT8, INT4}
+    else:
+        assert kinds == [choice.value] and engine.plan.weight_layout.value == choice.value
