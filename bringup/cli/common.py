@@ -51,6 +51,11 @@ ForceDtypeOption = Annotated[
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema version.")
 ]
+ForceRunnerOption = Annotated[
+    bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema version, and run a "
+                       "--dtype the profile says does not run correctly here.")
+]
+AllowCpuFallbackOption = Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")]
 MODEL_HELP = ("Hugging Face style model directory (config.json, *.safetensors, tokenizer.json), or a GGUF file "
               "(FILE.gguf: llama, qwen2, qwen3; F32/F16/BF16/Q8_0/Q4_0/Q4_1 tensors, dequantized at load); default: "
               "the built-in reference model.")

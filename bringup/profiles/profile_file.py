@@ -62,7 +62,12 @@ def default_mode() -> int:
 
 
 def replace_text(path: Path, text: str) -> Path:
-    """Write `text` to the real file behind `path`: a temp file beside it, fsync, rename (a crash leaves the old file
+    """`replace_bytes` with `text` in UTF-8."""
+    return replace_bytes(path, text.encode("utf-8"))
+
+
+def replace_bytes(path: Path, data: bytes) -> Path:
+    """Write `data` to the real file behind `path`: a temp file beside it, fsync, rename (a crash leaves the old file
     or the new one), with the old file's mode, or the umask's default for a new file. Returns the file written.
     Refuses (NotAProfileFile) to replace anything but a regular file; OSError is the caller's to word."""
     target = real_target(path)
@@ -73,8 +78,8 @@ def replace_text(path: Path, text: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())

@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from bringup.errors import BringupError
+from bringup.profiles import profile_file
 from bringup.profiles.profile_file import default_mode
 from bringup.runner.eval.reference_file import SCHEMA, load_reference
 from bringup.runner.eval.run import eval_tokens, run_eval
@@ -49,12 +50,22 @@ def test_interrupted_run_leaves_no_file(builtin_engine, tmp_path):
     assert builtin_engine.blocks.num_free == builtin_engine.blocks.num_blocks  # the window's blocks given back
 
 
-def test_failed_write_leaves_no_temporary_file(builtin_engine, tmp_path):
+def test_a_directory_in_the_way_is_refused_and_nothing_is_left(builtin_engine, tmp_path):
     target = tmp_path / "taken"
-    target.mkdir()  # the rename onto a directory fails after the data is written
-    with pytest.raises(OSError):
+    target.mkdir()
+    with pytest.raises(BringupError, match="is a directory"):
         evaluate(builtin_engine, target)
     assert os.listdir(tmp_path) == ["taken"] and os.listdir(target) == []
+
+
+def test_failed_rename_leaves_no_temporary_file(builtin_engine, tmp_path, monkeypatch):
+    def refuse(source, destination):  # the data is written and synced; the rename fails (a full or read-only disk)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(profile_file.os, "replace", refuse)
+    with pytest.raises(OSError, match="No space left"):
+        evaluate(builtin_engine, tmp_path / "ref.safetensors")
+    assert os.listdir(tmp_path) == []
 
 
 def test_damaged_file_is_refused(builtin_engine, tmp_path):

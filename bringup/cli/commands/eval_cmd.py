@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from bringup.cli.common import (
+    AllowCpuFallbackOption,
     DetailsOption,
     DeviceOption,
     DtypeOption,
+    ForceRunnerOption,
     JsonOption,
     ModelOption,
     ProfileOption,
@@ -47,15 +49,13 @@ def command(
         "given as --reference on another machine or in another dtype.")] = None,
     top_k: Annotated[int, typer.Option("--top-k", min=1, help="Log-probabilities kept per position by "
                                        "--save-reference.")] = 32,
-    allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
+    allow_cpu_fallback: AllowCpuFallbackOption = False,
     dtype: DtypeOption = "auto",
     quantization: QuantizationOption = "none",
     device: DeviceOption = None,
     profile: ProfileOption = None,
     strict: StrictOption = False,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema "
-                                        "version, and run a --dtype the profile says does not run correctly "
-                                        "here.")] = False,
+    force: ForceRunnerOption = False,
     json: JsonOption = False,
     verbose: VerboseOption = False,
     details: DetailsOption = False,

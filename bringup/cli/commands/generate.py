@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from bringup.cli.common import (
+    AllowCpuFallbackOption,
     DeviceOption,
     DtypeOption,
     ForceDtypeOption,
@@ -46,7 +47,7 @@ def command(
     ignore_eos: Annotated[bool, typer.Option(help="Keep generating past end-of-sequence tokens.")] = False,
     chat: Annotated[bool, typer.Option(help="Wrap the prompt as a user message with the chat template.")] = False,
     max_model_len: Annotated[Optional[int], typer.Option(help="Cap the context length.")] = None,
-    allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
+    allow_cpu_fallback: AllowCpuFallbackOption = False,
     dtype: DtypeOption = "auto",
     quantization: QuantizationOption = "none",
     force: ForceDtypeOption = False,

@@ -8,9 +8,11 @@ from typing import Annotated
 import typer
 
 from bringup.cli.common import (
+    AllowCpuFallbackOption,
     DetailsOption,
     DeviceOption,
     DtypeOption,
+    ForceRunnerOption,
     JsonOption,
     ModelOption,
     ProfileOption,
@@ -26,15 +28,13 @@ from bringup.terminal_text import markup_safe
 def command(
     model: ModelOption = None,
     steps: Annotated[int, typer.Option(min=1, help="Greedy steps to compare (teacher-forced).")] = 16,
-    allow_cpu_fallback: Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")] = False,
+    allow_cpu_fallback: AllowCpuFallbackOption = False,
     dtype: DtypeOption = "auto",
     quantization: QuantizationOption = "none",
     device: DeviceOption = None,
     profile: ProfileOption = None,
     strict: StrictOption = False,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema "
-                                        "version, and run a --dtype the profile says does not run correctly "
-                                        "here.")] = False,
+    force: ForceRunnerOption = False,
     json: JsonOption = False,
     verbose: VerboseOption = False,
     details: DetailsOption = False,

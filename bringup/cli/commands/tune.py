@@ -12,6 +12,7 @@ from bringup.cli.common import (
     DetailsOption,
     DeviceOption,
     DtypeOption,
+    ForceRunnerOption,
     JsonOption,
     ModelOption,
     ProfileOption,
@@ -35,9 +36,7 @@ def command(
     device: DeviceOption = None,
     profile: ProfileOption = None,
     strict: StrictOption = False,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite a profile recorded for another device or schema "
-                                        "version, and tune a --dtype the profile says does not run correctly "
-                                        "here.")] = False,
+    force: ForceRunnerOption = False,
     json: JsonOption = False,
     verbose: VerboseOption = False,
     details: DetailsOption = False,

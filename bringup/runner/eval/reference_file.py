@@ -5,17 +5,15 @@ with a JSON header saying what it was made from (text, tokens, tokenizer, window
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from bringup.errors import BringupError
-from bringup.profiles.profile_file import default_mode
+from bringup.profiles.profile_file import NotAProfileFile, replace_bytes
 from bringup.runner.eval.divergence import TopK
 
 SCHEMA = "bringup.eval-reference/v1"
@@ -47,18 +45,10 @@ def save_reference(path: Path, header: ReferenceHeader, rows: TopK) -> None:
     data = save({"top_ids": rows.ids.to(torch.int32).contiguous(), "top_logprobs": rows.logprobs.contiguous(),
                  "target_logprobs": rows.target_logprobs.contiguous()},
                 metadata={METADATA_KEY: json.dumps(asdict(header), sort_keys=True)})
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fchmod(out.fileno(), default_mode())
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+        replace_bytes(path, data)
+    except NotAProfileFile as exc:
+        raise BringupError(f"--save-reference {path}: {exc}; give a regular file path") from None
 
 
 def check_writable(path: Path) -> None:
