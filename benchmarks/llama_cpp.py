@@ -103,7 +103,8 @@ def write_gguf(model_dir: Path, out: Path, dtype: str, vendored: bool = True) ->
     writer.add_head_count(heads)
     writer.add_head_count_kv(kv_heads)
     writer.add_layer_norm_rms_eps(cfg.get("rms_norm_eps", 1e-6))
-    writer.add_rope_freq_base(cfg.get("rope_theta", 10000.0))
+    # transformers 5 writes rope_theta inside rope_parameters; 4.x at the top level
+    writer.add_rope_freq_base(cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0))
     writer.add_file_type(GGUF_FILE_TYPE[dtype])
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("default")

@@ -91,8 +91,9 @@ def llama_logprobs(path: Path, tokens: list[int], threads: int) -> torch.Tensor:
     bindings with a Q8_0 file here: llama-cpp-python 0.3.36, a segmentation fault)."""
     import llama_cpp
 
+    # without logits_all the bindings leave `scores` unwritten (zeros: a uniform distribution, KLD = log V - H)
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_threads=threads, n_threads_batch=threads,
-                          verbose=False)
+                          logits_all=True, verbose=False)
     rows = []
     for i, token in enumerate(tokens):
         llm.eval([token])
