@@ -26,8 +26,14 @@ def tiny(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    return tmp_path_factory.mktemp("eval-work")
+def work(tmp_path_factory, tiny):
+    """A profile holding the tiny model's tuned plan: every eval of it replays the same plan (weight layout
+    included), so two float32 runs compute the same numbers however busy the machine is when they start."""
+    folder = tmp_path_factory.mktemp("eval-work")
+    tuned = run_cli(["tune", "--model", str(tiny), "--device", "cpu", "--profile", str(folder / "p.yaml"),
+                     "--runs", "2"])
+    assert tuned.code == 0, tuned.stderr
+    return folder
 
 
 def eval_cli(work, *args: str) -> CliResult:
@@ -142,6 +148,19 @@ def test_bad_input_ends_in_one_line(tiny, work, tmp_path):
     one_line_error(eval_cli(work, "--model", str(tiny), "--save-reference", str(tmp_path / "no" / "r.st")),
                    "does not exist")
     assert not (tmp_path / "no").exists()
+
+
+def test_the_reference_read_is_never_the_one_written(tiny, work, saved, tmp_path):
+    _, out = saved
+    before = out.read_bytes()
+    link = tmp_path / "link.safetensors"
+    link.symlink_to(out)
+    for target in (out, link):  # the file itself, or a link to it
+        one_line_error(eval_cli(work, "--model", str(tiny), "--reference", str(out), "--save-reference", str(target)),
+                       "is a file this run reads")
+    one_line_error(eval_cli(work, "--model", str(tiny), "--save-reference", str(work / "p.yaml")),
+                   "is a file this run reads")
+    assert out.read_bytes() == before and link.is_symlink()
 
 
 def test_report_and_profile_diff_show_the_evals(tiny, work, saved, tmp_path):

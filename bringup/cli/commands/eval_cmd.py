@@ -78,7 +78,8 @@ def command(
     header = spec.header if spec is not None else None
     settings = resolve_settings(ctx, stride, max_tokens, header)
     if save_reference is not None:
-        check_writable(save_reference)
+        reads = [stage.profile_path, *(Path(p) for p in (text, reference) if p is not None and p != "float64")]
+        check_writable(save_reference, reads)
     eval_text = read_text(text)
     engine = LLMEngine.create(EngineOptions(
         model_dir=model, profile_path=stage.profile_path, device=str(stage.device), strict=strict,

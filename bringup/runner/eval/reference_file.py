@@ -19,6 +19,7 @@ from bringup.runner.eval.divergence import TopK
 SCHEMA = "bringup.eval-reference/v1"
 METADATA_KEY = "bringup.eval"
 DEFAULT_K = 32
+MAX_REFERENCE_BYTES = 2 << 30  # 100k positions at k=1024 is 0.8 GiB; the default k=32 keeps a book under 50 MB
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,11 @@ def save_reference(path: Path, header: ReferenceHeader, rows: TopK) -> None:
         raise BringupError(f"--save-reference {path}: {exc}; give a regular file path") from None
 
 
-def check_writable(path: Path) -> None:
-    """Refuse an output path that cannot be written before any work is done."""
+def check_writable(path: Path, inputs: list[Path]) -> None:
+    """Refuse an output path that cannot be written, or that is one of the run's `inputs` (the reference it
+    reads, its text, the profile), before any work is done."""
+    if any(os.path.realpath(path) == os.path.realpath(given) for given in inputs):
+        raise BringupError(f"--save-reference {path}: is a file this run reads; give another path")
     if path.is_dir():
         raise BringupError(f"--save-reference {path}: is a directory; give a file path such as {path}/ref.safetensors")
     if not path.parent.is_dir():
@@ -68,6 +72,9 @@ def load_reference(path: Path) -> tuple[ReferenceHeader, TopK]:
 
     if not path.is_file():
         raise BringupError(f"--reference {path}: no such file; give `float64` or a file saved by --save-reference")
+    if path.stat().st_size > MAX_REFERENCE_BYTES:
+        raise BringupError(f"--reference {path}: {path.stat().st_size} bytes, over the {MAX_REFERENCE_BYTES >> 30} GiB "
+                           "a reference file may have; give a file saved by --save-reference")
     try:
         with safe_open(str(path), framework="pt") as f:
             metadata = f.metadata() or {}
