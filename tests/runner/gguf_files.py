@@ -27,6 +27,9 @@ QUANTIZABLE = (T.BF16, T.Q8_0, T.Q4_0, T.Q4_1)
 TypeFor = Callable[[str, torch.Tensor], Any]  # the GGML type a tensor is written in, by its GGUF name
 
 
+NO_PRE = "<absent>"  # write_gguf(pre=NO_PRE): a file without tokenizer.ggml.pre, as some converters write them
+
+
 def gguf_name(hf_name: str) -> str:
     stem, kind = hf_name.rsplit(".", 1)
     if stem in TOP:
@@ -109,7 +112,8 @@ def _write_tokenizer(writer: Any, tokenizer_dir: Path, model: str, pre: str, add
     specials = {t["content"] for t in saved["added_tokens"] if t["special"]}
     merges = [m if isinstance(m, str) else " ".join(m) for m in saved["model"]["merges"]]
     writer.add_string("tokenizer.ggml.model", model)
-    writer.add_string("tokenizer.ggml.pre", pre)
+    if pre != NO_PRE:
+        writer.add_string("tokenizer.ggml.pre", pre)
     writer.add_array("tokenizer.ggml.tokens", tokens)
     writer.add_array("tokenizer.ggml.token_type", [3 if t in specials else 1 for t in tokens])
     writer.add_array("tokenizer.ggml.merges", merges)

@@ -5,6 +5,7 @@ unknown text split, a missing tensor, an oversized chat template, NaN weights in
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 from tests.cli.run_cli import run_cli
-from tests.runner.gguf_files import T, mixed_types, write_gguf
+from tests.runner.gguf_files import NO_PRE, T, mixed_types, write_gguf
 from tests.runner.hf_fixtures import make_hf_model
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -103,3 +104,13 @@ def test_garbage_and_missing_files_are_one_line(tmp_path, tiny):
     renamed = tmp_path / "model.bin"
     shutil.copy(tiny[2], renamed)
     assert_refused(generate(tmp_path, renamed), "is a file", ".gguf")
+
+
+def test_a_file_without_its_text_split_falls_back_to_gpt2s_counted_and_refused_by_strict(tmp_path, tiny):
+    hf, tokenizer, _ = tiny
+    path = write_gguf(tmp_path / "no-pre.gguf", hf, tokenizer, "llama", pre=NO_PRE)
+    result = generate(tmp_path, path, "--json")
+    assert result.code == 0, result.stderr
+    assert "no tokenizer.ggml.pre" in result.stderr and "GPT-2's split" in result.stderr
+    assert json.loads(result.stdout)["fallbacks"]["counts"]["op"] == 1
+    assert_refused(generate(tmp_path, path, "--strict"), "no tokenizer.ggml.pre", "--strict")

@@ -68,7 +68,7 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     recorder = FallbackRecorder(strict=options.strict)
     source = model_source(options.model_dir)
     config = source.config()
-    tokenizer = source.tokenizer(config)
+    tokenizer = source.tokenizer(config, recorder)
     tokenizer.fallbacks = recorder
     source.check(config)  # headers, names and shapes checked before anything is timed or loaded
     selection = select_device(options.device, _profile_device(options.profile_path))

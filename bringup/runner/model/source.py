@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import torch
 
+from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
@@ -27,7 +28,8 @@ class ModelSource(Protocol):
 
     def config(self) -> ModelConfig: ...
 
-    def tokenizer(self, config: ModelConfig) -> Any: ...
+    def tokenizer(self, config: ModelConfig, fallbacks: FallbackRecorder | None = None) -> Any:
+        """The tokenizer; a fallback taken while building it (a GGUF file without its text split) is recorded."""
 
     def check(self, config: ModelConfig) -> None:
         """Tensor names and shapes against `config`, before anything is timed or loaded (no value is read)."""
@@ -60,7 +62,7 @@ class BuiltinSource:
     def config(self) -> ModelConfig:
         return builtin_config()
 
-    def tokenizer(self, config: ModelConfig) -> ByteTokenizer:
+    def tokenizer(self, config: ModelConfig, fallbacks: FallbackRecorder | None = None) -> ByteTokenizer:
         return ByteTokenizer()
 
     def check(self, config: ModelConfig) -> None:
@@ -87,7 +89,7 @@ class DirectorySource:
         safetensors_files(self.model_dir)  # refuse pickle-only or weightless dirs before anything else
         return config
 
-    def tokenizer(self, config: ModelConfig) -> HFTokenizer:
+    def tokenizer(self, config: ModelConfig, fallbacks: FallbackRecorder | None = None) -> HFTokenizer:
         return HFTokenizer.from_dir(self.model_dir, config.eos_token_ids)
 
     def check(self, config: ModelConfig) -> None:

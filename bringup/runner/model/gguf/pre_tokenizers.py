@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bringup.errors import BringupError
+from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.terminal_text import shown
 
@@ -28,10 +29,16 @@ SPLITS = {"default": GPT2, "gpt-2": GPT2, "gpt2": GPT2, "smollm": DIGITS_THEN_GP
 IGNORES_MERGES = (LLAMA3,)  # a word already in the vocabulary is one token, whatever the merges say
 
 
-def split_kind(pre: str | None, source: str) -> str:
-    """The split `tokenizer.ggml.pre` names; None (absent) is GPT-2's, with a WARNING."""
+def split_kind(pre: str | None, source: str, fallbacks: FallbackRecorder | None = None) -> str:
+    """The split `tokenizer.ggml.pre` names; None (absent) is GPT-2's: a fallback (WARNING, counted, refused by
+    --strict)."""
     if pre is None:
-        log.warning("%s has no tokenizer.ggml.pre; splitting text as GPT-2 does (llama.cpp's default)", source)
+        why = f"{source} has no tokenizer.ggml.pre"
+        if fallbacks is None:
+            log.warning("%s; splitting text as GPT-2 does (llama.cpp's default)", why)
+        else:
+            fallbacks.record("op", "text split", wanted="the file's tokenizer.ggml.pre",
+                             instead="GPT-2's split (llama.cpp's default)", why=why)
         return GPT2
     if pre not in SPLITS:
         raise BringupError(f"{source}: tokenizer.ggml.pre {shown(pre)[:60]!r} is a text split bringup does not "

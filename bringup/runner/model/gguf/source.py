@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from bringup.backends.registry import backend_for
+from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.families import build_model
@@ -36,8 +37,8 @@ class GGUFSource:
     def config(self) -> ModelConfig:
         return read_gguf_config(self.file)
 
-    def tokenizer(self, config: ModelConfig) -> HFTokenizer:
-        return HFTokenizer(gguf_tokenizer_data(self.file), config.eos_token_ids)
+    def tokenizer(self, config: ModelConfig, fallbacks: FallbackRecorder | None = None) -> HFTokenizer:
+        return HFTokenizer(gguf_tokenizer_data(self.file, fallbacks), config.eos_token_ids)
 
     def check(self, config: ModelConfig) -> None:
         check_specs(self.path, config, tensor_specs(self.file), WORDS)

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from bringup.errors import BringupError
+from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model.gguf import metadata
 from bringup.runner.model.gguf.pre_tokenizers import IGNORES_MERGES, pre_tokenizer, split_kind
 from bringup.runner.model.gguf.reader import GGUFFile
@@ -28,7 +29,7 @@ STOP_IDS = ("eos_token_id", "eot_token_id", "eom_token_id")  # llama.cpp ends ge
 TEMPLATE_KEY = "tokenizer.chat_template"
 
 
-def gguf_tokenizer_data(file: GGUFFile) -> TokenizerData:
+def gguf_tokenizer_data(file: GGUFFile, fallbacks: FallbackRecorder | None = None) -> TokenizerData:
     where = str(file.path)
     model = metadata.text(file, "tokenizer.ggml.model")
     if model != "gpt2":
@@ -40,21 +41,22 @@ def gguf_tokenizer_data(file: GGUFFile) -> TokenizerData:
     config: dict[str, Any] = {name: tokens[i] for name, i in ids.items() if i is not None}
     stops = [i for key in STOP_IDS if (i := _token_id(file, key, len(tokens))) is not None]
     return TokenizerData(
-        tokenizer_json=_tokenizer_json(file, tokens, ids["bos_token"], ids["eos_token"]),
+        tokenizer_json=_tokenizer_json(file, tokens, ids["bos_token"], ids["eos_token"], fallbacks),
         config=config, generation={"eos_token_id": stops} if stops else {},
         chat_templates=_chat_templates(file), source=where, tokenizer_source=f"{where} (tokenizer.ggml.*)",
         config_source=f"{where} (tokenizer.ggml.*)", generation_source=f"{where} (tokenizer.ggml.*_token_id)",
         template_places=f"{where} has no chat template ({TEMPLATE_KEY} in its metadata)")
 
 
-def _tokenizer_json(file: GGUFFile, tokens: list[str], bos: int | None, eos: int | None) -> str:
+def _tokenizer_json(file: GGUFFile, tokens: list[str], bos: int | None, eos: int | None,
+                    fallbacks: FallbackRecorder | None) -> str:
     from tokenizers import AddedToken, Tokenizer, decoders, models, processors
 
     types = metadata.integers(file, "tokenizer.ggml.token_type", [])
     if types and len(types) != len(tokens):
         raise BringupError(f"{file.path}: tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} "
                            "tokens; the file is corrupt: re-convert it")
-    kind = split_kind(metadata.text(file, "tokenizer.ggml.pre", None), str(file.path))
+    kind = split_kind(metadata.text(file, "tokenizer.ggml.pre", None), str(file.path), fallbacks)
     vocab = {_byte_level(token) if not types or types[i] not in (CONTROL, USER_DEFINED) else token: i
              for i, token in enumerate(tokens)}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=_merges(file), ignore_merges=kind in IGNORES_MERGES))
