@@ -106,6 +106,24 @@ def load(source_name: str) -> ctypes.CDLL:
     return ctypes.CDLL(str(target))
 
 
+# the C signature every linear kernel entry point shares: (x, m, k, weights, n, weight stride, bias, out, threads)
+LINEAR_ARGTYPES = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                   ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+
+
+def load_linear(source_name: str, entry_points: list[str], layout_fn: str, expected: int) -> ctypes.CDLL:
+    """A linear-kernel library whose entry points take LINEAR_ARGTYPES, checked to be built for the layout this
+    Python expects (`layout_fn()` returns `expected`: the panel width, the int4 group)."""
+    lib = load(source_name)
+    for name in entry_points:
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = LINEAR_ARGTYPES, None
+    built = getattr(lib, layout_fn)()
+    if built != expected:
+        raise KernelUnavailable(f"{source_name} was built with {layout_fn}() = {built}, expected {expected}")
+    return lib
+
+
 def check_host_kernel(device: torch.device, dtype: torch.dtype, worst_error: Callable[[], float],
                       mismatch: str, tolerances: dict[torch.dtype, float] | None = None) -> str | None:
     """None when a host kernel built for `dtype` builds, runs here and `worst_error()` (its largest difference

@@ -18,9 +18,8 @@ import torch.nn.functional as F
 
 from bringup.runner.host.build import (
     HostKernelInputError,
-    KernelUnavailable,
     check_host_kernel,
-    load,
+    load_linear,
     require_host_tensor,
 )
 from bringup.runner.model.linear_kinds import HOST_KINDS, PANELS, HostKind
@@ -34,15 +33,7 @@ TOLERANCES = {torch.float32: 1e-4, torch.bfloat16: 1.6e-2}
 
 @functools.lru_cache(maxsize=1)
 def library() -> ctypes.CDLL:
-    lib = load("panel_linear.cpp")
-    for name in ENTRY_POINTS.values():
-        fn = getattr(lib, name)
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
-                       ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-        fn.restype = None
-    if lib.bringup_panel_width() != PANEL:
-        raise KernelUnavailable(f"the panel library has width {lib.bringup_panel_width()}, expected {PANEL}")
-    return lib
+    return load_linear("panel_linear.cpp", list(ENTRY_POINTS.values()), "bringup_panel_width", PANEL)
 
 
 def pack(w: torch.Tensor) -> torch.Tensor:

@@ -21,9 +21,8 @@ import torch
 
 from bringup.runner.host.build import (
     HostKernelInputError,
-    KernelUnavailable,
     check_host_kernel,
-    load,
+    load_linear,
     require_host_tensor,
 )
 from bringup.runner.model.linear_kinds import HOST_KINDS, INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, HostKind
@@ -49,16 +48,7 @@ TOLERANCE = 1e-4
 
 @functools.lru_cache(maxsize=1)
 def library() -> ctypes.CDLL:
-    lib = load("quantized_linear.cpp")
-    for name in ENTRY_POINTS.values():
-        fn = getattr(lib, name)
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
-                       ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-        fn.restype = None
-    if lib.bringup_quantized_group() != INT4_GROUP:
-        raise KernelUnavailable(f"the quantized library has int4 groups of {lib.bringup_quantized_group()}, "
-                                f"expected {INT4_GROUP}")
-    return lib
+    return load_linear("quantized_linear.cpp", list(ENTRY_POINTS.values()), "bringup_quantized_group", INT4_GROUP)
 
 
 def in_features(stored: torch.Tensor, scheme: str) -> int:
