@@ -1,13 +1,10 @@
-"""Fingerprints that say what was evaluated: the text, its token ids, the tokenizer, the model's files."""
+"""Fingerprints that say what was evaluated: the text, its token ids, the tokenizer (the model's files:
+runner/model/files_identity.py)."""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any
-
-from bringup.runner.model.files_identity import model_files_sha256
-
-__all__ = ["model_files_sha256", "text_sha256", "tokenizer_sha256", "tokens_sha256"]
 
 
 def text_sha256(text: str) -> str:

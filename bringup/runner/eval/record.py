@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bringup.profiles.sections.eval import EvalRecord, EvalReferenceRecord
-from bringup.runner.eval.identity import model_files_sha256
 from bringup.runner.eval.reference_file import ReferenceHeader
 from bringup.runner.eval.run import EvalResult
+from bringup.runner.model.files_identity import model_files_sha256
 
 KEY_HASH_CHARS = 8
 
