@@ -28,10 +28,10 @@ from bringup.runner.host.build import (
 from bringup.runner.model.linear_kinds import HOST_KINDS, INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, HostKind
 from bringup.runner.model.quantized_weights import (
     INT4_GROUP,
-    SCALE_BYTES,
     dequantize_int4,
     dequantize_int8,
     int4_in_features,
+    int8_in_features,
     quantize_int4,
     quantize_int8,
     reference_linear,
@@ -52,7 +52,7 @@ def library() -> ctypes.CDLL:
 
 
 def in_features(stored: torch.Tensor, scheme: str) -> int:
-    return stored.shape[1] - SCALE_BYTES if scheme == INT8 else int4_in_features(stored)
+    return int8_in_features(stored) if scheme == INT8 else int4_in_features(stored)
 
 
 def run(x: torch.Tensor, stored: torch.Tensor, bias: torch.Tensor | None, scheme: str) -> torch.Tensor:

@@ -22,7 +22,7 @@ from bringup.runner.host import quantized as quantized_kernel
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT
-from bringup.runner.model.quantized_weights import INT4_GROUP, int4_why_not
+from bringup.runner.model.quantized_weights import GROUP, group_why_not
 from bringup.runner.plan.plan import Choice
 
 NONE, AUTO = "none", "auto"
@@ -30,8 +30,9 @@ SCHEMES = (INT8, INT4)
 CHOICES = (NONE, INT8, INT4, AUTO)
 DEQUANT = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}  # the reference kind each scheme falls back to
 KLD_BUDGET = 0.05  # nats per token, mean over the check text: llama.cpp's Q4_0 on 1B-class models is about this
-DESCRIPTION = {INT8: "weight-only int8, one scale per output channel",
-               INT4: f"weight-only int4, a scale and a minimum per group of {INT4_GROUP}"}
+DESCRIPTION = {INT8: f"int8 weights with a scale per block of {GROUP} (Q8_0's layout), activations int8 per block",
+               INT4: f"int4 weights with a scale and a minimum per block of {GROUP} (Q4_1's layout), activations int8 "
+                     "per block"}
 
 
 def check_requested(quantization: str | None) -> str:
@@ -46,13 +47,12 @@ def scheme_why_not(scheme: str, device: torch.device, config: ModelConfig) -> st
     """Why the linear layers of `config` cannot be stored in `scheme` on `device`, or None."""
     if device.type != "cpu":
         return f"the {scheme} kernels are host-memory (CPU) kernels; the model runs on {device}"
-    if scheme == INT4:
-        c = config
-        ins = {c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size}  # experts are not quantized
-        for size in sorted(ins):
-            why = int4_why_not(size)
-            if why:
-                return f"a layer has {why}"
+    c = config
+    ins = {c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size}  # experts are not quantized
+    for size in sorted(ins):
+        why = group_why_not(size)
+        if why:
+            return f"a layer has {why}"
     return None
 
 
