@@ -39,8 +39,9 @@ DtypeOption = Annotated[
 ]
 QuantizationOption = Annotated[
     str,
-    typer.Option("--quantization", help="Linear weights: none (the plan dtype's), int8 (weight-only, a scale per "
-                 "output channel), int4 (weight-only, a scale and a minimum per group of 32), or auto (the plan "
+    typer.Option("--quantization", help="Linear weights: none (the plan dtype's), int8 (a scale per block of 32, "
+                 "GGUF Q8_0's layout), int4 (a scale and a minimum per block of 32, Q4_1's); both quantize the "
+                 "activations per block of 32 as llama.cpp does. Or auto (the plan "
                  "quantizes only where the kernel checked out here, decode measured faster on this model and the "
                  "KL divergence stayed under its budget). Host (CPU) kernels."),
 ]

@@ -12,9 +12,9 @@ from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.model.batch_inputs import SeqChunk
-from bringup.runner.model.decoder import DecoderModel
+from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.layout_linear import WEIGHT_PREFIX
-from bringup.runner.model.linear_kinds import OUT_IN, QUANTIZED_KINDS, to_out_in
+from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, QUANTIZED_KINDS
 from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
 
@@ -23,6 +23,7 @@ FIXED_PROMPT = "The quick brown fox jumps over the lazy dog. Bringing up a new a
 # max |logit error| allowed, as a multiple of the reference logits' RMS: a few units of the dtype's
 # rounding (float32 2^-24, float16 2^-11, bfloat16 2^-8) amplified through the layers' accumulations.
 THRESHOLDS = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 1.2e-1}
+REFERENCE_KINDS = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}  # the module-level reference of each kernel's storage
 
 
 @dataclass
@@ -46,14 +47,17 @@ def reference_model(engine: LLMEngine, model_dir: Path | None) -> DecoderModel:
 
 
 def same_quantized_weights(reference: DecoderModel, engine: LLMEngine) -> DecoderModel:
-    """`reference` with each linear weight replaced by the engine's quantized weight dequantized (float64), when the
-    plan quantizes: selftest then tests the device's arithmetic, not the quantization error (eval measures that)."""
+    """`reference` with each linear layer holding the engine's quantized weight and applying it as the scheme's
+    module-level reference does (activations quantized per block, weight dequantized), in float64, when the plan
+    quantizes: selftest then tests the device's arithmetic, not the quantization error (eval measures that)."""
     served = engine.executor.model
     kind = served.layout.small
     if kind not in QUANTIZED_KINDS:
         return reference
+    reference_kind = REFERENCE_KINDS.get(kind, kind)
     for mine, theirs in zip(reference.linear_layers(), served.linear_layers(), strict=True):
-        mine.register_buffer(WEIGHT_PREFIX + OUT_IN, to_out_in(theirs.weight(kind), kind).to(torch.float64))
+        mine.register_buffer(WEIGHT_PREFIX + reference_kind, theirs.weight(kind))
+    reference.use_layout(WeightLayout(reference_kind, reference_kind, 0))
     return reference
 
 

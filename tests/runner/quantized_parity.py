@@ -1,5 +1,6 @@
 """The parity check the quantized engine tests share: the engine's greedy tokens with int8/int4 weights against the
-module-level reference of the same quantized weights (dequantize, then F.linear in float32) on the same model."""
+module-level reference of the same quantized weights (activations quantized per block, weights dequantized, then
+F.linear in float32) on the same model."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from bringup.runner.engine.executor import Executor
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, OUT_IN
+from bringup.runner.model.quantized_weights import quantize_activations
 from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
 from bringup.runner.sampling_params import SamplingParams
@@ -30,10 +32,12 @@ def reference_model(engine: LLMEngine, model_dir: Path | None, scheme: str) -> D
 
 
 def dequantized_once(reference: DecoderModel, scheme: str) -> DecoderModel:
-    """`reference` with its weights dequantized once and kept as F.linear's: the same products as dequantizing
-    them at every call (the reference kind), without redoing it every step."""
+    """`reference` with its weights dequantized once and kept as F.linear's, each linear layer's input quantized per
+    block first: the same products as the reference kind, without dequantizing every weight at every step."""
     reference.add_kind(OUT_IN, REFERENCE_KIND[scheme])
     reference.use_layout(WeightLayout(OUT_IN, OUT_IN, 0))
+    for linear in reference.linear_layers():
+        linear.register_forward_pre_hook(lambda _, args: (quantize_activations(args[0]), *args[1:]))
     return reference
 
 

@@ -25,8 +25,8 @@ from tests.runner.stated import stated
 PROMPT = [0, 5, 9, 33, 80, 7, 120, 64, 12]
 KERNEL_SOURCES = ("panel_linear.cpp", "paged_decode.cpp", "decode_layers.cpp", "quantized_linear.cpp")
 # the faults: int8 rows scaled by 1.5, int4 blocks without their minimum
-FAULTS = {"out[r] = scale * s;": "out[r] = 1.5f * scale * s;",
-          "out[r] = total(acc[r]) + offset[r];": "out[r] = total(acc[r]);"}
+FAULTS = {"out[r][j] = qtotal(acc[r][j]);": "out[r][j] = 1.5f * qtotal(acc[r][j]);",
+          "out[r][j] = qtotal(acc[r][j]) + offset[r][j];": "out[r][j] = qtotal(acc[r][j]);"}
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_none_and_int8_plans_differ_only_in_the_weights(engines):
     none, int8 = rows["none"], rows[INT8]
     assert none["quantization"] == ("none", "not requested (--quantization none): the plan dtype's weights")
     assert int8["quantization"][0] == INT8
-    assert "weight-only int8, one scale per output channel" in int8["quantization"][1]
+    assert "int8 weights with a scale per block of 32 (Q8_0's layout)" in int8["quantization"][1]
     assert "bringup's host kernel matched dequantize + F.linear on a check here" in int8["quantization"][1]
     assert int8["weight_layout"][0] == INT8 and none["weight_layout"][0] != INT8
     for name in set(none) - {"quantization", "weight_layout", "kv_blocks", "decode_layers"}:
@@ -89,19 +89,21 @@ def test_selftest_compares_against_float64_of_the_same_quantized_weights(tiny, t
 
 
 def faulty_kernel_cache(tmp_path: Path, faults: dict[str, str]) -> Path:
-    """A kernel cache holding every library built as usual except quantized_linear.cpp, built with `faults` (source
-    text replaced) under the name the sound source's library has: what a wrong build left in a cache looks like."""
+    """A kernel cache holding every library built as usual except quantized_linear.cpp, built with `faults` (text of
+    its product, quantized_tile.h, replaced) under the name the sound source's library has: what a wrong build left
+    in a cache looks like."""
     cache = tmp_path / "kernels"
     cache.mkdir()
     for name in KERNEL_SOURCES:
         host_build.load(name)
         shutil.copy(host_build.library_path(name), cache / host_build.library_path(name).name)
-    source = (host_build.KERNELS / "quantized_linear.cpp").read_text()
+    header = (host_build.KERNELS / "quantized_tile.h").read_text()
     for sound, wrong in faults.items():
-        assert sound in source  # the fault is real: the line it corrupts exists
-        source = source.replace(sound, wrong)
+        assert sound in header  # the fault is real: the line it corrupts exists
+        header = header.replace(sound, wrong)
+    (tmp_path / "quantized_tile.h").write_text(header)
     wrong_source = tmp_path / "quantized_linear.cpp"
-    wrong_source.write_text(source)
+    shutil.copy(host_build.KERNELS / "quantized_linear.cpp", wrong_source)
     target = cache / host_build.library_path("quantized_linear.cpp").name
     subprocess.run([host_build._compiler(), *host_build.FLAGS, str(wrong_source), "-o", str(target)], check=True,
                    timeout=host_build.BUILD_TIMEOUT_S)

@@ -13,24 +13,40 @@ from bringup.runner.model.quantized_weights import (
     dequantize_int4,
     dequantize_int8,
     pack_int4,
+    quantize_activations,
     quantize_int4,
     quantize_int8,
+    reference_linear,
 )
 from tests.runner.host_compiler import needs_compiler
 
 DEQUANTIZE = {INT8: dequantize_int8, INT4: dequantize_int4}
 
 
-def test_int8_is_symmetric_per_output_channel_rounded_to_nearest():
-    w = torch.tensor([[1.0, -0.5, 0.25, 0.0], [0.0, 0.0, 0.0, 0.0], [-3.0, 1.0, 2.0, 0.9]])
+def test_int8_is_symmetric_per_block_of_32_rounded_to_nearest():
+    block = torch.zeros(32)
+    block[:4] = torch.tensor([1.0, -0.5, 0.25, 0.0])
+    w = torch.stack([torch.cat([block, 3 * block]), torch.zeros(64), torch.cat([torch.zeros(32), -block])])
     stored = quantize_int8(w)
-    assert stored.dtype == torch.uint8 and stored.shape == (3, 4 + 4)
-    codes = stored[:, :4].contiguous().view(torch.int8)
-    assert codes[0].tolist() == [127, -64, 32, 0]  # -63.5 and 31.75 round to nearest (-64 is even)
-    assert codes[1].tolist() == [0, 0, 0, 0]  # an all-zero row has scale 0, not NaN
-    assert codes[2].tolist() == [-127, 42, 85, 38]
-    assert torch.allclose(dequantize_int8(stored)[2], torch.tensor([-3.0, 42 * 3 / 127, 85 * 3 / 127, 38 * 3 / 127]))
-    assert torch.equal(dequantize_int8(stored)[1], torch.zeros(4))
+    assert stored.dtype == torch.uint8 and stored.shape == (3, 64 + 2 * 4)  # codes, then a float32 scale per block
+    codes = stored[:, :64].contiguous().view(torch.int8)
+    assert codes[0, :4].tolist() == [127, -64, 32, 0]  # -63.5 and 31.75 round to nearest (-64 is even)
+    assert codes[0, 32:36].tolist() == [127, -64, 32, 0]  # the second block has its own scale (3 / 127)
+    assert codes[1].abs().sum().item() == 0 and codes[2, :32].abs().sum().item() == 0  # zero blocks: scale 0, no NaN
+    scales = stored[:, 64:].contiguous().view(torch.float32)
+    assert scales[0].tolist() == [torch.tensor(1 / 127).item(), torch.tensor(3 / 127).item()]
+    assert scales[1].tolist() == [0.0, 0.0]
+    assert torch.allclose(dequantize_int8(stored)[0, 32:34], torch.tensor([3.0, -64 * 3 / 127]))
+    assert torch.equal(dequantize_int8(stored)[1], torch.zeros(64))
+
+
+def test_activations_are_quantized_per_block_of_32_as_the_kernels_do():
+    x = torch.zeros(1, 64)
+    x[0, :3] = torch.tensor([2.0, -1.0, 0.5])
+    x[0, 32] = float("nan")
+    got = quantize_activations(x)
+    assert got[0, :3].tolist() == pytest.approx([2.0, -64 * 2 / 127, 32 * 2 / 127])  # 63.5 -> 64, 31.75 -> 32
+    assert torch.isnan(got[0, 32:]).all()  # a block holding NaN poisons every product it feeds
 
 
 def test_int4_is_d_times_q_plus_min_per_group_of_32():
@@ -50,9 +66,10 @@ def test_int4_is_d_times_q_plus_min_per_group_of_32():
     assert q4_0[0, 8].item() == codes[0, 0, 0].item() | (codes[0, 0, 16].item() << 4)
 
 
-def test_int4_refuses_rows_that_are_not_whole_groups():
-    with pytest.raises(ValueError, match="48 input features are not a multiple of the int4 group of 32"):
-        quantize_int4(torch.ones(4, 48))
+@pytest.mark.parametrize("quantize", [quantize_int8, quantize_int4])
+def test_rows_that_are_not_whole_blocks_are_refused(quantize):
+    with pytest.raises(ValueError, match="48 input features are not a multiple of the quantization block of 32"):
+        quantize(torch.ones(4, 48))
 
 
 @needs_compiler
@@ -60,15 +77,43 @@ def test_int4_refuses_rows_that_are_not_whole_groups():
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9, 16, 17, 40])  # 4-row passes, remainders, and past KERNEL_ROWS
 def test_the_kernel_matches_dequantize_then_f_linear(scheme, rows):
     gen = torch.Generator().manual_seed(rows)
-    w, bias = torch.randn(37, 96, generator=gen), torch.randn(37, generator=gen)  # 37: a partial chunk of rows
+    w, bias = torch.randn(37, 96, generator=gen), torch.randn(37, generator=gen)  # 37: a partial group of rows
     stored = place(w, scheme)
     x = torch.randn(rows, 192, generator=gen)[:, ::2]  # strided rows
-    want = F.linear(x, DEQUANTIZE[scheme](stored), bias)
+    x[0, :32] = 0  # an all-zero block: scale 0
+    want = reference_linear(x, DEQUANTIZE[scheme](stored), bias)
     got = apply(x, stored, bias, scheme)
     assert got.dtype == torch.float32 and got.shape == (rows, 37)
     assert (got - want).abs().max().item() <= 1e-4 * want.abs().max().item()
     assert torch.equal(apply(x, stored, bias, INT8_DEQUANT if scheme == INT8 else INT4_DEQUANT), want)
     assert torch.equal(to_out_in(stored, scheme), DEQUANTIZE[scheme](stored))
+
+
+@needs_compiler
+@pytest.mark.parametrize("scheme", [INT8, INT4])
+def test_each_block_is_an_exact_integer_dot_product(scheme):
+    """Codes whose products sum to known integers, with power-of-two scales: the kernel's result is exact."""
+    gen = torch.Generator().manual_seed(3)
+    codes = torch.randint(-127, 128, (5, 64), generator=gen).float()
+    w = codes / 64 if scheme == INT8 else (codes.clamp(0, 15) - 8) / 4
+    w[:, 0], w[:, 32] = (127 / 64, 127 / 64) if scheme == INT8 else (-2.0, -2.0)  # pin each block's scale
+    if scheme == INT4:
+        w[:, 1], w[:, 33] = 7 / 4, 7 / 4
+    x = torch.randint(-127, 128, (3, 64), generator=gen).float() / 8
+    x[:, 0], x[:, 32] = 127 / 8, 127 / 8
+    stored = place(w, scheme)
+    exact = x.double() @ w.double().T
+    assert torch.equal(apply(x, stored, None, scheme).double(), exact)
+
+
+@needs_compiler
+@pytest.mark.parametrize("scheme", [INT8, INT4])
+def test_a_nan_in_a_row_makes_that_rows_outputs_nan_only(scheme):
+    stored = place(torch.randn(8, 64, generator=torch.Generator().manual_seed(4)), scheme)
+    x = torch.ones(2, 64)
+    x[1, 40] = float("nan")
+    y = apply(x, stored, None, scheme)
+    assert torch.isfinite(y[0]).all() and torch.isnan(y[1]).all()
 
 
 @needs_compiler
@@ -78,7 +123,7 @@ def test_bfloat16_activations_are_widened_and_the_result_rounded_once():
     stored = place(w, INT8)
     got = apply(x, stored, None, INT8)
     assert got.dtype == torch.bfloat16
-    assert torch.equal(got, F.linear(x.float(), dequantize_int8(stored)).bfloat16())
+    assert torch.equal(got, F.linear(quantize_activations(x.float()), dequantize_int8(stored)).bfloat16())
 
 
 @needs_compiler

@@ -66,7 +66,7 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
         if fused_kept:
             model.use_layout(layout)
             if layout.small != OUT_IN:
-                skipped[LAYOUT] = "kept for the fused decode layers, which read its panels"
+                skipped[LAYOUT] = f"kept for the fused decode layers, which read its {fused.kind} weights"
         else:
             executor.fused = None
     elif fused is not None:

@@ -119,8 +119,8 @@ class Executor:
         if not scored and self.fused is not None and is_decode(inputs) \
                 and self.fused.serves(inputs.input_ids.shape[0]):
             hidden = self._fused_hidden(inputs)
-            if hidden is not None:  # the head through the same panels kernel: part of the step that was timed
-                return self.model.logits(hidden, HOST_KIND), {}
+            if hidden is not None:  # the head through the kind the kernel read: part of the step that was timed
+                return self.model.logits(hidden, self.fused.kind), {}
         hidden = self._forward(inputs)
         scores = {i: self._score(hidden, chunks, i, top_k) for i, top_k in scored.items()}
         if not all_positions:

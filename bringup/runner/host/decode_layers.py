@@ -23,16 +23,23 @@ from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import MLP, DecoderLayer, DecoderModel
 from bringup.runner.model.layout_linear import LayoutLinear
-from bringup.runner.model.linear_kinds import PANELS
+from bringup.runner.model.linear_kinds import INT4, INT8, PANELS
 from bringup.runner.model.norm import RMSNorm
+from bringup.runner.model.quantized_weights import group_why_not
 
-WEIGHTS_PER_LAYER, DIMS = 12, 11  # the kernel's Weight and Dim enums
+WEIGHTS_PER_LAYER, DIMS = 12, 12  # the kernel's Weight and Dim enums
+FORMATS = {PANELS: 0, INT8: 1, INT4: 2}  # the weight kinds the kernel reads, as its dims[WEIGHT_FORMAT]
+QUANTIZED_DTYPES = (torch.float32,)  # int8 / int4 weights: float32 activations only
 # How far the kernel's hidden states may be from the modules' on the check, per dtype: (largest difference relative
 # to the largest magnitude, NMSE). float32: the same arithmetic in another order, 1e-6 measured on the benchmark's
 # 125M Llama. bfloat16: sums ordered differently round a value one bfloat16 step (2^-8) apart and the flip
 # propagates through the layers: on the same model 1.3e-2 and an NMSE of 2.7e-5, while bfloat16 itself is 2.1e-4
 # (NMSE) away from float32 there. The bounds allow about bfloat16's own error: a 2.5 % error is caught, 1 % is not.
 TOLERANCES = {torch.float32: (1e-4, 1e-8), torch.bfloat16: (5e-2, 2e-4)}
+# int8 / int4: the activations are rounded to int8 codes per block of 32, and a float32 difference of one ulp in a
+# normalised row moves a value across a code boundary now and then (one code step, 1/127 of its block's largest
+# value, on that product) — measured on SmolLM2-135M int8: <fill>. Bounded like bfloat16's rounding.
+QUANTIZED_TOLERANCE = (5e-2, 2e-4)
 ENTRY_POINTS = {torch.float32: "bringup_decode_layers", torch.bfloat16: "bringup_decode_layers_bf16"}
 
 
@@ -61,11 +68,24 @@ def cannot_fuse(model: DecoderModel, max_model_len: int) -> str | None:
         why = _layer_differs(layer, max_model_len)
         if why:
             return f"{name} layer {i}: {why}"
-    if PANELS not in model.stored_kinds:
-        return f"reads weights stored as panels; the layout stores {' and '.join(model.stored_kinds)}"
-    if c.hidden_size % PANEL:
+    kind = fused_kind(model)
+    if kind is None:
+        return f"reads weights stored as {' or '.join(FORMATS)}; the layout stores {' and '.join(model.stored_kinds)}"
+    if kind == PANELS and c.hidden_size % PANEL:
         return f"hidden size {c.hidden_size} is not a multiple of the panel width {PANEL}"
+    if kind != PANELS and model.dtype not in QUANTIZED_DTYPES:
+        return f"{kind} weights with float32 activations only; the model runs {str(model.dtype).removeprefix('torch.')}"
+    if kind != PANELS:
+        for size in (c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size):
+            why = group_why_not(size)
+            if why:
+                return why
     return None
+
+
+def fused_kind(model: DecoderModel) -> str | None:
+    """The weight kind the kernel would read for this model's layers: panels or int8 / int4, whichever is stored."""
+    return next((kind for kind in FORMATS if kind in model.stored_kinds), None)
 
 
 def _layer_differs(layer: torch.nn.Module, max_model_len: int) -> str | None:
@@ -92,26 +112,28 @@ class FusedDecode:
 
     def __init__(self, model: DecoderModel) -> None:
         self.model, c = model, model.config
+        self.kind = fused_kind(model) or PANELS
         attn = model.layers[0].self_attn
         self.keep: list[torch.Tensor] = []  # every tensor a pointer in the table points into
         pointers: list[int] = []
         for layer in model.layers:
             a, mlp = layer.self_attn, layer.mlp
-            _check_layer(layer, c)
-            for t in (layer.input_layernorm.weight, *_linear(a.qkv_proj), *_linear(a.o_proj),
-                      layer.post_attention_layernorm.weight, *_linear(mlp.gate_up_proj), *_linear(mlp.down_proj),
-                      a.cache.k, a.cache.v):
+            _check_layer(layer, c, self.kind)
+            for t in (layer.input_layernorm.weight, *_linear(a.qkv_proj, self.kind), *_linear(a.o_proj, self.kind),
+                      layer.post_attention_layernorm.weight, *_linear(mlp.gate_up_proj, self.kind),
+                      *_linear(mlp.down_proj, self.kind), a.cache.k, a.cache.v):
                 pointers.append(self._pointer(t))
         self.table = (ctypes.c_void_p * len(pointers))(*pointers)
         k = attn.cache.k
         self.slots_total = k.shape[1]
-        self.widths = (_width(attn.qkv_proj), _width(model.layers[0].mlp.gate_up_proj))
+        self.widths = (_width(attn.qkv_proj, self.kind), _width(model.layers[0].mlp.gate_up_proj, self.kind))
         self.eps, self.scale = c.rms_norm_eps, attn.scale
         self.rotary_half = model.rope_cos.shape[1]
         for name in ("rope_cos", "rope_sin"):
             require_host_tensor(name, getattr(model, name), model.dtype, dims=2, contiguous=True)
         self.dims = [c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size,
-                     self.rotary_half, *self.widths, self.slots_total]  # the kernel's Dim order; LD_SLOTS per step
+                     self.rotary_half, *self.widths, self.slots_total, FORMATS[self.kind]]  # the kernel's Dim order;
+        # LD_SLOTS is added per step
         self.work_per_row = 2 * c.hidden_size + self.widths[0] + 2 * c.num_heads * c.head_dim + self.widths[1] + \
             c.intermediate_size
         self.entry = getattr(library(), ENTRY_POINTS[model.dtype])  # built (or found) now, not on the first request
@@ -119,22 +141,24 @@ class FusedDecode:
     def _pointer(self, t: torch.Tensor | None) -> int:
         if t is None:
             return 0
-        require_host_tensor("weight", t, self.model.dtype, dims=t.dim(), contiguous=True)
+        dtype = torch.uint8 if t.dtype == torch.uint8 and self.kind != PANELS else self.model.dtype
+        require_host_tensor("weight", t, dtype, dims=t.dim(), contiguous=True)
         self.keep.append(t)
         return t.data_ptr()
 
     def usable(self) -> bool:
-        """Whether the model still stores its weights as panels (a layout check or a fallback may drop them)."""
-        return PANELS in self.model.stored_kinds
+        """Whether the model still stores its weights as the kernel reads them (a layout check or a fallback may
+        drop them)."""
+        return self.kind in self.model.stored_kinds
 
     def serves(self, batch: int) -> bool:
         """Whether it runs a decode step of `batch` sequences: the layout's small steps (whatever kind the modules
         read for them, since the kernel's steps were timed against theirs), and any step the panels serve."""
         layout = self.model.layout  # the executor drops the kernel whenever the panels go (a panels fallback)
-        return batch <= layout.switch_tokens or layout.for_tokens(batch) == PANELS
+        return batch <= layout.switch_tokens or layout.for_tokens(batch) == self.kind
 
     def serves_every_decode_step(self) -> bool:
-        return self.usable() and self.model.layout.large == PANELS
+        return self.usable() and self.model.layout.large == self.kind
 
     def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """The final-norm hidden states [B, hidden] of a decode step (one new token per sequence), its K/V
@@ -172,19 +196,20 @@ class FusedDecode:
         check_context(meta.context_slots, meta.context_lens, self.slots_total)
 
 
-def _check_layer(layer: DecoderLayer, c: ModelConfig) -> None:
-    """HostKernelInputError unless each panel weight, bias and cache has the shape the kernel reads for it."""
+def _check_layer(layer: DecoderLayer, c: ModelConfig, kind: str) -> None:
+    """HostKernelInputError unless each weight, bias and cache has the shape the kernel reads for it."""
     a, mlp = layer.self_attn, layer.mlp
     q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
     for name, linear, k, n in (("qkv_proj", a.qkv_proj, c.hidden_size, q_width + 2 * kv_width),
                                ("o_proj", a.o_proj, q_width, c.hidden_size),
                                ("gate_up_proj", mlp.gate_up_proj, c.hidden_size, 2 * c.intermediate_size),
                                ("down_proj", mlp.down_proj, c.intermediate_size, c.hidden_size)):
-        panels, expected = linear.weight(PANELS), [-(-n // PANEL), k, PANEL]
-        if list(panels.shape) != expected:
-            raise HostKernelInputError(f"{name} panels have shape {list(panels.shape)}; expected {expected}")
-        if linear.bias is not None and linear.bias.shape != (_width(linear),):
-            raise HostKernelInputError(f"{name} bias has shape {list(linear.bias.shape)}; expected [{_width(linear)}]")
+        stored, expected = linear.weight(kind), _stored_shape(kind, k, n)
+        if list(stored.shape) != expected:
+            raise HostKernelInputError(f"{name} {kind} weights have shape {list(stored.shape)}; expected {expected}")
+        width = _width(linear, kind)
+        if linear.bias is not None and linear.bias.shape != (width,):
+            raise HostKernelInputError(f"{name} bias has shape {list(linear.bias.shape)}; expected [{width}]")
     for name, norm in (("input_layernorm", layer.input_layernorm), ("post_attention_layernorm",
                                                                       layer.post_attention_layernorm)):
         if norm.weight.shape != (c.hidden_size,):
@@ -194,12 +219,20 @@ def _check_layer(layer: DecoderLayer, c: ModelConfig) -> None:
         raise HostKernelInputError("the KV cache is not allocated as [kv_heads, slots, head_dim] for this model")
 
 
-def _linear(linear: LayoutLinear) -> tuple[torch.Tensor, torch.Tensor | None]:
-    return linear.weight(PANELS), linear.bias
+def _stored_shape(kind: str, k: int, n: int) -> list[int]:
+    if kind == PANELS:
+        return [-(-n // PANEL), k, PANEL]
+    return [n, k + k // 32 * 4 if kind == INT8 else k // 32 * 24]
 
 
-def _width(linear: LayoutLinear) -> int:
-    return linear.weight(PANELS).shape[0] * PANEL
+def _linear(linear: LayoutLinear, kind: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return linear.weight(kind), linear.bias
+
+
+def _width(linear: LayoutLinear, kind: str) -> int:
+    """The output columns the kernel writes: panels round them up to whole panels."""
+    stored = linear.weight(kind)
+    return stored.shape[0] * PANEL if kind == PANELS else stored.shape[0]
 
 
 def check_on_model(fused: FusedDecode, block_size: int, max_model_len: int, kv_blocks: int) -> str | None:
@@ -225,7 +258,8 @@ def check_on_model(fused: FusedDecode, block_size: int, max_model_len: int, kv_b
                             model.config.attention_window)
         want = model(step.input_ids, step.positions, step.meta)
         got = fused.hidden(step.input_ids, step.positions, step.meta)
-    return differs(got.double(), want.double(), *TOLERANCES[model.dtype])
+    tolerance = TOLERANCES[model.dtype] if fused.kind == PANELS else QUANTIZED_TOLERANCE
+    return differs(got.double(), want.double(), *tolerance)
 
 
 def differs(got: torch.Tensor, want: torch.Tensor, max_relative: float, max_nmse: float) -> str | None:

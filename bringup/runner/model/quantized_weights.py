@@ -112,17 +112,22 @@ def int4_in_features(stored: torch.Tensor) -> int:
     return stored.shape[1] // INT4_BLOCK_BYTES * GROUP
 
 
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
 def quantize_activations(x: torch.Tensor) -> torch.Tensor:
     """x [..., k] (k a multiple of 32) as the kernels see it: each block of 32 rounded to int8 codes with a
-    float32 scale, returned dequantized (float32)."""
-    groups = x.float().reshape(*x.shape[:-1], -1, GROUP)
+    scale, returned dequantized, in float32 (float64 for a float64 x: selftest's reference)."""
+    groups = x.to(_compute_dtype(x)).reshape(*x.shape[:-1], -1, GROUP)
     scale = groups.abs().amax(dim=-1, keepdim=True) / 127
     codes = torch.round(groups * _inverse(scale)).clamp(-127, 127)
     return (codes * scale).reshape(x.shape)
 
 
 def reference_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x @ W^T + b from the dequantized weight and x's quantized blocks, in float32, returned in x's dtype: the
-    module-level reference."""
-    y = F.linear(quantize_activations(x), weight, None if bias is None else bias.float())
+    """x @ W^T + b from the dequantized weight and x's quantized blocks, in float32 (float64 for a float64 x),
+    returned in x's dtype: the module-level reference."""
+    dtype = _compute_dtype(x)
+    y = F.linear(quantize_activations(x), weight.to(dtype), None if bias is None else bias.to(dtype))
     return y.to(x.dtype)

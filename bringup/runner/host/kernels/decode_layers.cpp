@@ -1,5 +1,5 @@
 // Every decoder layer of one decode step in a single call: float32 or bfloat16, host memory, weights stored as
-// panels.
+// panels, or (float32 only) int8 / int4 in blocks of 32 (quantized_tile.h), as dims[WEIGHT_FORMAT] says.
 //
 // A decode step of a small model on a CPU is weight streaming plus, per layer, some twenty small ops that
 // each cost a Python call and a dispatch. Here the step runs inside one OpenMP parallel region, the ops one
@@ -10,19 +10,24 @@
 // decoder's modules (runner/model/decoder.py) for Llama-style layers; see runner/host/decode_layers.py.
 // In bfloat16 every value is rounded where the modules' bfloat16 ops round it (as<T>), and computed in float32
 // in between, as torch computes a bfloat16 op; the products accumulate in float32 and round once.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include <vector>
+
 #include "paged_attention.h"
 #include "panel_tile.h"
+#include "quantized_tile.h"
 
 // what each layer's entry in `weights` holds, in this order (null where the model has no such bias)
 enum Weight { INPUT_NORM, QKV, QKV_BIAS, O, O_BIAS, POST_NORM, GATE_UP, GATE_UP_BIAS, DOWN, DOWN_BIAS, K_CACHE,
               V_CACHE, WEIGHTS_PER_LAYER };
 // what `dims` holds, in this order
 enum Dim { LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE, ROTARY_HALF, QKV_WIDTH, GATE_UP_WIDTH,
-           SLOTS_TOTAL, LD_SLOTS, DIMS };
+           SLOTS_TOTAL, WEIGHT_FORMAT, LD_SLOTS, DIMS };
+static const int FORMAT_PANELS = 0;  // else quantized_tile.h's FORMAT_INT8 / FORMAT_INT4
 
 extern "C" int bringup_decode_layers_abi(void) { return WEIGHTS_PER_LAYER * 100 + DIMS; }
 
@@ -56,14 +61,26 @@ static inline void add_rows_for(T* y, const T* p, int64_t rows, int64_t n) {
     for (int64_t i = 0; i < n; ++i) put(y + r * n + i, scalar(y[r * n + i]) + scalar(p[r * n + i]));
 }
 
+// y (+)= x W^T + b for weights in `format`: panels of T, or (T float32) int8 / int4 blocks, x quantized into `a`
+template <bool ACCUMULATE, typename T>
+static inline void product_for(int format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
+                               const T* bias, T* y, const QuantizedRows& room) {
+  if (format == FORMAT_PANELS) return panel_rows_for<ACCUMULATE>(x, m, k, (const T*)w, k, n, bias, y, n);
+  if constexpr (std::is_same_v<T, float>) {
+    QuantizedRows a{room.codes, room.scales, room.sums, k};
+    quantize_rows_for(x, m, k, a);
+    quantized_product_for<ACCUMULATE>(format, a, m, (const uint8_t*)w, n, bias, y, n);
+  }
+}
+
 // the product x W^T + b added to the residual y: in float32 in one pass; in bfloat16 rounded, then added
 template <typename T>
-static inline void residual_product_for(const float* x, int64_t m, int64_t k, const T* panels, int64_t n,
-                                        const T* bias, T* y, T* scratch) {
+static inline void residual_product_for(int format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
+                                        const T* bias, T* y, T* scratch, const QuantizedRows& a) {
   if constexpr (std::is_same_v<T, float>) {
-    panel_rows_for<true>(x, m, k, panels, k, n, bias, y, n);
+    product_for<true>(format, x, m, k, w, n, bias, y, a);
   } else {
-    panel_rows_for<false>(x, m, k, panels, k, n, bias, scratch, n);
+    product_for<false>(format, x, m, k, w, n, bias, scratch, a);
     add_rows_for(y, scratch, m, n);
   }
 }
@@ -80,6 +97,12 @@ static void decode_layers(T* x, int64_t batch, const int64_t* dims, const void* 
   const int64_t inter = dims[INTERMEDIATE], half = dims[ROTARY_HALF], qkv_width = dims[QKV_WIDTH];
   const int64_t gate_up_width = dims[GATE_UP_WIDTH], slots_total = dims[SLOTS_TOTAL], ld_slots = dims[LD_SLOTS];
   const int64_t group = heads / kv_heads, q_width = heads * head_dim;
+  const int format = int(dims[WEIGHT_FORMAT]);
+  const int64_t widest = std::max(std::max(hidden, q_width), inter);  // the most input features of a product
+  std::vector<int8_t> codes(size_t(format == FORMAT_PANELS ? 0 : batch * widest));
+  std::vector<float> code_scales(size_t(format == FORMAT_PANELS ? 0 : batch * widest / QGROUP));
+  std::vector<float> code_sums(code_scales.size());
+  QuantizedRows quantized{codes.data(), code_scales.data(), code_sums.data(), 0};
   float* normed = work;
   T* qkv = (T*)(normed + batch * hidden);  // the T buffers take a float's room each, whatever T's size
   float* attn = (float*)qkv + batch * qkv_width;
@@ -93,8 +116,7 @@ static void decode_layers(T* x, int64_t batch, const int64_t* dims, const void* 
     T* k_cache = (T*)w[K_CACHE];
     T* v_cache = (T*)w[V_CACHE];
     rms_norm_rows_for(x, batch, hidden, (const T*)w[INPUT_NORM], eps, normed);
-    panel_rows_for<false>(normed, batch, hidden, (const T*)w[QKV], hidden, qkv_width, (const T*)w[QKV_BIAS], qkv,
-                          qkv_width);
+    product_for<false>(format, normed, batch, hidden, w[QKV], qkv_width, (const T*)w[QKV_BIAS], qkv, quantized);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t h = 0; h < heads + kv_heads; ++h) {  // q heads, then k heads: rotated; k and v cached
@@ -120,10 +142,10 @@ static void decode_layers(T* x, int64_t batch, const int64_t* dims, const void* 
                        attn + b * q_width + h * group * head_dim);
       }
     }
-    residual_product_for(attn, batch, q_width, (const T*)w[O], hidden, (const T*)w[O_BIAS], x, scratch);
+    residual_product_for(format, attn, batch, q_width, w[O], hidden, (const T*)w[O_BIAS], x, scratch, quantized);
     rms_norm_rows_for(x, batch, hidden, (const T*)w[POST_NORM], eps, normed);
-    panel_rows_for<false>(normed, batch, hidden, (const T*)w[GATE_UP], hidden, gate_up_width,
-                          (const T*)w[GATE_UP_BIAS], gate_up, gate_up_width);
+    product_for<false>(format, normed, batch, hidden, w[GATE_UP], gate_up_width, (const T*)w[GATE_UP_BIAS], gate_up,
+                       quantized);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t i = 0; i < inter; ++i) {
@@ -131,7 +153,7 @@ static void decode_layers(T* x, int64_t batch, const int64_t* dims, const void* 
         act[b * inter + i] = as<T>(as<T>(g / (1.f + std::exp(-g))) * scalar(gate_up[b * gate_up_width + inter + i]));
       }
     }
-    residual_product_for(act, batch, inter, (const T*)w[DOWN], hidden, (const T*)w[DOWN_BIAS], x, scratch);
+    residual_product_for(format, act, batch, inter, w[DOWN], hidden, (const T*)w[DOWN_BIAS], x, scratch, quantized);
   }
 }
 
