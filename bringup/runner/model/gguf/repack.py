@@ -1,0 +1,38 @@
+"""GGUF Q8_0, Q4_0 and Q4_1 blocks re-packed, bit for bit, into the int8 / int4 storage of model/quantized_weights.py.
+
+The codes are kept as they are (the same nibble order) and each block's float16 scale (and minimum) is widened to
+float32, which is exact; Q4_0's w = d * (q - 8) is stored as Q4_1's d * q + m with m = -8d (exact in float32: both
+are multiples of a float16's last place within 15 bits). So `dequantize_int8` / `dequantize_int4` of the result
+equals gguf's own dequantization of the tensor, and nothing is rounded a second time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from bringup.runner.model.linear_kinds import INT4, INT8
+from bringup.runner.model.quantized_weights import GROUP, pack_int4, pack_int8
+
+HELD_BLOCKS = {"Q8_0": INT8, "Q4_0": INT4, "Q4_1": INT4}  # a GGML block type -> the scheme storing it as it is
+BLOCK_BYTES = {"Q8_0": 2 + GROUP, "Q4_0": 2 + GROUP // 2, "Q4_1": 4 + GROUP // 2}
+
+
+def repacked(kind: str, data: Any) -> torch.Tensor:
+    """Rows of GGML `kind` blocks (uint8 [rows, row bytes], as gguf's reader maps them) as stored int8/int4 rows."""
+    rows = torch.from_numpy(np.array(data, dtype=np.uint8))  # a copy: the mapped file stays read-only
+    blocks = rows.reshape(rows.shape[0], -1, BLOCK_BYTES[kind])
+    scale = _float16s(blocks[..., 0:2])
+    if kind == "Q8_0":
+        return pack_int8(scale, blocks[..., 2:].reshape(rows.shape[0], -1).contiguous().view(torch.int8))
+    nibbles = blocks[..., -GROUP // 2:]
+    codes = torch.cat([nibbles & 15, nibbles >> 4], dim=-1)  # code j in byte j's low nibble, j + 16 in its high
+    minimum = _float16s(blocks[..., 2:4]) if kind == "Q4_1" else -8 * scale
+    return pack_int4(scale, minimum, codes)
+
+
+def _float16s(pairs: torch.Tensor) -> torch.Tensor:
+    """Byte pairs [..., 2] (little-endian float16) as float32 values [...]."""
+    return pairs.contiguous().view(torch.float16).squeeze(-1).float()
