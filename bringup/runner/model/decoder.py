@@ -237,6 +237,11 @@ class DecoderModel(nn.Module):
         for linear in self.linear_layers():
             linear.add_kind(new, source)
 
+    def adopt_kind(self, kind: str, donor: DecoderModel) -> None:
+        """Also keep the linear weights `donor` (the same checkpoint, loaded for `kind`) stores for `kind`."""
+        for ours, theirs in zip(self.linear_layers(), donor.linear_layers(), strict=True):
+            ours.keep(kind, theirs.weight(kind))
+
     def use_layout(self, layout: WeightLayout) -> None:
         """Serve with `layout` (its kinds must be stored) and free the copies it does not use."""
         missing = set(layout.kinds) - set(self.stored_kinds)
