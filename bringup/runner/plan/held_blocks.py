@@ -47,7 +47,7 @@ def origin(scheme: str, weights: LinearWeightTypes) -> str:
         phrases.append(f"its {_names(again)} blocks dequantized and quantized again (a second rounding: a recorded "
                        "fallback)")
     if head in HELD_BLOCKS and HELD_BLOCKS[head] != scheme and head not in weights.layers:
-        phrases.append(f"the head's {head} blocks quantized again ({QUANTIZED_AT_LOAD.removeprefix('quantized ')})")
+        phrases.append(f"the head's {head} blocks dequantized and {QUANTIZED_AT_LOAD}")
     if floats:
         phrases.append(f"its {_names(floats)} weights {QUANTIZED_AT_LOAD}")
     return "; ".join(phrases)

@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections import Counter
 
 from bringup.runner.model.gguf.reader import GGUFFile
-from bringup.runner.model.gguf.tensor_names import LAYER_TENSOR
+from bringup.runner.model.gguf.tensor_names import IN_LAYER, LAYER_TENSOR
 from bringup.runner.model.held_weights import LinearWeightTypes
 
 HEAD, EMBEDDING = "output.weight", "token_embd.weight"
-NOT_LINEAR = ("attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm")
+PROJECTIONS = {name for name, hf in IN_LAYER.items() if hf.endswith("_proj")}  # attn_q ... ffn_down, not the norms
 
 
 def linear_weight_types(file: GGUFFile) -> LinearWeightTypes:
     layers = Counter(tensor.tensor_type.name for name, tensor in file.tensors.items()
-                     if (m := LAYER_TENSOR.fullmatch(name)) and m.group(3) == "weight" and m.group(2) not in NOT_LINEAR)
+                     if (m := LAYER_TENSOR.fullmatch(name)) and m.group(3) == "weight" and m.group(2) in PROJECTIONS)
     head = file.tensors.get(HEAD, file.tensors.get(EMBEDDING))
     return LinearWeightTypes(dict(sorted(layers.items())), None if head is None else head.tensor_type.name)
