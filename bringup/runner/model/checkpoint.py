@@ -141,8 +141,9 @@ class CheckpointReader:
 
     def load_linear(self, linear: LayoutLinear, names: list[str], bias: torch.Tensor | None, kinds: Iterable[str],
                     weight: Callable[[], torch.Tensor]) -> None:
-        """Store `linear`'s weight, the checkpoint's `names` fused, for each kind: as the checkpoint holds it where
-        it holds it in that kind's storage, else placed from `weight()` (read only when some kind needs it)."""
+        """Store `linear`'s weight (the checkpoint's `names`, fused) for each kind: a kind whose storage the checkpoint
+        holds it in already takes those bytes as they are (held_weights.py); the others are placed from `weight()`,
+        read only when one of them needs it."""
         held = {kind: held_rows(names, kind, self.stored, self.tensor) for kind in kinds}
         rest = [kind for kind, rows in held.items() if rows is None]
         linear.load(weight() if rest else None, bias, rest)
