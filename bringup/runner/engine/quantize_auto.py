@@ -20,8 +20,10 @@ from bringup.runner.engine.decode_timing import DecodeSteps, alternated, sweep_c
 from bringup.runner.engine.executor import Executor
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import WeightLayout
+from bringup.runner.model.held_weights import FLOAT_CHECKPOINT, LinearWeightTypes
 from bringup.runner.model.linear_kinds import CONVERTIBLE
 from bringup.runner.plan.confirm import kept
+from bringup.runner.plan.held_blocks import auto_candidates_for, origins
 from bringup.runner.plan.plan import MARGIN, Choice, ExecutionPlan
 from bringup.runner.plan.quantization import DESCRIPTION, KLD_BUDGET, NONE, auto_candidates
 
@@ -50,9 +52,11 @@ def kl_divergence(reference: torch.Tensor, run: torch.Tensor) -> float:
     return float((ref.exp() * (ref - ours)).sum(dim=-1).clamp_min(0.0).mean())
 
 
-def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes: list[str], source: str) -> Choice:
-    """Time and compare each candidate on the model (its weights converted from those stored for `source`); leave
-    the model serving the chosen one, or its own weights."""
+def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes: list[str], source: str,
+                origins: dict[str, str] | None = None) -> Choice:
+    """Time and compare each candidate on the model (its weights converted from those stored for `source`, unless
+    already stored: a file's blocks); leave the model serving the chosen one, or its own weights. `origins` says how
+    a candidate's weights were made, where the checkpoint held quantized blocks."""
     model = executor.model
     plain = model.layout
     tokens = check_tokens(tokenizer, executor)
@@ -79,20 +83,25 @@ def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes
         return Choice(NONE, "auto: no scheme had every piece of evidence; " + "; ".join(notes))
     best = min(passed, key=passed.__getitem__)
     model.use_layout(WeightLayout(best, best, 0))
-    return Choice(best, f"auto: {DESCRIPTION[best]}, the kernel checked out here; " + "; ".join(notes))
+    origin = (origins or {}).get(best)
+    return Choice(best, f"auto: {DESCRIPTION[best]}, {origin + ', ' if origin else ''}the kernel checked out here; "
+                  + "; ".join(notes))
 
 
-def auto_quantization(executor: Executor, tokenizer: Any, plan: ExecutionPlan) -> ExecutionPlan:
-    """The plan with its quantization (and, when one is kept, weight layout) rows decided by `choose_auto`."""
+def auto_quantization(executor: Executor, tokenizer: Any, plan: ExecutionPlan,
+                      weights: LinearWeightTypes = FLOAT_CHECKPOINT) -> ExecutionPlan:
+    """The plan with its quantization (and, when one is kept, weight layout) rows decided by `choose_auto`; on a
+    checkpoint of quantized blocks (`weights`) no scheme that would round them again is a candidate."""
     model = executor.model
     candidates, notes = auto_candidates(model.device, model.config)
+    candidates = auto_candidates_for(candidates, notes, weights)
     source = next((kind for kind in model.layout.kinds if kind in CONVERTIBLE), None)
     if candidates and source is None:
         notes.append(f"the {model.layout.describe()} weights cannot be converted for quantizing")
         candidates = []
     if not candidates:
         return replace(plan, quantization=Choice(NONE, "auto: no candidate; " + "; ".join(notes)))
-    choice = choose_auto(executor, tokenizer, candidates, notes, source)
+    choice = choose_auto(executor, tokenizer, candidates, notes, source, origins(candidates, weights))
     if choice.value == NONE:
         return replace(plan, quantization=choice)
     layout = Choice(choice.value, "the auto-chosen quantization scheme's storage (see quantization)")

@@ -20,6 +20,7 @@ from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.profiles.store import default_profile_path, load_profile, same_device
 from bringup.runner.engine.decode_timing import apply_confirmed, measure_decode, sweep_room
 from bringup.runner.engine.executor import Executor
+from bringup.runner.engine.held_candidates import load_held_candidates
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.quantize_auto import auto_quantization
 from bringup.runner.model.attention_kinds import PAGED_DECODE
@@ -29,6 +30,7 @@ from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN
 from bringup.runner.model.loading.validate import WeightsDoNotFit
 from bringup.runner.model.source import ModelSource, model_source
 from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
+from bringup.runner.plan.held_blocks import none_choice, origin, record_requantized
 from bringup.runner.plan.host_kernels import (
     choose_decode_layers,
     choose_layout,
@@ -39,7 +41,7 @@ from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.measurements import StartupMeasurements, measure
 from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
-from bringup.runner.plan.quantization import AUTO, SCHEMES, check_requested, plain_choice, requested_scheme
+from bringup.runner.plan.quantization import AUTO, SCHEMES, auto_candidates, check_requested, requested_scheme
 from bringup.runner.plan.recorded import find_record, marked, model_key, replayed
 
 Engine = TypeVar("Engine")  # the engine class start_engine builds (LLMEngine; kept generic to avoid a cycle)
@@ -124,9 +126,12 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     else:
         raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
     quantization = check_requested(options.quantization)
-    quantization_choice = plain_choice()
+    weights = source.linear_weight_types()
+    quantization_choice = none_choice(weights)
     if quantization in SCHEMES:
-        layout, quantization_choice = requested_scheme(quantization, device, config, recorder)
+        record_requantized(quantization, weights, recorder)  # the file against the request, before the kernel
+        layout, quantization_choice = requested_scheme(quantization, device, config, recorder,
+                                                       origin(quantization, weights))
         layout_choice = Choice(layout.describe(), "the --quantization scheme's storage (see quantization)")
     plan = replace(plan, weight_layout=layout_choice, quantization=quantization_choice)
     model, name = source.load(config, dtype, device, layout, checked=True), source.name
@@ -140,7 +145,9 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     executor = Executor(model, plan, recorder)
     executor.warm_up()
     if quantization == AUTO:
-        plan = auto_quantization(executor, tokenizer, plan)
+        load_held_candidates(model, source, config, dtype, weights, auto_candidates(device, config)[0])
+        plan = auto_quantization(executor, tokenizer, plan, weights)
+        model.use_layout(model.layout)  # frees a file's blocks loaded for a scheme auto did not keep
         executor.plan = plan
     if measured.fused_decode:
         executor.fused, decode_layers = choose_decode_layers(model, plan.block_size, plan.max_model_len.value,

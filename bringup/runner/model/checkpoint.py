@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from bringup.runner.model.config import ModelConfig
+from bringup.runner.model.held_weights import StoredGetter, held_rows
 from bringup.runner.model.layout_linear import LayoutLinear
 
 EMBED, FINAL_NORM, LM_HEAD = "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"
@@ -110,10 +111,12 @@ def hf_tensor_names(config: ModelConfig) -> list[str]:
 
 
 class CheckpointReader:
-    """Reads tensors by name and converts them to the model's device and dtype."""
+    """Reads tensors by name and converts them to the model's device and dtype; `stored` gives the linear weights
+    the checkpoint holds pre-quantized (held_weights.py), None when it holds none."""
 
-    def __init__(self, get: TensorGetter, device: torch.device, dtype: torch.dtype) -> None:
-        self.get, self.device, self.dtype = get, device, dtype
+    def __init__(self, get: TensorGetter, device: torch.device, dtype: torch.dtype,
+                 stored: StoredGetter | None = None) -> None:
+        self.get, self.device, self.dtype, self.stored = get, device, dtype, stored
 
     def tensor(self, name: str) -> torch.Tensor:
         """The tensor `name` on the model's device and dtype; KeyError when the checkpoint lacks it."""
@@ -133,7 +136,20 @@ class CheckpointReader:
         """Load `linear` from the checkpoint projections `prefix + part` (fused when several)."""
         parts = [prefix + part for part in parts]
         bias = self.fused(p + ".bias" for p in parts) if linear.has_bias else None
-        linear.load(self.fused(p + ".weight" for p in parts), bias, kinds)
+        names = [p + ".weight" for p in parts]
+        self.load_linear(linear, names, bias, kinds, lambda: self.fused(names))
+
+    def load_linear(self, linear: LayoutLinear, names: list[str], bias: torch.Tensor | None, kinds: Iterable[str],
+                    weight: Callable[[], torch.Tensor]) -> None:
+        """Store `linear`'s weight (the checkpoint's `names`, fused) for each kind: a kind whose storage the checkpoint
+        holds it in already takes those bytes as they are (held_weights.py); the others are placed from `weight()`,
+        read only when one of them needs it."""
+        held = {kind: held_rows(names, kind, self.stored, self.tensor) for kind in kinds}
+        rest = [kind for kind, rows in held.items() if rows is None]
+        linear.load(weight() if rest else None, bias, rest)
+        for kind, rows in held.items():
+            if rows is not None:
+                linear.keep(kind, rows.to(self.device))
 
     def _raw(self, name: str) -> torch.Tensor:
         t = self.get(name)

@@ -43,6 +43,7 @@ from bringup.runner.model.checkpoint import (
 from bringup.runner.model.checkpoint import hf_tensor_names as hf_tensor_names  # re-exported
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.config.fields import Fields
+from bringup.runner.model.held_weights import StoredGetter
 from bringup.runner.model.kv_cache import PagedKVCache, cache_shape
 from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
 from bringup.runner.model.linear_kinds import storage_key
@@ -205,14 +206,20 @@ class DecoderModel(nn.Module):
         return [cache.v for cache in self.kv_caches()]
 
     # ---------------------------------------------------------------- weights
-    def load_hf_tensors(self, get: TensorGetter) -> None:
-        """Fill the weights from Hugging Face tensor names; `get(name)` returns None when absent."""
-        reader, kinds = CheckpointReader(get, self.device, self.dtype), self.layout.kinds
+    def load_hf_tensors(self, get: TensorGetter, stored: StoredGetter | None = None) -> None:
+        """Fill the weights from Hugging Face tensor names; `get(name)` returns None when absent, `stored(name,
+        scheme)` a linear weight the checkpoint holds pre-quantized (held_weights.py)."""
+        reader, kinds = CheckpointReader(get, self.device, self.dtype, stored), self.layout.kinds
         for i, layer in enumerate(self.layers):
             layer.load_hf(reader, layer_prefix(i), kinds)
         self.embed = nn.Parameter(reader.tensor(EMBED), requires_grad=False)
-        head = None if self.config.tie_word_embeddings else reader.optional(LM_HEAD)
-        self.lm_head.load(self.embed.detach() if head is None else head, None, kinds)  # out_in shares the table
+        tied = self.config.tie_word_embeddings
+
+        def head() -> torch.Tensor:
+            untied = None if tied else reader.optional(LM_HEAD)
+            return self.embed.detach() if untied is None else untied  # out_in shares the table
+
+        reader.load_linear(self.lm_head, [EMBED if tied else LM_HEAD], None, kinds, head)
         self.norm.load(reader.tensor(FINAL_NORM))
 
     def linear_layers(self) -> list[LayoutLinear]:
@@ -229,6 +236,11 @@ class DecoderModel(nn.Module):
             return
         for linear in self.linear_layers():
             linear.add_kind(new, source)
+
+    def adopt_kind(self, kind: str, donor: DecoderModel) -> None:
+        """Also keep the linear weights `donor` (the same checkpoint, loaded for `kind`) stores for `kind`."""
+        for ours, theirs in zip(self.linear_layers(), donor.linear_layers(), strict=True):
+            ours.keep(kind, theirs.weight(kind))
 
     def use_layout(self, layout: WeightLayout) -> None:
         """Serve with `layout` (its kinds must be stored) and free the copies it does not use."""

@@ -62,11 +62,15 @@ class LayoutLinear(nn.Module):
     def weight(self, kind: str) -> torch.Tensor:
         return getattr(self, WEIGHT_PREFIX + kind)
 
-    def load(self, weight: torch.Tensor, bias: torch.Tensor | None, kinds: Iterable[str]) -> None:
-        """Store `weight` ([out, in], already on the model's device and dtype) for each kind."""
+    def load(self, weight: torch.Tensor | None, bias: torch.Tensor | None, kinds: Iterable[str]) -> None:
+        """Store `weight` ([out, in], already on the model's device and dtype) for each kind (None: no kind)."""
         for kind in kinds:
             self.register_buffer(WEIGHT_PREFIX + kind, place(weight, kind))
         self.bias = bias
+
+    def keep(self, kind: str, stored: torch.Tensor) -> None:
+        """Keep `stored`, the weight already in `kind`'s storage (a pre-quantized checkpoint's), as it is."""
+        self.register_buffer(WEIGHT_PREFIX + kind, stored)
 
     def add_kind(self, new: str, source: str) -> None:
         """Also store the weight for `new`, converted from the copy stored for `source`."""

@@ -16,6 +16,7 @@ from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
+from bringup.runner.model.held_weights import FLOAT_CHECKPOINT, LinearWeightTypes
 from bringup.runner.model.loading.loader import check_weights, load_model, read_config, safetensors_files
 from bringup.runner.model.loading.validate import check_model_dir
 from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
@@ -33,6 +34,10 @@ class ModelSource(Protocol):
 
     def check(self, config: ModelConfig) -> None:
         """Tensor names and shapes against `config`, before anything is timed or loaded (no value is read)."""
+
+    def linear_weight_types(self) -> LinearWeightTypes:
+        """How the checkpoint stores the linear layers' weights (a GGUF file's Q8_0 / Q4 blocks are loaded as they
+        are into the int8 / int4 kinds; the plan says so)."""
 
     def check_weights(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
                       allow_nonfinite: bool) -> None:
@@ -68,6 +73,9 @@ class BuiltinSource:
     def check(self, config: ModelConfig) -> None:
         return None
 
+    def linear_weight_types(self) -> LinearWeightTypes:
+        return FLOAT_CHECKPOINT
+
     def check_weights(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
                       allow_nonfinite: bool) -> None:
         return None
@@ -94,6 +102,9 @@ class DirectorySource:
 
     def check(self, config: ModelConfig) -> None:
         check_model_dir(self.model_dir, config, safetensors_files(self.model_dir), scan_values=False)
+
+    def linear_weight_types(self) -> LinearWeightTypes:
+        return FLOAT_CHECKPOINT
 
     def check_weights(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
                       allow_nonfinite: bool) -> None:

@@ -29,6 +29,7 @@ NONE, AUTO = "none", "auto"
 SCHEMES = (INT8, INT4)
 CHOICES = (NONE, INT8, INT4, AUTO)
 DEQUANT = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}  # the reference kind each scheme falls back to
+QUANTIZED_AT_LOAD = "quantized at load (round to nearest)"  # the weights' origin, unless a file's (held_blocks.py)
 KLD_BUDGET = 0.05  # nats per token, mean over the check text: llama.cpp's Q4_0 on 1B-class models is about this
 DESCRIPTION = {INT8: f"int8 weights with a scale per block of {GROUP} (Q8_0's layout), activations int8 per block",
                INT4: f"int4 weights with a scale and a minimum per block of {GROUP} (Q4_1's layout), activations int8 "
@@ -60,21 +61,23 @@ def plain_choice() -> Choice:
     return Choice(NONE, "not requested (--quantization none): the plan dtype's weights")
 
 
-def requested_scheme(scheme: str, device: torch.device, config: ModelConfig,
-                     recorder: FallbackRecorder) -> tuple[WeightLayout, Choice]:
-    """The layout and row for an explicit --quantization int8|int4: the kernel, or its recorded fallback."""
+def requested_scheme(scheme: str, device: torch.device, config: ModelConfig, recorder: FallbackRecorder,
+                     origin: str = QUANTIZED_AT_LOAD) -> tuple[WeightLayout, Choice]:
+    """The layout and row for an explicit --quantization int8|int4: the kernel, or its recorded fallback; `origin`
+    says how the stored weights are made from the checkpoint's."""
     why = scheme_why_not(scheme, device, config)
     if why:
         raise BringupError(f"--quantization {scheme}: {why}; use --quantization none (or auto)")
     kernel_why = quantized_kernel.check(device, scheme)
     if kernel_why is None:
-        return WeightLayout(scheme, scheme, 0), Choice(scheme, f"requested; {DESCRIPTION[scheme]}, quantized at "
-                                                              "load (round to nearest); bringup's host kernel "
-                                                              "matched dequantize + F.linear on a check here")
+        return WeightLayout(scheme, scheme, 0), Choice(scheme, f"requested; {DESCRIPTION[scheme]}, {origin}; bringup's "
+                                                              "host kernel matched dequantize + F.linear on a check "
+                                                              "here")
     recorder.record("op", f"{scheme} linear", wanted=f"bringup's {scheme} host kernel",
                     instead="dequantize + F.linear (float32)", why=kernel_why)
     return WeightLayout(DEQUANT[scheme], DEQUANT[scheme], 0), Choice(
-        scheme, f"requested; {DESCRIPTION[scheme]}, applied as dequantize + F.linear: the kernel {kernel_why}")
+        scheme, f"requested; {DESCRIPTION[scheme]}, {origin}; applied as dequantize + F.linear: the kernel "
+                f"{kernel_why}")
 
 
 def auto_candidates(device: torch.device, config: ModelConfig) -> tuple[list[str], list[str]]:

@@ -17,6 +17,8 @@ from bringup.runner.model.gguf.config import read_gguf_config
 from bringup.runner.model.gguf.reader import GGUFFile, open_gguf
 from bringup.runner.model.gguf.tensors import TensorValues, tensor_specs
 from bringup.runner.model.gguf.tokenizer import gguf_tokenizer_data
+from bringup.runner.model.gguf.weight_types import linear_weight_types
+from bringup.runner.model.held_weights import LinearWeightTypes
 from bringup.runner.model.loading.validate import CheckpointWords, check_fits, check_specs, check_values
 from bringup.runner.model.text.tokenizer import HFTokenizer
 
@@ -43,6 +45,9 @@ class GGUFSource:
     def check(self, config: ModelConfig) -> None:
         check_specs(self.path, config, tensor_specs(self.file), WORDS)
 
+    def linear_weight_types(self) -> LinearWeightTypes:
+        return linear_weight_types(self.file)
+
     def check_weights(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
                       allow_nonfinite: bool) -> None:
         specs = list(tensor_specs(self.file).values())
@@ -57,7 +62,8 @@ class GGUFSource:
             self.check(config)
             self.check_weights(config, dtype, device, allow_nonfinite=False)
         model = build_model(config, dtype, device, layout)
-        model.load_hf_tensors(self._values(config).get)
+        values = self._values(config)
+        model.load_hf_tensors(values.get, values.stored)  # Q8_0 / Q4 blocks re-packed for the int8 / int4 kinds
         return model
 
     def _values(self, config: ModelConfig) -> TensorValues:

@@ -1,5 +1,6 @@
 """A GGUF file's tensors: described as the loader's TensorSpecs (Hugging Face names and shapes, checked before any
-value is read) and read as torch tensors, dequantized, with llama's rope permutation of q and k undone."""
+value is read) and read as torch tensors, dequantized, with llama's rope permutation of q and k undone; or, for the
+int8/int4 kinds, a linear weight's Q8_0 / Q4 blocks re-packed as they are (repack.py), its rows unpermuted alike."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from bringup.errors import BringupError
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.gguf.finite import nonfinite_count
 from bringup.runner.model.gguf.reader import GGUFFile, gguf_package
+from bringup.runner.model.gguf.repack import HELD_BLOCKS, repacked
 from bringup.runner.model.gguf.tensor_names import hf_name, rope_permuted
 from bringup.runner.model.loading.validate import TensorSpec
 
@@ -45,6 +47,18 @@ class TensorValues:
         gguf_name = self.by_hf_name.get(name)
         return None if gguf_name is None else self._read(gguf_name)
 
+    def stored(self, name: str, scheme: str) -> torch.Tensor | None:
+        """The weight `name` as `scheme` ("int8", "int4") stores it, re-packed from the file's blocks, when the file
+        holds it in blocks that scheme stores as they are (held_weights.StoredGetter); else None."""
+        gguf_name = self.by_hf_name.get(name)
+        if gguf_name is None:
+            return None
+        tensor = self.file.tensors[gguf_name]
+        kind = tensor.tensor_type.name
+        if HELD_BLOCKS.get(kind) != scheme:
+            return None
+        return self._in_hf_order(gguf_name, repacked(kind, tensor.data))
+
     def nonfinite(self, specs: list[TensorSpec]) -> Iterator[tuple[TensorSpec, int]]:
         """Each spec's NaN/Inf count (validate.check_values' `counts`), from the blocks' scales where it can."""
         for spec in specs:
@@ -55,11 +69,15 @@ class TensorValues:
         tensor = self.file.tensors[gguf_name]
         values = gguf_package().quants.dequantize(tensor.data, tensor.tensor_type)
         out = torch.from_numpy(np.array(values, dtype=np.float32))  # a copy: the mapped file stays read-only
+        return self._in_hf_order(gguf_name, out)
+
+    def _in_hf_order(self, gguf_name: str, rows: torch.Tensor) -> torch.Tensor:
+        """A tensor's rows (values, or stored rows: whole output channels either way) with llama's rope permutation of
+        q and k undone."""
         which = rope_permuted(gguf_name) if self.permuted else None
-        if which is not None:
-            heads = self.config.num_heads if which == "attn_q" else self.config.num_kv_heads
-            out = unpermute_rope(out, heads)
-        return out
+        if which is None:
+            return rows
+        return unpermute_rope(rows, self.config.num_heads if which == "attn_q" else self.config.num_kv_heads)
 
 
 def unpermute_rope(weight: torch.Tensor, heads: int) -> torch.Tensor:
