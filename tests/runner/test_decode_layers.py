@@ -115,8 +115,8 @@ def test_only_models_it_computes_exactly_are_fused(tmp_path):
         is None
     assert "float32 and bfloat16 only; the model runs float16" in decode_layers.cannot_fuse(
         load_builtin(torch.float16, "cpu", WeightLayout()), 128)
-    assert "reads weights stored as panels or int8 or int4; the layout stores in_out and out_in" in decode_layers.cannot_fuse(
-        load_builtin(torch.float32, "cpu", WeightLayout("in_out", "out_in", 4)), 128)
+    assert "reads weights stored as panels or int8 or int4; the layout stores in_out and out_in" in \
+        decode_layers.cannot_fuse(load_builtin(torch.float32, "cpu", WeightLayout("in_out", "out_in", 4)), 128)
     assert decode_layers.cannot_fuse(load_builtin(torch.float32, "cpu", WeightLayout("in_out", "panels", 1)), 128) \
         is None  # steps of one token read in_out through the modules, panels through the kernel
     for family, why in (("qwen3", "q/k norms"), ("gemma2", "a Gemma2Layer, not a plain pre-norm layer"),
