@@ -23,7 +23,12 @@ FIXED_PROMPT = "The quick brown fox jumps over the lazy dog. Bringing up a new a
 # max |logit error| allowed, as a multiple of the reference logits' RMS: a few units of the dtype's
 # rounding (float32 2^-24, float16 2^-11, bfloat16 2^-8) amplified through the layers' accumulations.
 THRESHOLDS = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 1.2e-1}
-REFERENCE_KINDS = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}  # the module-level reference of each kernel's storage
+REFERENCE_KINDS = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}
+# int8 / int4 plans round activations to int8 codes per block of 32, on the device in float32 and in the reference in
+# float64; a value one rounding apart on each side of a code boundary takes a whole code step (large in a block with
+# an outlier), so the two drift further than the dtype's rounding: 0.12 of the logits' RMS on SmolLM2-135M over 16
+# steps. The bound allows twice that; a wrong kernel (a scale off by 1.5, a block's minimum dropped) is far outside.
+QUANTIZED_THRESHOLD = 0.25  # the module-level reference of each kernel's storage
 
 
 @dataclass
@@ -70,7 +75,8 @@ def run_selftest(engine: LLMEngine, model_dir: Path | None, steps: int) -> Selft
     dev_logits = _device_teacher_forced(engine, tokens, len(prompt), steps)
     err = (dev_logits - ref_logits).abs().max().item()
     rms = ref_logits.pow(2).mean().sqrt().item()
-    threshold = THRESHOLDS.get(engine.plan.dtype.value, 1e-1) * max(rms, 1.0)
+    quantized = engine.executor.model.layout.small in QUANTIZED_KINDS
+    threshold = (QUANTIZED_THRESHOLD if quantized else THRESHOLDS.get(engine.plan.dtype.value, 1e-1)) * max(rms, 1.0)
     dev_top, ref_top = dev_logits.argmax(-1), ref_logits.argmax(-1)
     agree = (dev_top == ref_top)
     gap = ref_logits.max(-1).values - ref_logits.gather(-1, dev_top.unsqueeze(-1)).squeeze(-1)

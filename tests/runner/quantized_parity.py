@@ -21,6 +21,12 @@ from bringup.runner.plan.plan import Choice
 from bringup.runner.sampling_params import SamplingParams
 
 GREEDY_TOKENS = 32
+# The activations are rounded to int8 codes per block of 32, so a float32 difference of one ulp between the engine's
+# and the reference's order of operations moves a value across a code boundary now and then: one code step on
+# that product, a large one in a block whose largest value is an outlier. On SmolLM2-135M the logits of the same
+# int8 model in float32 and in float64 differ by up to 0.1 of their RMS. Greedy paths may part where the reference's
+# top two tokens are that close, and only there.
+FLIP_MARGIN = 0.1  # of the reference's logit RMS at that step
 REFERENCE_KIND = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}
 
 
@@ -48,28 +54,43 @@ def assert_same_quantized_weights(engine: LLMEngine, reference: DecoderModel, sc
         assert torch.equal(ours.weight(scheme), theirs.weight(REFERENCE_KIND[scheme]))
 
 
-def reference_greedy(engine: LLMEngine, reference: DecoderModel, prompt: list[int], steps: int) -> list[int]:
-    """Greedy tokens of `reference`, one step at a time through an executor with plain attention."""
+def reference_greedy(engine: LLMEngine, reference: DecoderModel, prompt: list[int], steps: int
+                     ) -> tuple[list[int], list[torch.Tensor]]:
+    """Greedy tokens of `reference`, one step at a time through an executor with plain attention, and each step's
+    logits."""
     size = engine.plan.block_size
     blocks = -(-(len(prompt) + steps) // size)
     reference.allocate_kv_cache(blocks, size)
     plan = replace(engine.plan, attention=Choice(["matmul_softmax"], "reference"), compiled=Choice(None, "eager"))
     executor = Executor(reference, plan, FallbackRecorder())
-    tokens, start = list(prompt), 0
+    tokens, start, rows = list(prompt), 0, []
     for _ in range(steps):
         logits = executor.run_chunks([SeqChunk(tokens, start, list(range(blocks)))])
         start = len(tokens)
         tokens.append(int(logits[0].argmax()))
-    return tokens[len(prompt):]
+        rows.append(logits[0].double())
+    return tokens[len(prompt):], rows
 
 
 def assert_decode_matches_reference(engine: LLMEngine, model_dir: Path | None, scheme: str,
                                     prompt: list[int]) -> list[int]:
-    """GREEDY_TOKENS greedy tokens of the engine identical to the reference's; the tokens."""
+    """GREEDY_TOKENS greedy tokens of the engine identical to the reference's, or identical up to a step where the
+    reference itself nearly tied between the two tokens (see FLIP_MARGIN); the tokens."""
     reference = reference_model(engine, model_dir, scheme)
     assert_same_quantized_weights(engine, reference, scheme)
-    want = reference_greedy(engine, dequantized_once(reference, scheme), prompt, GREEDY_TOKENS)
+    return assert_same_greedy(engine, dequantized_once(reference, scheme), prompt)
+
+
+def assert_same_greedy(engine: LLMEngine, reference: DecoderModel, prompt: list[int]) -> list[int]:
+    """The engine's GREEDY_TOKENS greedy tokens equal `reference`'s but where the reference nearly tied; the tokens."""
+    want, logits = reference_greedy(engine, reference, prompt, GREEDY_TOKENS)
     params = SamplingParams(max_tokens=GREEDY_TOKENS, temperature=0.0, ignore_eos=True)
     got = engine.generate([prompt], params)[0].token_ids
-    assert got == want
+    first = next((i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), None)
+    if first is not None:
+        row = logits[first]
+        margin = (row[want[first]] - row[got[first]]).item()
+        scale = row.square().mean().sqrt().item()
+        assert margin <= FLIP_MARGIN * scale, f"step {first}: the engine chose {got[first]}, the reference " \
+            f"{want[first]} by a margin of {margin:.3g} logits (a near tie is at most {FLIP_MARGIN * scale:.3g})"
     return got

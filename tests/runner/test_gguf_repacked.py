@@ -17,11 +17,10 @@ from bringup.runner.model.gguf.reader import open_gguf
 from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, OUT_IN
 from bringup.runner.model.quantized_weights import dequantize_int4, dequantize_int8
 from bringup.runner.model.source import model_source
-from bringup.runner.sampling_params import SamplingParams
 from tests.runner.gguf_files import T, gguf, write_gguf
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.host_compiler import needs_compiler
-from tests.runner.quantized_parity import GREEDY_TOKENS, REFERENCE_KIND, reference_greedy, reference_model
+from tests.runner.quantized_parity import REFERENCE_KIND, assert_same_greedy, reference_model
 from tests.runner.stated import stated
 
 PROMPT = [0, 5, 9, 33, 80, 7, 120, 64, 12]
@@ -120,9 +119,7 @@ def test_engine_decode_on_a_quantized_file_equals_the_reference_of_its_blocks(tm
     reference = reference_model(engine, path, scheme)  # the file loaded again, applied as the module-level reference
     for ours, theirs in zip(served.linear_layers(), reference.linear_layers(), strict=True):
         assert torch.equal(ours.weight(kind), theirs.weight(REFERENCE_KIND[scheme]))
-    want = reference_greedy(engine, reference, PROMPT, GREEDY_TOKENS)
-    params = SamplingParams(max_tokens=GREEDY_TOKENS, temperature=0.0, ignore_eos=True)
-    assert engine.generate([PROMPT], params)[0].token_ids == want
+    assert_same_greedy(engine, reference, PROMPT)
     floats = file_values(path)
     for ours, values in zip(served.linear_layers(), floats.linear_layers(), strict=True):
         assert torch.equal(DEQUANTIZE[scheme](ours.weight(kind)), values.weight(OUT_IN))
