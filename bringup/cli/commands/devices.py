@@ -85,6 +85,9 @@ def command(
 
     Example: `bringup devices`, `bringup devices --json`, `CUDA_VISIBLE_DEVICES=1 bringup devices`.
     """
+    import torch
+
+    from bringup.cli.torch_floor import warn_if_untested_torch
     from bringup.probes.environment import collect_environment
     from bringup.probes.inventory import take_inventory
     from bringup.profiles.schema import Profile
@@ -92,6 +95,7 @@ def command(
 
     ctx = stage_context(device, profile, json_out, verbose, force=force)
     inventory = take_inventory(system_root)
+    warn_if_untested_torch(torch.__version__)
     for warning in inventory.warnings:
         log.warning(warning)
     if write:
