@@ -28,14 +28,14 @@ def untested_torch_warning(version: str) -> str | None:
     release = release_of(version)
     tested, floor = release_of(TESTED_TORCH) or (0, 0), release_of(CLAIMED_FLOOR) or (0, 0)
     if release is None:
-        return (f"torch version {version!r} is not a version number bringup can compare with {TESTED_TORCH}, the "
-                f"oldest torch its test suite runs on; results may differ from the tested ones ({DOCS_ANCHOR})")
+        return (f"torch version {version!r} is not a version number to compare with {TESTED_TORCH}, the oldest "
+                f"torch the test suite runs on ({DOCS_ANCHOR})")
     if release >= tested:
         return None
-    below = (f", and below bringup's floor torch>={CLAIMED_FLOOR}" if release < floor
-             else f"; torch>={CLAIMED_FLOOR} is claimed to work but untested")
-    return (f"torch {version} is older than {TESTED_TORCH}, the oldest torch bringup's test suite runs on{below}: "
-            f"a failure here may be the old torch's; report it with `bringup env` ({DOCS_ANCHOR})")
+    claim = (f"below the floor torch>={CLAIMED_FLOOR}" if release < floor
+             else f"torch>={CLAIMED_FLOOR} is claimed, not tested")
+    return (f"torch {version} is older than {TESTED_TORCH}, the oldest torch the test suite runs on "
+            f"({claim}; {DOCS_ANCHOR})")
 
 
 def warn_if_untested_torch(version: str) -> None:
