@@ -17,7 +17,7 @@ def unusable_device_check(address: str, what: str, family: str | None, reason: s
     """A PCI display/accelerator torch does not enumerate; `family` None when no backend drives its vendor."""
     name = f"{address} {what}"
     if family is None:
-        return Check("devices", name, "skip", f"not applicable: {reason}")
+        return Check("devices", name, "skip", f"not applicable, not usable by torch: {reason}")
     if reason.startswith(HIDDEN_ON_PURPOSE):
-        return Check("devices", name, "skip", f"not applicable to this run: {reason}")
-    return Check("devices", name, "warn", f"torch cannot use it: {reason}")
+        return Check("devices", name, "skip", f"not applicable to this run, not usable by torch: {reason}")
+    return Check("devices", name, "warn", f"not usable by torch here: {reason}")
