@@ -20,6 +20,7 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import console, name_some, plain, print_json, progress
+from bringup.cli.render.check_results import print_section_line, result_cell
 from bringup.errors import BringupError
 from bringup.log import get_logger
 from bringup.terminal_text import markup_safe as safe
@@ -149,7 +150,6 @@ def group_table(name: str, group: BenchGroup, check: Check) -> Table:
 def not_measured_lines(group: BenchGroup) -> list[str]:
     """Records that were not measured, one line per (result, reason) with their keys: warn for an error, skip for
     a measurement skipped or not applicable."""
-    from bringup.cli.render.check_results import result_cell
     from bringup.profiles.verdict.run_checks import BENCH_RECORD_RESULT
 
     by_reason: dict[tuple[str, str], list[str]] = {}
@@ -161,8 +161,6 @@ def not_measured_lines(group: BenchGroup) -> list[str]:
 
 
 def print_group(name: str, group: BenchGroup, check: Check) -> None:
-    from bringup.cli.render.check_results import result_cell
-
     if any(r.status == "ok" for r in group.records):
         console.print(group_table(name, group, check))
     else:
@@ -174,7 +172,6 @@ def print_group(name: str, group: BenchGroup, check: Check) -> None:
 
 def group_line(name: str, group: BenchGroup, check: Check) -> str:
     """One line per group: its result, the best rate (or the fastest time) measured, what was not measured."""
-    from bringup.cli.render.check_results import result_cell
     from bringup.profiles.verdict.run_checks import BENCH_RECORD_RESULT
 
     ok = [r for r in group.records if r.status == "ok"]
@@ -349,8 +346,6 @@ def command(
             console.print(baseline_table(compared))
         console.print(plain(f"profile: {ctx.profile_path}" + ("" if details else " (--details: every measurement)")),
                       highlight=False)
-        from bringup.cli.render.check_results import print_section_line
-
         print_section_line("bench", [checks[name] for name in chosen])
     if failed:
         log.error("%d measurement(s) slower than the baseline by more than %g%% beyond noise: %s", len(failed),

@@ -17,6 +17,7 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import console, format_bytes, plain, print_json
+from bringup.cli.render.check_results import print_section_line, result_cell
 from bringup.log import get_logger
 from bringup.terminal_text import markup_safe
 
@@ -70,8 +71,6 @@ def device_checks(inventory: Inventory) -> list[Check]:
 
 def system_table(inventory: Inventory) -> Table:
     from rich.table import Table
-
-    from bringup.cli.render.check_results import result_cell
 
     graded = {id(p): check for p, check in physical_checks(inventory)}
     table = Table(title=plain(f"PCI display / accelerator devices the OS has (root {inventory.system.root})"),
@@ -150,8 +149,6 @@ def command(
                   f"{markup_safe(selection.reason)}")
     if write:
         console.print(plain(f"profile: {ctx.profile_path}"), highlight=False)
-    from bringup.cli.render.check_results import print_section_line
-
     print_section_line("devices", device_checks(inventory))
 
 
@@ -167,8 +164,6 @@ def print_summary(inventory: Inventory, shown: int = 3) -> None:
     """The devices torch can use, then one line per OS accelerator torch cannot use (a few, then a count)."""
     usable = ", ".join(f"{d.id} ({d.name})" for d in inventory.torch_devices) or "none"
     console.print(plain(f"torch can use: {usable}"), highlight=False)
-    from bringup.cli.render.check_results import result_cell
-
     unusable = physical_checks(inventory)
     for _, check in unusable[:shown]:
         console.print(f"{result_cell(check.result)}: {markup_safe(check.name)}: {markup_safe(check.reason)}",

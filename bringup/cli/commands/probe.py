@@ -17,6 +17,7 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import console, plain, print_json, progress
+from bringup.cli.render.check_results import print_not_passing, print_section_line, result_cell
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -25,10 +26,9 @@ if TYPE_CHECKING:
 
     from bringup.profiles.verdict import Check
 
+
 def results_table(results: dict[str, dict[str, Any]], checks: list[Check]) -> Table:
     from rich.table import Table
-
-    from bringup.cli.render.check_results import result_cell
 
     table = Table(title="Capabilities (executed checks)", title_justify="left")
     for col in ("check", "result", "evidence / reason", "s"):
@@ -116,8 +116,6 @@ def command(
     if json_out:
         print_json("probe", {"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done})
         return
-    from bringup.cli.render.check_results import print_not_passing, print_section_line
-
     checks = run_checks(ctx.profile_path, done)
     if details:
         console.print(results_table(done, checks))

@@ -22,6 +22,7 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import console, plain, print_json
+from bringup.cli.render.check_results import print_section_line
 from bringup.terminal_text import markup_safe
 
 
@@ -102,7 +103,6 @@ def command(
         console.print(plain(f"recorded in {ctx.profile_path} (--details: the plan and every figure; -v: logs)"),
                       highlight=False)
     if not json:
-        from bringup.cli.render.check_results import print_section_line
         from bringup.profiles.verdict.run_checks import selftest_checks
 
         print_section_line("selftest", selftest_checks(section))

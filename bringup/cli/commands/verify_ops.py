@@ -19,6 +19,7 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import console, plain, print_json, progress
+from bringup.cli.render.check_results import print_not_passing, print_section_line
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
 
@@ -275,7 +276,6 @@ def graded_records(results: list[VerifyOpsRecord], profile_path: Path) -> list[t
 
 def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: str, profile_path: Path,
             details: bool = False) -> None:
-    from bringup.cli.render.check_results import print_not_passing, print_section_line
     from bringup.cli.render.verify_ops import compiled_table, failing_table, matrix_table, not_verified_table
     from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 
