@@ -137,3 +137,18 @@ def test_an_unusable_device_warns_unless_it_is_not_for_torch_or_hidden_on_purpos
 def test_every_stage_line_has_the_one_shape():
     assert LINE.match(section_line("bench", []))
     assert section_line("bench", []) == "bench: 0 pass, 0 warn, 0 fail, 0 skip"
+
+
+def test_profile_show_prints_each_sections_line_and_grades_capabilities():
+    from pathlib import Path
+
+    path = sorted((Path(__file__).parents[2] / "reference" / "profiles").glob("*zen3*.yaml"))[0]
+    shown = run_cli(["profile", "show", str(path)])
+    assert shown.code == 0, shown.stderr[-2000:]
+    verdict = verdict_of(load_profile(path))
+    for stage in ("probe", "verify-ops", "compiled", "bench", "selftest"):
+        line = section_line(stage, [c for c in verdict.checks if c.stage == stage])
+        assert re.search(rf"^{re.escape(line)}$", shown.stdout, re.M), line
+    assert "verify-ops: 1042 pass, 0 warn, 0 fail, 36 skip" in shown.stdout
+    assert re.search(r"│ dtypes\.float8_e4m3fn\s*│ skip\s*│ not applicable", shown.stdout)
+    assert "│ unsupported" not in shown.stdout and "│ supported" not in shown.stdout

@@ -17,26 +17,12 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import console, plain, print_json, progress
-from bringup.cli.render.check_results import print_not_passing, print_section_line, result_cell
+from bringup.cli.render.check_results import capabilities_table, print_not_passing, print_section_line
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from rich.table import Table
-
     from bringup.profiles.verdict import Check
-
-
-def results_table(results: dict[str, dict[str, Any]], checks: list[Check]) -> Table:
-    from rich.table import Table
-
-    table = Table(title="Capabilities (executed checks)", title_justify="left")
-    for col in ("check", "result", "evidence / reason", "s"):
-        table.add_column(col, overflow="fold")
-    for check in checks:
-        seconds = results.get(check.name, {}).get("seconds", 0)
-        table.add_row(plain(check.name), result_cell(check.result), plain(check.reason), f"{seconds:.2f}")
-    return table
 
 
 def run_checks(profile_path: Path, done: dict[str, dict[str, Any]]) -> list[Check]:
@@ -118,7 +104,7 @@ def command(
         return
     checks = run_checks(ctx.profile_path, done)
     if details:
-        console.print(results_table(done, checks))
+        console.print(capabilities_table(checks, {name: r.get("seconds", 0.0) for name, r in done.items()}))
     else:
         print_not_passing(checks)
     console.print(plain(f"written to {ctx.profile_path}" + ("" if details else " (--details: evidence per check)")),

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bringup.cli.output import console, name_some
+from bringup.cli.output import console, name_some, plain
 from bringup.terminal_text import markup_safe
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from bringup.profiles.verdict import Check
 
 RESULT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "skip": "dim"}
@@ -36,3 +38,22 @@ def print_section_line(stage: str, checks: list[Check]) -> None:
     results = {c.result for c in checks}
     style = "red" if "fail" in results else "yellow" if "warn" in results else "green"
     console.print(f"[{style}]{markup_safe(section_line(stage, checks))}[/]", highlight=False)
+
+
+def capabilities_table(checks: list[Check], seconds: dict[str, float] | None = None) -> Table:
+    """The probe's checks with their result and reason (and seconds, from a run); `probe --details`, `profile show`."""
+    from rich.table import Table
+
+    table = Table(title="Capabilities (executed checks)", title_justify="left")
+    for col in ("check", "result", "evidence / reason", *(("s",) if seconds is not None else ())):
+        table.add_column(col, overflow="fold")
+    for check in checks:
+        timing = (f"{seconds.get(check.name, 0.0):.2f}",) if seconds is not None else ()
+        table.add_row(plain(check.name), result_cell(check.result), plain(check.reason), *timing)
+    return table
+
+
+def print_section_lines(checks: list[Check]) -> None:
+    """One line per section the checks span, in order: `probe: ...`, `verify-ops: ...`, `compiled: ...`."""
+    for stage in dict.fromkeys(c.stage for c in checks):
+        print_section_line(stage, [c for c in checks if c.stage == stage])
