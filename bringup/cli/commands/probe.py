@@ -69,6 +69,7 @@ def command(
     from bringup.probes.capabilities.stage import merge_into, run_probe
     from bringup.profiles.schema import Profile
     from bringup.profiles.store import now_iso, update_profile
+    from bringup.profiles.verdict.capability_checks import capability_result
 
     if list_checks:
         ids = all_check_ids()
@@ -95,7 +96,8 @@ def command(
         def on_result(check_id: str, result: dict[str, Any]) -> None:
             done[check_id] = result
             checkpoint({check_id: result}, "partial")
-            bar.update(task, advance=1, description=f"probing {ctx.info.id}: {check_id} {result['status']}")
+            graded = capability_result(result["status"], check_id in declared_absent)
+            bar.update(task, advance=1, description=f"probing {ctx.info.id}: {check_id} {graded}")
 
         run_probe(check_ids, ctx.info.id, isolate=isolate, timeout_s=timeout, on_result=on_result)
     checkpoint({}, status)
