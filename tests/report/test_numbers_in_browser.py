@@ -106,6 +106,20 @@ def test_no_figure_above_its_ceiling_and_no_unit_mix_up(pages):
         assert "fallbacks-table" not in dom and "No fallback happened." in text, name
 
 
+def test_no_roofline_point_is_drawn_above_its_roof(pages):
+    from tests.report.roof_geometry import drawn_above_a_roof, marks, roofline_chart
+
+    for name, dom in pages.items():
+        chart = roofline_chart(dom)
+        assert marks(chart), name
+        assert drawn_above_a_roof(chart) == [], name
+        named = [m.above_roof for m in marks(chart) if m.above_roof]
+        assert all(re.search(r"\d (GB|TFLOP)/s, (measured in this run|datasheet)", n) for n in named), (name, named)
+        listed = re.search(r'<details id="roofline-above-roof"><summary>(\d+) point', dom)
+        assert (int(listed.group(1)) if listed else 0) == len(named), name  # each one listed under the chart
+        assert named or name == "vs-baseline", name  # the M=1 matmuls these CPUs run from cache beat the roof
+
+
 def test_baseline_changes_separate_new_cases_from_changed_results(pages):
     text = " ".join(re.sub(r"<[^>]+>", " ", pages["vs-baseline"]).split())
     counts = re.search(r"(\d+) changed results.*?; (\d+) new cases; (\d+) no longer measured", text)

@@ -43,3 +43,39 @@ def test_roof_has_a_ridge_where_bandwidth_meets_compute():
 def test_nothing_to_draw_gives_no_chart():
     assert roofline_svg(Roofline()) == ""
     assert roofline(None).points == []
+
+
+def test_a_point_above_its_roof_is_drawn_at_the_roof_naming_the_ceiling():
+    from tests.report.roof_geometry import drawn_above_a_roof, marks
+
+    chart = Roofline(points=[Point("matmul", "big", "float32", 100.0, 3.0),  # above the 1 TFLOP/s compute peak
+                             Point("matmul", "M=1", "float32", 0.5, 0.2),  # above the 100 GB/s slope (0.05)
+                             Point("matmul", "under", "float32", 10.0, 0.5)],
+                     ceilings=[Ceilings("measured", {"float32": 1.0}, 100.0, "measured", bandwidth_kernel="triad")])
+    svg = roofline_svg(chart)
+    big, matvec, under = marks(svg)
+    assert big.above_roof == "float32 1 TFLOP/s, measured in this run"
+    assert matvec.above_roof == "triad 100 GB/s, measured in this run"
+    assert under.above_roof is None
+    assert drawn_above_a_roof(svg) == []
+    line = re.search(r'<polyline class="ceiling measured"[^>]*points="([^"]+)"', svg).group(1)
+    flat_y = float(line.split()[-1].split(",")[1])
+    assert big.y == flat_y  # on the flat top, not at 3 TFLOP/s
+    assert "3 TFLOP/s at 100 FLOP/byte, above its roof (float32 1 TFLOP/s, measured in this run)" in svg
+    assert svg.count('class="above-roof-arrow"') == 2 + 1  # the two points and the legend's sample
+
+
+def test_the_reference_profiles_charts_have_no_point_above_a_roof():
+    from pathlib import Path
+
+    from bringup.profiles.store import load_profile
+    from tests.report.roof_geometry import drawn_above_a_roof, marks
+
+    clamped = 0
+    for path in sorted((Path(__file__).parents[2] / "reference" / "profiles").glob("*.yaml")):
+        svg = roofline_svg(roofline(load_profile(path).bench))
+        assert drawn_above_a_roof(svg) == [], path.stem
+        named = [m.above_roof for m in marks(svg) if m.above_roof]
+        assert all(re.search(r"\d (GB|TFLOP)/s, measured in this run$", n) for n in named), named
+        clamped += len(named)
+    assert clamped > 0  # the M=1 matmuls these CPUs run from cache beat the bandwidth measured from memory

@@ -157,7 +157,7 @@ def keep_log(scratch: TextIO, target: Path) -> None:
 
 
 def stage_line(run: StageRun, figure: str, width: int) -> str:
-    """`verify-ops ok      61.2 s  ops 940 pass · 15 unsupported; compiled 15 pass` (a second line if needed)."""
+    """`verify-ops ok      61.2 s  ops 940 pass · 15 skip; compiled 15 pass` (a second line if needed)."""
     from bringup.terminal_text import markup_safe as escape
 
     if run.action != "ran":

@@ -20,6 +20,7 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import console, name_some, plain, print_json, progress
+from bringup.cli.render.check_results import print_section_line, result_cell
 from bringup.errors import BringupError
 from bringup.log import get_logger
 from bringup.terminal_text import markup_safe as safe
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # these import torch: loaded when the command runs, not for -
 
     from bringup.profiles.schema import Profile
     from bringup.profiles.sections.bench import BenchGroup, BenchRecord, BenchSection
+    from bringup.profiles.verdict import Check
 
 log = get_logger("bench")
 # the keys of bringup.probes.bench.stage.GROUPS, spelled out so that --help need not import torch (a test checks)
@@ -124,10 +126,10 @@ def record_note(record: BenchRecord) -> str:
     return " ".join(notes)
 
 
-def group_table(name: str, group: BenchGroup) -> Table:
+def group_table(name: str, group: BenchGroup, check: Check) -> Table:
     from rich.table import Table
 
-    title = f"{name} — {group.status}" + (f" ({group.reason})" if group.reason else "")
+    title = f"{name} — {check.result}" + (f" ({group.reason})" if group.reason else "")
     table = Table(title=plain(title), title_justify="left", show_lines=False)
     peak_title = "% peak (run / sheet)" if any(r.pct_datasheet is not None for r in group.records) else "% peak"
     for column in ("measurement", "median ±IQR/med", "reps", "rate", peak_title, "note"):
@@ -146,28 +148,34 @@ def group_table(name: str, group: BenchGroup) -> Table:
 
 
 def not_measured_lines(group: BenchGroup) -> list[str]:
-    """Records that were not measured, one line per (status, reason) with their keys."""
+    """Records that were not measured, one line per (result, reason) with their keys: warn for an error, skip for
+    a measurement skipped or not applicable."""
+    from bringup.profiles.verdict.run_checks import BENCH_RECORD_RESULT
+
     by_reason: dict[tuple[str, str], list[str]] = {}
     for r in group.records:
         if r.status != "ok":
-            by_reason.setdefault((r.status, r.reason or ""), []).append(r.key)
-    return [f"  [yellow]{status}[/] {safe(', '.join(keys))}: {safe(reason)}"
-            for (status, reason), keys in by_reason.items()]
+            by_reason.setdefault((BENCH_RECORD_RESULT[r.status], r.reason or ""), []).append(r.key)
+    return [f"  {result_cell(result)} {safe(', '.join(keys))}: {safe(reason)}"
+            for (result, reason), keys in by_reason.items()]
 
 
-def print_group(name: str, group: BenchGroup) -> None:
+def print_group(name: str, group: BenchGroup, check: Check) -> None:
     if any(r.status == "ok" for r in group.records):
-        console.print(group_table(name, group))
+        console.print(group_table(name, group, check))
     else:
-        console.print(f"[bold]{name}[/] — {group.status}" + (f": {safe(group.reason)}" if group.reason else ""))
+        console.print(f"[bold]{name}[/] — {result_cell(check.result)}"
+                      + (f": {safe(group.reason)}" if group.reason else ""))
     for line in not_measured_lines(group):
         console.print(line, highlight=False)
 
 
-def group_line(name: str, group: BenchGroup) -> str:
-    """One line per group: its status, the best rate (or the fastest time) measured, what was not measured."""
+def group_line(name: str, group: BenchGroup, check: Check) -> str:
+    """One line per group: its result, the best rate (or the fastest time) measured, what was not measured."""
+    from bringup.profiles.verdict.run_checks import BENCH_RECORD_RESULT
+
     ok = [r for r in group.records if r.status == "ok"]
-    text = f"[bold]{name}[/] {group.status}"
+    text = f"[bold]{name}[/] {result_cell(check.result)}"
     rated = [r for r in ok if fmt_rate(r)]
     if rated:
         best = max(rated, key=lambda r: r.tflops if r.tflops is not None and r.name not in ("scale", "add", "triad",
@@ -178,16 +186,17 @@ def group_line(name: str, group: BenchGroup) -> str:
         text += f": {len(ok)} measured, fastest {fmt_time(fastest.median_s)} ({safe(fastest.key)})"
     elif group.reason:
         text += f": {safe(group.reason)}"
-    skipped = [r for r in group.records if r.status != "ok"]
-    if skipped:
-        kinds = sorted({r.status for r in skipped})
-        text += f"; {len(skipped)} {'/'.join(kinds)}"
+    not_measured = [BENCH_RECORD_RESULT[r.status] for r in group.records if r.status != "ok"]
+    if not_measured:
+        text += "; not measured: " + ", ".join(f"{not_measured.count(result)} {result}"
+                                               for result in ("warn", "skip") if result in not_measured)
     return text
 
 
-def print_summary(chosen: list[str], groups: dict[str, BenchGroup], left_out: dict[str, str]) -> None:
+def print_summary(chosen: list[str], groups: dict[str, BenchGroup], left_out: dict[str, str],
+                  checks: dict[str, Check]) -> None:
     for name in chosen:
-        console.print(group_line(name, groups[name]), highlight=False)
+        console.print(group_line(name, groups[name], checks[name]), highlight=False)
     if left_out:
         console.print(f"[dim]left out: {name_some(sorted(left_out), 4)} (--details says why)[/]", highlight=False)
 
@@ -316,13 +325,16 @@ def command(
     elif fmt is not None:
         print(render_rows(fmt, section, chosen), end="")
     elif not (csv_path is not None and str(csv_path) == "-"):
+        from bringup.profiles.verdict.run_checks import bench_checks
+
+        checks = {c.name: c for c in bench_checks(current) if c.name in chosen}
         if details:
             for name in chosen:
-                print_group(name, current.groups[name])
+                print_group(name, current.groups[name], checks[name])
             for name, why in left_out.items():
                 console.print(f"[dim]{name}: left out — {safe(why)}[/]")
         else:
-            print_summary(chosen, current.groups, left_out)
+            print_summary(chosen, current.groups, left_out, checks)
         if section.ceilings:
             tf = ", ".join(f"{d} {v:.3g} TFLOP/s" for d, v in section.ceilings.tflops.items()) or "none"
             gbps = section.ceilings.gbps
@@ -334,6 +346,7 @@ def command(
             console.print(baseline_table(compared))
         console.print(plain(f"profile: {ctx.profile_path}" + ("" if details else " (--details: every measurement)")),
                       highlight=False)
+        print_section_line("bench", [checks[name] for name in chosen])
     if failed:
         log.error("%d measurement(s) slower than the baseline by more than %g%% beyond noise: %s", len(failed),
                   fail_on_regression, "; ".join(f"{r['group']}/{r['key']} {r['change_pct']:+.1f}%" for r in failed))

@@ -17,14 +17,17 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import console, format_bytes, plain, print_json
+from bringup.cli.render.check_results import print_section_line, result_cell
 from bringup.log import get_logger
 from bringup.terminal_text import markup_safe
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from bringup.backends.reconcile import PhysicalDevice
     from bringup.backends.select import Selection
     from bringup.probes.inventory import Inventory
+    from bringup.profiles.verdict import Check
 
 log = get_logger("devices")
 
@@ -50,16 +53,35 @@ def unusable_families(inventory: Inventory) -> list[str]:
     return [f"  {f.family}: {f.reason}" for f in inventory.families if not f.usable]
 
 
+def physical_checks(inventory: Inventory) -> list[tuple[PhysicalDevice, Check]]:
+    """Each PCI display/accelerator torch cannot use, graded by the verdict (a usable one is a torch device)."""
+    from bringup.profiles.verdict.device_checks import unusable_device_check
+
+    return [(p, unusable_device_check(p.pci.address, f"{p.pci.vendor} {p.pci.kind}", p.family, p.reason))
+            for p in inventory.physical if not p.usable]
+
+
+def device_checks(inventory: Inventory) -> list[Check]:
+    """`bringup devices` as the verdict grades it: a device torch can use passes; see physical_checks."""
+    from bringup.profiles.verdict.device_checks import usable_device_check
+
+    return [*(usable_device_check(d.id, d.name) for d in inventory.torch_devices),
+            *(check for _, check in physical_checks(inventory))]
+
+
 def system_table(inventory: Inventory) -> Table:
     from rich.table import Table
 
+    graded = {id(p): check for p, check in physical_checks(inventory)}
     table = Table(title=plain(f"PCI display / accelerator devices the OS has (root {inventory.system.root})"),
                   title_justify="left")
-    for col in ("PCI address", "vendor", "class", "driver", "iGPU", "torch", "status"):
+    for col in ("PCI address", "vendor", "class", "driver", "iGPU", "torch", "result"):
         table.add_column(col)
     for p in inventory.physical:
         integrated = {True: "yes", False: "no", None: "?"}[p.integrated]
-        status = "[green]usable[/]" if p.usable else f"[yellow]not usable:[/] {markup_safe(p.reason)}"
+        check = graded.get(id(p))
+        status = (f"{result_cell('pass')} usable" if check is None
+                  else f"{result_cell(check.result)} {markup_safe(check.reason)}")
         table.add_row(*(plain(cell) for cell in (
             p.pci.address, f"{p.pci.vendor} ({p.pci.vendor_id}:{p.pci.device_id})", p.pci.kind,
             p.pci.driver or "none", integrated, p.torch_id or "—")), status)
@@ -83,8 +105,15 @@ def command(
 ) -> None:
     """List every device torch can use and every PCI display/accelerator the OS has, and explain the choice.
 
+    Each device torch can use is a pass; an accelerator it cannot use is a warn (the one you meant may be among
+    them), or a skip when no backend drives its vendor or a visibility variable hides it on purpose. Ends with
+    `devices: n pass, n warn, n fail, n skip`.
+
     Example: `bringup devices`, `bringup devices --json`, `CUDA_VISIBLE_DEVICES=1 bringup devices`.
     """
+    import torch
+
+    from bringup.cli.torch_floor import warn_if_untested_torch
     from bringup.probes.environment import collect_environment
     from bringup.probes.inventory import take_inventory
     from bringup.profiles.schema import Profile
@@ -92,6 +121,7 @@ def command(
 
     ctx = stage_context(device, profile, json_out, verbose, force=force)
     inventory = take_inventory(system_root)
+    warn_if_untested_torch(torch.__version__)
     for warning in inventory.warnings:
         log.warning(warning)
     if write:
@@ -119,6 +149,7 @@ def command(
                   f"{markup_safe(selection.reason)}")
     if write:
         console.print(plain(f"profile: {ctx.profile_path}"), highlight=False)
+    print_section_line("devices", device_checks(inventory))
 
 
 def print_details(inventory: Inventory, selection: Selection) -> None:
@@ -133,9 +164,10 @@ def print_summary(inventory: Inventory, shown: int = 3) -> None:
     """The devices torch can use, then one line per OS accelerator torch cannot use (a few, then a count)."""
     usable = ", ".join(f"{d.id} ({d.name})" for d in inventory.torch_devices) or "none"
     console.print(plain(f"torch can use: {usable}"), highlight=False)
-    unusable = [p for p in inventory.physical if not p.usable]
-    for p in unusable[:shown]:
-        console.print(plain(f"not usable: {p.pci.address} {p.pci.vendor} {p.pci.kind}: {p.reason}"), highlight=False)
+    unusable = physical_checks(inventory)
+    for _, check in unusable[:shown]:
+        console.print(f"{result_cell(check.result)}: {markup_safe(check.name)}: {markup_safe(check.reason)}",
+                      highlight=False)
     if len(unusable) > shown:
         console.print(f"and {len(unusable) - shown} more the OS has but torch cannot use (--details lists them)",
                       highlight=False)

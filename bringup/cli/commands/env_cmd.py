@@ -45,6 +45,7 @@ def command(
     from bringup.cli.common import stage_context
     from bringup.cli.output import print_json
     from bringup.cli.render.env_json import typed_sections
+    from bringup.cli.torch_floor import warn_if_untested_torch
     from bringup.log import configure_logging
     from bringup.probes.env_facts.report import report_sections
     from bringup.probes.environment import KEY_VARIABLES, collect_environment
@@ -54,6 +55,7 @@ def command(
     configure_logging(verbose)
     context = stage_context(device, profile, json_out, verbose, force=force) if profile is not None else None
     environment = collect_environment(timeout=tool_timeout)
+    warn_if_untested_torch(environment.torch)
     if context is not None:
 
         def record(p: Profile) -> None:

@@ -16,26 +16,24 @@ from bringup.cli.common import (
     VerboseOption,
     stage_context,
 )
-from bringup.cli.output import console, name_some, plain, print_json, progress
-from bringup.terminal_text import markup_safe
+from bringup.cli.output import console, plain, print_json, progress
+from bringup.cli.render.check_results import capabilities_table, print_not_passing, print_section_line
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from pathlib import Path
 
-STATUS_STYLE = {"supported": "green", "unsupported": "red", "unknown": "yellow"}
+    from bringup.profiles.verdict import Check
 
 
-def results_table(results: dict[str, dict[str, Any]]) -> Table:
-    from rich.table import Table
+def run_checks(profile_path: Path, done: dict[str, dict[str, Any]]) -> list[Check]:
+    """This run's capabilities as the verdict grades them, read back from the profile they were written to (the
+    backend's not-applicable facts and the op cases explaining a dtype live there)."""
+    from bringup.profiles.store import load_profile
+    from bringup.profiles.verdict.capability_checks import capability_checks
 
-    table = Table(title="Capabilities (executed checks)", title_justify="left")
-    for col in ("check", "status", "evidence / reason", "s"):
-        table.add_column(col, overflow="fold")
-    for check_id, r in results.items():
-        style = STATUS_STYLE.get(r["status"], "")
-        text = r.get("evidence") or r.get("reason") or ""
-        table.add_row(plain(check_id), f"[{style}]{r['status']}[/]", plain(text), f"{r.get('seconds', 0):.2f}")
-    return table
+    profile = load_profile(profile_path)
+    graded = {c.name: c for c in capability_checks(profile.capabilities, profile.ops)}
+    return [graded[check_id] for check_id in done if check_id in graded]
 
 
 def command(
@@ -59,8 +57,10 @@ def command(
 ) -> None:
     """Probe what the device can really do: each capability is an executed check with evidence.
 
-    Statuses: supported (a check ran and matched a float64 reference), unsupported (with the reason),
-    unknown (the check could not decide, e.g. it timed out). Results are written as they arrive.
+    The profile records supported (a check ran and matched a float64 reference), unsupported (with the reason)
+    or unknown (the check could not decide, e.g. it timed out); the terminal grades them as every stage does:
+    pass, warn (unsupported or unknown), skip (not applicable: the backend declares no such thing here).
+    Results are written as they arrive; the run ends with `probe: n pass, n warn, n fail, n skip`.
 
     Example: `bringup probe`, `bringup probe --only dtypes --json`, `bringup probe --skip compile`.
     """
@@ -69,6 +69,7 @@ def command(
     from bringup.probes.capabilities.stage import merge_into, run_probe
     from bringup.profiles.schema import Profile
     from bringup.profiles.store import now_iso, update_profile
+    from bringup.profiles.verdict.capability_checks import capability_result
 
     if list_checks:
         ids = all_check_ids()
@@ -95,21 +96,19 @@ def command(
         def on_result(check_id: str, result: dict[str, Any]) -> None:
             done[check_id] = result
             checkpoint({check_id: result}, "partial")
-            bar.update(task, advance=1, description=f"probing {ctx.info.id}: {check_id} {result['status']}")
+            graded = capability_result(result["status"], check_id in declared_absent)
+            bar.update(task, advance=1, description=f"probing {ctx.info.id}: {check_id} {graded}")
 
         run_probe(check_ids, ctx.info.id, isolate=isolate, timeout_s=timeout, on_result=on_result)
     checkpoint({}, status)
     if json_out:
         print_json("probe", {"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done})
         return
+    checks = run_checks(ctx.profile_path, done)
     if details:
-        console.print(results_table(done))
+        console.print(capabilities_table(checks, {name: r.get("seconds", 0.0) for name, r in done.items()}))
     else:
-        for status in ("unsupported", "unknown"):
-            ids = [check_id for check_id, r in done.items() if r["status"] == status]
-            if ids:
-                console.print(f"[{STATUS_STYLE[status]}]{status}[/]: {name_some(ids, 6)}", highlight=False)
-    counts = {s: sum(r["status"] == s for r in done.values()) for s in STATUS_STYLE}
-    console.print(f"{counts['supported']} supported, {counts['unsupported']} unsupported, "
-                  f"{counts['unknown']} unknown — written to {markup_safe(ctx.profile_path)}"
-                  + ("" if details else " (--details: evidence per check)"), highlight=False)
+        print_not_passing(checks)
+    console.print(plain(f"written to {ctx.profile_path}" + ("" if details else " (--details: evidence per check)")),
+                  highlight=False)
+    print_section_line("probe", checks)

@@ -13,12 +13,13 @@ from bringup.terminal_text import markup_safe as safe
 app = typer.Typer(help="Read, check and compare capability profiles.", no_args_is_help=True,
                   rich_markup_mode=MARKUP_MODE)
 ProfileArg = Annotated[Path, typer.Argument(help="Profile YAML file.")]
-STYLE = {"supported": "green", "unsupported": "red", "unknown": "yellow", "pass": "green"}
 
 
 @app.command("show")
 def show(path: ProfileArg, json_out: JsonOption = False) -> None:
-    """Summarise a profile: device, environment, capabilities, stages and section sizes."""
+    """Summarise a profile: device, environment, capabilities, each section's checks in one line
+    (`verify-ops: 1042 pass, 0 warn, 0 fail, 36 skip`), stages, and the verdict."""
+    from bringup.cli.render.check_results import capabilities_table, print_section_lines
     from bringup.cli.render.verdict_line import verdict_markup
     from bringup.profiles.store import load_profile
     from bringup.profiles.verdict import verdict_of
@@ -35,25 +36,14 @@ def show(path: ProfileArg, json_out: JsonOption = False) -> None:
         e = profile.environment
         console.print(plain(f"bringup {e.bringup}, torch {e.torch}, python {e.python}, driver {e.driver or '—'}, "
                             f"{e.os}"))
-    if profile.capabilities:
-        from rich.table import Table
-
-        table = Table(title="capabilities", title_justify="left")
-        for col in ("check", "status", "evidence / reason"):
-            table.add_column(col, overflow="fold")
-        for group, checks in profile.capabilities.groups().items():
-            for name, cap in checks.items():
-                style = STYLE.get(cap.status, "")
-                table.add_row(plain(f"{group}.{name}"), f"[{style}]{cap.status}[/]",
-                              plain(cap.evidence or cap.reason or ""))
-        console.print(table)
-    failing = [r for r in profile.ops if r.status != "pass"]
-    console.print(f"ops: {len(profile.ops)} cases, {len(failing)} not passing; compiled: {len(profile.compiled)} "
-                  f"records; bench: {'yes' if profile.bench else 'no'}; selftest: "
-                  f"{profile.selftest.status if profile.selftest else 'no'}")
+    verdict = verdict_of(profile)
+    probe = [c for c in verdict.checks if c.stage == "probe"]
+    if probe:
+        console.print(capabilities_table(probe))
+    print_section_lines([c for c in verdict.checks if c.stage != "stages"])
     for stage, stamp in profile.stages.items():
         console.print(plain(f"stage {stage}: {stamp.status}, finished {stamp.finished} (bringup {stamp.bringup})"))
-    console.print(verdict_markup(verdict_of(profile)), highlight=False)
+    console.print(verdict_markup(verdict), highlight=False)
 
 
 @app.command("validate")

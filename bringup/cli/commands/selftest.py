@@ -22,6 +22,7 @@ from bringup.cli.common import (
     stage_context,
 )
 from bringup.cli.output import console, plain, print_json
+from bringup.cli.render.check_results import print_section_line
 from bringup.terminal_text import markup_safe
 
 
@@ -43,7 +44,8 @@ def command(
     against the same model in float64 on the CPU over a fixed prompt and N greedy steps.
 
     Reports max abs error, top-1 agreement and pass/fail against a dtype-aware threshold, and records
-    the result in the profile. Exit 1 when it fails. Example: bringup selftest --device cuda:0 --steps 32
+    the result in the profile; ends with `selftest: n pass, n warn, n fail, n skip`. Exit 1 when it fails.
+    Example: bringup selftest --device cuda:0 --steps 32
     """
     from bringup.profiles.sections.selftest import SelftestSection
     from bringup.profiles.store import update_profile
@@ -100,6 +102,10 @@ def command(
                       highlight=False)
         console.print(plain(f"recorded in {ctx.profile_path} (--details: the plan and every figure; -v: logs)"),
                       highlight=False)
+    if not json:
+        from bringup.profiles.verdict.run_checks import selftest_checks
+
+        print_section_line("selftest", selftest_checks(section))
     if section.status != "pass":
         sys.exit(1)
 

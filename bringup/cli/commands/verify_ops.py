@@ -18,14 +18,15 @@ from bringup.cli.common import (
     VerboseOption,
     stage_context,
 )
-from bringup.cli.output import console, name_some, plain, print_json, progress
+from bringup.cli.output import console, plain, print_json, progress
+from bringup.cli.render.check_results import print_not_passing, print_section_line
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
-from bringup.terminal_text import markup_safe
 
 if TYPE_CHECKING:  # the stage's modules import torch: they load when the command runs, not for --help
     from bringup.profiles.schema import Profile
     from bringup.profiles.sections.ops import VerifyOpsRecord
+    from bringup.profiles.verdict import Check
 
 log = get_logger("verify-ops")
 
@@ -81,10 +82,12 @@ def command(
 
     Each case records max abs / max rel error, NMSE and the worst index, and passes when the result is
     finite where the reference is and within the dtype's tolerance; out= variants also write into a
-    sentinel-guarded buffer to catch out-of-bounds writes. Statuses: pass, fail, error, unsupported,
-    crashed, timeout. Results are checkpointed into the profile as they arrive; `--resume` continues
-    an interrupted run. Exit code 1 when a case fails, errors, crashes or times out, or when nothing
-    could be verified.
+    sentinel-guarded buffer to catch out-of-bounds writes. The profile records pass, fail, error, unsupported,
+    crashed or timeout; the terminal grades them as every stage does: pass, fail (fail, error, crashed, timeout),
+    warn (unsupported), skip (not applicable to this device), and ends with
+    `verify-ops: n pass, n warn, n fail, n skip`. Results are checkpointed into the profile as they
+    arrive; `--resume` continues an interrupted run. Exit code 1 when a case fails, errors, crashes or times
+    out, or when nothing could be verified.
 
     With `--model DIR`, only cases at that model's shapes run (see --model).
 
@@ -258,43 +261,49 @@ def label_of(record: VerifyOpsRecord) -> str:
     return f"compiled {record.target}[{record.dtype}] {record.case or ''}".rstrip()
 
 
-def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: str, profile_path: Path,
-            details: bool = False) -> None:
-    from bringup.cli.render.verify_ops import compiled_table, failing_table, matrix_table, unsupported_table
+def graded_records(results: list[VerifyOpsRecord], profile_path: Path) -> list[tuple[VerifyOpsRecord, Check]]:
+    """Each record with its check, graded by the verdict (the backend's not-applicable facts from the profile)."""
     from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
+    from bringup.profiles.store import load_profile_or_none
+    from bringup.profiles.verdict.run_checks import compiled_record_checks, not_applicable_of, op_record_checks
 
+    written = load_profile_or_none(profile_path)
+    declared = not_applicable_of(written) if written is not None else {}
     cases = [r for r in results if isinstance(r, OpCaseRecord)]
     compared = [r for r in results if isinstance(r, CompiledRecord)]
+    return [*zip(cases, op_record_checks(cases, declared)), *zip(compared, compiled_record_checks(compared))]
+
+
+def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: str, profile_path: Path,
+            details: bool = False) -> None:
+    from bringup.cli.render.verify_ops import compiled_table, failing_table, matrix_table, not_verified_table
+    from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
+
     if json_out:
+        cases = [r for r in results if isinstance(r, OpCaseRecord)]
+        compared = [r for r in results if isinstance(r, CompiledRecord)]
         print_json("verify-ops", {"device": device_id, "profile": str(profile_path), "verified": summary.verified,
                     "summary": {"ops": dict(summary.op_counts), "compiled": dict(summary.compiled_counts)},
                     "cases": [r.model_dump() for r in cases],
                     "compiled": [r.model_dump() for r in compared]})
         return
+    graded = graded_records(results, profile_path)
+    checks = [check for _, check in graded]
     if not details:
-        _print_short(results, summary)
-    if details and cases:
-        console.print(matrix_table(cases))
-    if details and compared:
-        console.print(compiled_table(compared))
-    unsupported = unsupported_table(results) if details else None
-    if unsupported is not None:
-        console.print(unsupported)
+        print_not_passing(checks, 4)
+    graded_cases = [(r, c) for r, c in graded if isinstance(r, OpCaseRecord)]
+    graded_compiled = [(r, c) for r, c in graded if isinstance(r, CompiledRecord)]
+    if details and graded_cases:
+        console.print(matrix_table(graded_cases))
+    if details and graded_compiled:
+        console.print(compiled_table(graded_compiled))
+    not_verified = not_verified_table(graded) if details else None
+    if not_verified is not None:
+        console.print(not_verified)
     if details and summary.failing:
         console.print(failing_table(summary.failing))
-    style = "red" if summary.exit_code else "green"
-    console.print(f"[{style}]{markup_safe(summary.line())}[/] — written to {markup_safe(profile_path)}"
-                  + ("" if details else " (--details: full tables)"), highlight=False)
-
-
-def _print_short(results: list[VerifyOpsRecord], summary) -> None:
-    """The failing cases (a few by name) and which ops are unsupported here, a line or two each."""
-    from bringup.profiles.sections.ops import OpCaseRecord
-
-    if summary.failing:
-        console.print(f"[red]not passing[/]: {markup_safe(name_some([label_of(r) for r in summary.failing], 4))}",
-                      highlight=False)
-    unsupported = sorted({f"{r.op}[{r.dtype}]" if isinstance(r, OpCaseRecord) else f"compiled {r.target}[{r.dtype}]"
-                          for r in results if r.status == "unsupported"})
-    if unsupported:
-        console.print(f"[yellow]unsupported here[/]: {markup_safe(name_some(unsupported, 4))}", highlight=False)
+    if not summary.verified:
+        console.print("[red]nothing verified: every case was unsupported or failed[/]", highlight=False)
+    console.print(plain(f"written to {profile_path}" + ("" if details else " (--details: full tables)")),
+                  highlight=False)
+    print_section_line("verify-ops", checks)

@@ -8,10 +8,12 @@ from typing import Any
 from rich.table import Table
 
 from bringup.cli.output import plain
+from bringup.cli.render.check_results import result_cell
 from bringup.probes.ops.compiled.blocks import BLOCKS, DECODER_LAYER_NOTE
 from bringup.probes.ops.judge.tolerances import ACCUM_REASON, EXACT_REASON, TABLE
 from bringup.probes.ops.spec import Catalog
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
+from bringup.profiles.verdict import Check
 
 
 def catalog_rows(catalog: Catalog) -> list[dict[str, Any]]:
@@ -57,15 +59,15 @@ def catalog_tables(catalog: Catalog, verbose: bool) -> list[Table]:
     return [ops, blocks, tols]
 
 
-def matrix_table(cases: list[OpCaseRecord]) -> Table:
-    """op x dtype: 'passed/total' per cell, red when anything failed, dim when nothing ran."""
+def matrix_table(graded: list[tuple[OpCaseRecord, Check]]) -> Table:
+    """op x dtype: 'passed/run' per cell, with the fails in red and the warns/skips counted; dim when nothing ran."""
     cells: dict[tuple[str, str], list[str]] = defaultdict(list)
     ops: dict[str, None] = {}
     dtypes: dict[str, None] = {}
-    for r in cases:
+    for r, check in graded:
         ops.setdefault(r.op, None)
         dtypes.setdefault(r.dtype, None)
-        cells[(r.op, r.dtype)].append(r.status)
+        cells[(r.op, r.dtype)].append(check.result)
     table = Table(title="op x dtype (passed/run)", title_justify="left")
     table.add_column("op")
     for dt in dtypes:
@@ -73,25 +75,22 @@ def matrix_table(cases: list[OpCaseRecord]) -> Table:
     for name in ops:
         row: list[Any] = [plain(name)]
         for dt in dtypes:
-            statuses = cells.get((name, dt), [])
-            row.append(_cell(statuses))
+            row.append(_cell(cells.get((name, dt), [])))
         table.add_row(*row)
     return table
 
 
-def _cell(statuses: list[str]) -> str:
-    if not statuses:
+def _cell(results: list[str]) -> str:
+    if not results:
         return "[dim]-[/]"
-    passed = statuses.count("pass")
-    unsupported = statuses.count("unsupported")
-    bad = len(statuses) - passed - unsupported
-    if bad:
-        kinds = sorted({s for s in statuses if s not in ("pass", "unsupported")})
-        return f"[bold red]{passed}/{len(statuses)} {','.join(kinds)}[/]"
-    if unsupported == len(statuses):
-        return "[yellow]unsupported[/]"
-    text = f"[green]{passed}/{len(statuses)}[/]"
-    return text + (f" [yellow]({unsupported} unsup)[/]" if unsupported else "")
+    passed, fails = results.count("pass"), results.count("fail")
+    if fails:
+        return f"[bold red]{passed}/{len(results)}, {fails} fail[/]"
+    for result in ("warn", "skip"):
+        if results.count(result) == len(results):
+            return result_cell(result)
+    others = ", ".join(f"{results.count(r)} {r}" for r in ("warn", "skip") if r in results)
+    return f"[green]{passed}/{len(results)}[/]" + (f" [yellow]({others})[/]" if others else "")
 
 
 def _fmt(x: Any) -> str:
@@ -99,49 +98,50 @@ def _fmt(x: Any) -> str:
 
 
 def failing_table(failing: list[VerifyOpsRecord]) -> Table:
+    """The failing cases (every one grades `fail`; what the profile records, e.g. crashed, leads the message)."""
     table = Table(title=f"failing cases ({len(failing)})", title_justify="left")
-    for col in ("case", "status", "max_abs", "max_rel", "nmse", "worst index", "tolerance", "message"):
+    for col in ("case", "result", "max_abs", "max_rel", "nmse", "worst index", "tolerance", "message"):
         table.add_column(col, overflow="fold")
     for r in failing:
         if isinstance(r, OpCaseRecord):
             name = f"{r.op}[{r.dtype}] {r.case}"
             tol = f"rtol={_fmt(r.rtol)} atol={_fmt(r.atol)}" if r.rtol is not None else ""
-            table.add_row(plain(name), f"[red]{r.status}[/]", _fmt(r.max_abs), _fmt(r.max_rel),
-                          _fmt(r.nmse), plain(_fmt(r.worst_index)), tol, plain(r.message or ""))
+            table.add_row(plain(name), result_cell("fail"), _fmt(r.max_abs), _fmt(r.max_rel),
+                          _fmt(r.nmse), plain(_fmt(r.worst_index)), tol, plain(f"{r.status}: {r.message or ''}"))
         else:
             name = f"compiled {r.target}[{r.dtype}] {r.case or ''} ({r.backend})"
-            table.add_row(plain(name), f"[red]{r.status}[/]", "", "", "", "",
+            table.add_row(plain(name), result_cell("fail"), "", "", "", "",
                           f"allowed RMSE {_fmt(r.allowed)}",
-                          plain(f"{r.message or ''} first failing rung: {r.failing_backend}"))
+                          plain(f"{r.status}: {r.message or ''} first failing rung: {r.failing_backend}"))
     return table
 
 
-def compiled_table(compared: list[CompiledRecord]) -> Table:
+def compiled_table(graded: list[tuple[CompiledRecord, Check]]) -> Table:
     table = Table(title="eager vs compiled (RMSE against float64)", title_justify="left")
-    for col in ("target", "dtype", "backend", "status", "eager", "compiled", "allowed", "compile s",
+    for col in ("target", "dtype", "backend", "result", "eager", "compiled", "allowed", "compile s",
                 "speedup", "breaks at"):
         table.add_column(col, overflow="fold")
-    for r in compared:
-        style = "green" if r.status == "pass" else "yellow" if r.status == "unsupported" else "red"
+    for r, check in graded:
         name = r.target + (f" {r.case}" if r.case else "")
-        table.add_row(plain(name), plain(r.dtype), plain(r.backend), f"[{style}]{r.status}[/]", _fmt(r.eager_err),
+        table.add_row(plain(name), plain(r.dtype), plain(r.backend), result_cell(check.result), _fmt(r.eager_err),
                       _fmt(r.compiled_err), _fmt(r.allowed), _fmt(r.compile_s),
                       _fmt(r.speedup), plain(r.failing_backend or ""))
     return table
 
 
-def unsupported_table(results: list[VerifyOpsRecord]) -> Table | None:
-    """One row per op x dtype with unsupported cases: how many, and the first reason given."""
-    groups: dict[tuple[str, str], list[VerifyOpsRecord]] = defaultdict(list)
-    for r in results:
-        if r.status == "unsupported":
+def not_verified_table(graded: list[tuple[VerifyOpsRecord, Check]]) -> Table | None:
+    """One row per op x dtype with cases graded warn (unsupported, a compile error) or skip (not applicable to
+    this device): how many, and the first case's reason."""
+    groups: dict[tuple[str, str, str], list[Check]] = defaultdict(list)
+    for r, check in graded:
+        if check.result in ("warn", "skip"):
             name = r.op if isinstance(r, OpCaseRecord) else f"compiled {r.target}"
-            groups[(name, r.dtype)].append(r)
+            groups[(name, r.dtype, check.result)].append(check)
     if not groups:
         return None
-    table = Table(title="unsupported (not counted as verified)", title_justify="left")
-    for col in ("op", "dtype", "cases", "reason (first case)"):
+    table = Table(title="warn and skip (not counted as verified)", title_justify="left")
+    for col in ("op", "dtype", "result", "cases", "reason (first case)"):
         table.add_column(col, overflow="fold")
-    for (name, dtype), rows in groups.items():
-        table.add_row(plain(name), plain(dtype), str(len(rows)), plain((rows[0].message or "")[:160]))
+    for (name, dtype, result), checks in groups.items():
+        table.add_row(plain(name), plain(dtype), result_cell(result), str(len(checks)), plain(checks[0].reason[:160]))
     return table

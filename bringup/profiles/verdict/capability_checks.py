@@ -2,7 +2,14 @@
 
 from bringup.profiles.schema import Capabilities
 from bringup.profiles.sections.ops import OpCaseRecord
-from bringup.profiles.verdict.checks import Check
+from bringup.profiles.verdict.checks import Check, CheckResult
+
+
+def capability_result(status: str, declared_absent: bool) -> CheckResult:
+    """supported passes; unsupported where the backend declares the thing absent is skipped; the rest warns."""
+    if status == "supported":
+        return "pass"
+    return "skip" if declared_absent and status == "unsupported" else "warn"
 
 
 def passing_ops_in(dtype: str, ops: list[OpCaseRecord]) -> list[str]:
@@ -27,14 +34,14 @@ def capability_checks(capabilities: Capabilities | None, ops: list[OpCaseRecord]
         for name, capability in entries.items():
             check_id = f"{group}.{name}"
             declared = capabilities.not_applicable.get(check_id)
-            if capability.status == "supported":
+            result = capability_result(capability.status, declared is not None)
+            if result == "pass":
                 checks.append(Check("probe", check_id, "pass", capability.evidence or "supported"))
                 continue
             why = capability.reason or capability.status
             if group == "dtypes":
                 why += contradiction_note(name, ops)
-            if declared is not None and capability.status == "unsupported":
-                checks.append(Check("probe", check_id, "skip", f"not applicable: {declared}; measured: {why}"))
-            else:
-                checks.append(Check("probe", check_id, "warn", f"{capability.status}: {why}"))
+            skipped = result == "skip"
+            reason = f"not applicable: {declared}; measured: {why}" if skipped else f"{capability.status}: {why}"
+            checks.append(Check("probe", check_id, result, reason))
     return checks

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from bringup.profiles.schema import Profile
 from bringup.profiles.verdict.capability_checks import capability_checks
-from bringup.profiles.verdict.checks import Check
+from bringup.profiles.verdict.checks import Check, count_results
 from bringup.profiles.verdict.run_checks import bench_checks, compiled_checks, op_checks, run_checks
 
 NAMED_AT_MOST = 3
@@ -29,7 +29,7 @@ class Verdict:
         return EXIT_CODES[self.status]
 
     def counts(self) -> dict[str, int]:
-        return {r: len(self.of(r)) for r in ("pass", "warn", "fail", "skip")}
+        return count_results(self.checks)
 
     def look_at(self) -> list[Check]:
         """What to look at first: the failures, else the warnings."""

@@ -1,26 +1,39 @@
 """verify-ops, compiled, bench, selftest, collectives, soak and stage stamps as checks."""
 
 from bringup.profiles.schema import Profile
-from bringup.profiles.sections.bench import BenchSection
-from bringup.profiles.verdict.checks import Check
+from bringup.profiles.sections.bench import BenchSection, RecordStatus
+from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
+from bringup.profiles.sections.selftest import SelftestSection
+from bringup.profiles.verdict.checks import Check, CheckResult
+
+BENCH_RECORD_RESULT: dict[RecordStatus, CheckResult] = {"ok": "pass", "error": "warn", "skipped": "skip",
+                                                        "not_applicable": "skip"}
 
 
-def declared_absent(profile: Profile, *check_ids: str) -> str | None:
+def declared_absent(declared: dict[str, str], *check_ids: str) -> str | None:
     """The backend's reason a capability does not apply here, for the first of `check_ids` it declares."""
-    declared = profile.capabilities.not_applicable if profile.capabilities else {}
     return next((declared[c] for c in check_ids if c in declared), None)
 
 
+def not_applicable_of(profile: Profile) -> dict[str, str]:
+    return profile.capabilities.not_applicable if profile.capabilities else {}
+
+
 def op_checks(profile: Profile) -> list[Check]:
+    return op_record_checks(profile.ops, not_applicable_of(profile))
+
+
+def op_record_checks(records: list[OpCaseRecord], declared: dict[str, str]) -> list[Check]:
+    """One check per op case, in order; `declared` is the backend's not-applicable facts (skip, not warn)."""
     checks: list[Check] = []
-    for r in profile.ops:
+    for r in records:
         name = f"{r.op}[{r.dtype}] {r.case}"
         if r.status == "pass":
             checks.append(Check("verify-ops", name, "pass", "within tolerance of the float64 reference"))
         elif r.failing:
             checks.append(Check("verify-ops", name, "fail", f"{r.status}: {r.message or 'no message recorded'}"))
         else:
-            absent = declared_absent(profile, f"ops.{r.op}", f"attention.{r.op}", f"dtypes.{r.dtype}")
+            absent = declared_absent(declared, f"ops.{r.op}", f"attention.{r.op}", f"dtypes.{r.dtype}")
             result = "skip" if absent else "warn"
             reason = f"not applicable: {absent}" if absent else f"unsupported: {r.message or 'the op rejected it'}"
             checks.append(Check("verify-ops", name, result, reason))
@@ -28,8 +41,13 @@ def op_checks(profile: Profile) -> list[Check]:
 
 
 def compiled_checks(profile: Profile) -> list[Check]:
+    return compiled_record_checks(profile.compiled)
+
+
+def compiled_record_checks(records: list[CompiledRecord]) -> list[Check]:
+    """One check per eager-vs-compiled comparison, in order."""
     checks: list[Check] = []
-    for r in profile.compiled:
+    for r in records:
         name = f"{r.target}[{r.dtype}] {r.backend}" + (f" {r.case}" if r.case else "")
         if r.status == "pass":
             checks.append(Check("compiled", name, "pass", "compiled result as accurate as eager"))
@@ -47,7 +65,7 @@ def compiled_checks(profile: Profile) -> list[Check]:
 def bench_checks(bench: BenchSection | None) -> list[Check]:
     checks: list[Check] = []
     for name, group in (bench.groups.items() if bench else []):
-        errors = [r for r in group.records if r.status == "error"]
+        errors = [r for r in group.records if BENCH_RECORD_RESULT[r.status] == "warn"]
         if group.status == "not_applicable":
             checks.append(Check("bench", name, "skip", group.reason or "not applicable: no such path here"))
         elif group.status == "skipped":
@@ -62,11 +80,7 @@ def bench_checks(bench: BenchSection | None) -> list[Check]:
 
 def run_checks(profile: Profile) -> list[Check]:
     """Selftest, collectives and soak as one check each; a partial stage as a warning to rerun it."""
-    checks: list[Check] = []
-    if profile.selftest:
-        st = profile.selftest
-        figures = f"max_abs_err {st.max_abs_err:.3g} (threshold {st.threshold:.3g}), top-1 {st.top1_agreement:.0%}"
-        checks.append(Check("selftest", st.model, st.status, figures + (f": {st.reason}" if st.reason else "")))
+    checks = selftest_checks(profile.selftest)
     if profile.collectives:
         c = profile.collectives
         checks.append(Check("collectives", c.backend, c.status, f"{sum(x.status == 'pass' for x in c.cases)} "
@@ -78,3 +92,12 @@ def run_checks(profile: Profile) -> list[Check]:
         if stamp.status == "partial":
             checks.append(Check("stages", stage, "warn", f"{stage} is partial: run `bringup {stage}` to finish it"))
     return checks
+
+
+def selftest_checks(selftest: SelftestSection | None) -> list[Check]:
+    if selftest is None:
+        return []
+    figures = (f"max_abs_err {selftest.max_abs_err:.3g} (threshold {selftest.threshold:.3g}), "
+               f"top-1 {selftest.top1_agreement:.0%}")
+    return [Check("selftest", selftest.model, selftest.status,
+                  figures + (f": {selftest.reason}" if selftest.reason else ""))]

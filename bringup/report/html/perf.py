@@ -13,7 +13,7 @@ from bringup.report.html.parts import (
     status_badge,
     table,
 )
-from bringup.report.html.svg import roofline_svg
+from bringup.report.html.svg import points_above_roof, roofline_svg
 from bringup.report.sections.bench_tables import BenchRow, BenchTable
 from bringup.report.sections.plan import PlanView
 from bringup.report.sections.roofline import Roofline
@@ -31,6 +31,17 @@ def ceiling_list(chart: Roofline) -> Html:
     return Html(f'<ul class="ceilings">{"".join(items)}</ul>')
 
 
+def above_roof_list(chart: Roofline) -> Html:
+    """The points drawn at their roof, each with its real rate and the ceiling it exceeded."""
+    found = points_above_roof(chart)
+    if not found:
+        return Html("")
+    items = "".join(f"<li>{e(p.group)} {e(p.key)}: {e(number(p.tflops))} TFLOP/s at {e(number(p.intensity))} "
+                    f"FLOP/byte, above its roof ({e(roof.ceiling)})</li>" for p, roof in found)
+    return details(f"{len(found)} point(s) measured above their roof, drawn at it (hollow, with an arrow)",
+                   f'<ul class="above-roof">{items}</ul>', "roofline-above-roof")
+
+
 def roofline_section(chart: Roofline) -> Html:
     if not chart.drawable:
         return section("roofline", "Roofline", not_measured("roofline points (rate and intensity)",
@@ -38,7 +49,7 @@ def roofline_section(chart: Roofline) -> Html:
     caption = paragraph(f"{len(chart.points)} measured points (rate at arithmetic intensity) under the ceilings: "
                         "solid lines measured in this run, dashed lines the datasheet. Hover a point for its key.")
     return section("roofline", "Roofline", caption + Html(f'<figure>{roofline_svg(chart)}</figure>')
-                   + ceiling_list(chart))
+                   + above_roof_list(chart) + ceiling_list(chart))
 
 
 def spread(row: BenchRow) -> str:

@@ -1,4 +1,8 @@
-"""The roofline chart as inline SVG: log-log axes, measured points, measured (solid) and datasheet (dashed) ceilings."""
+"""The roofline chart as inline SVG: log-log axes, measured points, measured (solid) and datasheet (dashed) ceilings.
+
+A point measured above its roof (a matrix-vector product whose weights stay in cache beats the bandwidth measured
+from memory) is drawn at the roof, hollow, with an arrow and a tooltip naming the ceiling it exceeded: the
+chart never shows a point above a drawn ceiling, as the tables never show more than 100 % of one."""
 
 from __future__ import annotations
 
@@ -48,6 +52,41 @@ def drawn_compute(ceilings: Ceilings, dtypes: list[str]) -> dict[str, float]:
     return {d: v for d, v in found.items() if v}
 
 
+@dataclass(frozen=True)
+class Roof:
+    tflops: float
+    ceiling: str  # named as the bench tables name it: "triad 34.2 GB/s, measured in this run"
+
+
+def roof_under(ceilings: Ceilings, dtype: str, intensity: float, dtypes: list[str]) -> Roof | None:
+    """The roof these ceilings put over a point of `dtype` at `intensity`: the bandwidth slope or the compute peak."""
+    peak = drawn_compute(ceilings, dtypes).get(dtype)
+    gbps = ceilings.bandwidth_gbps
+    slope = gbps * intensity / 1000.0 if gbps else None
+    if slope is not None and (peak is None or slope < peak):
+        return Roof(slope, f"{ceilings.bandwidth_kernel or 'bandwidth'} {number(gbps)} GB/s, {ceilings.where()}")
+    return Roof(peak, f"{dtype} {number(peak)} TFLOP/s, {ceilings.where()}") if peak is not None else None
+
+
+def above_roof(chart: Roofline, point: Point, dtypes: list[str]) -> Roof | None:
+    """The lowest roof over `point` when the point's rate is above it, else None."""
+    roofs = [r for c in chart.ceilings if (r := roof_under(c, point.dtype, point.intensity, dtypes)) is not None]
+    lowest = min(roofs, key=lambda r: r.tflops, default=None)
+    return lowest if lowest is not None and point.tflops > lowest.tflops * (1.0 + 1e-9) else None
+
+
+def chart_dtypes(chart: Roofline) -> list[str]:
+    """The dtypes drawn, in colour order: the points', then the measured ceilings' others."""
+    return list(dict.fromkeys([p.dtype for p in chart.points]
+                              + [d for c in chart.ceilings if c.source == "measured" for d in c.compute]))
+
+
+def points_above_roof(chart: Roofline) -> list[tuple[Point, Roof]]:
+    """The points drawn at their roof instead of where their rate is, with the ceiling each exceeded."""
+    dtypes = chart_dtypes(chart)
+    return [(p, roof) for p in chart.points if (roof := above_roof(chart, p, dtypes)) is not None]
+
+
 def chart_axes(chart: Roofline, dtypes: list[str]) -> Axes:
     xs = [p.intensity for p in chart.points]
     ys = [p.tflops for p in chart.points]
@@ -72,14 +111,16 @@ def roof_points(axes: Axes, peak: float | None, gbps: float | None) -> list[tupl
     return [(start, gbps * start / 1000.0), (ridge, peak), (x_max, peak)]
 
 
-def polyline(axes: Axes, points: list[tuple[float, float]], colour: str, dashed: bool, title: str) -> str:
+def polyline(axes: Axes, points: list[tuple[float, float]], colour: str, dashed: bool, title: str,
+             dtype: str = "") -> str:
+    """One roof; `data-dtype` names the dtype whose roof it is ("" for a bandwidth-only roof, over every dtype)."""
     if len(points) < 2:
         return ""
     path = " ".join(f"{axes.x(x):.1f},{axes.y(y):.1f}" for x, y in points)
     dash = ' stroke-dasharray="6 4"' if dashed else ""
     kind = "datasheet" if dashed else "measured"
-    return (f'<polyline class="ceiling {kind}" points="{path}" fill="none" stroke="{colour}" stroke-width="1.5"'
-            f"{dash}><title>{escape(title)}</title></polyline>")
+    return (f'<polyline class="ceiling {kind}" points="{path}" data-dtype="{escape(dtype)}" fill="none" '
+            f'stroke="{colour}" stroke-width="1.5"{dash}><title>{escape(title)}</title></polyline>')
 
 
 def ceiling_lines(axes: Axes, chart: Roofline, colours: dict[str, str], dtypes: list[str]) -> list[str]:
@@ -90,15 +131,20 @@ def ceiling_lines(axes: Axes, chart: Roofline, colours: dict[str, str], dtypes: 
         compute = drawn_compute(ceilings, dtypes)
         for dtype, peak in compute.items():
             title = f"{ceilings.source} {dtype}: {number(peak)} TFLOP/s" + (f", {number(gbps)} GB/s" if gbps else "")
-            lines.append(polyline(axes, roof_points(axes, peak, gbps), colours.get(dtype, "#555"), dashed, title))
+            lines.append(polyline(axes, roof_points(axes, peak, gbps), colours.get(dtype, "#555"), dashed, title,
+                                  dtype))
         if not compute and gbps:
             lines.append(polyline(axes, roof_points(axes, None, gbps), "#555", dashed,
                                   f"{ceilings.source} bandwidth: {number(gbps)} GB/s"))
     return lines
 
 
-def marker(kind: str, x: float, y: float, colour: str, attributes: str, title: str) -> str:
+def marker(kind: str, x: float, y: float, colour: str, attributes: str, title: str, hollow: bool = False) -> str:
     tip = f"<title>{escape(title)}</title>"
+    if hollow:  # drawn at its roof: the outline in the dtype's colour, an arrow above saying "higher than this"
+        attributes += f' stroke="{colour}" stroke-width="1.5"'
+        arrow = f'<path class="above-roof-arrow" d="M{x:.1f},{y - 12:.1f} l-3.5,5 h7 z" fill="{colour}"/>'
+        return arrow + marker(kind, x, y, "none", attributes, title)
     if kind == "square":
         return f'<rect {attributes} x="{x - 4:.1f}" y="{y - 4:.1f}" width="8" height="8" fill="{colour}">{tip}</rect>'
     if kind == "diamond":
@@ -107,14 +153,23 @@ def marker(kind: str, x: float, y: float, colour: str, attributes: str, title: s
     return f'<circle {attributes} cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}">{tip}</circle>'
 
 
-def point_marks(axes: Axes, points: list[Point], colours: dict[str, str]) -> list[str]:
+def point_marks(axes: Axes, chart: Roofline, colours: dict[str, str]) -> list[str]:
+    """One mark per point at (intensity, rate), or at its roof when the rate is above it (`data-above-roof`)."""
+    above = {id(p): roof for p, roof in points_above_roof(chart)}
     marks = []
-    for p in points:
+    for p in chart.points:
+        roof = above.get(id(p))
+        x, y = axes.x(p.intensity), axes.y(roof.tflops if roof else p.tflops)
         attributes = (f'class="point" data-group="{escape(p.group)}" data-dtype="{escape(p.dtype)}" '
-                      f'fill-opacity="0.8" stroke="#fff" stroke-width="0.5"')
+                      f'data-at="{x:.1f},{y:.1f}"')
         title = f"{p.group} {p.key}: {number(p.tflops)} TFLOP/s at {number(p.intensity)} FLOP/byte"
-        marks.append(marker(MARKERS.get(p.group, "circle"), axes.x(p.intensity), axes.y(p.tflops),
-                            colours.get(p.dtype, "#555"), attributes, title))
+        if roof is None:
+            attributes += ' fill-opacity="0.8" stroke="#fff" stroke-width="0.5"'
+        else:
+            attributes += f' data-above-roof="{escape(roof.ceiling)}"'
+            title += f", above its roof ({roof.ceiling}): drawn at the roof"
+        marks.append(marker(MARKERS.get(p.group, "circle"), x, y, colours.get(p.dtype, "#555"), attributes, title,
+                            hollow=roof is not None))
     return marks
 
 
@@ -138,7 +193,7 @@ def grid(axes: Axes) -> list[str]:
     return parts
 
 
-def legend(colours: dict[str, str], groups: list[str], has_datasheet: bool) -> list[str]:
+def legend(colours: dict[str, str], groups: list[str], has_datasheet: bool, any_above: bool) -> list[str]:
     x, y = WIDTH - RIGHT + 14, TOP + 8
     parts = []
     for dtype, colour in colours.items():
@@ -157,6 +212,11 @@ def legend(colours: dict[str, str], groups: list[str], has_datasheet: bool) -> l
         y += 16
         parts.append(f'<line x1="{x}" y1="{y - 3}" x2="{x + 12}" y2="{y - 3}" stroke="#555" stroke-dasharray="4 3"/>'
                      f'<text class="legend" x="{x + 16}" y="{y + 1}">datasheet ceiling</text>')
+    if any_above:
+        y += 22
+        parts.append(marker("circle", x + 5, y - 3, "#555", 'class="legend-mark"', "above its roof", hollow=True))
+        parts.append(f'<text class="legend" x="{x + 16}" y="{y + 1}">above its roof,</text>'
+                     f'<text class="legend" x="{x + 16}" y="{y + 15}">drawn at it</text>')
     return parts
 
 
@@ -164,13 +224,13 @@ def roofline_svg(chart: Roofline) -> str:
     """The chart; '' when there is nothing to draw (no point has both a rate and an intensity)."""
     if not chart.drawable:
         return ""
-    dtypes = list(dict.fromkeys([p.dtype for p in chart.points]
-                                + [d for c in chart.ceilings if c.source == "measured" for d in c.compute]))
+    dtypes = chart_dtypes(chart)
     colours = {dtype: PALETTE[i % len(PALETTE)] for i, dtype in enumerate(dtypes)}
     axes = chart_axes(chart, dtypes)
     groups = list(dict.fromkeys(p.group for p in chart.points))
-    body = (grid(axes) + ceiling_lines(axes, chart, colours, dtypes) + point_marks(axes, chart.points, colours)
-            + legend(colours, groups, any(c.source == "datasheet" for c in chart.ceilings)))
+    body = (grid(axes) + ceiling_lines(axes, chart, colours, dtypes) + point_marks(axes, chart, colours)
+            + legend(colours, groups, any(c.source == "datasheet" for c in chart.ceilings),
+                     bool(points_above_roof(chart))))
     return (f'<svg id="roofline-chart" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" '
             f'width="{WIDTH}" height="{HEIGHT}" aria-labelledby="roofline-title">'
             '<title id="roofline-title">Roofline: measured rates against measured and datasheet ceilings</title>'

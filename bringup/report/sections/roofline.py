@@ -30,6 +30,12 @@ class Ceilings:
     compute: dict[str, float]  # dtype -> TFLOP/s
     bandwidth_gbps: float | None
     label: str  # what these ceilings are
+    bandwidth_kernel: str | None = None  # the kernel that measured the bandwidth ceiling (measured only)
+    sheet_name: str | None = None  # the datasheet's device name (datasheet only)
+
+    def where(self) -> str:
+        """`measured in this run` or `datasheet <device>`: the words the bench tables name a ceiling with."""
+        return "measured in this run" if self.source == "measured" else f"datasheet {self.sheet_name or ''}".rstrip()
 
 
 @dataclass
@@ -60,9 +66,10 @@ def roofline(section: BenchSection | None) -> Roofline:
     if measured is not None and (measured.tflops or measured.gbps):
         kernel = f" ({measured.gbps_kernel})" if measured.gbps_kernel else ""
         ceilings.append(Ceilings("measured", dict(measured.tflops), measured.gbps,
-                                 f"measured in this run: best matmul per dtype, best bandwidth{kernel}"))
+                                 f"measured in this run: best matmul per dtype, best bandwidth{kernel}",
+                                 bandwidth_kernel=measured.gbps_kernel))
     sheet = section.datasheet
     if sheet is not None:
         ceilings.append(Ceilings("datasheet", dict(sheet.dense_tflops), sheet.memory_bandwidth_gbps,
-                                 f"datasheet: {sheet.name} ({sheet.source})"))
+                                 f"datasheet: {sheet.name} ({sheet.source})", sheet_name=sheet.name))
     return Roofline(points(section), ceilings, section.datasheet_reason if sheet is None else None)
