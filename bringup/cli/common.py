@@ -40,9 +40,11 @@ DtypeOption = Annotated[
 QuantizationOption = Annotated[
     str,
     typer.Option("--quantization", help="Linear weights: none (the plan dtype's), int8 (weight-only, a scale per "
-                 "output channel), int4 (weight-only, a scale and a minimum per group of 32), or auto (the plan "
+                 "output channel), int4 (weight-only, a scale and a minimum per group of 32), fp8 (weight-only "
+                 "float8_e4m3fn, a scale per output channel; any device with float8 casts), or auto (the plan "
                  "quantizes only where the kernel checked out here, decode measured faster on this model and the "
-                 "KL divergence stayed under its budget). Host (CPU) kernels."),
+                 "KL divergence stayed under its budget). int8/int4: host (CPU) kernels. A compressed-tensors "
+                 "checkpoint is served in its own scheme."),
 ]
 ForceDtypeOption = Annotated[
     bool, typer.Option("--force", help="Run a --dtype the profile marks broken, and load weights with non-finite "

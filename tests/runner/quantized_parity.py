@@ -1,5 +1,5 @@
-"""The parity check the quantized engine tests share: the engine's greedy tokens with int8/int4 weights against the
-module-level reference of the same quantized weights (dequantize, then F.linear in float32) on the same model."""
+"""The parity check the quantized engine tests share: the engine's greedy tokens with int8/int4/fp8 weights against
+the module-level reference of the same quantized weights (dequantize, then F.linear in float32) on the same model."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
-from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, OUT_IN
+from bringup.runner.model.linear_kinds import FP8, INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, OUT_IN
 from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
 from bringup.runner.sampling_params import SamplingParams
 
 GREEDY_TOKENS = 32
-REFERENCE_KIND = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}
+REFERENCE_KIND = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT, FP8: FP8}  # fp8's kind is its reference
 
 
 def reference_model(engine: LLMEngine, model_dir: Path | None, scheme: str) -> DecoderModel:
