@@ -23,7 +23,7 @@ from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import CONVERTIBLE
 from bringup.runner.plan.confirm import kept
 from bringup.runner.plan.plan import MARGIN, Choice, ExecutionPlan
-from bringup.runner.plan.quantization import DESCRIPTION, KLD_BUDGET, NONE, auto_candidates
+from bringup.runner.plan.quantization import DESCRIPTION, KLD_BUDGET, NONE, auto_candidates, checked_note
 
 CHECK_TOKENS = 128
 CHECK_TEXT = ("bringup.runner.eval", "default_text.md")  # the eval's built-in text, shipped with the package
@@ -79,7 +79,7 @@ def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes
         return Choice(NONE, "auto: no scheme had every piece of evidence; " + "; ".join(notes))
     best = min(passed, key=passed.__getitem__)
     model.use_layout(WeightLayout(best, best, 0))
-    return Choice(best, f"auto: {DESCRIPTION[best]}, the kernel checked out here; " + "; ".join(notes))
+    return Choice(best, f"auto: {DESCRIPTION[best]}, {checked_note(best)}; " + "; ".join(notes))
 
 
 def auto_quantization(executor: Executor, tokenizer: Any, plan: ExecutionPlan) -> ExecutionPlan:

@@ -28,6 +28,7 @@ from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN
 from bringup.runner.model.loading.validate import WeightsDoNotFit
 from bringup.runner.model.source import ModelSource, model_source
+from bringup.runner.plan.checkpoint_quantization import checkpoint_scheme
 from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
 from bringup.runner.plan.host_kernels import (
     choose_decode_layers,
@@ -125,7 +126,10 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
         raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
     quantization = check_requested(options.quantization)
     quantization_choice = plain_choice()
-    if quantization in SCHEMES:
+    if config.stored_quantization is not None:
+        layout, layout_choice, quantization_choice = checkpoint_scheme(config.stored_quantization, quantization,
+                                                                       device, layout, layout_choice)
+    elif quantization in SCHEMES:
         layout, quantization_choice = requested_scheme(quantization, device, config, recorder)
         layout_choice = Choice(layout.describe(), "the --quantization scheme's storage (see quantization)")
     plan = replace(plan, weight_layout=layout_choice, quantization=quantization_choice)

@@ -135,6 +135,11 @@ class CheckpointReader:
         bias = self.fused(p + ".bias" for p in parts) if linear.has_bias else None
         linear.load(self.fused(p + ".weight" for p in parts), bias, kinds)
 
+    def fill_head(self, head: LayoutLinear, embed: torch.Tensor, kinds: Iterable[str], tied: bool) -> None:
+        """Load the output head: the checkpoint's lm_head, or the embedding table when tied (or absent)."""
+        weight = None if tied else self.optional(LM_HEAD)
+        head.load(embed if weight is None else weight, None, kinds)  # out_in shares the table
+
     def _raw(self, name: str) -> torch.Tensor:
         t = self.get(name)
         if t is None:

@@ -29,7 +29,6 @@ from bringup.runner.model.checkpoint import (
     EMBED,
     FINAL_NORM,
     FUSED_MLP_PROJECTIONS,
-    LM_HEAD,
     MLP_PROJECTIONS,
     CheckpointNames,
     CheckpointReader,
@@ -48,6 +47,7 @@ from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
 from bringup.runner.model.linear_kinds import storage_key
 from bringup.runner.model.norm import RMSNorm
 from bringup.runner.model.rope import inverse_frequencies, rope_tables
+from bringup.runner.model.stored_reader import checkpoint_reader
 
 ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
 
@@ -207,12 +207,11 @@ class DecoderModel(nn.Module):
     # ---------------------------------------------------------------- weights
     def load_hf_tensors(self, get: TensorGetter) -> None:
         """Fill the weights from Hugging Face tensor names; `get(name)` returns None when absent."""
-        reader, kinds = CheckpointReader(get, self.device, self.dtype), self.layout.kinds
+        reader, kinds = checkpoint_reader(get, self.device, self.dtype, self.config), self.layout.kinds
         for i, layer in enumerate(self.layers):
             layer.load_hf(reader, layer_prefix(i), kinds)
         self.embed = nn.Parameter(reader.tensor(EMBED), requires_grad=False)
-        head = None if self.config.tie_word_embeddings else reader.optional(LM_HEAD)
-        self.lm_head.load(self.embed.detach() if head is None else head, None, kinds)  # out_in shares the table
+        reader.fill_head(self.lm_head, self.embed.detach(), kinds, self.config.tie_word_embeddings)
         self.norm.load(reader.tensor(FINAL_NORM))
 
     def linear_layers(self) -> list[LayoutLinear]:

@@ -96,6 +96,11 @@ def fp8_choice(device: torch.device, how: str) -> Choice:
                        f"dequantize + F.linear in float32: {scaled_mm_why_not(device)}")
 
 
+def checked_note(scheme: str) -> str:
+    """What checked out here for `scheme` before auto measured it."""
+    return "its float8 casts checked out here" if scheme == FP8 else "the kernel checked out here"
+
+
 def kernel_why_not(device: torch.device, scheme: str) -> str | None:
     """Why `scheme`'s product cannot be computed as checked here, or None (fp8's is its reference itself)."""
     return None if scheme == FP8 else quantized_kernel.check(device, scheme)
