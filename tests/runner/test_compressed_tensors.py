@@ -149,3 +149,15 @@ def test_another_quantization_of_a_pre_quantized_checkpoint_is_refused(tiny, tmp
     assert result.code == 2 and "Traceback" not in result.stderr
     assert "--quantization int8:" in result.stderr and "is already quantized (compressed-tensors " \
         "float-quantized fp8 weights" in result.stderr and "drop --quantization" in result.stderr
+
+
+def test_selftest_and_eval_compare_an_fp8_checkpoint_with_float64_of_its_own_weights(tiny, tmp_path):
+    checkpoint = write_compressed(tiny, tmp_path / "fp8", "float-quantized", ignore=("lm_head",))
+    where = ["--model", str(checkpoint), "--device", "cpu", "--profile", str(tmp_path / "p.yaml")]
+    selftest = run_cli(["selftest", *where, "--steps", "8"])
+    assert selftest.code == 0, selftest.stdout + selftest.stderr
+    assert "fp8 weights vs float64 of the same fp8 weights (dequantized)" in " ".join(selftest.stdout.split())
+    evaluated = run_cli(["eval", *where, "--reference", "float64", "--max-tokens", "128", "--ctx", "64"])
+    assert evaluated.code == 0, evaluated.stdout + evaluated.stderr
+    assert "the checkpoint's own quantized weights dequantized (it holds no unquantized ones)" in \
+        " ".join(evaluated.stdout.split())
