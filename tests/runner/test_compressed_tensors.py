@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.linear_kinds import FP8
@@ -19,6 +20,7 @@ from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.stated import stated
 
 PROMPT = [0, 5, 9, 33, 80, 7, 120, 64, 12]
+DOWN = "model.layers.1.mlp.down_proj.weight"
 TOKENS = 24
 USE = "is not loaded by bringup; use the unquantized model or a GGUF Q8_0/Q4_0/Q4_1 file"
 
@@ -46,9 +48,18 @@ def generate(model: Path, work: Path, *extra: str):
                     str(work / "p.yaml"), "--max-tokens", "3", "--max-model-len", "128", *extra])
 
 
-def test_an_fp8_checkpoint_serves_the_tokens_of_bringups_fp8_of_the_same_weights(tiny, tmp_path):
-    checkpoint = write_compressed(tiny, tmp_path / "fp8", "float-quantized")
-    stored, ours = start(checkpoint, tmp_path), start(tiny, tmp_path, FP8)
+@pytest.fixture(scope="module")
+def tiny_qwen2(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("tiny-qwen2-ct") / "m"
+    make_hf_model(path, "qwen2", hidden=64, intermediate=128, layers=2, vocab=320)  # q, k and v carry biases
+    return path
+
+
+@pytest.mark.parametrize("family", ["tiny", "tiny_qwen2"])
+def test_an_fp8_checkpoint_serves_the_tokens_of_bringups_fp8_of_the_same_weights(request, tmp_path, family):
+    model = request.getfixturevalue(family)
+    checkpoint = write_compressed(model, tmp_path / "fp8", "float-quantized")
+    stored, ours = start(checkpoint, tmp_path), start(model, tmp_path, FP8)
     for theirs, mine in zip(stored.executor.model.linear_layers(), ours.executor.model.linear_layers(), strict=True):
         assert torch.equal(theirs.weight(FP8), mine.weight(FP8))  # the same codes and scales, head included
     quantization = stored.plan.quantization
@@ -161,3 +172,15 @@ def test_selftest_and_eval_compare_an_fp8_checkpoint_with_float64_of_its_own_wei
     assert evaluated.code == 0, evaluated.stdout + evaluated.stderr
     assert "the checkpoint's own quantized weights dequantized (it holds no unquantized ones)" in \
         " ".join(evaluated.stdout.split())
+
+
+def test_nan_in_an_fp8_checkpoints_codes_is_refused_before_loading(tiny, tmp_path):
+    checkpoint = write_compressed(tiny, tmp_path / "fp8", "float-quantized")
+    tensors = load_file(str(checkpoint / "model.safetensors"))
+    codes = tensors[DOWN].view(torch.uint8).clone()
+    codes[0, 3] = 0x7F  # e4m3fn's NaN
+    tensors[DOWN] = codes.view(torch.float8_e4m3fn)
+    save_file(tensors, str(checkpoint / "model.safetensors"), metadata={"format": "pt"})
+    result = generate(checkpoint, tmp_path)
+    assert result.code == 2 and "Traceback" not in result.stderr
+    assert f"tensor '{DOWN}' holds 1 NaN/Inf value(s)" in result.stderr

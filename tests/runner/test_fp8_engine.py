@@ -90,3 +90,14 @@ def test_generate_serves_fp8_through_the_cli_and_says_so(tiny, tmp_path):
     assert result.code == 0, result.stdout + result.stderr
     plan = json.loads(result.stdout)["plan"]
     assert plan["quantization"]["value"] == FP8 and plan["weight_layout"]["value"] == FP8
+
+
+def test_auto_measures_fp8_on_the_model_and_serves_what_it_says(tiny, tmp_path):
+    engine = start(tiny, tmp_path, "auto")
+    choice = engine.plan.quantization
+    assert "fp8: KLD " in choice.evidence and "ms unquantized" in choice.evidence  # measured, whichever wins
+    kinds = engine.executor.model.layout.kinds
+    if choice.value == FP8:
+        assert kinds == [FP8] and "its float8 casts checked out here" in choice.evidence
+    else:
+        assert FP8 not in kinds
