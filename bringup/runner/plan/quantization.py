@@ -78,7 +78,7 @@ def requested_scheme(scheme: str, device: torch.device, config: ModelConfig,
     if why:
         raise BringupError(f"--quantization {scheme}: {why}; use --quantization none (or auto)")
     if scheme == FP8:
-        return WeightLayout(FP8, FP8, 0), fp8_choice(device, "requested")
+        return WeightLayout(FP8, FP8, 0), requested_fp8(device)
     kernel_why = quantized_kernel.check(device, scheme)
     if kernel_why is None:
         return WeightLayout(scheme, scheme, 0), Choice(scheme, f"requested; {DESCRIPTION[scheme]}, quantized at "
@@ -90,9 +90,9 @@ def requested_scheme(scheme: str, device: torch.device, config: ModelConfig,
         scheme, f"requested; {DESCRIPTION[scheme]}, applied as dequantize + F.linear: the kernel {kernel_why}")
 
 
-def fp8_choice(device: torch.device, how: str) -> Choice:
-    """The row for fp8 weights quantized at load (`how` they came to be chosen)."""
-    return Choice(FP8, f"{how}; {DESCRIPTION[FP8]}, quantized at load (round to nearest even), applied as "
+def requested_fp8(device: torch.device) -> Choice:
+    """The row for --quantization fp8: how the weights are quantized and applied, and why not by `_scaled_mm`."""
+    return Choice(FP8, f"requested; {DESCRIPTION[FP8]}, quantized at load (round to nearest even), applied as "
                        f"dequantize + F.linear in float32: {scaled_mm_why_not(device)}")
 
 
