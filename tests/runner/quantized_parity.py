@@ -1,6 +1,6 @@
-"""The parity check the quantized engine tests share: the engine's greedy tokens with int8/int4 weights against the
-module-level reference of the same quantized weights (activations quantized per block, weights dequantized, then
-F.linear in float32) on the same model."""
+"""The parity check the quantized engine tests share: the engine's greedy tokens with int8/int4/fp8 weights against
+the module-level reference of the same quantized weights (int8/int4: activations quantized per block; weights
+dequantized, then F.linear in float32) on the same model."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
-from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, OUT_IN
+from bringup.runner.model.linear_kinds import FP8, INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, OUT_IN
 from bringup.runner.model.quantized_weights import quantize_activations
 from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
@@ -27,7 +27,8 @@ GREEDY_TOKENS = 32
 # int8 model in float32 and in float64 differ by up to 0.1 of their RMS. Greedy paths may part where the reference's
 # top two tokens are that close, and only there.
 FLIP_MARGIN = 0.1  # of the reference's logit RMS at that step
-REFERENCE_KIND = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}
+ACTIVATIONS_QUANTIZED = (INT8, INT4)  # fp8 is weight-only
+REFERENCE_KIND = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT, FP8: FP8}  # fp8's kind is its reference
 
 
 def reference_model(engine: LLMEngine, model_dir: Path | None, scheme: str) -> DecoderModel:
@@ -42,7 +43,7 @@ def dequantized_once(reference: DecoderModel, scheme: str) -> DecoderModel:
     block first: the same products as the reference kind, without dequantizing every weight at every step."""
     reference.add_kind(OUT_IN, REFERENCE_KIND[scheme])
     reference.use_layout(WeightLayout(OUT_IN, OUT_IN, 0))
-    for linear in reference.linear_layers():
+    for linear in reference.linear_layers() if scheme in ACTIVATIONS_QUANTIZED else []:
         linear.register_forward_pre_hook(lambda _, args: (quantize_activations(args[0]), *args[1:]))
     return reference
 

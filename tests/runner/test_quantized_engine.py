@@ -75,7 +75,7 @@ def test_an_unknown_scheme_is_refused_in_one_line(tiny, tmp_path):
     result = run_cli(["generate", "hi", "--model", str(tiny), "--device", "cpu", "--profile", str(tmp_path / "p.yaml"),
                       "--quantization", "int3"])
     assert result.code == 2
-    assert "--quantization 'int3' is not one of none, int8, int4, auto" in result.stderr
+    assert "--quantization 'int3' is not one of none, int8, int4, fp8, auto" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -122,9 +122,11 @@ def reference_spec(reference: str | None) -> ReferenceSpec | None:
     return ReferenceSpec(reference, header, rows)
 
 
-def quantization_note(scheme: str) -> str:
+def quantization_note(scheme: str, from_checkpoint: bool = False) -> str:
     """What a float64 reference is against quantized weights: the unquantized model, so the figures include the
-    quantization's own error."""
+    quantization's own error; for a pre-quantized checkpoint, its own weights dequantized (there is no other)."""
+    if from_checkpoint:
+        return ", the checkpoint's own quantized weights dequantized (it holds no unquantized ones)"
     return "" if scheme == "none" else f", unquantized (so the figures are the {scheme} quantization's accuracy)"
 
 
@@ -134,8 +136,9 @@ def print_run_plan(engine, text_source: str, spec: ReferenceSpec | None, details
     if details:
         print_plan(engine)
     plan = engine.plan
+    stored = engine.executor.model.config.stored_quantization is not None
     against = "no reference" if spec is None else (
-        "float64 on the CPU" + quantization_note(plan.quantization.value) if spec.header is None else
+        "float64 on the CPU" + quantization_note(plan.quantization.value, stored) if spec.header is None else
         f"{spec.source} ({spec.header.model}, {spec.header.dtype} on {spec.header.device}, top {spec.header.k})")
     console.print(plain(f"eval {engine.model_name} on {plan.device}: {plan.dtype.value}, attention "
                         f"{engine.executor.attention_in_use}, {plan.compiled.value or 'eager'}, weights "

@@ -25,7 +25,7 @@ from bringup.runner.model.linear_kinds import CONVERTIBLE
 from bringup.runner.plan.confirm import kept
 from bringup.runner.plan.held_blocks import auto_candidates_for, origins
 from bringup.runner.plan.plan import MARGIN, Choice, ExecutionPlan
-from bringup.runner.plan.quantization import DESCRIPTION, KLD_BUDGET, NONE, auto_candidates
+from bringup.runner.plan.quantization import DESCRIPTION, KLD_BUDGET, NONE, auto_candidates, checked_note
 
 CHECK_TOKENS = 128
 CHECK_TEXT = ("bringup.runner.eval", "default_text.md")  # the eval's built-in text, shipped with the package
@@ -84,7 +84,7 @@ def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes
     best = min(passed, key=passed.__getitem__)
     model.use_layout(WeightLayout(best, best, 0))
     origin = (origins or {}).get(best)
-    return Choice(best, f"auto: {DESCRIPTION[best]}, {origin + ', ' if origin else ''}the kernel checked out here; "
+    return Choice(best, f"auto: {DESCRIPTION[best]}, {origin + ', ' if origin else ''}{checked_note(best)}; "
                   + "; ".join(notes))
 
 

@@ -29,6 +29,7 @@ from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN
 from bringup.runner.model.loading.validate import WeightsDoNotFit
 from bringup.runner.model.source import ModelSource, model_source
+from bringup.runner.plan.checkpoint_quantization import checkpoint_scheme
 from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
 from bringup.runner.plan.held_blocks import none_choice, origin, record_requantized
 from bringup.runner.plan.host_kernels import (
@@ -128,7 +129,10 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     quantization = check_requested(options.quantization)
     weights = source.linear_weight_types()
     quantization_choice = none_choice(weights)
-    if quantization in SCHEMES:
+    if config.stored_quantization is not None:
+        layout, layout_choice, quantization_choice = checkpoint_scheme(config.stored_quantization, quantization,
+                                                                       device, layout, layout_choice)
+    elif quantization in SCHEMES:
         record_requantized(quantization, weights, recorder)  # the file against the request, before the kernel
         layout, quantization_choice = requested_scheme(quantization, device, config, recorder,
                                                        origin(quantization, weights))

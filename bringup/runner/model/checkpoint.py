@@ -151,6 +151,16 @@ class CheckpointReader:
             if rows is not None:
                 linear.keep(kind, rows.to(self.device))
 
+    def fill_head(self, head: LayoutLinear, embed: torch.Tensor, kinds: Iterable[str], tied: bool) -> None:
+        """Load the output head: the checkpoint's lm_head, or the embedding table when tied (or absent); a head the
+        file holds pre-quantized (a tied GGUF token_embd's blocks) is kept as it is."""
+
+        def weight() -> torch.Tensor:
+            untied = None if tied else self.optional(LM_HEAD)
+            return embed if untied is None else untied  # out_in shares the table
+
+        self.load_linear(head, [EMBED if tied else LM_HEAD], None, kinds, weight)
+
     def _raw(self, name: str) -> torch.Tensor:
         t = self.get(name)
         if t is None:

@@ -29,7 +29,6 @@ from bringup.runner.model.checkpoint import (
     EMBED,
     FINAL_NORM,
     FUSED_MLP_PROJECTIONS,
-    LM_HEAD,
     MLP_PROJECTIONS,
     CheckpointNames,
     CheckpointReader,
@@ -49,6 +48,7 @@ from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
 from bringup.runner.model.linear_kinds import storage_key
 from bringup.runner.model.norm import RMSNorm
 from bringup.runner.model.rope import inverse_frequencies, rope_tables
+from bringup.runner.model.stored_reader import checkpoint_reader
 
 ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
 
@@ -209,17 +209,12 @@ class DecoderModel(nn.Module):
     def load_hf_tensors(self, get: TensorGetter, stored: StoredGetter | None = None) -> None:
         """Fill the weights from Hugging Face tensor names; `get(name)` returns None when absent, `stored(name,
         scheme)` a linear weight the checkpoint holds pre-quantized (held_weights.py)."""
-        reader, kinds = CheckpointReader(get, self.device, self.dtype, stored), self.layout.kinds
+        reader = checkpoint_reader(get, self.device, self.dtype, self.config, stored)
+        kinds = self.layout.kinds
         for i, layer in enumerate(self.layers):
             layer.load_hf(reader, layer_prefix(i), kinds)
         self.embed = nn.Parameter(reader.tensor(EMBED), requires_grad=False)
-        tied = self.config.tie_word_embeddings
-
-        def head() -> torch.Tensor:
-            untied = None if tied else reader.optional(LM_HEAD)
-            return self.embed.detach() if untied is None else untied  # out_in shares the table
-
-        reader.load_linear(self.lm_head, [EMBED if tied else LM_HEAD], None, kinds, head)
+        reader.fill_head(self.lm_head, self.embed.detach(), kinds, self.config.tie_word_embeddings)
         self.norm.load(reader.tensor(FINAL_NORM))
 
     def linear_layers(self) -> list[LayoutLinear]:

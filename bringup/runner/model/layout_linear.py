@@ -72,6 +72,13 @@ class LayoutLinear(nn.Module):
         """Keep `stored`, the weight already in `kind`'s storage (a pre-quantized checkpoint's), as it is."""
         self.register_buffer(WEIGHT_PREFIX + kind, stored)
 
+    def store(self, stored: torch.Tensor, bias: torch.Tensor | None, kind: str) -> None:
+        """Keep `stored`, already in `kind`'s storage (a checkpoint's own quantized weight), as the only copy."""
+        for old in self.kinds:
+            self.drop_kind(old)
+        self.register_buffer(WEIGHT_PREFIX + kind, stored)
+        self.bias = bias
+
     def add_kind(self, new: str, source: str) -> None:
         """Also store the weight for `new`, converted from the copy stored for `source`."""
         self.register_buffer(WEIGHT_PREFIX + new, place(to_out_in(self.weight(source), source), new))

@@ -18,14 +18,17 @@ import torch
 import torch.nn.functional as F
 
 from bringup.errors import exception_line
+from bringup.runner.model.fp8_weights import dequantize_fp8, fp8_linear, quantize_fp8
 
 IN_OUT, OUT_IN, PACKED, SLICES, PANELS = "in_out", "out_in", "packed", "slices", "panels"
 PLAIN_KINDS = (IN_OUT, OUT_IN)
 # weight-only quantized (model/quantized_weights.py): applied by bringup's host kernel, or (the fallback) by
 # dequantizing and calling F.linear in float32; host/quantized.py registers all four
 INT8, INT4, INT8_DEQUANT, INT4_DEQUANT = "int8", "int4", "int8_dequant", "int4_dequant"
-QUANTIZED_KINDS = (INT8, INT4, INT8_DEQUANT, INT4_DEQUANT)
-HOST_KIND_NAMES = (PANELS, *QUANTIZED_KINDS)  # kinds whose storage and product a host module provides
+INTEGER_KINDS = (INT8, INT4, INT8_DEQUANT, INT4_DEQUANT)
+FP8 = "fp8"  # float8_e4m3fn weights with a scale per output channel (model/fp8_weights.py), on any device
+QUANTIZED_KINDS = (*INTEGER_KINDS, FP8)
+HOST_KIND_NAMES = (PANELS, *INTEGER_KINDS)  # kinds whose storage and product a host module provides
 SLICE_COUNTS = (8, 4, 2, 1)  # the most column slices that divide `out`
 
 
@@ -57,6 +60,8 @@ def place(w: torch.Tensor, kind: str) -> torch.Tensor:
         return torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None)
     if kind in HOST_KIND_NAMES:
         return host_kind(kind).place(w)
+    if kind == FP8:
+        return quantize_fp8(w)
     if kind == SLICES:
         p = next(n for n in SLICE_COUNTS if w.shape[0] % n == 0)
         return torch.cat(w.t().chunk(p, 1), 0).contiguous()  # [p*in, out/p]
@@ -74,6 +79,8 @@ def to_out_in(w: torch.Tensor, kind: str) -> torch.Tensor:
         return w.t().contiguous()
     if kind in HOST_KIND_NAMES:
         return host_kind(kind).to_out_in(w)
+    if kind == FP8:
+        return dequantize_fp8(w)
     if kind == PACKED:
         return w.to_dense()
     raise ValueError(f"weights stored as {kind!r} cannot be converted back to [out, in]")
@@ -89,6 +96,8 @@ def apply(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, kind: str) -
         return _slices(x, w, b)
     if kind in HOST_KIND_NAMES:
         return host_kind(kind).apply(x, w, b)
+    if kind == FP8:
+        return fp8_linear(x, w, b)
     return F.linear(x, w, b)
 
 

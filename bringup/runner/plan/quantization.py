@@ -10,6 +10,11 @@ KLD_BUDGET; otherwise `none`, with the reason.
 The token embedding and the norms stay in the plan dtype. The lm_head is quantized with the other linear layers:
 it is the largest single weight of a small model (SmolLM2-135M: 28 M of 135 M parameters) and streaming it is a
 large share of a decode step.
+
+`fp8` (weight-only, float8_e4m3fn with a float32 scale per output channel) runs wherever the device stores float8
+and casts to and from it exactly (checked by executing the casts, model/fp8_weights.py). It is applied as
+dequantize + F.linear in float32, its module-level reference: torch's only FP8 matmul, `_scaled_mm`, takes float8
+activations, so it computes another product (the row says by how much, measured on the device).
 """
 
 from __future__ import annotations
@@ -21,19 +26,22 @@ from bringup.fallbacks import FallbackRecorder
 from bringup.runner.host import quantized as quantized_kernel
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT
+from bringup.runner.model.fp8_weights import fp8_why_not, scaled_mm_why_not
+from bringup.runner.model.linear_kinds import FP8, INT4, INT4_DEQUANT, INT8, INT8_DEQUANT
 from bringup.runner.model.quantized_weights import GROUP, group_why_not
 from bringup.runner.plan.plan import Choice
 
 NONE, AUTO = "none", "auto"
-SCHEMES = (INT8, INT4)
-CHOICES = (NONE, INT8, INT4, AUTO)
+SCHEMES = (INT8, INT4, FP8)
+CHOICES = (NONE, INT8, INT4, FP8, AUTO)
 DEQUANT = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}  # the reference kind each scheme falls back to
 QUANTIZED_AT_LOAD = "quantized at load (round to nearest)"  # the weights' origin, unless a file's (held_blocks.py)
 KLD_BUDGET = 0.05  # nats per token, mean over the check text: llama.cpp's Q4_0 on 1B-class models is about this
 DESCRIPTION = {INT8: f"int8 weights with a scale per block of {GROUP} (Q8_0's layout), activations int8 per block",
                INT4: f"int4 weights with a scale and a minimum per block of {GROUP} (Q4_1's layout), activations int8 "
-                     "per block"}
+                     "per block",
+               FP8: "float8_e4m3fn weights with a float32 scale per output channel (max / 448), weight-only: the "
+                    "activations stay in the plan dtype"}
 
 
 def check_requested(quantization: str | None) -> str:
@@ -46,6 +54,9 @@ def check_requested(quantization: str | None) -> str:
 
 def scheme_why_not(scheme: str, device: torch.device, config: ModelConfig) -> str | None:
     """Why the linear layers of `config` cannot be stored in `scheme` on `device`, or None."""
+    if scheme == FP8:
+        why = fp8_why_not(device)
+        return None if why is None else f"fp8 needs float8 weights: {why}"
     if device.type != "cpu":
         return f"the {scheme} kernels are host-memory (CPU) kernels; the model runs on {device}"
     c = config
@@ -68,6 +79,8 @@ def requested_scheme(scheme: str, device: torch.device, config: ModelConfig, rec
     why = scheme_why_not(scheme, device, config)
     if why:
         raise BringupError(f"--quantization {scheme}: {why}; use --quantization none (or auto)")
+    if scheme == FP8:
+        return WeightLayout(FP8, FP8, 0), requested_fp8(device)
     kernel_why = quantized_kernel.check(device, scheme)
     if kernel_why is None:
         return WeightLayout(scheme, scheme, 0), Choice(scheme, f"requested; {DESCRIPTION[scheme]}, {origin}; bringup's "
@@ -80,11 +93,27 @@ def requested_scheme(scheme: str, device: torch.device, config: ModelConfig, rec
                 f"{kernel_why}")
 
 
+def requested_fp8(device: torch.device) -> Choice:
+    """The row for --quantization fp8: how the weights are quantized and applied, and why not by `_scaled_mm`."""
+    return Choice(FP8, f"requested; {DESCRIPTION[FP8]}, quantized at load (round to nearest even), applied as "
+                       f"dequantize + F.linear in float32: {scaled_mm_why_not(device)}")
+
+
+def checked_note(scheme: str) -> str:
+    """What checked out here for `scheme` before auto measured it."""
+    return "its float8 casts checked out here" if scheme == FP8 else "the kernel checked out here"
+
+
+def kernel_why_not(device: torch.device, scheme: str) -> str | None:
+    """Why `scheme`'s product cannot be computed as checked here, or None (fp8's is its reference itself)."""
+    return None if scheme == FP8 else quantized_kernel.check(device, scheme)
+
+
 def auto_candidates(device: torch.device, config: ModelConfig) -> tuple[list[str], list[str]]:
     """(schemes --quantization auto may time on the model, why each other one is not a candidate)."""
     candidates, notes = [], []
     for scheme in SCHEMES:
-        why = scheme_why_not(scheme, device, config) or quantized_kernel.check(device, scheme)
+        why = scheme_why_not(scheme, device, config) or kernel_why_not(device, scheme)
         if why:
             notes.append(f"{scheme} not tried: {why}")
         else:

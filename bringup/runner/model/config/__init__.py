@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bringup.runner.model.config.moe import MoESettings
+from bringup.runner.model.stored_quantization import StoredQuantization
 
 
 @dataclass
@@ -40,6 +41,7 @@ class ModelConfig:
     final_logit_softcap: float | None = None  # logits -> cap * tanh(logits / cap)
     partial_rotary_factor: float = 1.0  # the share of each head's dims that rope rotates
     moe: MoESettings | None = None  # the sparse layers' experts (moe_config.py); None: a dense model
+    stored_quantization: StoredQuantization | None = None  # a pre-quantized checkpoint's own (compressed-tensors)
 
     @property
     def num_queries_per_kv(self) -> int:

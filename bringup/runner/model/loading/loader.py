@@ -14,6 +14,7 @@ from bringup.errors import BringupError
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.families import build_model
+from bringup.runner.model.loading.compressed_tensors import WHAT_USE, read_quantization_config
 from bringup.runner.model.loading.hf_config import read_hf_config
 from bringup.runner.model.loading.model_files import has_entry, model_file, read_json
 from bringup.runner.model.loading.validate import check_fits, check_model_dir, check_values
@@ -34,7 +35,14 @@ def read_config(model_dir: Path) -> ModelConfig:
     if not has_entry(model_dir, "config.json"):
         raise BringupError(f"{model_dir / 'config.json'} is missing; a Hugging Face style model directory needs "
                            "config.json")
-    return read_hf_config(read_json(model_dir, "config.json"), source=str(model_dir / "config.json"))
+    raw = read_json(model_dir, "config.json")
+    config = read_hf_config(raw, source=str(model_dir / "config.json"))
+    stored = read_quantization_config(raw, model_dir)
+    if stored is not None and config.moe is not None:
+        raise BringupError(f"{model_dir}: quantization_config {stored.describe()} on a mixture-of-experts model is "
+                           f"not loaded by bringup (its experts are served unquantized); {WHAT_USE}")
+    config.stored_quantization = stored
+    return config
 
 
 def safetensors_files(model_dir: Path) -> list[Path]:

@@ -3,7 +3,9 @@
 Every safetensors header is read (8-byte length + JSON, cheap) and checked against the file's size, every
 tensor's name, shape and dtype against config.json, and every weight's values for NaN/Inf. A problem is
 one line naming the file and the tensor: a truncated download, a checkpoint for another config, a quantized
-checkpoint or corrupt weights are refused here, not found at the first forward pass (or never).
+checkpoint or corrupt weights are refused here, not found at the first forward pass (or never). A checkpoint whose
+config.json declares a quantization bringup loads (model/stored_quantization.py) is checked for the tensors that
+quantization stores, in their dtypes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bringup.runner.model.checkpoint import LM_HEAD
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.families import hf_tensor_shapes
 from bringup.runner.model.loading.model_files import decode_json, open_regular
+from bringup.runner.model.stored_quantization import stored_dtypes, stored_shapes
 
 log = get_logger("runner.validate")
 
@@ -35,6 +38,7 @@ FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")  # what the runner converts to its 
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers some older checkpoints carry; recomputed from config.json
 SCAN_CHUNK = 1 << 24  # elements per NaN/Inf check, so the check's own memory stays small
 HEAD = LM_HEAD
+FLOAT8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ def check_model_dir(model_dir: Path, config: ModelConfig, files: list[Path], all
     scan_values False: headers, names and shapes only; no weight is read (check_values does that later).
     """
     found = read_headers(files)
+    check_dtypes(config, found)
     check_specs(model_dir, config, found)
     if scan_values:
         check_values(list(found.values()), allow_nonfinite)
@@ -125,10 +130,8 @@ def _placed_tensor(path: Path, name: str, entry: Any) -> tuple[TensorSpec, int, 
         raise _corrupt(path, f"tensor {_name(name)} has shape {_value(shape)}, not a list of non-negative integers")
     if not _naturals(offsets) or len(offsets) != 2 or offsets[0] > offsets[1]:
         raise _corrupt(path, f"tensor {_name(name)} has data_offsets {_value(offsets)}, not [begin, end]")
-    if not isinstance(dtype, str) or dtype not in FLOAT_DTYPES:
-        raise BringupError(f"{path}: tensor {_name(name)} has dtype {_value(dtype)}, not a float dtype the runner "
-                           f"loads ({', '.join(FLOAT_DTYPES)}); quantized checkpoints are not supported: use the "
-                           "unquantized model")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
+        raise _not_float(TensorSpec(name, tuple(shape), str(dtype), path))
     begin, end = offsets
     if _numel(shape) * DTYPE_BYTES[dtype] != end - begin:
         raise _corrupt(path, f"tensor {_name(name)} ({dtype} {list(shape)}) needs "
@@ -154,6 +157,26 @@ def _check_packing(path: Path, placed: list[tuple[TensorSpec, int, int]], data_b
 # ---------------------------------------------------------------- names, shapes, dtypes
 
 
+def check_dtypes(config: ModelConfig, found: dict[str, TensorSpec]) -> None:
+    """Every tensor in a float dtype, except those the checkpoint's own quantization stores in others."""
+    stored = config.stored_quantization
+    expected = hf_tensor_shapes(config) if stored else {}
+    for spec in found.values():
+        allowed = stored_dtypes(stored, spec.name, expected) if stored else None
+        if allowed is None and spec.dtype not in FLOAT_DTYPES:
+            raise _not_float(spec)
+        if allowed is not None and spec.dtype not in allowed:
+            raise BringupError(f"{spec.file}: tensor {_name(spec.name)} has dtype {_value(spec.dtype)} but "
+                               f"config.json's quantization_config ({stored.describe()}) stores it as "
+                               f"{' or '.join(allowed)}; the checkpoint does not match its config.json")
+
+
+def _not_float(spec: TensorSpec) -> BringupError:
+    return BringupError(f"{spec.file}: tensor {_name(spec.name)} has dtype {_value(spec.dtype)}, not a float dtype "
+                        f"the runner loads ({', '.join(FLOAT_DTYPES)}); quantized checkpoints are not supported: use "
+                        "the unquantized model")
+
+
 @dataclass(frozen=True)
 class CheckpointWords:
     """How messages name a checkpoint's settings and its weight files."""
@@ -168,6 +191,8 @@ def check_specs(where: Path, config: ModelConfig, found: dict[str, TensorSpec],
     """Every tensor the family of `config` reads is in `found` (by Hugging Face name) with the shape it implies,
     and nothing else is; BringupError (one line) on the first problem."""
     expected = hf_tensor_shapes(config)
+    if config.stored_quantization is not None:
+        expected = stored_shapes(config.stored_quantization, expected)
     _check_names(where, config, found, expected, words)
     for spec in found.values():
         _check_tensor(spec, expected.get(spec.name), words)
@@ -264,6 +289,8 @@ def safetensors_counts(specs: list[TensorSpec]) -> Iterator[tuple[TensorSpec, in
 def count_nonfinite(tensor: torch.Tensor) -> int:
     """NaN/Inf values in `tensor`: its min and max first (a vectorised pass at memory speed; NaN propagates and
     an infinity is an extreme), counted element by element only when one of them is not finite."""
+    if tensor.dtype in FLOAT8_DTYPES:
+        tensor = tensor.float()  # min/max are not implemented for float8; e4m3fn holds NaN but no infinity
     if tensor.numel() == 0 or all(bool(torch.isfinite(x)) for x in torch.aminmax(tensor)):
         return 0
     flat = tensor.reshape(-1)
