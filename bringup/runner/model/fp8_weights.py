@@ -68,10 +68,12 @@ def dequantize_fp8(stored: torch.Tensor) -> torch.Tensor:
 
 
 def fp8_linear(x: torch.Tensor, stored: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x @ W^T + b: dequantize, then F.linear in float32, returned in x's dtype (a plain weight: F.linear as is)."""
+    """x @ W^T + b: dequantize, then F.linear in float32 (float64 for a float64 x: selftest's reference), returned
+    in x's dtype (a plain weight: F.linear as is, in x's dtype)."""
     if not is_quantized(stored):
-        return F.linear(x, stored, bias)
-    y = F.linear(x.float(), dequantize_fp8(stored), None if bias is None else bias.float())
+        return F.linear(x, stored.to(x.dtype), None if bias is None else bias.to(x.dtype))
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    y = F.linear(x.to(dtype), dequantize_fp8(stored).to(dtype), None if bias is None else bias.to(dtype))
     return y.to(x.dtype)
 
 
