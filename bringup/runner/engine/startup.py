@@ -3,6 +3,7 @@ model (or the timings `bringup tune` recorded for it, replayed) → the plan fro
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -62,6 +63,14 @@ def read_profile(path: Path | None, device: torch.device, info: Any) -> tuple[Pr
     return profile, str(path)
 
 
+def collected(engine: Engine) -> Engine:
+    """The engine, after one full garbage collection of what start-up left behind: otherwise the collector's
+    young generations keep walking start-up's objects during the first decode steps (measured: a tenth of a
+    SmolLM2-135M int8 decode step on a 2-core Xeon)."""
+    gc.collect()
+    return engine
+
+
 def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     if options.max_model_len is not None and options.max_model_len < 2:
         raise BringupError(f"--max-model-len {options.max_model_len} is too small; it must be at least 2 tokens")
@@ -77,7 +86,7 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     selection = select_device(options.device, _profile_device(options.profile_path))
     device = selection.device
     try:
-        return _start_on(cls, options, source, device, selection.info, config, tokenizer, recorder)
+        return collected(_start_on(cls, options, source, device, selection.info, config, tokenizer, recorder))
     except WeightsDoNotFit as exc:  # refused before any weight was read: the CPU may still hold them
         if device.type == "cpu" or not options.allow_cpu_fallback:
             raise

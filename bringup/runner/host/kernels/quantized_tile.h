@@ -109,11 +109,74 @@ static inline __m256i unpack_int4(const uint8_t* p) {
 static inline qvec8 as_float(__m256i v) { return (qvec8)_mm256_cvtepi32_ps(v); }
 #endif
 
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#define QUANTIZED_512 1
+// Two blocks (64 codes) at once in 512-bit registers; 32-bit lanes 0-7 hold the first block's sums, 8-15 the second's.
+// int8 x int8 with unsigned activations a + 128: the dot product less 128 * sum(w), sum(w) from a second vpdpbusd.
+static inline __m512i dot2_int8(__m512i a_plus_128, __m512i w) {
+  const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a_plus_128, w);
+  const __m512i wsum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), w);
+  return _mm512_sub_epi32(dot, _mm512_slli_epi32(wsum, 7));
+}
+
+// the two floats at p as [p[0] x 8, p[1] x 8]
+static inline __m512 pair16(const float* p) {
+  const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                               _mm512_castps128_ps512(two));
+}
+
+static inline __m512 pair16(float first, float second) {
+  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(first), 0xFF00, _mm_set_ss(second));
+}
+
+// two int4 blocks' nibbles (16 bytes each) as their 64 codes in order
+static inline __m512i unpack2_int4(const uint8_t* first, const uint8_t* second) {
+  const __m256i q = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(second)),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(first)));
+  const __m256i mask = _mm256_set1_epi8(15);
+  const __m256i lo = _mm256_and_si256(q, mask), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+  const __m512i joined = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);  // lo0 lo1 hi0 hi1
+  return _mm512_shuffle_i64x2(joined, joined, _MM_SHUFFLE(3, 1, 2, 0));            // lo0 hi0 lo1 hi1
+}
+#endif
+
 // out[r][j] = x row r . weight row j (ROWS rows of x, NW weight rows starting at w, rows `bytes` apart)
 template <int ROWS, int NW>
 static inline void int8_tile(const QuantizedRows& a, const uint8_t* w, int64_t bytes, float out[ROWS][NW]) {
   const int64_t k = a.k, blocks = k / QGROUP;
-#if defined(__AVX2__)
+#if defined(QUANTIZED_512)
+  __m512 acc[ROWS][NW];
+  for (int r = 0; r < ROWS; ++r)
+    for (int j = 0; j < NW; ++j) acc[r][j] = _mm512_setzero_ps();
+  const __m512i bias = _mm512_set1_epi8(char(0x80));
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    __m512i av[ROWS];
+    __m512 as[ROWS];
+    for (int r = 0; r < ROWS; ++r) {
+      av[r] = _mm512_xor_si512(_mm512_loadu_si512(a.codes + r * k + b * QGROUP), bias);
+      as[r] = pair16(a.scales + r * blocks + b);
+    }
+    for (int j = 0; j < NW; ++j) {
+      const uint8_t* row = w + j * bytes;
+      const __m512i wv = _mm512_loadu_si512(row + b * QGROUP);
+      const __m512 dw = pair16(reinterpret_cast<const float*>(row + k) + b);
+      for (int r = 0; r < ROWS; ++r)
+        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_int8(av[r], wv)), _mm512_mul_ps(dw, as[r]), acc[r][j]);
+    }
+  }
+  for (int r = 0; r < ROWS; ++r)
+    for (int j = 0; j < NW; ++j) {
+      float s = _mm512_reduce_add_ps(acc[r][j]);
+      if (b < blocks) {
+        const uint8_t* row = w + j * bytes;
+        const qvec8 last = as_float(dot_int8(load32(a.codes + r * k + b * QGROUP), load32(row + b * QGROUP)));
+        s += qtotal(last) * (read_f32(row + k + b * INT8_SCALE_BYTES) * a.scales[r * blocks + b]);
+      }
+      out[r][j] = s;
+    }
+#elif defined(__AVX2__)
   qvec8 acc[ROWS][NW];
   for (int r = 0; r < ROWS; ++r)
     for (int j = 0; j < NW; ++j) acc[r][j] = qvec8{};
@@ -150,7 +213,43 @@ static inline void int4_tile(const QuantizedRows& a, const uint8_t* w, int64_t b
   float offset[ROWS][NW];
   for (int r = 0; r < ROWS; ++r)
     for (int j = 0; j < NW; ++j) offset[r][j] = 0.f;
-#if defined(__AVX2__)
+#if defined(QUANTIZED_512)
+  __m512 acc[ROWS][NW];
+  for (int r = 0; r < ROWS; ++r)
+    for (int j = 0; j < NW; ++j) acc[r][j] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    __m512i av[ROWS];
+    __m512 as[ROWS];
+    for (int r = 0; r < ROWS; ++r) {
+      av[r] = _mm512_loadu_si512(a.codes + r * k + b * QGROUP);
+      as[r] = pair16(a.scales + r * blocks + b);
+    }
+    for (int j = 0; j < NW; ++j) {
+      const uint8_t* first = w + j * bytes + b * INT4_BLOCK_BYTES;
+      const uint8_t* second = first + INT4_BLOCK_BYTES;
+      const __m512i wv = unpack2_int4(first + 8, second + 8);
+      const __m512 dw = pair16(read_f32(first), read_f32(second));
+      const float m0 = read_f32(first + 4), m1 = read_f32(second + 4);
+      for (int r = 0; r < ROWS; ++r) {
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, av[r]);
+        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, as[r]), acc[r][j]);
+        offset[r][j] += m0 * a.sums[r * blocks + b] + m1 * a.sums[r * blocks + b + 1];
+      }
+    }
+  }
+  for (int r = 0; r < ROWS; ++r)
+    for (int j = 0; j < NW; ++j) {
+      float s = _mm512_reduce_add_ps(acc[r][j]);
+      if (b < blocks) {
+        const uint8_t* block = w + j * bytes + b * INT4_BLOCK_BYTES;
+        const qvec8 last = as_float(dot_int4(unpack_int4(block + 8), load32(a.codes + r * k + b * QGROUP)));
+        s += qtotal(last) * (read_f32(block) * a.scales[r * blocks + b]);
+        offset[r][j] += read_f32(block + 4) * a.sums[r * blocks + b];
+      }
+      out[r][j] = s + offset[r][j];
+    }
+#elif defined(__AVX2__)
   qvec8 acc[ROWS][NW];
   for (int r = 0; r < ROWS; ++r)
     for (int j = 0; j < NW; ++j) acc[r][j] = qvec8{};
