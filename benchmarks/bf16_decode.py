@@ -10,7 +10,7 @@ writer (norms kept float32, as llama.cpp's converter keeps them). The rounds alt
 comes and goes on a shared machine falls on each; each runner's figure is its best round.
 
 Run:  BRINGUP_TEST_MODELS=... python -m benchmarks.bf16_decode [--tokens 64] [--rounds 5] [--threads N]
-      [--plans planned kernels]
+      [--clock wall|cpu] [--plans planned kernels]
 (as a module from the repository root). Not a test: the figures are this machine's. Prints the machine, the load
 average, each bringup plan, one row per round and the best of each.
 """
@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -35,6 +36,7 @@ from bringup.runner.plan.layout import LayoutTimings
 from bringup.runner.plan.measurements import StartupMeasurements
 
 PLANS = ("planned", "kernels")
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def load_line() -> str:
@@ -55,6 +57,9 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=64, help="decode steps timed per round")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of the runners")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--clock", choices=CLOCKS, default="wall",
+                        help="cpu: tokens per second of the process's CPU time, for --threads 1 on a shared machine "
+                             "(other processes' load then costs no time; several threads would count their waits)")
     parser.add_argument("--plans", nargs="+", choices=PLANS, default=list(PLANS), help="the bringup engines to run")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -65,7 +70,7 @@ def main() -> int:
     print("\n".join(header_lines(machine_facts("cpu"))))
     print(load_line())
     print(f"model:   SmolLM2-135M-Instruct ({model_dir.name}) in bfloat16; {args.threads} threads for all runners; "
-          f"decode {args.tokens} tokens at batch 1, {args.rounds} alternating rounds", flush=True)
+          f"decode {args.tokens} tokens at batch 1, {args.rounds} alternating rounds, {args.clock} time", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         gguf = write_gguf(model_dir, work / "smollm2-BF16.gguf", "bfloat16", vendored=False)
@@ -80,11 +85,12 @@ def main() -> int:
             for setting in ("weight_layout", "decode_layers"):  # why the plan took (or left) the host kernels
                 print(f"  {setting}: {getattr(plan, setting).evidence}", flush=True)
         prompt = engines[args.plans[0]].tokenizer.encode("The capital of France is")
+        clock = CLOCKS[args.clock]
         rates: dict[str, list[float]] = {name: [] for name in (*engines, "llama.cpp")}
         for i in range(args.rounds):
             for name, engine in engines.items():
-                rates[name].append(bringup_decode_tps(engine, prompt, args.tokens, reps=1))
-            rates["llama.cpp"].append(llama_decode_tps(gguf, args.tokens, args.threads, reps=1))
+                rates[name].append(bringup_decode_tps(engine, prompt, args.tokens, reps=1, clock=clock))
+            rates["llama.cpp"].append(llama_decode_tps(gguf, args.tokens, args.threads, reps=1, clock=clock))
             print(f"round {i + 1}: " + ", ".join(f"{name} {r[-1]:.1f}" for name, r in rates.items()) + " tok/s",
                   flush=True)
         print(load_line())
