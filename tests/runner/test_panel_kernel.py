@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import platform
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -41,16 +44,72 @@ def test_a_bias_that_does_not_cover_the_padded_width_is_refused():
 
 
 @needs_compiler
-@pytest.mark.parametrize("rows", [1, 7, 12, 13, 25])  # up to two full 12-row tiles and a remainder
-def test_bfloat16_accumulates_in_float32_and_rounds_once(rows):
-    gen = torch.Generator().manual_seed(rows)
-    w, x = torch.randn(40, 200, generator=gen).bfloat16(), torch.randn(rows, 200, generator=gen).bfloat16()
+@pytest.mark.parametrize("rows", [1, 2, 7, 12, 13, 25])  # up to two full 12-row tiles and a remainder
+@pytest.mark.parametrize("k", [200, 71])  # 71: the last input has no pair
+def test_bfloat16_accumulates_in_float32_and_rounds_once(rows, k):
+    assert_bfloat16_product_rounds_once(rows, k)
+
+
+def assert_bfloat16_product_rounds_once(rows: int, k: int) -> None:
+    gen = torch.Generator().manual_seed(rows * 1000 + k)
+    w, x = torch.randn(40, k, generator=gen).bfloat16(), torch.randn(rows, k, generator=gen).bfloat16()
     bias = torch.randn(48, generator=gen).bfloat16()
     got = panel_kernel.apply(x, panel_kernel.pack(w), bias)
     assert got.dtype == torch.bfloat16 and got.shape == (rows, 48)
-    want = F.linear(x.float(), torch.cat([w, w.new_zeros(8, 200)]).float(), bias.float())  # exact products
+    want = F.linear(x.float(), torch.cat([w, w.new_zeros(8, k)]).float(), bias.float())  # exact products
     assert ((got.float() - want).abs() <= want.abs() * 2**-8 + 1e-4).all()  # one bfloat16 rounding apart
     assert torch.equal(got[:, 40:], bias[40:].expand(rows, -1))
+
+
+@pytest.mark.parametrize("k", [6, 7])
+def test_bfloat16_panels_store_each_pair_of_inputs_side_by_side(k):
+    """[k/2][16][2] per panel: word c of pair i holds column c's weights for inputs 2i and 2i + 1 (what one
+    vdpbf16ps reads); an odd k's last input keeps its row of 16. unpack gives the weight back."""
+    w = torch.arange(40 * k, dtype=torch.float32).reshape(40, k).bfloat16()  # exact: every value below 256
+    panels = panel_kernel.pack(w)
+    assert panels.shape == (3, k, 16)
+    flat = panels.reshape(3, -1)
+    for i in range(k // 2):
+        row = flat[0, 32 * i: 32 * (i + 1)]
+        assert torch.equal(row[0::2], w[:16, 2 * i]) and torch.equal(row[1::2], w[:16, 2 * i + 1])
+    if k % 2:
+        assert torch.equal(flat[2, -16:], torch.cat([w[32:, k - 1], w.new_zeros(8)]))
+    assert torch.equal(panel_kernel.unpack(panels), torch.cat([w, w.new_zeros(8, k)]))
+    assert torch.equal(panel_kernel.unpack(panel_kernel.pack(w.float())), torch.cat([w, w.new_zeros(8, k)]).float())
+
+
+@needs_compiler
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="-mno-avx512bf16 is an x86 option")
+def test_without_avx512_bf16_the_same_panels_are_widened_to_the_same_sums(tmp_path, monkeypatch):
+    """The fallback that CPUs without AVX512-BF16 build (here forced with -mno-avx512bf16) reads the same layout."""
+    gen = torch.Generator().manual_seed(3)
+    w, x = torch.randn(48, 71, generator=gen).bfloat16(), torch.randn(3, 71, generator=gen).bfloat16()
+    default = panel_kernel.apply(x, panel_kernel.pack(w), None)
+    monkeypatch.setattr(host_build, "FLAGS", (*host_build.FLAGS, "-mno-avx512bf16"))
+    monkeypatch.setenv("BRINGUP_KERNEL_CACHE", str(tmp_path))
+    clear = [panel_kernel.library.cache_clear, host_build.load.cache_clear]
+    for fn in clear:
+        fn()
+    try:
+        for rows, k in ((1, 200), (2, 71), (13, 71)):
+            assert_bfloat16_product_rounds_once(rows, k)
+        widened = panel_kernel.apply(x, panel_kernel.pack(w), None)
+        built = [p.name for p in tmp_path.iterdir()]
+    finally:
+        for fn in clear:
+            fn()
+    assert built and all(name.startswith("panel_linear-") for name in built)  # this test's own build was used
+    assert ((widened.float() - default.float()).abs() <= default.float().abs() * 2**-7 + 1e-4).all()  # a rounding apart
+
+
+@needs_compiler
+@pytest.mark.skipif("avx512_bf16" not in (host_build._cpu_signature().split()), reason="this CPU has no AVX512-BF16")
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="no objdump to read the built library")
+def test_where_the_cpu_has_avx512_bf16_the_bfloat16_product_uses_vdpbf16ps():
+    panel_kernel.library()
+    path = host_build.library_path("panel_linear.cpp")
+    listing = subprocess.run(["objdump", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+    assert "vdpbf16ps" in listing
 
 
 @needs_compiler

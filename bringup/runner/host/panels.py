@@ -1,8 +1,9 @@
 """The "panels" linear kernel for host memory (kernels/panel_linear.cpp, built by host_build).
 
 One-row (decode) products are memory-bound; a BLAS GEMV may stream the weights on one core. This kernel
-stores W as panels of 16 output columns ([k][16] each, contiguous) and splits the panels across the
-process's OpenMP threads, so every core streams weights; float32, or bfloat16 accumulated in float32. It is one
+stores W as panels of 16 output columns ([k][16] each, contiguous; bfloat16 pairs-along-k, see `pack`) and splits
+the panels across the process's OpenMP threads, so every core streams weights; float32, or bfloat16 accumulated in
+float32 (multiplied in bfloat16 with vdpbf16ps where the CPU has AVX512-BF16). It is one
 of the layouts the start-up chooser times against the others; it is used only where it measured faster and its
 result matched F.linear.
 Under torch.compile the kernel is an opaque custom op (`bringup::panel_linear`).
@@ -26,7 +27,8 @@ from bringup.runner.model.linear_kinds import HOST_KINDS, PANELS, HostKind
 
 PANEL = 16
 # the kernel's entry point per dtype, and how far its result may be from F.linear's (relative, for bfloat16:
-# both round one float32 sum to bfloat16, so they differ by at most about one unit in the last place)
+# both round one float32 sum to bfloat16, so they differ by at most about one unit in the last place; vdpbf16ps's
+# subnormal flush and pairwise adds change a sum by far less)
 ENTRY_POINTS = {torch.float32: "bringup_panel_linear", torch.bfloat16: "bringup_panel_linear_bf16"}
 TOLERANCES = {torch.float32: 1e-4, torch.bfloat16: 1.6e-2}
 
@@ -37,7 +39,8 @@ def library() -> ctypes.CDLL:
 
 
 def pack(w: torch.Tensor) -> torch.Tensor:
-    """W [n, k] (float32 or bfloat16, host) as panels [ceil(n/16), k, 16]; output columns past n are zero."""
+    """W [n, k] (float32 or bfloat16, host) as panels [ceil(n/16), k, 16]; output columns past n are zero.
+    A float32 panel holds its [k][16] weights in that order; a bfloat16 one pairs-along-k (`_pairs_along_k`)."""
     if w.dtype not in ENTRY_POINTS:
         raise HostKernelInputError(f"w is {w.dtype}; the kernel reads torch.float32 or torch.bfloat16 only")
     require_host_tensor("w", w, w.dtype, dims=2)
@@ -45,12 +48,32 @@ def pack(w: torch.Tensor) -> torch.Tensor:
     pad = -n % PANEL
     if pad:
         w = torch.cat([w, w.new_zeros(pad, k)])
-    return w.reshape(-1, PANEL, k).transpose(1, 2).contiguous()
+    panels = w.reshape(-1, PANEL, k).transpose(1, 2)
+    return _pairs_along_k(panels) if w.dtype == torch.bfloat16 else panels.contiguous()
 
 
 def unpack(panels: torch.Tensor) -> torch.Tensor:
     """The weight [16 * num_panels, k] that `pack` stored (padding columns become zero rows)."""
+    if panels.dtype == torch.bfloat16:
+        panels = _rows_along_k(panels)
     return panels.transpose(1, 2).reshape(-1, panels.shape[1]).contiguous()
+
+
+def _pairs_along_k(panels: torch.Tensor) -> torch.Tensor:
+    """Panels [p, k, 16] with each pair of k rows (2i, 2i+1) stored as [16][2], the layout vdpbf16ps reads (one
+    64-byte row: two k-steps of 16 columns); for an odd k the last row stays [16]. Same shape, contiguous."""
+    p, k, _ = panels.shape
+    even = k - k % 2
+    pairs = panels[:, :even].reshape(p, even // 2, 2, PANEL).transpose(2, 3).reshape(p, even, PANEL)
+    return torch.cat([pairs, panels[:, even:]], dim=1).contiguous()
+
+
+def _rows_along_k(panels: torch.Tensor) -> torch.Tensor:
+    """The panels [p, k, 16] in k order that `_pairs_along_k` stored."""
+    p, k, _ = panels.shape
+    even = k - k % 2
+    rows = panels[:, :even].reshape(p, even // 2, PANEL, 2).transpose(2, 3).reshape(p, even, PANEL)
+    return torch.cat([rows, panels[:, even:]], dim=1)
 
 
 def run(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
