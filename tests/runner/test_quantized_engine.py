@@ -24,9 +24,13 @@ from tests.runner.stated import stated
 
 PROMPT = [0, 5, 9, 33, 80, 7, 120, 64, 12]
 KERNEL_SOURCES = ("panel_linear.cpp", "paged_decode.cpp", "decode_layers.cpp", "quantized_linear.cpp")
-# the faults: int8 rows scaled by 1.5, int4 blocks without their minimum
-FAULTS = {"out[r][j] = qtotal(acc[r][j]);": "out[r][j] = 1.5f * qtotal(acc[r][j]);",
-          "out[r][j] = qtotal(acc[r][j]) + offset[r][j];": "out[r][j] = qtotal(acc[r][j]);"}
+# the faults, at the dispatch every instruction-set path shares: int8 results scaled by 1.5, int4 results halved
+SCALED = "for (int r = 0; r < ROWS; ++r) for (int j = 0; j < NW; ++j) out[r][j] *= {};"
+FAULTS = {"if (format == FORMAT_INT8) int8_tile<ROWS, NW>(rows, w + j0 * bytes, bytes, out);":
+          "if (format == FORMAT_INT8) { int8_tile<ROWS, NW>(rows, w + j0 * bytes, bytes, out); "
+          + SCALED.format("1.5f") + " }",
+          "else int4_tile<ROWS, NW>(rows, w + j0 * bytes, bytes, out);":
+          "else { int4_tile<ROWS, NW>(rows, w + j0 * bytes, bytes, out); " + SCALED.format("0.5f") + " }"}
 
 
 @pytest.fixture(scope="module")
