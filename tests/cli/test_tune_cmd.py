@@ -73,6 +73,27 @@ def test_a_record_tuned_at_another_dtype_is_not_replayed(tuned, tmp_path, caplog
 
 
 @pytest.mark.slow
+def test_a_record_tuned_without_quantization_is_not_replayed_for_a_quantized_start(tuned, tmp_path, caplog):
+    path, _ = tuned
+    (key, record), = load_profile(path).models.items()
+    assert record.quantization == "none" and not key.endswith(" int8")
+    engine, seen = replayed_start(path, max_num_seqs=1, quantization="int8")
+    recorded = {name: (c.candidate_s, c.plain_s) for name, c in record.candidates.items()}
+    assert seen[0].decode.candidates != recorded  # timed here, on the int8 weights
+    assert f"no plan recorded for {key} int8 on this device" in caplog.text
+    assert engine.plan.quantization.value == "int8"
+    assert not any("recorded by tune" in getattr(engine.plan, s).evidence for s in MEASURED_SETTINGS)
+    # and a record under the int8 key, tuned at another --quantization, is refused by what it says it is
+    profile = load_profile(path)
+    profile.models = {f"{key} int8": record}
+    other = tmp_path / "other.yaml"
+    other.write_text(render_yaml(profile))
+    caplog.clear()
+    replayed_start(other, max_num_seqs=1, quantization="int8")
+    assert "was tuned with --quantization none, not int8: timing at start-up" in caplog.text
+
+
+@pytest.mark.slow
 def test_generate_on_a_tuned_model_logs_the_replay(tuned, tmp_path, monkeypatch):
     path, _ = tuned
     monkeypatch.chdir(tmp_path)

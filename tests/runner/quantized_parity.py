@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from bringup.fallbacks import FallbackRecorder
-from bringup.runner.engine.engine import LLMEngine
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
@@ -19,6 +19,8 @@ from bringup.runner.model.quantized_weights import quantize_activations
 from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
 from bringup.runner.sampling_params import SamplingParams
+from tests.runner.hf_fixtures import make_hf_model
+from tests.runner.stated import stated
 
 GREEDY_TOKENS = 32
 # The activations are rounded to int8 codes per block of 32, so a float32 difference of one ulp between the engine's
@@ -29,6 +31,20 @@ GREEDY_TOKENS = 32
 FLIP_MARGIN = 0.1  # of the reference's logit RMS at that step
 ACTIVATIONS_QUANTIZED = (INT8, INT4)  # fp8 is weight-only
 REFERENCE_KIND = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT, FP8: FP8}  # fp8's kind is its reference
+
+
+def tiny_quantizable_model(tmp_path_factory, name: str) -> Path:  # type: ignore[no-untyped-def]
+    """A random-init two-layer Llama whose every linear input is a whole number of blocks of 32."""
+    path = tmp_path_factory.mktemp(name) / "m"
+    make_hf_model(path, hidden=64, intermediate=128, layers=2, vocab=320)
+    return path
+
+
+def start_quantized(model: Path, work: Path, quantization: str) -> LLMEngine:
+    """The engine on `model` with `quantization`, its start-up measurements stated (no timing)."""
+    return LLMEngine.create(EngineOptions(model_dir=model, device="cpu", profile_path=work / "p.yaml",
+                                          max_model_len=128, max_num_seqs=1, measurements=stated(),
+                                          quantization=quantization))
 
 
 def reference_model(engine: LLMEngine, model_dir: Path | None, scheme: str) -> DecoderModel:

@@ -12,35 +12,26 @@ import torch
 
 from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
-from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.model.fp8_weights import FP8_DTYPE, dequantize_fp8, quantize_fp8
 from bringup.runner.model.linear_kinds import FP8
 from bringup.runner.plan.quantization import requested_scheme, scheme_why_not
 from tests.cli.run_cli import run_cli
-from tests.runner.hf_fixtures import make_hf_model
-from tests.runner.quantized_parity import assert_decode_matches_reference
-from tests.runner.stated import stated
+from tests.runner.quantized_parity import assert_decode_matches_reference, start_quantized, tiny_quantizable_model
 
 PROMPT = [0, 5, 9, 33, 80, 7, 120, 64, 12]
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tiny-llama-fp8") / "m"
-    make_hf_model(path, hidden=64, intermediate=128, layers=2, vocab=320)
-    return path
+    return tiny_quantizable_model(tmp_path_factory, "tiny-llama-fp8")
 
-
-def start(model: Path, work: Path, quantization: str) -> LLMEngine:
-    return LLMEngine.create(EngineOptions(model_dir=model, device="cpu", profile_path=work / "p.yaml",
-                                          max_model_len=128, max_num_seqs=1, measurements=stated(),
-                                          quantization=quantization))
 
 
 @pytest.fixture(scope="module")
 def engines(tiny, tmp_path_factory) -> dict[str, LLMEngine]:
     work = tmp_path_factory.mktemp("fp8-plans")
-    return {scheme: start(tiny, work, scheme) for scheme in ("none", FP8)}
+    return {scheme: start_quantized(tiny, work, scheme) for scheme in ("none", FP8)}
 
 
 def test_fp8_storage_is_e4m3_codes_times_a_row_scale_of_max_over_448():
@@ -93,7 +84,7 @@ def test_generate_serves_fp8_through_the_cli_and_says_so(tiny, tmp_path):
 
 
 def test_auto_measures_fp8_on_the_model_and_serves_what_it_says(tiny, tmp_path):
-    engine = start(tiny, tmp_path, "auto")
+    engine = start_quantized(tiny, tmp_path, "auto")
     choice = engine.plan.quantization
     assert "fp8: KLD " in choice.evidence and "ms unquantized" in choice.evidence  # measured, whichever wins
     kinds = engine.executor.model.layout.kinds

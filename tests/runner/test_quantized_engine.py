@@ -13,14 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.host import build as host_build
 from bringup.runner.model.linear_kinds import INT4, INT8
 from tests.cli.run_cli import run_cli
-from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.host_compiler import needs_compiler
-from tests.runner.quantized_parity import assert_decode_matches_reference
-from tests.runner.stated import stated
+from tests.runner.quantized_parity import assert_decode_matches_reference, start_quantized, tiny_quantizable_model
 
 PROMPT = [0, 5, 9, 33, 80, 7, 120, 64, 12]
 KERNEL_SOURCES = ("panel_linear.cpp", "paged_decode.cpp", "decode_layers.cpp", "quantized_linear.cpp")
@@ -35,21 +33,14 @@ FAULTS = {"if (format == FORMAT_INT8) int8_tile<ROWS, NW>(rows, w + j0 * bytes, 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tiny-llama") / "m"
-    make_hf_model(path, hidden=64, intermediate=128, layers=2, vocab=320)
-    return path
+    return tiny_quantizable_model(tmp_path_factory, "tiny-llama")
 
-
-def start(model: Path, work: Path, quantization: str) -> LLMEngine:
-    return LLMEngine.create(EngineOptions(model_dir=model, device="cpu", profile_path=work / "p.yaml",
-                                          max_model_len=128, max_num_seqs=1, measurements=stated(),
-                                          quantization=quantization))
 
 
 @pytest.fixture(scope="module")
 def engines(tiny, tmp_path_factory) -> dict[str, LLMEngine]:
     work = tmp_path_factory.mktemp("plans")
-    return {scheme: start(tiny, work, scheme) for scheme in ("none", INT8, INT4)}
+    return {scheme: start_quantized(tiny, work, scheme) for scheme in ("none", INT8, INT4)}
 
 
 @needs_compiler
@@ -148,7 +139,7 @@ def test_a_requested_scheme_with_a_wrong_kernel_falls_back_to_the_reference_with
 
 @needs_compiler
 def test_auto_measures_each_scheme_on_the_model_and_serves_what_it_says(tiny, tmp_path):
-    engine = start(tiny, tmp_path, "auto")
+    engine = start_quantized(tiny, tmp_path, "auto")
     choice = engine.plan.quantization
     for scheme in (INT8, INT4):  # both kernels check out here, so both are measured (which wins is the machine's)
         assert f"{scheme}: KLD " in choice.evidence and "nats/token over" in choice.evidence

@@ -16,6 +16,7 @@ from bringup.cli.common import (
     JsonOption,
     ModelOption,
     ProfileOption,
+    QuantizationOption,
     StrictOption,
     VerboseOption,
     stage_context,
@@ -33,6 +34,7 @@ def command(
     max_model_len: Annotated[Optional[int], typer.Option(
         "--max-model-len", help="Context limit to plan for (default: the model's, capped at 4096).")] = None,
     dtype: DtypeOption = "auto",
+    quantization: QuantizationOption = "none",
     device: DeviceOption = None,
     profile: ProfileOption = None,
     strict: StrictOption = False,
@@ -53,7 +55,8 @@ def command(
 
     stage = stage_context(device, profile, json, verbose, strict, force)
     options = EngineOptions(model_dir=model, profile_path=stage.profile_path, device=str(stage.device),
-                            strict=strict, max_model_len=max_model_len, dtype=dtype, force=force)
+                            strict=strict, max_model_len=max_model_len, dtype=dtype, force=force,
+                            quantization=quantization)
     with progress(json) as bar:
         task = bar.add_task("tune: start-ups timed", total=runs)
         engine, key, record = tune(options, runs, on_run=lambda done: bar.update(task, completed=done))

@@ -29,6 +29,7 @@ class ModelPlanRecord(ProfileModel):
     model_sha256: str
     device: str
     dtype: str
+    quantization: str = "none"  # the --quantization it was tuned under (records from before it said nothing: none)
     tuned: str  # when tune recorded it (UTC, ISO 8601)
     bringup: str
     runs: int  # start-up measurements tune combined

@@ -189,7 +189,8 @@ def _record(options: EngineOptions, profile: Profile | None, source: ModelSource
     """The plan tune recorded for this model at this dtype, unless the caller gives or wants timings."""
     if options.measurements is not None or not options.use_record:
         return None
-    record, why = find_record(profile, model_key(source.name, options.model_dir), dtype)
+    quantization = check_requested(options.quantization)
+    record, why = find_record(profile, model_key(source.name, options.model_dir, quantization), dtype, quantization)
     log.info("%s%s", why, ": replayed, no timing" if record else "")
     return record
 

@@ -15,6 +15,7 @@ from bringup.runner.engine.options import EngineOptions
 from bringup.runner.plan.host_kernels import paged_decode_verdict
 from bringup.runner.plan.layout import time_layouts
 from bringup.runner.plan.measurements import StartupMeasurements
+from bringup.runner.plan.quantization import check_requested
 from bringup.runner.plan.recorded import model_key, plan_record
 from bringup.runner.plan.tune_runs import combine
 
@@ -35,5 +36,7 @@ def tune(options: EngineOptions, runs: int = RUNS, on_run: Callable[[int], None]
     combined, noise = combine(measured)
     engine = LLMEngine.create(replace(options, use_record=False, measurements=combined))
     tuned = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    record = plan_record(combined, engine.plan, engine.model_name, options.model_dir, tuned, __version__, runs, noise)
-    return engine, model_key(engine.model_name, options.model_dir), record
+    quantization = check_requested(options.quantization)
+    record = plan_record(combined, engine.plan, engine.model_name, options.model_dir, tuned, __version__, runs, noise,
+                         quantization)
+    return engine, model_key(engine.model_name, options.model_dir, quantization), record

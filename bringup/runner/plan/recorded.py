@@ -30,18 +30,25 @@ KEY_HASH_CHARS = 8
 MEASURED_SETTINGS = ("attention", "compiled", "decode_layers", "experts", "weight_layout", "max_num_seqs")
 
 
-def model_key(name: str, model: Path | None) -> str:
-    """`name [hash]`: another checkpoint under the same name gets its own record; a re-tune replaces its own."""
-    return f"{name} [{model_files_sha256(model)[:KEY_HASH_CHARS]}]"
+def model_key(name: str, model: Path | None, quantization: str = "none") -> str:
+    """`name [hash]`, and the --quantization when one was asked (`name [hash] int8`): another checkpoint under the
+    same name, or the same one quantized, gets its own record; a re-tune replaces its own."""
+    key = f"{name} [{model_files_sha256(model)[:KEY_HASH_CHARS]}]"
+    return key if quantization == "none" else f"{key} {quantization}"
 
 
-def find_record(profile: Profile | None, key: str, dtype: str) -> tuple[ModelPlanRecord | None, str]:
-    """The record for `key` at `dtype`, or None and why not (a sentence for the log)."""
+def find_record(profile: Profile | None, key: str, dtype: str, quantization: str = "none"
+                ) -> tuple[ModelPlanRecord | None, str]:
+    """The record for `key` at `dtype` and `quantization` (as asked), or None and why not (a sentence for the
+    log): timings of other weights decide nothing for these."""
     record = (profile.models or {}).get(key) if profile is not None else None
     if record is None:
         return None, f"no plan recorded for {key} on this device (bringup tune records one)"
     if record.dtype != dtype:
         return None, f"the plan recorded for {key} was tuned at {record.dtype}, not {dtype}: timing at start-up"
+    if record.quantization != quantization:
+        return None, (f"the plan recorded for {key} was tuned with --quantization {record.quantization}, not "
+                      f"{quantization}: timing at start-up")
     return record, f"the plan recorded for {key} by tune at {record.tuned}"
 
 
@@ -79,12 +86,13 @@ def marked(plan: ExecutionPlan, record: ModelPlanRecord, seqs_requested: bool) -
 
 
 def plan_record(measured: StartupMeasurements, plan: ExecutionPlan, model: str, source: Path | None, tuned: str,
-                bringup: str, runs: int, noise: dict[str, float]) -> ModelPlanRecord:
+                bringup: str, runs: int, noise: dict[str, float], quantization: str = "none") -> ModelPlanRecord:
     """What tune writes: the combined timings and the plan they gave."""
     decode = measured.decode or DecodeTimings()
     return ModelPlanRecord(
         model=model, source=str(source) if source is not None else "built-in",
-        model_sha256=model_files_sha256(source), device=plan.device, dtype=plan.dtype.value, tuned=tuned,
+        model_sha256=model_files_sha256(source), device=plan.device, dtype=plan.dtype.value,
+        quantization=quantization, tuned=tuned,
         bringup=bringup, runs=runs,
         plan={setting: RecordedChoice(value=value, evidence=evidence) for setting, value, evidence in plan.rows()},
         layout_times=measured.layouts.times, layout_skipped=measured.layouts.skipped,
