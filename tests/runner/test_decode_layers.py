@@ -28,14 +28,15 @@ PANELS_FASTER = layout_times(in_out=2.0, out_in=2.0, panels=1.0)
 
 
 def engine(tmp_path: Path, model_dir: Path | None, fused: bool, fused_s: float = 0.001, strict: bool = False,
-           layouts=PANELS_FASTER, dtype: str = "float32") -> LLMEngine:  # type: ignore[no-untyped-def]
+           layouts=PANELS_FASTER, dtype: str = "float32",
+           quantization: str = "none") -> LLMEngine:  # type: ignore[no-untyped-def]
     """An engine whose start-up measurements are stated: panels win the layout timing; with `fused`, the fused
     decode layers are tried (checked on the model for real) and take `fused_s` against the modules' 2 ms."""
     timings = DecodeTimings(candidates={"fused": (fused_s, 0.002)}) if fused else None
     measured = replace(stated(layouts, decode=timings), fused_decode=fused)
     return LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", profile_path=tmp_path / "absent.yaml",
                                           max_model_len=128, max_num_seqs=4, strict=strict, measurements=measured,
-                                          dtype=dtype))
+                                          dtype=dtype, quantization=quantization))
 
 
 def tokens(e: LLMEngine) -> list[list[int]]:
@@ -106,6 +107,30 @@ def test_hidden_states_match_the_modules_on_ragged_decode_steps(tmp_path, dtype)
         bounds = decode_layers.TOLERANCES[torch.bfloat16]
         assert decode_layers.differs(got.double(), want.double(), *bounds) is None
         assert decode_layers.differs(k_got.double(), k_want.double(), *bounds) is None
+
+
+@needs_compiler
+@pytest.mark.parametrize("scheme", ["int8", "int4"])
+def test_quantized_weights_are_fused_from_one_block_and_match_the_modules(tmp_path, scheme):
+    model_dir = tmp_path / "llama"
+    make_hf_model(model_dir, "llama", hidden=64, heads=4, kv_heads=1, intermediate=96, layers=2)
+    e = engine(tmp_path, model_dir, fused=True, quantization=scheme)
+    model, fused = e.executor.model, e.executor.fused
+    assert e.plan.quantization.value == scheme and e.plan.decode_layers.value == "fused"
+    assert fused is not None and fused.kind == scheme and model.layout.kinds == [scheme]
+    stored = [linear.weight(scheme) for linear in model.linear_layers()]
+    assert len({t.untyped_storage().data_ptr() for t in stored}) == 1  # every weight a view of one block
+    assert all(t.data_ptr() % 64 == 0 for t in stored)
+    chunks = [SeqChunk(list(range(3, 3 + n)), n - 1, list(range(8 * i, 8 * i + 8))) for i, n in
+              enumerate((1, 17, 90, 33))]
+    with torch.inference_mode():
+        e.executor.run_chunks([SeqChunk(c.token_ids[:-1], 0, c.block_table) for c in chunks[1:]])
+        step = build_inputs(chunks, e.plan.block_size, model.config.num_queries_per_kv, model.device)
+        want = model(step.input_ids, step.positions, step.meta)  # the modules, through the quantized linear kernel
+        got = fused.hidden(step.input_ids, step.positions, step.meta)
+    assert decode_layers.differs(got.double(), want.double(), *decode_layers.QUANTIZED_TOLERANCE) is None
+    assert [len(o.token_ids) for o in e.generate(PROMPTS, GREEDY)] == [GREEDY.max_tokens] * len(PROMPTS)
+    assert e.stats()["fallbacks"]["op"] == 0
 
 
 def test_only_models_it_computes_exactly_are_fused(tmp_path):

@@ -17,6 +17,8 @@
 
 #include <vector>
 
+#include <omp.h>
+
 #include "paged_attention.h"
 #include "panel_tile.h"
 #include "quantized_tile.h"
@@ -67,8 +69,10 @@ static inline void product_for(int format, const float* x, int64_t m, int64_t k,
                                const T* bias, T* y, const QuantizedRows& room) {
   if (format == FORMAT_PANELS) return panel_rows_for<ACCUMULATE>(x, m, k, (const T*)w, k, n, bias, y, n);
   if constexpr (std::is_same_v<T, float>) {
-    QuantizedRows a{room.codes, room.scales, room.sums, k};
-    quantize_rows_for(x, m, k, a);
+    // each thread quantizes the few rows of x into its own room: one barrier less per product
+    const int64_t thread = omp_get_thread_num(), codes = room.k, blocks = room.k / QGROUP;
+    QuantizedRows a{room.codes + thread * codes, room.scales + thread * blocks, room.sums + thread * blocks, k};
+    quantize_rows(x, m, k, a);
     quantized_product_for<ACCUMULATE>(format, a, m, (const uint8_t*)w, n, bias, y, n);
   }
 }
@@ -99,10 +103,11 @@ static void decode_layers(T* x, int64_t batch, const int64_t* dims, const void* 
   const int64_t group = heads / kv_heads, q_width = heads * head_dim;
   const int format = int(dims[WEIGHT_FORMAT]);
   const int64_t widest = std::max(std::max(hidden, q_width), inter);  // the most input features of a product
-  std::vector<int8_t> codes(size_t(format == FORMAT_PANELS ? 0 : batch * widest));
-  std::vector<float> code_scales(size_t(format == FORMAT_PANELS ? 0 : batch * widest / QGROUP));
-  std::vector<float> code_sums(code_scales.size());
-  QuantizedRows quantized{codes.data(), code_scales.data(), code_sums.data(), 0};
+  // room for each thread's quantized copy of x (its k field: the room per thread, in codes)
+  const int64_t per_thread = format == FORMAT_PANELS ? 0 : batch * widest, threads = omp_get_max_threads();
+  std::vector<int8_t> codes(size_t(threads * per_thread));
+  std::vector<float> code_scales(size_t(threads * per_thread / QGROUP)), code_sums(code_scales.size());
+  QuantizedRows quantized{codes.data(), code_scales.data(), code_sums.data(), per_thread};
   float* normed = work;
   T* qkv = (T*)(normed + batch * hidden);  // the T buffers take a float's room each, whatever T's size
   float* attn = (float*)qkv + batch * qkv_width;

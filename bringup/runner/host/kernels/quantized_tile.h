@@ -47,31 +47,40 @@ static inline int64_t row_bytes(int format, int64_t k) {
   return format == FORMAT_INT8 ? k + k / QGROUP * INT8_SCALE_BYTES : k / QGROUP * INT4_BLOCK_BYTES;
 }
 
-// Block b of every row of x (an orphaned `omp for`): d = max|x| / 127, q = round-half-even(x * (1 / d)). A block
-// holding a NaN or an infinity gets a NaN scale, so every output it feeds is NaN (as the reference's would be).
-static inline void quantize_rows_for(const float* x, int64_t m, int64_t ldx, QuantizedRows& a) {
+// Block b of row r of x: d = max|x| / 127, q = round-half-even(x * (1 / d)). A block holding a NaN or an infinity
+// gets a NaN scale, so every output it feeds is NaN (as the reference's would be).
+static inline void quantize_block(const float* x, int64_t ldx, int64_t r, int64_t b, const QuantizedRows& a) {
+  const float* xb = x + r * ldx + b * QGROUP;
+  float amax = 0.f;
+  bool finite = true;
+  for (int i = 0; i < QGROUP; ++i) {
+    amax = std::fmax(amax, std::fabs(xb[i]));
+    finite = finite && std::isfinite(xb[i]);
+  }
+  const float d = amax / 127.f, inverse = d > 0.f ? 1.f / d : 0.f;
+  int8_t* codes = a.codes + r * a.k + b * QGROUP;
+  int sum = 0;
+  for (int i = 0; i < QGROUP; ++i) {
+    const float q = finite ? std::fmin(std::fmax(std::nearbyint(xb[i] * inverse), -127.f), 127.f) : 0.f;
+    codes[i] = int8_t(q);
+    sum += int(q);
+  }
+  const int64_t rb = r * (a.k / QGROUP) + b;
+  a.scales[rb] = finite ? d : NAN;
+  a.sums[rb] = a.scales[rb] * float(sum);
+}
+
+// every block of every row, shared among the threads of the enclosing parallel region (an orphaned `omp for`)
+static inline void quantize_rows_for(const float* x, int64_t m, int64_t ldx, const QuantizedRows& a) {
   const int64_t blocks = a.k / QGROUP;
 #pragma omp for schedule(static)
-  for (int64_t rb = 0; rb < m * blocks; ++rb) {
-    const int64_t r = rb / blocks, b = rb % blocks;
-    const float* xb = x + r * ldx + b * QGROUP;
-    float amax = 0.f;
-    bool finite = true;
-    for (int i = 0; i < QGROUP; ++i) {
-      amax = std::fmax(amax, std::fabs(xb[i]));
-      finite = finite && std::isfinite(xb[i]);
-    }
-    const float d = amax / 127.f, inverse = d > 0.f ? 1.f / d : 0.f;
-    int8_t* codes = a.codes + r * a.k + b * QGROUP;
-    int sum = 0;
-    for (int i = 0; i < QGROUP; ++i) {
-      const float q = finite ? std::fmin(std::fmax(std::nearbyint(xb[i] * inverse), -127.f), 127.f) : 0.f;
-      codes[i] = int8_t(q);
-      sum += int(q);
-    }
-    a.scales[rb] = finite ? d : NAN;
-    a.sums[rb] = a.scales[rb] * float(sum);
-  }
+  for (int64_t rb = 0; rb < m * blocks; ++rb) quantize_block(x, ldx, rb / blocks, rb % blocks, a);
+}
+
+// every block of every row by the calling thread alone, into its own `a`: no barrier before it reads them
+static inline void quantize_rows(const float* x, int64_t m, int64_t ldx, const QuantizedRows& a) {
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t b = 0; b < a.k / QGROUP; ++b) quantize_block(x, ldx, r, b, a);
 }
 
 #if defined(__AVX2__)
