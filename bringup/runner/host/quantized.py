@@ -1,14 +1,16 @@
-"""bringup's weight-only quantized linear kernels for host memory (kernels/quantized_linear.cpp, built by build.py):
-int8 per output channel and int4 per group of 32, stored as model/quantized_weights.py lays them out.
+"""bringup's quantized linear kernels for host memory (kernels/quantized_linear.cpp and quantized_tile.h, built by
+build.py): int8 and int4 weights in blocks of 32, stored as model/quantized_weights.py lays them out.
 
 torch's own CPU weight-only kernels (`_weight_int8pack_mm`, `_weight_int4pack_mm_for_cpu`) measured 2-10x slower
-than float32 F.linear at one row on the machine this was written on, so the runner brings its own: every weight row
-streamed once per step, dequantized in registers, accumulated in float32, output rows split across OpenMP threads.
-Steps of more than KERNEL_ROWS rows (prefill) dequantize the weight and call F.linear, as the reference does.
+than float32 F.linear at one row on the machine this was written on, so the runner brings its own: the rows of x
+quantized per block of 32, each block's product an integer dot product (VNNI where the CPU has it), scaled once,
+every weight row streamed once per step, output rows split across OpenMP threads. Steps of more than KERNEL_ROWS
+rows (prefill) quantize x the same way and call F.linear on the dequantized weight, as the reference does.
 
 Two kinds per scheme are registered with the model's linear layers: "int8"/"int4" apply the kernel;
-"int8_dequant"/"int4_dequant" apply the module-level reference (dequantize, then F.linear in float32), the fallback
-where the kernel cannot build or fails its check. Activations are float32 in the kernel (bfloat16 is widened).
+"int8_dequant"/"int4_dequant" apply the module-level reference (x's blocks quantized, the weight dequantized, then
+F.linear in float32), the fallback where the kernel cannot build or fails its check. x reaches the kernel as float32
+(bfloat16 is widened).
 """
 
 from __future__ import annotations
