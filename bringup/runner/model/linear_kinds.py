@@ -22,7 +22,7 @@ from bringup.runner.model.fp8_weights import dequantize_fp8, fp8_linear, quantiz
 
 IN_OUT, OUT_IN, PACKED, SLICES, PANELS = "in_out", "out_in", "packed", "slices", "panels"
 PLAIN_KINDS = (IN_OUT, OUT_IN)
-# weight-only quantized (model/quantized_weights.py): applied by bringup's host kernel, or (the fallback) by
+# quantized in blocks of 32 (model/quantized_weights.py): applied by bringup's host kernel, or (the fallback) by
 # dequantizing and calling F.linear in float32; host/quantized.py registers all four
 INT8, INT4, INT8_DEQUANT, INT4_DEQUANT = "int8", "int4", "int8_dequant", "int4_dequant"
 INTEGER_KINDS = (INT8, INT4, INT8_DEQUANT, INT4_DEQUANT)

@@ -1,4 +1,4 @@
-"""The plan's `quantization` row: which weight-only scheme the linear layers are served in, with its evidence.
+"""The plan's `quantization` row: which quantization scheme the linear layers are served in, with its evidence.
 
 `none` is today's path exactly. `int8` / `int4` as asked: bringup's host kernel where it builds and matches the
 dequantize + F.linear reference on a check here, else that reference itself (a recorded fallback, WARNING).
