@@ -145,6 +145,17 @@ def test_other_quantizations_are_refused_by_name_in_one_line(tiny, tmp_path, cas
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("pattern", ["re:(a+)+$", "re:" + "x" * 300])
+def test_an_ignore_pattern_that_could_run_for_ever_is_refused_before_it_is_matched(tiny, tmp_path, pattern):
+    model = tmp_path / "q"
+    write_dequantized(tiny, model, "int-quantized")
+    edit_config(model, {"quantization_config": quantization("compressed-tensors") | {"ignore": [pattern]}})
+    result = generate(model, tmp_path)
+    assert result.code == 2, result.stdout + result.stderr
+    assert "is longer than 256 characters or repeats a group" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
 def test_a_checkpoint_whose_tensors_do_not_match_its_quantization_config_is_refused(tiny, tmp_path):
     model = write_compressed(tiny, tmp_path / "fp8", "float-quantized")
     edit_config(model, {"quantization_config": quantization("compressed-tensors")})  # says int8, holds fp8

@@ -120,13 +120,30 @@ def _dynamic_activations(activations: Any, where: Path) -> bool:
     return True
 
 
+MAX_IGNORE_RULES = 4096
+MAX_PATTERN_CHARS = 256
+REPEATED_GROUP = re.compile(r"\)[*+{]")  # a group followed by a repetition
+
+
 def _ignore(ignore: Any, where: Path) -> tuple[str, ...]:
+    """The `ignore` rules, each a module name or `re:<pattern>`. A pattern comes from the model directory and is
+    matched against every linear module's name, so it is bounded: at most MAX_PATTERN_CHARS, and no repeated group
+    (`(a+)+`, `(x|y)*`), the shape whose backtracking grows exponentially with the name's length."""
     if ignore is None:
         return ()
     if not isinstance(ignore, list) or not all(isinstance(name, str) for name in ignore):
         raise BringupError(f"{where}: quantization_config ignore must be a list of module names, got "
                            f"{_text(ignore)}; fix config.json")
+    if len(ignore) > MAX_IGNORE_RULES:
+        raise BringupError(f"{where}: quantization_config ignore has {len(ignore)} entries, more than the "
+                           f"{MAX_IGNORE_RULES} bringup reads; fix config.json")
     for rule in ignore:
+        pattern = rule.removeprefix("re:")
+        if rule.startswith("re:") and (len(pattern) > MAX_PATTERN_CHARS or REPEATED_GROUP.search(pattern)):
+            raise BringupError(f"{where}: quantization_config ignore entry {_text(rule)} is longer than "
+                               f"{MAX_PATTERN_CHARS} characters or repeats a group (a pattern whose matching time "
+                               "can grow exponentially); fix config.json: list the module names, or a simpler "
+                               "pattern")
         try:
             re.compile(rule.removeprefix("re:"))
         except re.error as exc:
