@@ -120,6 +120,7 @@ def test_quantized_weights_are_fused_from_one_block_and_match_the_modules(tmp_pa
     assert fused is not None and fused.kind == scheme and model.layout.kinds == [scheme]
     stored = [linear.weight(scheme) for linear in model.linear_layers()]
     assert len({t.untyped_storage().data_ptr() for t in stored}) == 1  # every weight a view of one block
+    assert f"its {scheme} weights in one block" in e.plan.decode_layers.evidence
     assert all(t.data_ptr() % 64 == 0 for t in stored)
     chunks = [SeqChunk(list(range(3, 3 + n)), n - 1, list(range(8 * i, 8 * i + 8))) for i, n in
               enumerate((1, 17, 90, 33))]

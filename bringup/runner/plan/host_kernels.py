@@ -135,8 +135,10 @@ def choose_decode_layers(model: DecoderModel, block_size: int, max_model_len: in
         except (KernelUnavailable, HostKernelInputError) as exc:
             why = str(exc)
         if why is None:
+            pages = "huge pages advised" if fused.huge_pages else "huge pages not available here (madvise refused)"
             return fused, Choice(FUSED, "every layer of a decode step in one host-kernel call; matches the modules on "
-                                        "a ragged three-sequence check")
+                                        f"a ragged three-sequence check; its {fused.kind} weights in one block, "
+                                        f"{pages}")
     return None, Choice(MODULES, f"the model's modules: fused decode layers not used: {why}")
 
 
