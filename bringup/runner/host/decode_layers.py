@@ -26,7 +26,7 @@ from bringup.runner.model.decoder import MLP, DecoderLayer, DecoderModel
 from bringup.runner.model.layout_linear import LayoutLinear
 from bringup.runner.model.linear_kinds import INT4, INT8, PANELS
 from bringup.runner.model.norm import RMSNorm
-from bringup.runner.model.quantized_weights import group_why_not
+from bringup.runner.model.quantized_weights import GROUP, INT4_BLOCK_BYTES, INT8_SCALE_BYTES, group_why_not
 
 WEIGHTS_PER_LAYER, DIMS = 12, 12  # the kernel's Weight and Dim enums
 FORMATS = {PANELS: 0, INT8: 1, INT4: 2}  # the weight kinds the kernel reads, as its dims[WEIGHT_FORMAT]
@@ -235,7 +235,7 @@ def _check_layer(layer: DecoderLayer, c: ModelConfig, kind: str) -> None:
 def _stored_shape(kind: str, k: int, n: int) -> list[int]:
     if kind == PANELS:
         return [-(-n // PANEL), k, PANEL]
-    return [n, k + k // 32 * 4 if kind == INT8 else k // 32 * 24]
+    return [n, k + k // GROUP * INT8_SCALE_BYTES if kind == INT8 else k // GROUP * INT4_BLOCK_BYTES]
 
 
 def _linear(linear: LayoutLinear, kind: str) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -29,7 +29,7 @@ from bringup.runner.host.build import (
 )
 from bringup.runner.model.linear_kinds import HOST_KINDS, INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, HostKind
 from bringup.runner.model.quantized_weights import (
-    INT4_GROUP,
+    GROUP,
     dequantize_int4,
     dequantize_int8,
     int4_in_features,
@@ -50,7 +50,7 @@ TOLERANCE = 1e-4
 
 @functools.lru_cache(maxsize=1)
 def library() -> ctypes.CDLL:
-    return load_linear("quantized_linear.cpp", list(ENTRY_POINTS.values()), "bringup_quantized_group", INT4_GROUP)
+    return load_linear("quantized_linear.cpp", list(ENTRY_POINTS.values()), "bringup_quantized_group", GROUP)
 
 
 def in_features(stored: torch.Tensor, scheme: str) -> int:

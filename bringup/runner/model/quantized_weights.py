@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 
 GROUP = 32  # input features per block, for weights and activations alike
-INT4_GROUP = GROUP
 INT4_BLOCK_BYTES = 8 + GROUP // 2  # float32 d, float32 m, 16 bytes of codes
 INT8_SCALE_BYTES = 4  # one float32 scale per block of 32 codes, after the row's codes
 
@@ -42,9 +41,6 @@ def group_why_not(in_features: int) -> str | None:
     if in_features % GROUP:
         return f"{in_features} input features are not a multiple of the quantization block of {GROUP}"
     return None
-
-
-int4_why_not = group_why_not
 
 
 def _require_groups(w: torch.Tensor) -> None:
@@ -84,7 +80,11 @@ def dequantize_int8(stored: torch.Tensor) -> torch.Tensor:
 
 def pack_int4(scale: torch.Tensor, minimum: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
     """Blocks [out, in / 32] of d and m (float32) and codes [out, in / 32, 32] (0..15, uint8) as stored int4 rows."""
-    nibbles = codes[..., : GROUP // 2] | (codes[..., GROUP // 2:] << 4)
+    return pack_int4_nibbles(scale, minimum, codes[..., : GROUP // 2] | (codes[..., GROUP // 2:] << 4))
+
+
+def pack_int4_nibbles(scale: torch.Tensor, minimum: torch.Tensor, nibbles: torch.Tensor) -> torch.Tensor:
+    """As pack_int4, the codes already two to a byte: nibbles [out, in / 32, 16] (code j low, code j + 16 high)."""
     blocks = torch.cat([_bytes_of(scale.unsqueeze(-1)), _bytes_of(minimum.unsqueeze(-1)), nibbles], dim=-1)
     return blocks.reshape(blocks.shape[0], -1).contiguous()
 
