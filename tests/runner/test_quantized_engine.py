@@ -23,12 +23,14 @@ from tests.runner.quantized_parity import assert_decode_matches_reference, start
 PROMPT = [0, 5, 9, 33, 80, 7, 120, 64, 12]
 KERNEL_SOURCES = ("panel_linear.cpp", "paged_decode.cpp", "decode_layers.cpp", "quantized_linear.cpp")
 # the faults, at the dispatch every instruction-set path shares: int8 results scaled by 1.5, int4 results halved
-SCALED = "for (int r = 0; r < ROWS; ++r) for (int j = 0; j < NW; ++j) out[r][j] *= {};"
-FAULTS = {"if (format == FORMAT_INT8) int8_tile<ROWS, NW>(rows, w + j0 * bytes, bytes, out);":
-          "if (format == FORMAT_INT8) { int8_tile<ROWS, NW>(rows, w + j0 * bytes, bytes, out); "
+SCALED = "for (int r = 0; r < ROWS; ++r) for (int t = 0; t < NT; ++t) for (int i = 0; i < QTILE; ++i) " \
+         "out[r][t][i] *= {};"
+FAULTS = {"if (format == FORMAT_INT8) quantized_tiles<ROWS, NT, FORMAT_INT8>(rows, tiles, stride, height, out);":
+          "if (format == FORMAT_INT8) { quantized_tiles<ROWS, NT, FORMAT_INT8>(rows, tiles, stride, height, out); "
           + SCALED.format("1.5f") + " }",
-          "else int4_tile<ROWS, NW>(rows, w + j0 * bytes, bytes, out);":
-          "else { int4_tile<ROWS, NW>(rows, w + j0 * bytes, bytes, out); " + SCALED.format("0.5f") + " }"}
+          "else quantized_tiles<ROWS, NT, FORMAT_INT4>(rows, tiles, stride, height, out);":
+          "else { quantized_tiles<ROWS, NT, FORMAT_INT4>(rows, tiles, stride, height, out); " + SCALED.format("0.5f")
+          + " }"}
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,8 @@ from bringup.runner.model.quantized_weights import (
     quantize_int4,
     quantize_int8,
     reference_linear,
+    unpack_int4,
+    unpack_int8,
 )
 from tests.runner.host_compiler import needs_compiler
 
@@ -28,12 +30,11 @@ def test_int8_is_symmetric_per_block_of_32_rounded_to_nearest():
     block[:4] = torch.tensor([1.0, -0.5, 0.25, 0.0])
     w = torch.stack([torch.cat([block, 3 * block]), torch.zeros(64), torch.cat([torch.zeros(32), -block])])
     stored = quantize_int8(w)
-    assert stored.dtype == torch.uint8 and stored.shape == (3, 64 + 2 * 4)  # codes, then a float32 scale per block
-    codes = stored[:, :64].contiguous().view(torch.int8)
+    assert stored.dtype == torch.uint8 and stored.shape == (3, 64 + 2 * 4)  # codes and a float32 scale per block
+    scales, codes = unpack_int8(stored)
     assert codes[0, :4].tolist() == [127, -64, 32, 0]  # -63.5 and 31.75 round to nearest (-64 is even)
     assert codes[0, 32:36].tolist() == [127, -64, 32, 0]  # the second block has its own scale (3 / 127)
     assert codes[1].abs().sum().item() == 0 and codes[2, :32].abs().sum().item() == 0  # zero blocks: scale 0, no NaN
-    scales = stored[:, 64:].contiguous().view(torch.float32)
     assert scales[0].tolist() == [torch.tensor(1 / 127).item(), torch.tensor(3 / 127).item()]
     assert scales[1].tolist() == [0.0, 0.0]
     assert torch.allclose(dequantize_int8(stored)[0, 32:34], torch.tensor([3.0, -64 * 3 / 127]))
@@ -55,15 +56,34 @@ def test_int4_is_d_times_q_plus_min_per_group_of_32():
     codes[..., 0], codes[..., 1] = 0, 15  # every group spans the full code range, so its d and m come back
     d, m = torch.rand(3, 2, generator=gen) + 0.1, torch.randn(3, 2, generator=gen)
     w = (codes.float() * d.unsqueeze(-1) + m.unsqueeze(-1)).reshape(3, 64)
+    d, m = d.half().float(), m.half().float()  # stored as float16: values that are float16 come back exactly
+    w = (codes.float() * d.unsqueeze(-1) + m.unsqueeze(-1)).reshape(3, 64)
     stored = quantize_int4(w)
-    assert stored.shape == (3, 2 * 24)
+    assert stored.shape == (3, 2 * 20)  # float16 d and m, 16 bytes of nibbles per block
     assert torch.allclose(dequantize_int4(stored), w, atol=1e-6)
     # GGUF Q4_0 (w = d*(q-8), d float16) is the same layout with m = -8d, exactly: d*q and -8d and their sum fit
-    # float32's mantissa; codes j and j+16 share byte j (low nibble, high nibble), as in GGUF
-    d = d.half().float()
+    # float32's mantissa
     q4_0 = pack_int4(d, -8 * d, codes)
     assert torch.equal(dequantize_int4(q4_0), ((codes.float() - 8) * d.unsqueeze(-1)).reshape(3, 64))
-    assert q4_0[0, 8].item() == codes[0, 0, 0].item() | (codes[0, 0, 16].item() << 4)
+    assert torch.equal(unpack_int4(q4_0)[2], codes)
+
+
+def test_the_tiles_interleave_16_rows_four_codes_at_a_time():
+    """The bytes the kernel reads: per tile of 16 rows and block of 32 features, the rows' scales, then 64 bytes
+    per 4 features (each row's 4 codes in turn); a last tile of fewer rows is laid out alike."""
+    gen = torch.Generator().manual_seed(5)
+    w = torch.randn(19, 64, generator=gen)
+    stored = quantize_int8(w).reshape(-1)
+    scales, codes = unpack_int8(quantize_int8(w))
+    assert torch.equal(stored[:64].view(torch.float32), scales[:16, 0])  # block 0 of tile 0: 16 scales
+    group_1 = (stored[64 + 64: 64 + 128] ^ 128).view(torch.int8).reshape(16, 4)  # features 4..7, stored as q + 128
+    assert torch.equal(group_1, codes[:16, 4:8])
+    last = stored[16 * 72:].reshape(2, -1)[0]  # tile 1 (3 rows), block 0: 3 scales, then 12 bytes per group
+    assert torch.equal(last[:12].view(torch.float32), scales[16:, 0])
+    assert torch.equal((last[12:24] ^ 128).view(torch.int8).reshape(3, 4), codes[16:, 0:4])
+    nibbles = quantize_int4(w).reshape(-1)[64: 128].reshape(16, 4)  # tile 0, block 0, after 16 d and 16 m
+    d, m, q = unpack_int4(quantize_int4(w))
+    assert torch.equal(nibbles, q[:16, 0, 0:4] | (q[:16, 0, 16:20] << 4))  # codes c and 16 + c share a byte
 
 
 @pytest.mark.parametrize("quantize", [quantize_int8, quantize_int4])

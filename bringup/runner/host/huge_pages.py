@@ -9,23 +9,28 @@ to `never`, another OS), the block is still one contiguous allocation and nothin
 
 from __future__ import annotations
 
-import ctypes
-import sys
+import mmap
 
 import torch
 
 HUGE_PAGE = 2 << 20
-MADV_HUGEPAGE = 14  # linux/mman.h
 
 
-def _advise_huge_pages(address: int, length: int) -> bool:
-    if not sys.platform.startswith("linux"):
+def _anonymous_memory(size: int) -> mmap.mmap:
+    """Private anonymous pages (a shared mapping would be shmem, which THP's `enabled` setting does not cover)."""
+    if hasattr(mmap, "MAP_ANONYMOUS"):
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return mmap.mmap(-1, size)
+
+
+def _advise_huge_pages(memory: mmap.mmap, start: int, length: int) -> bool:
+    if not hasattr(mmap, "MADV_HUGEPAGE"):  # Linux only
         return False
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), MADV_HUGEPAGE) == 0
-    except (OSError, AttributeError):
+        memory.madvise(mmap.MADV_HUGEPAGE, start, length)
+    except OSError:
         return False
+    return True
 
 
 class HugePageBlock:
@@ -38,10 +43,13 @@ class HugePageBlock:
         for size in sizes:
             self.offsets.append(total)
             total += -(-size // 64) * 64
-        self.block = torch.empty(total + HUGE_PAGE, dtype=torch.uint8)  # untouched: faulted on the first copy
+        # fresh pages from the OS, faulted in by the first copy after the advice: memory from the allocator may
+        # come from a heap already touched in 4 KiB pages, which the advice no longer changes
+        self.memory = _anonymous_memory(total + HUGE_PAGE)
+        self.block = torch.frombuffer(self.memory, dtype=torch.uint8)
         self.start = -self.block.data_ptr() % HUGE_PAGE
         whole = total - total % HUGE_PAGE
-        self.advised = whole > 0 and _advise_huge_pages(self.block.data_ptr() + self.start, whole)
+        self.advised = whole > 0 and _advise_huge_pages(self.memory, self.start, whole)
 
     def place(self, index: int, t: torch.Tensor) -> torch.Tensor:
         nbytes = t.numel() * t.element_size()

@@ -4,17 +4,23 @@ that the host kernels are checked against.
 Both schemes work in blocks of GROUP = 32 input features, as llama.cpp's Q8_0 / Q4_0 / Q4_1 do, and quantize the
 activations too: each row of x, per block of 32, to int8 codes with one float32 scale (a = da * qa, da = max|a| /
 127, qa = round(a / da)), so a block's product is one exact integer dot product scaled once (what VNNI's
-`vpdpbusd` computes). This is llama.cpp's own arithmetic for these files, with float32 scales instead of float16.
+`vpdpbusd` computes). This is llama.cpp's own arithmetic for these files.
 
-int8: one row per output channel: its `in` codes (int8, symmetric) followed by `in / 32` float32 scales:
-      w = d * q, d = max|w over the block| / 127, q = round(w / d) clamped to [-127, 127]. GGUF's Q8_0 exactly.
-int4: per output channel, `in / 32` blocks of 24 bytes: a float32 scale d, a float32 minimum m, then 16 bytes
-      holding 32 codes q in [0, 15] (code j in the low nibble of byte j, code j + 16 in its high nibble):
-      w = d * q + m, d = (max - min) / 15, m = min, q = round((w - m) / d) clamped to [0, 15].
-      This is GGUF's Q4_1 exactly (w = d*q + m) and Q4_0 with m = -8d (w = d*(q - 8)), in the same nibble order,
-      with d and m widened from float16 to float32 (exact).
-Rounding is to nearest, ties to even (torch.round), from the value in float32; a scale is computed as
-max / 127 (or / 15) in float32 and the codes as value * (1 / scale), the order the kernels compute them in.
+The values:
+int8: w = d * q per block of 32, d = max|w over the block| / 127 (float32), q = round(w / d) clamped to
+      [-127, 127]. GGUF's Q8_0 exactly, its float16 d widened to float32 (exact).
+int4: w = d * q + m per block of 32, d = (max - min) / 15 and m = min, both float16, q = round((w - m) / d) clamped
+      to [0, 15], computed from d and m as stored. GGUF's Q4_1 exactly, and Q4_0 with m = -8d (w = d * (q - 8)).
+Rounding is to nearest, ties to even (torch.round), in float32; codes are value * (1 / scale), as the kernels do.
+
+The bytes: a weight [out, in] is stored as uint8 [out, row bytes] (int8: in + in / 8; int4: in / 32 * 20), the rows
+in tiles of TILE = 16 (the last tile holds what is left), each tile's bytes interleaved so that one 64-byte load
+holds the same 4 input features of 16 output rows: one `vpdpbusd` lane per output row, fed one broadcast 32-bit
+word of x's codes. Per tile of r rows, per block of 32 input features, in turn:
+int8: r float32 scales; then 8 groups (features 4g..4g+3), each the 4 codes of every row of the tile, stored
+      as q + 128 (unsigned: the kernel takes 128 * sum(x's codes) off; `vpdpbusd` multiplies unsigned by signed).
+int4: r float16 d; r float16 m; then 4 groups, each 4 bytes of every row: byte c of group h holds code 4h + c in
+      its low nibble and code 16 + 4h + c in its high nibble (GGUF's nibble order, byte for byte, within a row).
 """
 
 from __future__ import annotations
@@ -23,18 +29,15 @@ import torch
 import torch.nn.functional as F
 
 GROUP = 32  # input features per block, for weights and activations alike
-INT4_BLOCK_BYTES = 8 + GROUP // 2  # float32 d, float32 m, 16 bytes of codes
-INT8_SCALE_BYTES = 4  # one float32 scale per block of 32 codes, after the row's codes
-
-
-def _bytes_of(t: torch.Tensor) -> torch.Tensor:
-    """A float32 tensor [..., j] as its bytes [..., 4 * j] (uint8)."""
-    return t.float().contiguous().view(torch.uint8)
-
-
-def _floats_of(b: torch.Tensor) -> torch.Tensor:
-    """Bytes [..., 4 * j] (uint8) as the float32 values [..., j] they hold."""
-    return b.contiguous().view(torch.float32)
+TILE = 16  # output rows interleaved in one tile
+WORD = 4  # the bytes of one row side by side in a group: what one 32-bit lane of `vpdpbusd` sums
+INT8_SCALE_BYTES = 4  # one float32 scale per row per block
+INT4_SCALE_BYTES = 2  # float16 d and float16 m per row per block
+INT4_BLOCK_BYTES = 2 * INT4_SCALE_BYTES + GROUP // 2  # a row's bytes per block: d, m, 16 bytes of nibbles
+# each scheme's parts per row per block, in stored order: (groups, bytes per group)
+INT8_PARTS = ((1, INT8_SCALE_BYTES), (GROUP // WORD, WORD))
+INT4_PARTS = ((1, INT4_SCALE_BYTES), (1, INT4_SCALE_BYTES), (GROUP // 2 // WORD, WORD))
+INT8_OFFSET = 128  # int8 codes are stored as q + 128
 
 
 def group_why_not(in_features: int) -> str | None:
@@ -53,13 +56,57 @@ def _inverse(scale: torch.Tensor) -> torch.Tensor:
     return torch.where(scale > 0, 1 / scale, torch.zeros_like(scale))
 
 
+def _tile_spans(rows: int) -> list[tuple[int, int]]:
+    """(first row, tiles) of the whole tiles, then of the last, shorter one: rows TILE at a time."""
+    whole = rows // TILE * TILE
+    return [(0, TILE), (whole, rows - whole)] if whole else [(0, rows)]
+
+
+def _interleave(parts: list[torch.Tensor]) -> torch.Tensor:
+    """Per-row parts [out, blocks, groups, bytes] (uint8) as the stored tiles [out, row bytes]."""
+    rows, blocks = parts[0].shape[:2]
+    stored = []
+    for first, height in _tile_spans(rows):
+        end = first + (rows - first) // height * height if height else first
+        if end == first:
+            continue
+        tiles = [p[first:end].reshape(-1, height, *p.shape[1:]).permute(0, 2, 3, 1, 4).reshape(-1, blocks,
+                                                                                                p[0, 0].numel() * height)
+                 for p in parts]
+        stored.append(torch.cat(tiles, dim=-1).reshape(end - first, -1))
+    return torch.cat(stored).contiguous()
+
+
+def _deinterleave(stored: torch.Tensor, shapes: tuple[tuple[int, int], ...]) -> list[torch.Tensor]:
+    """The stored tiles [out, row bytes] as their per-row parts [out, blocks, groups, bytes], undoing _interleave."""
+    rows, per_block = stored.shape[0], sum(g * b for g, b in shapes)
+    blocks = stored.shape[1] // per_block
+    pieces: list[list[torch.Tensor]] = [[] for _ in shapes]
+    for first, height in _tile_spans(rows):
+        end = first + (rows - first) // height * height if height else first
+        if end == first:
+            continue
+        tiles = stored[first:end].reshape(-1, blocks, per_block * height)
+        split = tiles.split([g * b * height for g, b in shapes], dim=-1)
+        for piece, part, (g, b) in zip(pieces, split, shapes, strict=True):
+            piece.append(part.reshape(-1, blocks, g, height, b).permute(0, 3, 1, 2, 4).reshape(end - first, blocks,
+                                                                                              g, b))
+    return [torch.cat(piece) for piece in pieces]
+
+
+def _bytes_of(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Values [out, blocks] as their bytes in `dtype`, [out, blocks, 1, size]."""
+    return t.to(dtype).contiguous().view(torch.uint8).reshape(*t.shape, 1, -1)
+
+
 def pack_int8(scale: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-    """Scales [out, in / 32] (float32) and codes [out, in] (int8) as stored int8 rows [out, in + in / 8] (uint8)."""
-    return torch.cat([codes.contiguous().view(torch.uint8), _bytes_of(scale)], dim=1).contiguous()
+    """Scales [out, in / 32] (float32) and codes [out, in] (int8) as stored int8 tiles [out, in + in / 8] (uint8)."""
+    offset = (codes.contiguous().view(torch.uint8) ^ INT8_OFFSET).reshape(codes.shape[0], -1, GROUP // WORD, WORD)
+    return _interleave([_bytes_of(scale, torch.float32), offset])
 
 
 def quantize_int8(w: torch.Tensor) -> torch.Tensor:
-    """W [out, in] (in a multiple of 32) as int8 rows: [out, in + in / 8] uint8."""
+    """W [out, in] (in a multiple of 32) as int8 tiles: [out, in + in / 8] uint8."""
     _require_groups(w)
     groups = w.detach().float().reshape(w.shape[0], -1, GROUP)
     scale = groups.abs().amax(dim=-1) / 127
@@ -71,41 +118,61 @@ def int8_in_features(stored: torch.Tensor) -> int:
     return stored.shape[1] * GROUP // (GROUP + INT8_SCALE_BYTES)
 
 
+def unpack_int8(stored: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scales [out, in / 32] (float32) and codes [out, in] (int8) that int8 tiles hold."""
+    scale, offset = _deinterleave(stored, INT8_PARTS)
+    codes = (offset ^ INT8_OFFSET).contiguous().view(torch.int8).reshape(stored.shape[0], -1)
+    return scale.contiguous().view(torch.float32).reshape(stored.shape[0], -1), codes
+
+
 def dequantize_int8(stored: torch.Tensor) -> torch.Tensor:
     """The float32 weight [out, in] that `quantize_int8` (or a GGUF Q8_0 re-pack) stored."""
-    k = int8_in_features(stored)
-    codes = stored[:, :k].contiguous().view(torch.int8).float().reshape(stored.shape[0], -1, GROUP)
-    return (codes * _floats_of(stored[:, k:]).unsqueeze(-1)).reshape(stored.shape[0], k)
+    scale, codes = unpack_int8(stored)
+    return (codes.float().reshape(*scale.shape, GROUP) * scale.unsqueeze(-1)).reshape(stored.shape[0], -1)
 
 
 def pack_int4(scale: torch.Tensor, minimum: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-    """Blocks [out, in / 32] of d and m (float32) and codes [out, in / 32, 32] (0..15, uint8) as stored int4 rows."""
+    """Blocks [out, in / 32] of d and m and codes [out, in / 32, 32] (0..15, uint8) as stored int4 tiles."""
     return pack_int4_nibbles(scale, minimum, codes[..., : GROUP // 2] | (codes[..., GROUP // 2:] << 4))
 
 
 def pack_int4_nibbles(scale: torch.Tensor, minimum: torch.Tensor, nibbles: torch.Tensor) -> torch.Tensor:
-    """As pack_int4, the codes already two to a byte: nibbles [out, in / 32, 16] (code j low, code j + 16 high)."""
-    blocks = torch.cat([_bytes_of(scale.unsqueeze(-1)), _bytes_of(minimum.unsqueeze(-1)), nibbles], dim=-1)
-    return blocks.reshape(blocks.shape[0], -1).contiguous()
+    """As pack_int4, the codes already two to a byte: nibbles [out, in / 32, 16] (code j low, code j + 16 high).
+    d and m must be float16 values (ValueError otherwise: they are stored as float16)."""
+    for name, t in (("scale", scale), ("minimum", minimum)):
+        if not torch.equal(t.half().float(), t.float()):
+            raise ValueError(f"int4 stores each block's {name} as float16; these values are not float16 values")
+    quads = nibbles.reshape(nibbles.shape[0], -1, GROUP // 2 // WORD, WORD)
+    return _interleave([_bytes_of(scale, torch.float16), _bytes_of(minimum, torch.float16), quads])
 
 
 def quantize_int4(w: torch.Tensor) -> torch.Tensor:
-    """W [out, in] (in a multiple of 32) as int4 rows: [out, in / 32 * 24] uint8."""
+    """W [out, in] (in a multiple of 32) as int4 tiles: [out, in / 32 * 20] uint8."""
     _require_groups(w)
     groups = w.detach().float().reshape(w.shape[0], -1, GROUP)
     low, high = groups.amin(dim=-1), groups.amax(dim=-1)
-    scale = (high - low) / 15
-    codes = torch.round((groups - low.unsqueeze(-1)) * _inverse(scale).unsqueeze(-1)).clamp(0, 15).to(torch.uint8)
-    return pack_int4(scale, low, codes)
+    scale, minimum = ((high - low) / 15).half(), low.half()
+    if not (scale.isfinite().all() and minimum.isfinite().all()):
+        raise ValueError("int4 stores each block's scale and minimum as float16; this weight's blocks exceed its "
+                         "range (65504)")
+    scale, minimum = scale.float(), minimum.float()
+    shifted = (groups - minimum.unsqueeze(-1)) * _inverse(scale).unsqueeze(-1)
+    codes = torch.round(shifted).clamp(0, 15).to(torch.uint8)
+    return pack_int4(scale, minimum, codes)
+
+
+def unpack_int4(stored: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """d and m [out, in / 32] (float32, float16 values) and codes [out, in / 32, 32] (0..15, uint8) of int4 tiles."""
+    scale, minimum, quads = _deinterleave(stored, INT4_PARTS)
+    d, m = (t.contiguous().view(torch.float16).float().reshape(stored.shape[0], -1) for t in (scale, minimum))
+    nibbles = quads.reshape(stored.shape[0], -1, GROUP // 2)
+    return d, m, torch.cat([nibbles & 15, nibbles >> 4], dim=-1)
 
 
 def dequantize_int4(stored: torch.Tensor) -> torch.Tensor:
     """The float32 weight [out, in] that `quantize_int4` (or a GGUF Q4 re-pack) stored."""
-    blocks = stored.reshape(stored.shape[0], -1, INT4_BLOCK_BYTES)
-    scale, minimum = _floats_of(blocks[..., 0:4]), _floats_of(blocks[..., 4:8])
-    nibbles = blocks[..., 8:]
-    codes = torch.cat([nibbles & 15, nibbles >> 4], dim=-1).float()
-    return (codes * scale + minimum).reshape(stored.shape[0], -1)
+    d, m, codes = unpack_int4(stored)
+    return (codes.float() * d.unsqueeze(-1) + m.unsqueeze(-1)).reshape(stored.shape[0], -1)
 
 
 def int4_in_features(stored: torch.Tensor) -> int:

@@ -106,7 +106,8 @@ static void decode_layers(T* x, int64_t batch, const int64_t* dims, const void* 
   // room for each thread's quantized copy of x (its k field: the room per thread, in codes)
   const int64_t per_thread = format == FORMAT_PANELS ? 0 : batch * widest, threads = omp_get_max_threads();
   std::vector<int8_t> codes(size_t(threads * per_thread));
-  std::vector<float> code_scales(size_t(threads * per_thread / QGROUP)), code_sums(code_scales.size());
+  std::vector<float> code_scales(size_t(threads * per_thread / QGROUP));
+  std::vector<int32_t> code_sums(code_scales.size());
   QuantizedRows quantized{codes.data(), code_scales.data(), code_sums.data(), per_thread};
   float* normed = work;
   T* qkv = (T*)(normed + batch * hidden);  // the T buffers take a float's room each, whatever T's size

@@ -1,6 +1,6 @@
-// y[m, n] = x[m, k] @ W^T + b for a few rows (decode steps), W stored int8 or int4 in blocks of 32 (the layouts of
-// bringup/runner/model/quantized_weights.py), x, b and y float32: x's rows quantized per block of 32, then integer
-// dot products per block (quantized_tile.h). Output rows are split across OpenMP threads (torch's runtime), so a
+// y[m, n] = x[m, k] @ W^T + b for a few rows (decode steps), W stored int8 or int4 in blocks of 32, rows in tiles of
+// 16 (the layouts of bringup/runner/model/quantized_weights.py), x, b and y float32: x's rows quantized per block of
+// 32, then integer dot products per block (quantized_tile.h). Output rows are split across OpenMP threads (torch's runtime), so a
 // one-row product streams weights on every core. Built at run time with -O3 -march=native; see host/quantized.py.
 #include <vector>
 
@@ -9,7 +9,8 @@
 static void quantized_linear(int format, const float* x, int64_t m, int64_t ldx, const uint8_t* w, int64_t k,
                              int64_t n, const float* bias, float* y, int64_t ldy) {
   std::vector<int8_t> codes(size_t(m * k));
-  std::vector<float> scales(size_t(m * k / QGROUP)), sums(scales.size());
+  std::vector<float> scales(size_t(m * k / QGROUP));
+  std::vector<int32_t> sums(scales.size());
   QuantizedRows a{codes.data(), scales.data(), sums.data(), k};
 #pragma omp parallel
   {
