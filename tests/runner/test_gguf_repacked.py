@@ -15,7 +15,7 @@ from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.gguf.reader import open_gguf
 from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, OUT_IN
-from bringup.runner.model.quantized_weights import dequantize_int4, dequantize_int8
+from bringup.runner.model.quantized_weights import dequantize_int4, dequantize_int8, unpack_int8
 from bringup.runner.model.source import model_source
 from tests.runner.gguf_files import T, gguf, write_gguf
 from tests.runner.hf_fixtures import make_hf_model
@@ -88,7 +88,7 @@ def test_q8_0_codes_are_kept_as_the_file_has_them(tmp_path):
         f.write(blocks.tobytes())
     layer = load(path, INT8_DEQUANT).layers[1].mlp.down_proj
     stored = layer.weight(INT8_DEQUANT)
-    codes = stored[:, : down.shape[0]].contiguous().view(torch.int8)
+    codes = unpack_int8(stored)[1]
     assert torch.equal(codes, torch.from_numpy(blocks[..., 2:].reshape(rows, -1).view(np.int8)))
     assert codes.abs().max().item() == 50
     want = gguf.quants.dequantize(blocks.reshape(rows, -1), T.Q8_0)

@@ -1,9 +1,10 @@
 """Linear weights a checkpoint already holds in a quantized kind's storage (a GGUF file's Q8_0 / Q4 blocks, re-packed
 by gguf/repack.py): the kinds that keep that storage take it as it is, never through float and back.
 
-A fused projection (q, k and v as one qkv_proj) concatenates its parts' rows, so it concatenates their stored rows;
-a part the checkpoint holds otherwise (an F16 v beside Q8_0 q and k) is quantized for the kind and joins them. The
-rows are output channels, so quantizing a part alone stores what quantizing the fused weight would.
+A fused projection (q, k and v as one qkv_proj) concatenates its parts' rows, so it concatenates their stored rows
+(untiled; the joined rows are tiled once); a part the checkpoint holds otherwise (an F16 v beside Q8_0 q and k) is
+quantized for the kind and joins them. The rows are output channels, so quantizing a part alone stores what
+quantizing the fused weight would.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dataclasses import dataclass, field
 import torch
 
 from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, place
+from bringup.runner.model.quantized_weights import tile_rows, untile
 
 HELD_AS = {INT8: INT8, INT8_DEQUANT: INT8, INT4: INT4, INT4_DEQUANT: INT4}  # a kind -> the scheme's storage it keeps
-StoredGetter = Callable[[str, str], "torch.Tensor | None"]  # (tensor name, scheme) -> its stored rows, or None
+StoredGetter = Callable[[str, str], "torch.Tensor | None"]  # (tensor name, scheme) -> its untiled rows, or None
 
 
 @dataclass(frozen=True)
@@ -41,5 +43,6 @@ def held_rows(names: list[str], kind: str, stored: StoredGetter | None,
     parts = [stored(name, scheme) for name in names]
     if all(part is None for part in parts):
         return None
-    rows = [place(float_weight(name), kind) if part is None else part for name, part in zip(names, parts, strict=True)]
-    return rows[0] if len(rows) == 1 else torch.cat(rows, 0)
+    rows = [untile(place(float_weight(name), kind), scheme) if part is None else part
+            for name, part in zip(names, parts, strict=True)]
+    return tile_rows(torch.cat(rows, 0), scheme)

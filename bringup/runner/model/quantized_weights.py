@@ -28,6 +28,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from bringup.runner.model.linear_kinds import INT4, INT8
+
 GROUP = 32  # input features per block, for weights and activations alike
 TILE = 16  # output rows interleaved in one tile
 WORD = 4  # the bytes of one row side by side in a group: what one 32-bit lane of `vpdpbusd` sums
@@ -38,6 +40,7 @@ INT4_BLOCK_BYTES = 2 * INT4_SCALE_BYTES + GROUP // 2  # a row's bytes per block:
 INT8_PARTS = ((1, INT8_SCALE_BYTES), (GROUP // WORD, WORD))
 INT4_PARTS = ((1, INT4_SCALE_BYTES), (1, INT4_SCALE_BYTES), (GROUP // 2 // WORD, WORD))
 INT8_OFFSET = 128  # int8 codes are stored as q + 128
+PARTS = {INT8: INT8_PARTS, INT4: INT4_PARTS}
 
 
 def group_why_not(in_features: int) -> str | None:
@@ -94,15 +97,36 @@ def _deinterleave(stored: torch.Tensor, shapes: tuple[tuple[int, int], ...]) -> 
     return [torch.cat(piece) for piece in pieces]
 
 
+def _joined(parts: list[torch.Tensor]) -> torch.Tensor:
+    """Per-row parts [out, blocks, groups, bytes] as untiled rows [out, row bytes]: each row's blocks in turn, each
+    block its parts in turn (the form rows are joined and reordered in before they are tiled)."""
+    return torch.cat([p.reshape(*p.shape[:2], -1) for p in parts], dim=-1).reshape(parts[0].shape[0], -1)
+
+
+def tile_rows(rows: torch.Tensor, scheme: str) -> torch.Tensor:
+    """Untiled rows of `scheme` ("int8", "int4"; pack_* with tiled=False) as the stored tiles."""
+    shapes = PARTS[scheme]
+    per_row = rows.reshape(rows.shape[0], -1, sum(g * b for g, b in shapes))
+    pieces = per_row.split([g * b for g, b in shapes], dim=-1)
+    return _interleave([p.reshape(*p.shape[:2], g, b) for p, (g, b) in zip(pieces, shapes, strict=True)])
+
+
+def untile(stored: torch.Tensor, scheme: str) -> torch.Tensor:
+    """The stored tiles of `scheme` as untiled rows: tile_rows undone."""
+    return _joined(_deinterleave(stored, PARTS[scheme]))
+
+
 def _bytes_of(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Values [out, blocks] as their bytes in `dtype`, [out, blocks, 1, size]."""
     return t.to(dtype).contiguous().view(torch.uint8).reshape(*t.shape, 1, -1)
 
 
-def pack_int8(scale: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-    """Scales [out, in / 32] (float32) and codes [out, in] (int8) as stored int8 tiles [out, in + in / 8] (uint8)."""
+def pack_int8(scale: torch.Tensor, codes: torch.Tensor, tiled: bool = True) -> torch.Tensor:
+    """Scales [out, in / 32] (float32) and codes [out, in] (int8) as stored int8 tiles [out, in + in / 8] (uint8), or
+    as untiled rows (tile_rows tiles them)."""
     offset = (codes.contiguous().view(torch.uint8) ^ INT8_OFFSET).reshape(codes.shape[0], -1, GROUP // WORD, WORD)
-    return _interleave([_bytes_of(scale, torch.float32), offset])
+    parts = [_bytes_of(scale, torch.float32), offset]
+    return _interleave(parts) if tiled else _joined(parts)
 
 
 def quantize_int8(w: torch.Tensor) -> torch.Tensor:
@@ -136,14 +160,16 @@ def pack_int4(scale: torch.Tensor, minimum: torch.Tensor, codes: torch.Tensor) -
     return pack_int4_nibbles(scale, minimum, codes[..., : GROUP // 2] | (codes[..., GROUP // 2:] << 4))
 
 
-def pack_int4_nibbles(scale: torch.Tensor, minimum: torch.Tensor, nibbles: torch.Tensor) -> torch.Tensor:
-    """As pack_int4, the codes already two to a byte: nibbles [out, in / 32, 16] (code j low, code j + 16 high).
-    d and m must be float16 values (ValueError otherwise: they are stored as float16)."""
+def pack_int4_nibbles(scale: torch.Tensor, minimum: torch.Tensor, nibbles: torch.Tensor,
+                      tiled: bool = True) -> torch.Tensor:
+    """As pack_int4, the codes already two to a byte: nibbles [out, in / 32, 16] (code j low, code j + 16 high);
+    tiled=False: untiled rows. d and m must be float16 values (ValueError otherwise: they are stored as float16)."""
     for name, t in (("scale", scale), ("minimum", minimum)):
         if not torch.equal(t.half().float(), t.float()):
             raise ValueError(f"int4 stores each block's {name} as float16; these values are not float16 values")
     quads = nibbles.reshape(nibbles.shape[0], -1, GROUP // 2 // WORD, WORD)
-    return _interleave([_bytes_of(scale, torch.float16), _bytes_of(minimum, torch.float16), quads])
+    parts = [_bytes_of(scale, torch.float16), _bytes_of(minimum, torch.float16), quads]
+    return _interleave(parts) if tiled else _joined(parts)
 
 
 def quantize_int4(w: torch.Tensor) -> torch.Tensor:
