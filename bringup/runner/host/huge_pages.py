@@ -3,8 +3,10 @@
 A decode step streams every weight once from memory. In 4 KiB pages the hardware prefetchers stop at each page
 boundary and every page costs a TLB miss: on the 2-core Xeon this was measured on, the int8 decode layers read
 their 120 MB at 12.6 GB/s from separate allocations and at 19.3 GB/s from one 2 MiB-aligned block advised
-MADV_HUGEPAGE (kernels/quantized_tile.h, two threads). The advice is a hint: where the kernel declines it (THP set
-to `never`, another OS), the block is still one contiguous allocation and nothing else changes.
+MADV_HUGEPAGE (kernels/quantized_tile.h, two threads). The block is a fresh private anonymous mapping: the advice
+only shapes pages faulted after it, and memory from torch's allocator can be heap pages already touched (there,
+16 of 147 MB came back huge). The advice is a hint: where the kernel declines it (THP set to `never`, another OS),
+the block is still one contiguous allocation and nothing else changes.
 """
 
 from __future__ import annotations

@@ -37,9 +37,10 @@ CHOICES = (NONE, INT8, INT4, FP8, AUTO)
 DEQUANT = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}  # the reference kind each scheme falls back to
 QUANTIZED_AT_LOAD = "quantized at load (round to nearest)"  # the weights' origin, unless a file's (held_blocks.py)
 KLD_BUDGET = 0.05  # nats per token, mean over the check text: llama.cpp's Q4_0 on 1B-class models is about this
-DESCRIPTION = {INT8: f"int8 weights with a scale per block of {GROUP} (Q8_0's layout), activations int8 per block",
-               INT4: f"int4 weights with a scale and a minimum per block of {GROUP} (Q4_1's layout), activations int8 "
+DESCRIPTION = {INT8: f"int8 weights with a scale per block of {GROUP} (Q8_0's values, a float32 scale), activations int8 "
                      "per block",
+               INT4: f"int4 weights with a scale and a minimum per block of {GROUP} (Q4_1's values, float16 d and m), "
+                     "activations int8 per block",
                FP8: "float8_e4m3fn weights with a float32 scale per output channel (max / 448), weight-only: the "
                     "activations stay in the plan dtype"}
 
