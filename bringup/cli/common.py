@@ -40,9 +40,10 @@ DtypeOption = Annotated[
 QuantizationOption = Annotated[
     str,
     typer.Option("--quantization", help="Linear weights: none (the plan dtype's), int8 (a scale per block of 32, "
-                 "GGUF Q8_0's layout), int4 (a scale and a minimum per block of 32, Q4_1's); both quantize the "
-                 "activations per block of 32 as llama.cpp does; fp8 (weight-only float8_e4m3fn, a scale per output "
-                 "channel; any device with float8 casts), or auto (the plan "
+                 "GGUF Q8_0's values), int4 (a scale and a minimum per group of 32, Q4_1's; int4_g64 / int4_g128: "
+                 "per group of 64 / 128); all quantize the activations per block of 32 as llama.cpp does; fp8 "
+                 "(weight-only float8_e4m3fn, a scale per output channel; any device with float8 casts), or auto "
+                 "(the plan "
                  "quantizes only where the kernel checked out here, decode measured faster on this model and the "
                  "KL divergence stayed under its budget). int8/int4: host (CPU) kernels. A compressed-tensors "
                  "checkpoint is served in its own scheme."),

@@ -12,9 +12,10 @@ import torch
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.engine.executor import Executor
+from bringup.runner.host.quantized import FALLBACKS
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
-from bringup.runner.model.linear_kinds import FP8, INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, OUT_IN
+from bringup.runner.model.linear_kinds import FP8, OUT_IN
 from bringup.runner.model.quantized_weights import quantize_activations
 from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
@@ -29,14 +30,14 @@ GREEDY_TOKENS = 32
 # int8 model in float32 and in float64 differ by up to 0.1 of their RMS. Greedy paths may part where the reference's
 # top two tokens are that close, and only there.
 FLIP_MARGIN = 0.1  # of the reference's logit RMS at that step
-ACTIVATIONS_QUANTIZED = (INT8, INT4)  # fp8 is weight-only
-REFERENCE_KIND = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT, FP8: FP8}  # fp8's kind is its reference
+ACTIVATIONS_QUANTIZED = tuple(FALLBACKS)  # int8 and the int4 kinds; fp8 is weight-only
+REFERENCE_KIND = {**FALLBACKS, FP8: FP8}  # fp8's kind is its reference
 
 
-def tiny_quantizable_model(tmp_path_factory, name: str) -> Path:  # type: ignore[no-untyped-def]
-    """A random-init two-layer Llama whose every linear input is a whole number of blocks of 32."""
+def tiny_quantizable_model(tmp_path_factory, name: str, hidden: int = 64) -> Path:  # type: ignore[no-untyped-def]
+    """A random-init two-layer Llama whose every linear input is a whole number of blocks of 32 (of `hidden`)."""
     path = tmp_path_factory.mktemp(name) / "m"
-    make_hf_model(path, hidden=64, intermediate=128, layers=2, vocab=320)
+    make_hf_model(path, hidden=hidden, intermediate=2 * hidden, layers=2, vocab=320)
     return path
 
 

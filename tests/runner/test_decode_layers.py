@@ -110,10 +110,10 @@ def test_hidden_states_match_the_modules_on_ragged_decode_steps(tmp_path, dtype)
 
 
 @needs_compiler
-@pytest.mark.parametrize("scheme", ["int8", "int4"])
+@pytest.mark.parametrize("scheme", ["int8", "int4", "int4_g64"])
 def test_quantized_weights_are_fused_from_one_block_and_match_the_modules(tmp_path, scheme):
     model_dir = tmp_path / "llama"
-    make_hf_model(model_dir, "llama", hidden=64, heads=4, kv_heads=1, intermediate=96, layers=2)
+    make_hf_model(model_dir, "llama", hidden=64, heads=4, kv_heads=1, intermediate=128, layers=2)
     e = engine(tmp_path, model_dir, fused=True, quantization=scheme)
     model, fused = e.executor.model, e.executor.fused
     assert e.plan.quantization.value == scheme and e.plan.decode_layers.value == "fused"
@@ -141,7 +141,8 @@ def test_only_models_it_computes_exactly_are_fused(tmp_path):
         is None
     assert "float32 and bfloat16 only; the model runs float16" in decode_layers.cannot_fuse(
         load_builtin(torch.float16, "cpu", WeightLayout()), 128)
-    assert "reads weights stored as panels or int8 or int4; the layout stores in_out and out_in" in \
+    assert "reads weights stored as panels or int8 or int4 or int4_g64 or int4_g128; the layout stores in_out and " \
+        "out_in" in \
         decode_layers.cannot_fuse(load_builtin(torch.float32, "cpu", WeightLayout("in_out", "out_in", 4)), 128)
     assert decode_layers.cannot_fuse(load_builtin(torch.float32, "cpu", WeightLayout("in_out", "panels", 1)), 128) \
         is None  # steps of one token read in_out through the modules, panels through the kernel

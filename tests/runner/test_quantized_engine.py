@@ -15,7 +15,7 @@ import pytest
 
 from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.host import build as host_build
-from bringup.runner.model.linear_kinds import INT4, INT8
+from bringup.runner.model.linear_kinds import INT4, INT4_G64, INT4_G128, INT8
 from tests.cli.run_cli import run_cli
 from tests.runner.host_compiler import needs_compiler
 from tests.runner.quantized_parity import assert_decode_matches_reference, start_quantized, tiny_quantizable_model
@@ -28,8 +28,8 @@ SCALED = "for (int r = 0; r < ROWS; ++r) for (int t = 0; t < NT; ++t) for (int i
 FAULTS = {"if (format == FORMAT_INT8) quantized_tiles<ROWS, NT, FORMAT_INT8>(rows, tiles, stride, height, out);":
           "if (format == FORMAT_INT8) { quantized_tiles<ROWS, NT, FORMAT_INT8>(rows, tiles, stride, height, out); "
           + SCALED.format("1.5f") + " }",
-          "else quantized_tiles<ROWS, NT, FORMAT_INT4>(rows, tiles, stride, height, out);":
-          "else { quantized_tiles<ROWS, NT, FORMAT_INT4>(rows, tiles, stride, height, out); " + SCALED.format("0.5f")
+          "else quantized_int4_tiles<ROWS, NT>(format, rows, tiles, stride, height, out);":
+          "else { quantized_int4_tiles<ROWS, NT>(format, rows, tiles, stride, height, out); " + SCALED.format("0.5f")
           + " }"}
 
 
@@ -40,15 +40,41 @@ def tiny(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def wide(tmp_path_factory) -> Path:
+    """Every linear input a multiple of 128: int4_g128's groups fit."""
+    return tiny_quantizable_model(tmp_path_factory, "wide-llama", hidden=128)
+
+
+@pytest.fixture(scope="module")
 def engines(tiny, tmp_path_factory) -> dict[str, LLMEngine]:
     work = tmp_path_factory.mktemp("plans")
-    return {scheme: start_quantized(tiny, work, scheme) for scheme in ("none", INT8, INT4)}
+    return {scheme: start_quantized(tiny, work, scheme) for scheme in ("none", INT8, INT4, INT4_G64)}
 
 
 @needs_compiler
-@pytest.mark.parametrize("scheme", [INT8, INT4])
+@pytest.mark.parametrize("scheme", [INT8, INT4, INT4_G64])
 def test_decode_steps_equal_the_reference_of_the_same_quantized_weights(engines, tiny, scheme):
     assert_decode_matches_reference(engines[scheme], tiny, scheme, PROMPT)
+
+
+@needs_compiler
+def test_int4_in_groups_of_128_decodes_as_its_reference_and_says_so(wide, tmp_path):
+    engine = start_quantized(wide, tmp_path, INT4_G128)
+    row = dict((name, evidence) for name, _, evidence in engine.plan.rows())["quantization"]
+    assert "int4 weights with a scale and a minimum per group of 128 (float16 d and m)" in row
+    assert_decode_matches_reference(engine, wide, INT4_G128, PROMPT)
+    # d and m (2 bytes each) per 128 weights and half a byte per weight: 68 bytes per 128
+    qkv = engine.executor.model.layers[0].self_attn.qkv_proj.weight(INT4_G128)
+    assert qkv.shape[1] == 128 // 128 * 68
+
+
+def test_groups_that_do_not_divide_a_layer_are_refused_in_one_line(tiny, tmp_path):
+    result = run_cli(["generate", "hi", "--model", str(tiny), "--device", "cpu", "--profile", str(tmp_path / "p.yaml"),
+                      "--quantization", "int4_g128"])
+    assert result.code == 2
+    assert "--quantization int4_g128: a layer has 64 input features are not a multiple of the quantization block " \
+           "of 128" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
 
 
 @needs_compiler
@@ -72,7 +98,7 @@ def test_an_unknown_scheme_is_refused_in_one_line(tiny, tmp_path):
     result = run_cli(["generate", "hi", "--model", str(tiny), "--device", "cpu", "--profile", str(tmp_path / "p.yaml"),
                       "--quantization", "int3"])
     assert result.code == 2
-    assert "--quantization 'int3' is not one of none, int8, int4, fp8, auto" in result.stderr
+    assert "--quantization 'int3' is not one of none, int8, int4, int4_g64, int4_g128, fp8, auto" in result.stderr
     assert "Traceback" not in result.stderr
 
 

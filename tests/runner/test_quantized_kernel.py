@@ -8,7 +8,17 @@ import torch
 import torch.nn.functional as F
 
 from bringup.runner.host import quantized as quantized_kernel
-from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, apply, place, to_out_in
+from bringup.runner.model.linear_kinds import (
+    INT4,
+    INT4_DEQUANT,
+    INT4_G64,
+    INT4_G128,
+    INT8,
+    INT8_DEQUANT,
+    apply,
+    place,
+    to_out_in,
+)
 from bringup.runner.model.quantized_weights import (
     dequantize_int4,
     dequantize_int8,
@@ -82,7 +92,7 @@ def test_the_tiles_interleave_16_rows_four_codes_at_a_time():
     assert torch.equal(last[:12].view(torch.float32), scales[16:, 0])
     assert torch.equal((last[12:24] ^ 128).view(torch.int8).reshape(3, 4), codes[16:, 0:4])
     nibbles = quantize_int4(w).reshape(-1)[64: 128].reshape(16, 4)  # tile 0, block 0, after 16 d and 16 m
-    d, m, q = unpack_int4(quantize_int4(w))
+    q = unpack_int4(quantize_int4(w))[2]
     assert torch.equal(nibbles, q[:16, 0, 0:4] | (q[:16, 0, 16:20] << 4))  # codes c and 16 + c share a byte
 
 
@@ -94,7 +104,7 @@ def test_rows_that_are_not_whole_blocks_are_refused(quantize):
 
 @needs_compiler
 @pytest.mark.parametrize("scheme", [INT8, INT4])
-@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9, 16, 17, 40])  # 4-row passes, remainders, and past KERNEL_ROWS
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9, 16, 17, 40])  # 4-row passes, remainders, and past PLAIN_C_ROWS
 def test_the_kernel_matches_dequantize_then_f_linear(scheme, rows):
     gen = torch.Generator().manual_seed(rows)
     w, bias = torch.randn(37, 96, generator=gen), torch.randn(37, generator=gen)  # 37: a partial group of rows
@@ -156,3 +166,22 @@ def test_the_kernel_refuses_a_weight_of_another_width():
     stored = quantize_int8(torch.ones(8, 32))
     with pytest.raises(ValueError, match="x has 16 features per row but the quantized weight has k=32"):
         quantized_kernel.run(torch.ones(1, 16), stored, None, INT8)
+
+
+@needs_compiler
+@pytest.mark.parametrize(("scheme", "group"), [(INT4, 32), (INT4_G64, 64), (INT4_G128, 128)])
+@pytest.mark.parametrize("rows", [1, 3, 5])
+def test_int4_groups_of_64_and_128_share_d_and_m_across_blocks(scheme, group, rows):
+    gen = torch.Generator().manual_seed(group + rows)
+    w, bias = torch.randn(37, 256, generator=gen), torch.randn(37, generator=gen)
+    stored = place(w, scheme)
+    assert stored.shape == (37, 256 // group * (4 + group // 2))  # float16 d and m per group, 16 bytes per 32
+    d, m, codes = unpack_int4(stored, group)
+    assert d.shape == m.shape == (37, 256 // group) and codes.shape == (37, 8, 32)
+    values = codes.float().reshape(37, -1, group) * d.unsqueeze(-1) + m.unsqueeze(-1)
+    assert torch.equal(to_out_in(stored, scheme), values.reshape(37, 256))
+    assert (values.reshape(37, 256) - w).abs().max() <= d.max() / 2 + 1e-3  # round to nearest within each group
+    x = torch.randn(rows, 256, generator=gen)
+    want = reference_linear(x, to_out_in(stored, scheme), bias)
+    got = apply(x, stored, bias, scheme)
+    assert (got - want).abs().max().item() <= 1e-4 * want.abs().max().item()

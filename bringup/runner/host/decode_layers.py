@@ -24,12 +24,12 @@ from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import MLP, DecoderLayer, DecoderModel
 from bringup.runner.model.layout_linear import LayoutLinear
-from bringup.runner.model.linear_kinds import INT4, INT8, PANELS
+from bringup.runner.model.linear_kinds import PANELS
 from bringup.runner.model.norm import RMSNorm
-from bringup.runner.model.quantized_weights import GROUP, INT4_BLOCK_BYTES, INT8_SCALE_BYTES, group_why_not
+from bringup.runner.model.quantized_weights import GROUP, INT4_GROUPS, KERNEL_FORMATS, group_why_not, row_bytes
 
 WEIGHTS_PER_LAYER, DIMS = 12, 12  # the kernel's Weight and Dim enums
-FORMATS = {PANELS: 0, INT8: 1, INT4: 2}  # the weight kinds the kernel reads, as its dims[WEIGHT_FORMAT]
+FORMATS = {PANELS: 0, **KERNEL_FORMATS}  # the weight kinds the kernel reads, as its dims[WEIGHT_FORMAT]
 QUANTIZED_DTYPES = (torch.float32,)  # int8 / int4 weights: float32 activations only
 # How far the kernel's hidden states may be from the modules' on the check, per dtype: (largest difference relative
 # to the largest magnitude, NMSE). float32: the same arithmetic in another order, 1e-6 measured on the benchmark's
@@ -79,7 +79,7 @@ def cannot_fuse(model: DecoderModel, max_model_len: int) -> str | None:
         return f"{kind} weights with float32 activations only; the model runs {str(model.dtype).removeprefix('torch.')}"
     if kind != PANELS:
         for size in (c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size):
-            why = group_why_not(size)
+            why = group_why_not(size, INT4_GROUPS.get(kind, GROUP))
             if why:
                 return why
     return None
@@ -140,6 +140,8 @@ class FusedDecode:
         self.work_per_row = 2 * c.hidden_size + self.widths[0] + 2 * c.num_heads * c.head_dim + self.widths[1] + \
             c.intermediate_size
         self.entry = getattr(library(), ENTRY_POINTS[model.dtype])  # built (or found) now, not on the first request
+        self._last_dims: torch.Tensor | None = None
+        self._scratch = torch.empty(0, dtype=torch.float32)
 
     def _pointer(self, t: torch.Tensor | None) -> int:
         if t is None:
@@ -170,12 +172,23 @@ class FusedDecode:
         self._check(input_ids, positions, meta)
         x = m.embed[input_ids].contiguous()
         batch, slots = x.shape[0], meta.context_slots.contiguous()
-        dims = torch.tensor([*self.dims, slots.shape[1]], dtype=torch.int64)
-        work = torch.empty(batch * self.work_per_row, dtype=torch.float32)
+        dims, work = self._dims(slots.shape[1]), self._work(batch)
         self.entry(x.data_ptr(), batch, dims.data_ptr(), self.table, m.rope_cos.data_ptr(), m.rope_sin.data_ptr(),
                    positions.data_ptr(), meta.slot_mapping.data_ptr(), slots.data_ptr(),
                    meta.context_lens.data_ptr(), self.eps, self.scale, work.data_ptr())
         return m.norm(x)
+
+    def _dims(self, ld_slots: int) -> torch.Tensor:
+        """The kernel's dims for context_slots of `ld_slots` columns (kept: a step reuses the last ones)."""
+        if self._last_dims is None or int(self._last_dims[-1]) != ld_slots:
+            self._last_dims = torch.tensor([*self.dims, ld_slots], dtype=torch.int64)
+        return self._last_dims
+
+    def _work(self, batch: int) -> torch.Tensor:
+        """Scratch for a step of `batch` sequences (kept and grown: only the kernel reads it, within a call)."""
+        if self._scratch.numel() < batch * self.work_per_row:
+            self._scratch = torch.empty(batch * self.work_per_row, dtype=torch.float32)
+        return self._scratch
 
     def _check(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> None:
         """HostKernelInputError unless every index the kernel follows stays inside its tables."""
@@ -193,7 +206,8 @@ class FusedDecode:
         for name, t, limit in (("input_ids", input_ids, self.model.embed.shape[0]),
                                ("positions", positions, self.model.rope_cos.shape[0]),
                                ("slot_mapping", meta.slot_mapping, self.slots_total)):
-            low, high = (int(v) for v in t.aminmax())
+            values = t.tolist()  # a decode step's few entries: faster as a list than as a reduction
+            low, high = min(values), max(values)
             if low < 0 or high >= limit:
                 raise HostKernelInputError(f"{name} holds {low}..{high}; each must be in [0, {limit})")
         check_context(meta.context_slots, meta.context_lens, self.slots_total)
@@ -235,7 +249,7 @@ def _check_layer(layer: DecoderLayer, c: ModelConfig, kind: str) -> None:
 def _stored_shape(kind: str, k: int, n: int) -> list[int]:
     if kind == PANELS:
         return [-(-n // PANEL), k, PANEL]
-    return [n, k + k // GROUP * INT8_SCALE_BYTES if kind == INT8 else k // GROUP * INT4_BLOCK_BYTES]
+    return [n, row_bytes(kind, k)]
 
 
 def _linear(linear: LayoutLinear, kind: str) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -25,7 +25,10 @@ PLAIN_KINDS = (IN_OUT, OUT_IN)
 # quantized in blocks of 32 (model/quantized_weights.py): applied by bringup's host kernel, or (the fallback) by
 # dequantizing and calling F.linear in float32; host/quantized.py registers all four
 INT8, INT4, INT8_DEQUANT, INT4_DEQUANT = "int8", "int4", "int8_dequant", "int4_dequant"
-INTEGER_KINDS = (INT8, INT4, INT8_DEQUANT, INT4_DEQUANT)
+# int4 with d and m per group of 64 / 128 inputs (activations still per block of 32)
+INT4_G64, INT4_G128, INT4_G64_DEQUANT, INT4_G128_DEQUANT = "int4_g64", "int4_g128", "int4_g64_dequant", \
+    "int4_g128_dequant"
+INTEGER_KINDS = (INT8, INT4, INT4_G64, INT4_G128, INT8_DEQUANT, INT4_DEQUANT, INT4_G64_DEQUANT, INT4_G128_DEQUANT)
 FP8 = "fp8"  # float8_e4m3fn weights with a scale per output channel (model/fp8_weights.py), on any device
 QUANTIZED_KINDS = (*INTEGER_KINDS, FP8)
 HOST_KIND_NAMES = (PANELS, *INTEGER_KINDS)  # kinds whose storage and product a host module provides

@@ -9,8 +9,9 @@ activations too: each row of x, per block of 32, to int8 codes with one float32 
 The values:
 int8: w = d * q per block of 32, d = max|w over the block| / 127 (float32), q = round(w / d) clamped to
       [-127, 127]. GGUF's Q8_0 exactly, its float16 d widened to float32 (exact).
-int4: w = d * q + m per block of 32, d = (max - min) / 15 and m = min, both float16, q = round((w - m) / d) clamped
-      to [0, 15], computed from d and m as stored. GGUF's Q4_1 exactly, and Q4_0 with m = -8d (w = d * (q - 8)).
+int4: w = d * q + m per group of 32 (or 64, 128: the int4_g64 / int4_g128 kinds), d = (max - min) / 15 and m = min,
+      both float16, q = round((w - m) / d) clamped to [0, 15], computed from d and m as stored. With groups of 32,
+      GGUF's Q4_1 exactly, and Q4_0 with m = -8d (w = d * (q - 8)).
 Rounding is to nearest, ties to even (torch.round), in float32; codes are value * (1 / scale), as the kernels do.
 
 The bytes: a weight [out, in] is stored as uint8 [out, row bytes] (int8: in + in / 8; int4: in / 32 * 20), the rows
@@ -19,8 +20,9 @@ holds the same 4 input features of 16 output rows: one `vpdpbusd` lane per outpu
 word of x's codes. Per tile of r rows, per block of 32 input features, in turn:
 int8: r float32 scales; then 8 groups (features 4g..4g+3), each the 4 codes of every row of the tile, stored
       as q + 128 (unsigned: the kernel takes 128 * sum(x's codes) off; `vpdpbusd` multiplies unsigned by signed).
-int4: r float16 d; r float16 m; then 4 groups, each 4 bytes of every row: byte c of group h holds code 4h + c in
-      its low nibble and code 16 + 4h + c in its high nibble (GGUF's nibble order, byte for byte, within a row).
+int4: per group of G inputs: r float16 d; r float16 m; then, per block of 32 of the group, 4 groups of 4 bytes of
+      every row: byte c of group h holds code 4h + c of the block in its low nibble and code 16 + 4h + c in its
+      high nibble (GGUF's nibble order, byte for byte, within a row).
 """
 
 from __future__ import annotations
@@ -28,29 +30,50 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from bringup.runner.model.linear_kinds import INT4, INT8
+from bringup.runner.model.linear_kinds import INT4, INT4_G64, INT4_G128, INT8
 
 GROUP = 32  # input features per block, for weights and activations alike
 TILE = 16  # output rows interleaved in one tile
 WORD = 4  # the bytes of one row side by side in a group: what one 32-bit lane of `vpdpbusd` sums
 INT8_SCALE_BYTES = 4  # one float32 scale per row per block
 INT4_SCALE_BYTES = 2  # float16 d and float16 m per row per block
-INT4_BLOCK_BYTES = 2 * INT4_SCALE_BYTES + GROUP // 2  # a row's bytes per block: d, m, 16 bytes of nibbles
+INT4_BLOCK_BYTES = 2 * INT4_SCALE_BYTES + GROUP // 2  # a row's bytes per group of 32: d, m, 16 bytes of nibbles
+INT4_GROUPS = {INT4: GROUP, INT4_G64: 2 * GROUP, INT4_G128: 4 * GROUP}  # each int4 kind's inputs per d and m
 # each scheme's parts per row per block, in stored order: (groups, bytes per group)
 INT8_PARTS = ((1, INT8_SCALE_BYTES), (GROUP // WORD, WORD))
-INT4_PARTS = ((1, INT4_SCALE_BYTES), (1, INT4_SCALE_BYTES), (GROUP // 2 // WORD, WORD))
+
 INT8_OFFSET = 128  # int8 codes are stored as q + 128
-PARTS = {INT8: INT8_PARTS, INT4: INT4_PARTS}
+# the kernels' dims / format argument for each kind (quantized_tile.h's QuantizedFormat)
+KERNEL_FORMATS = {INT8: 1, INT4: 2, INT4_G64: 3, INT4_G128: 4}
 
 
-def group_why_not(in_features: int) -> str | None:
-    if in_features % GROUP:
-        return f"{in_features} input features are not a multiple of the quantization block of {GROUP}"
+def int4_parts(group: int) -> tuple[tuple[int, int], ...]:
+    return (1, INT4_SCALE_BYTES), (1, INT4_SCALE_BYTES), (group // 2 // WORD, WORD)
+
+
+def int4_group_bytes(group: int) -> int:
+    """A row's bytes per group: d, m and the group's nibbles."""
+    return 2 * INT4_SCALE_BYTES + group // 2
+
+
+def row_bytes(kind: str, in_features: int) -> int:
+    """The stored bytes of one output row of `kind` (int8 or an int4 kind)."""
+    if kind == INT8:
+        return in_features + in_features // GROUP * INT8_SCALE_BYTES
+    return in_features // INT4_GROUPS[kind] * int4_group_bytes(INT4_GROUPS[kind])
+
+
+PARTS = {INT8: INT8_PARTS, **{kind: int4_parts(group) for kind, group in INT4_GROUPS.items()}}
+
+
+def group_why_not(in_features: int, group: int = GROUP) -> str | None:
+    if in_features % group:
+        return f"{in_features} input features are not a multiple of the quantization block of {group}"
     return None
 
 
-def _require_groups(w: torch.Tensor) -> None:
-    why = group_why_not(w.shape[-1])
+def _require_groups(w: torch.Tensor, group: int = GROUP) -> None:
+    why = group_why_not(w.shape[-1], group)
     if why:
         raise ValueError(why)
 
@@ -73,9 +96,8 @@ def _interleave(parts: list[torch.Tensor]) -> torch.Tensor:
         end = first + (rows - first) // height * height if height else first
         if end == first:
             continue
-        tiles = [p[first:end].reshape(-1, height, *p.shape[1:]).permute(0, 2, 3, 1, 4).reshape(-1, blocks,
-                                                                                                p[0, 0].numel() * height)
-                 for p in parts]
+        tiles = [p[first:end].reshape(-1, height, *p.shape[1:]).permute(0, 2, 3, 1, 4)
+                 .reshape(-1, blocks, p[0, 0].numel() * height) for p in parts]
         stored.append(torch.cat(tiles, dim=-1).reshape(end - first, -1))
     return torch.cat(stored).contiguous()
 
@@ -156,7 +178,8 @@ def dequantize_int8(stored: torch.Tensor) -> torch.Tensor:
 
 
 def pack_int4(scale: torch.Tensor, minimum: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-    """Blocks [out, in / 32] of d and m and codes [out, in / 32, 32] (0..15, uint8) as stored int4 tiles."""
+    """d and m [out, in / G] and codes [out, in / 32, 32] (0..15, uint8) as stored int4 tiles (G = 32 * in / 32 /
+    the groups d has)."""
     return pack_int4_nibbles(scale, minimum, codes[..., : GROUP // 2] | (codes[..., GROUP // 2:] << 4))
 
 
@@ -167,15 +190,16 @@ def pack_int4_nibbles(scale: torch.Tensor, minimum: torch.Tensor, nibbles: torch
     for name, t in (("scale", scale), ("minimum", minimum)):
         if not torch.equal(t.half().float(), t.float()):
             raise ValueError(f"int4 stores each block's {name} as float16; these values are not float16 values")
-    quads = nibbles.reshape(nibbles.shape[0], -1, GROUP // 2 // WORD, WORD)
+    group = GROUP * nibbles.shape[1] // scale.shape[1]
+    quads = nibbles.reshape(nibbles.shape[0], scale.shape[1], group // 2 // WORD, WORD)
     parts = [_bytes_of(scale, torch.float16), _bytes_of(minimum, torch.float16), quads]
     return _interleave(parts) if tiled else _joined(parts)
 
 
-def quantize_int4(w: torch.Tensor) -> torch.Tensor:
-    """W [out, in] (in a multiple of 32) as int4 tiles: [out, in / 32 * 20] uint8."""
-    _require_groups(w)
-    groups = w.detach().float().reshape(w.shape[0], -1, GROUP)
+def quantize_int4(w: torch.Tensor, group: int = GROUP) -> torch.Tensor:
+    """W [out, in] (in a multiple of `group`) as int4 tiles: [out, in / group * (4 + group / 2)] uint8."""
+    _require_groups(w, group)
+    groups = w.detach().float().reshape(w.shape[0], -1, group)
     low, high = groups.amin(dim=-1), groups.amax(dim=-1)
     scale, minimum = ((high - low) / 15).half(), low.half()
     if not (scale.isfinite().all() and minimum.isfinite().all()):
@@ -184,25 +208,27 @@ def quantize_int4(w: torch.Tensor) -> torch.Tensor:
     scale, minimum = scale.float(), minimum.float()
     shifted = (groups - minimum.unsqueeze(-1)) * _inverse(scale).unsqueeze(-1)
     codes = torch.round(shifted).clamp(0, 15).to(torch.uint8)
-    return pack_int4(scale, minimum, codes)
+    return pack_int4(scale, minimum, codes.reshape(w.shape[0], -1, GROUP))
 
 
-def unpack_int4(stored: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """d and m [out, in / 32] (float32, float16 values) and codes [out, in / 32, 32] (0..15, uint8) of int4 tiles."""
-    scale, minimum, quads = _deinterleave(stored, INT4_PARTS)
+def unpack_int4(stored: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """d and m [out, in / group] (float32, float16 values) and codes [out, in / 32, 32] (0..15, uint8) of int4
+    tiles."""
+    scale, minimum, quads = _deinterleave(stored, int4_parts(group))
     d, m = (t.contiguous().view(torch.float16).float().reshape(stored.shape[0], -1) for t in (scale, minimum))
     nibbles = quads.reshape(stored.shape[0], -1, GROUP // 2)
     return d, m, torch.cat([nibbles & 15, nibbles >> 4], dim=-1)
 
 
-def dequantize_int4(stored: torch.Tensor) -> torch.Tensor:
+def dequantize_int4(stored: torch.Tensor, group: int = GROUP) -> torch.Tensor:
     """The float32 weight [out, in] that `quantize_int4` (or a GGUF Q4 re-pack) stored."""
-    d, m, codes = unpack_int4(stored)
-    return (codes.float() * d.unsqueeze(-1) + m.unsqueeze(-1)).reshape(stored.shape[0], -1)
+    d, m, codes = unpack_int4(stored, group)
+    values = codes.float().reshape(stored.shape[0], d.shape[1], group)
+    return (values * d.unsqueeze(-1) + m.unsqueeze(-1)).reshape(stored.shape[0], -1)
 
 
-def int4_in_features(stored: torch.Tensor) -> int:
-    return stored.shape[1] // INT4_BLOCK_BYTES * GROUP
+def int4_in_features(stored: torch.Tensor, group: int = GROUP) -> int:
+    return stored.shape[1] // int4_group_bytes(group) * group
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:

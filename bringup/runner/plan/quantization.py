@@ -27,20 +27,22 @@ from bringup.runner.host import quantized as quantized_kernel
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.fp8_weights import fp8_why_not, scaled_mm_why_not
-from bringup.runner.model.linear_kinds import FP8, INT4, INT4_DEQUANT, INT8, INT8_DEQUANT
-from bringup.runner.model.quantized_weights import GROUP, group_why_not
+from bringup.runner.model.linear_kinds import FP8, INT4, INT4_G64, INT4_G128, INT8
+from bringup.runner.model.quantized_weights import GROUP, INT4_GROUPS, group_why_not
 from bringup.runner.plan.plan import Choice
 
 NONE, AUTO = "none", "auto"
-SCHEMES = (INT8, INT4, FP8)
-CHOICES = (NONE, INT8, INT4, FP8, AUTO)
-DEQUANT = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT}  # the reference kind each scheme falls back to
+SCHEMES = (INT8, INT4, INT4_G64, INT4_G128, FP8)
+AUTO_SCHEMES = (INT8, INT4, FP8)  # what auto tries: int4's larger groups only when asked for
+CHOICES = (NONE, *SCHEMES, AUTO)
+DEQUANT = quantized_kernel.FALLBACKS  # the reference kind each scheme falls back to
 QUANTIZED_AT_LOAD = "quantized at load (round to nearest)"  # the weights' origin, unless a file's (held_blocks.py)
 KLD_BUDGET = 0.05  # nats per token, mean over the check text: llama.cpp's Q4_0 on 1B-class models is about this
-DESCRIPTION = {INT8: f"int8 weights with a scale per block of {GROUP} (Q8_0's values, a float32 scale), activations int8 "
-                     "per block",
-               INT4: f"int4 weights with a scale and a minimum per block of {GROUP} (Q4_1's values, float16 d and m), "
-                     "activations int8 per block",
+DESCRIPTION = {INT8: f"int8 weights with a scale per block of {GROUP} (Q8_0's values, a float32 scale), activations "
+                     "int8 per block",
+               **{kind: f"int4 weights with a scale and a minimum per group of {group} ("
+                        + ("Q4_1's values, " if group == GROUP else "") + "float16 d and m), activations int8 per "
+                        f"block of {GROUP}" for kind, group in INT4_GROUPS.items()},
                FP8: "float8_e4m3fn weights with a float32 scale per output channel (max / 448), weight-only: the "
                     "activations stay in the plan dtype"}
 
@@ -63,7 +65,7 @@ def scheme_why_not(scheme: str, device: torch.device, config: ModelConfig) -> st
     c = config
     ins = {c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size}  # experts are not quantized
     for size in sorted(ins):
-        why = group_why_not(size)
+        why = group_why_not(size, INT4_GROUPS.get(scheme, GROUP))
         if why:
             return f"a layer has {why}"
     return None
@@ -113,7 +115,7 @@ def kernel_why_not(device: torch.device, scheme: str) -> str | None:
 def auto_candidates(device: torch.device, config: ModelConfig) -> tuple[list[str], list[str]]:
     """(schemes --quantization auto may time on the model, why each other one is not a candidate)."""
     candidates, notes = [], []
-    for scheme in SCHEMES:
+    for scheme in AUTO_SCHEMES:
         why = scheme_why_not(scheme, device, config) or kernel_why_not(device, scheme)
         if why:
             notes.append(f"{scheme} not tried: {why}")

@@ -21,6 +21,17 @@ static void quantized_linear(int format, const float* x, int64_t m, int64_t ldx,
 
 extern "C" int bringup_quantized_group(void) { return int(QGROUP); }
 
+// the widest registers the products were built for: 512, 256, or 0 (plain C)
+extern "C" int bringup_quantized_vector_bits(void) {
+#if defined(QUANTIZED_512)
+  return 512;
+#elif defined(QUANTIZED_256)
+  return 256;
+#else
+  return 0;
+#endif
+}
+
 extern "C" void bringup_int8_linear(const float* x, int64_t m, int64_t ldx, const uint8_t* w, int64_t k, int64_t n,
                                     const float* bias, float* y, int64_t ldy) {
   quantized_linear(FORMAT_INT8, x, m, ldx, w, k, n, bias, y, ldy);
@@ -29,4 +40,14 @@ extern "C" void bringup_int8_linear(const float* x, int64_t m, int64_t ldx, cons
 extern "C" void bringup_int4_linear(const float* x, int64_t m, int64_t ldx, const uint8_t* w, int64_t k, int64_t n,
                                     const float* bias, float* y, int64_t ldy) {
   quantized_linear(FORMAT_INT4, x, m, ldx, w, k, n, bias, y, ldy);
+}
+
+extern "C" void bringup_int4_g64_linear(const float* x, int64_t m, int64_t ldx, const uint8_t* w, int64_t k,
+                                        int64_t n, const float* bias, float* y, int64_t ldy) {
+  quantized_linear(FORMAT_INT4_G64, x, m, ldx, w, k, n, bias, y, ldy);
+}
+
+extern "C" void bringup_int4_g128_linear(const float* x, int64_t m, int64_t ldx, const uint8_t* w, int64_t k,
+                                         int64_t n, const float* bias, float* y, int64_t ldy) {
+  quantized_linear(FORMAT_INT4_G128, x, m, ldx, w, k, n, bias, y, ldy);
 }

@@ -7,7 +7,8 @@
 // them by one broadcast 32-bit word of x's codes and adds each row's 4 products into its own 32-bit lane. A block
 // then costs 8 such instructions for 16 rows, with no horizontal sums: the 16 lanes are the 16 outputs. `vpdpbusd`
 // multiplies unsigned by signed bytes: int8 codes are stored as q + 128, so the lane starts at -128 * sum(x's
-// codes); int4 codes (0..15) are unsigned already and add m * d_x * sum(x's codes) per block. Without VNNI, AVX2's
+// codes); int4 codes (0..15) are unsigned already and add m * d_x * sum(x's codes) per block (an int4 weight's d and
+// m may cover 2 or 4 blocks: groups of 64 or 128). Without VNNI, AVX2's
 // `vpmaddubsw` + `vpmaddwd` compute the same sums 8 rows at a time (int8 with x's sign moved onto the weight, so
 // no product saturates 16 bits); without AVX2, plain C. Each pass streams STREAMS tiles and feeds up to MAX_QROWS
 // rows of x from cache; the tiles are split evenly among the threads.
@@ -18,15 +19,15 @@
 
 #include <omp.h>
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
 static const int64_t QGROUP = 32, QTILE = 16, QWORD = 4;
-static const int64_t INT8_SCALE_BYTES = 4, INT4_SCALE_BYTES = 2, INT4_BLOCK_BYTES = 2 * INT4_SCALE_BYTES + QGROUP / 2;
+static const int64_t INT8_SCALE_BYTES = 4, INT4_SCALE_BYTES = 2;
 static const int MAX_QROWS = 4;
 static const int STREAMS = 4;  // tiles per pass
-enum QuantizedFormat { FORMAT_INT8 = 1, FORMAT_INT4 = 2 };
+enum QuantizedFormat { FORMAT_INT8 = 1, FORMAT_INT4 = 2, FORMAT_INT4_G64 = 3, FORMAT_INT4_G128 = 4 };
 
 // x's rows as int8 blocks: codes [m][k], scales and sums of codes [m][k / 32]
 struct QuantizedRows {
@@ -36,12 +37,17 @@ struct QuantizedRows {
   int64_t k;
 };
 
-// a row's bytes per block of 32 input features
-static inline int64_t block_row_bytes(int format) {
-  return format == FORMAT_INT8 ? QGROUP + INT8_SCALE_BYTES : INT4_BLOCK_BYTES;
+// the input features one weight scale covers: 32, or an int4 format's group
+static constexpr int64_t weight_group(int format) {
+  return format == FORMAT_INT8 ? QGROUP : QGROUP << (format - FORMAT_INT4);
 }
 
-static inline int64_t row_bytes(int format, int64_t k) { return k / QGROUP * block_row_bytes(format); }
+// a row's bytes per weight group
+static constexpr int64_t group_row_bytes(int format) {
+  return format == FORMAT_INT8 ? QGROUP + INT8_SCALE_BYTES : 2 * INT4_SCALE_BYTES + weight_group(format) / 2;
+}
+
+static inline int64_t row_bytes(int format, int64_t k) { return k / weight_group(format) * group_row_bytes(format); }
 
 static inline int32_t word_at(const int8_t* p) {
   int32_t v;
@@ -70,6 +76,31 @@ static inline float read_f16(const uint8_t* p) {
 // gets a NaN scale, so every output it feeds is NaN (as the reference's would be).
 static inline void quantize_block(const float* x, int64_t ldx, int64_t r, int64_t b, const QuantizedRows& a) {
   const float* xb = x + r * ldx + b * QGROUP;
+#if defined(__AVX512F__)
+  // the same arithmetic 16 lanes at a time: the largest magnitude, one multiply, round to nearest even, clamp
+  const __m512 lo = _mm512_loadu_ps(xb), hi = _mm512_loadu_ps(xb + 16);
+  const __m512 abs_lo = _mm512_abs_ps(lo), abs_hi = _mm512_abs_ps(hi), inf = _mm512_set1_ps(INFINITY);
+  const bool all_finite = (_mm512_cmp_ps_mask(abs_lo, inf, _CMP_LT_OQ) & _mm512_cmp_ps_mask(abs_hi, inf, _CMP_LT_OQ))
+                          == 0xFFFF;
+  const float top = _mm512_reduce_max_ps(_mm512_max_ps(abs_lo, abs_hi));
+  const float step = top / 127.f, inverse_step = step > 0.f ? 1.f / step : 0.f;
+  const __m512 scale = _mm512_set1_ps(all_finite ? inverse_step : 0.f), limit = _mm512_set1_ps(127.f);
+  const int rounding = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512i q_lo = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_roundscale_ps(
+      _mm512_mul_ps(lo, scale), rounding), _mm512_sub_ps(_mm512_setzero_ps(), limit)), limit));
+  const __m512i q_hi = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_roundscale_ps(
+      _mm512_mul_ps(hi, scale), rounding), _mm512_sub_ps(_mm512_setzero_ps(), limit)), limit));
+  int8_t* out = a.codes + r * a.k + b * QGROUP;
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(q_lo));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(q_hi));
+  const int64_t at = r * (a.k / QGROUP) + b;
+  a.scales[at] = all_finite ? step : NAN;
+  a.sums[at] = _mm512_reduce_add_epi32(_mm512_add_epi32(q_lo, q_hi));
+  if (!all_finite) {  // codes 0, as in plain C (the NaN scale poisons every product either way)
+    std::memset(out, 0, QGROUP);
+    a.sums[at] = 0;
+  }
+#else
   float amax = 0.f;
   bool finite = true;
   for (int i = 0; i < QGROUP; ++i) {
@@ -89,6 +120,7 @@ static inline void quantize_block(const float* x, int64_t ldx, int64_t r, int64_
   const int64_t rb = r * (a.k / QGROUP) + b;
   a.scales[rb] = finite ? d : NAN;
   a.sums[rb] = sum;
+#endif
 }
 
 // every block of every row, shared among the threads of the enclosing parallel region (an orphaned `omp for`)
@@ -115,31 +147,32 @@ static inline void quantize_rows(const float* x, int64_t m, int64_t ldx, const Q
 // One tile of `height` rows in plain C: out[r][i] = x row r . weight row i of the tile
 template <int ROWS>
 SCALAR_LOOPS static inline void tile_in_c(int format, const QuantizedRows& a, const uint8_t* tile, int height,
-                             float out[ROWS][QTILE]) {
-  const int64_t blocks = a.k / QGROUP, block_bytes = height * block_row_bytes(format);
+                                          float out[ROWS][QTILE]) {
+  const int64_t blocks = a.k / QGROUP, group = weight_group(format), sub = group / QGROUP;
+  const int64_t group_bytes = height * group_row_bytes(format);
   for (int r = 0; r < ROWS; ++r)
     for (int i = 0; i < height; ++i) {
       float s = 0.f;
       for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* block = tile + b * block_bytes;
+        const uint8_t* weights = tile + b / sub * group_bytes;
         const int8_t* x = a.codes + r * a.k + b * QGROUP;
         const float dx = a.scales[r * blocks + b];
         int dot = 0;
         if (format == FORMAT_INT8) {
-          const uint8_t* codes = block + height * INT8_SCALE_BYTES;
+          const uint8_t* codes = weights + height * INT8_SCALE_BYTES;
           for (int g = 0; g < QGROUP / QWORD; ++g)
             for (int c = 0; c < QWORD; ++c)
               dot += int(int8_t(codes[(g * height + i) * QWORD + c] ^ 0x80)) * int(x[g * QWORD + c]);
-          s += float(dot) * (read_f32(block + i * INT8_SCALE_BYTES) * dx);
+          s += float(dot) * (read_f32(weights + i * INT8_SCALE_BYTES) * dx);
         } else {
-          const uint8_t* codes = block + 2 * height * INT4_SCALE_BYTES;
+          const uint8_t* codes = weights + 2 * height * INT4_SCALE_BYTES + b % sub * height * (QGROUP / 2);
           for (int h = 0; h < QGROUP / 2 / QWORD; ++h)
             for (int c = 0; c < QWORD; ++c) {
               const int byte = codes[(h * height + i) * QWORD + c];
               dot += (byte & 15) * int(x[h * QWORD + c]) + (byte >> 4) * int(x[QGROUP / 2 + h * QWORD + c]);
             }
-          const float d = read_f16(block + i * INT4_SCALE_BYTES);
-          const float m = read_f16(block + (height + i) * INT4_SCALE_BYTES);
+          const float d = read_f16(weights + i * INT4_SCALE_BYTES);
+          const float m = read_f16(weights + (height + i) * INT4_SCALE_BYTES);
           s += float(dot) * (d * dx) + m * (dx * float(a.sums[r * blocks + b]));
         }
       }
@@ -153,26 +186,28 @@ SCALAR_LOOPS static inline void tile_in_c(int format, const QuantizedRows& a, co
 template <int ROWS, int NT, int FORMAT>
 static inline void tiles_512(const QuantizedRows& a, const uint8_t* w, int64_t stride, int height,
                              float out[ROWS][NT][QTILE]) {
-  const int64_t blocks = a.k / QGROUP, block_bytes = height * block_row_bytes(FORMAT), group = height * QWORD;
+  constexpr int64_t SUB = weight_group(FORMAT) / QGROUP;  // blocks of x per weight group
+  const int64_t blocks = a.k / QGROUP, group_bytes = height * group_row_bytes(FORMAT), quad = height * QWORD;
   const __mmask16 lanes = __mmask16((1u << height) - 1);
-  const __mmask64 bytes = height == QTILE ? ~__mmask64(0) : (__mmask64(1) << group) - 1;
+  const __mmask64 bytes = height == QTILE ? ~__mmask64(0) : (__mmask64(1) << quad) - 1;
   __m512 acc[ROWS][NT];
   for (int r = 0; r < ROWS; ++r)
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t wg = 0; wg < blocks / SUB; ++wg) {
     for (int t = 0; t < NT; ++t) {
-      const uint8_t* block = w + t * stride + b * block_bytes;
+      const uint8_t* weights = w + t * stride + wg * group_bytes;
       __m512i even[ROWS], odd[ROWS];
       if constexpr (FORMAT == FORMAT_INT8) {
-        const __m512 dw = _mm512_maskz_loadu_ps(lanes, block);
-        const uint8_t* codes = block + height * INT8_SCALE_BYTES;
+        const int64_t b = wg;
+        const __m512 dw = _mm512_maskz_loadu_ps(lanes, weights);
+        const uint8_t* codes = weights + height * INT8_SCALE_BYTES;
         for (int r = 0; r < ROWS; ++r) {
           even[r] = _mm512_set1_epi32(-128 * a.sums[r * blocks + b]);
           odd[r] = _mm512_setzero_si512();
         }
         for (int g = 0; g < QGROUP / QWORD; g += 2) {
-          const __m512i w0 = _mm512_maskz_loadu_epi8(bytes, codes + g * group);
-          const __m512i w1 = _mm512_maskz_loadu_epi8(bytes, codes + (g + 1) * group);
+          const __m512i w0 = _mm512_maskz_loadu_epi8(bytes, codes + g * quad);
+          const __m512i w1 = _mm512_maskz_loadu_epi8(bytes, codes + (g + 1) * quad);
           for (int r = 0; r < ROWS; ++r) {
             const int8_t* x = a.codes + r * a.k + b * QGROUP;
             even[r] = _mm512_dpbusd_epi32(even[r], w0, _mm512_set1_epi32(word_at(x + g * QWORD)));
@@ -184,25 +219,28 @@ static inline void tiles_512(const QuantizedRows& a, const uint8_t* w, int64_t s
           acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even[r], odd[r])), scale, acc[r][t]);
         }
       } else {
-        const __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, block));
-        const __m512 mw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, block + height * INT4_SCALE_BYTES));
-        const uint8_t* codes = block + 2 * height * INT4_SCALE_BYTES;
+        const __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, weights));
+        const __m512 mw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, weights + height * INT4_SCALE_BYTES));
         const __m512i mask = _mm512_set1_epi8(15);
-        for (int r = 0; r < ROWS; ++r) even[r] = odd[r] = _mm512_setzero_si512();
-        for (int h = 0; h < QGROUP / 2 / QWORD; ++h) {
-          const __m512i v = _mm512_maskz_loadu_epi8(bytes, codes + h * group);
-          const __m512i low = _mm512_and_si512(v, mask), high = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
-          for (int r = 0; r < ROWS; ++r) {
-            const int8_t* x = a.codes + r * a.k + b * QGROUP;
-            even[r] = _mm512_dpbusd_epi32(even[r], low, _mm512_set1_epi32(word_at(x + h * QWORD)));
-            odd[r] = _mm512_dpbusd_epi32(odd[r], high, _mm512_set1_epi32(word_at(x + QGROUP / 2 + h * QWORD)));
+        for (int64_t s = 0; s < SUB; ++s) {
+          const int64_t b = wg * SUB + s;
+          const uint8_t* codes = weights + 2 * height * INT4_SCALE_BYTES + s * height * (QGROUP / 2);
+          for (int r = 0; r < ROWS; ++r) even[r] = odd[r] = _mm512_setzero_si512();
+          for (int h = 0; h < QGROUP / 2 / QWORD; ++h) {
+            const __m512i v = _mm512_maskz_loadu_epi8(bytes, codes + h * quad);
+            const __m512i low = _mm512_and_si512(v, mask), high = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+            for (int r = 0; r < ROWS; ++r) {
+              const int8_t* x = a.codes + r * a.k + b * QGROUP;
+              even[r] = _mm512_dpbusd_epi32(even[r], low, _mm512_set1_epi32(word_at(x + h * QWORD)));
+              odd[r] = _mm512_dpbusd_epi32(odd[r], high, _mm512_set1_epi32(word_at(x + QGROUP / 2 + h * QWORD)));
+            }
           }
-        }
-        for (int r = 0; r < ROWS; ++r) {
-          const float dx = a.scales[r * blocks + b];
-          const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx));
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even[r], odd[r])), scale, acc[r][t]);
-          acc[r][t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(dx * float(a.sums[r * blocks + b])), acc[r][t]);
+          for (int r = 0; r < ROWS; ++r) {
+            const float dx = a.scales[r * blocks + b];
+            const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx));
+            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even[r], odd[r])), scale, acc[r][t]);
+            acc[r][t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(dx * float(a.sums[r * blocks + b])), acc[r][t]);
+          }
         }
       }
     }
@@ -241,32 +279,36 @@ static const int INT8_STARTS_AT_OFFSET = 0;
 // one whole tile (16 rows) as two halves of 8 rows
 template <int ROWS, int FORMAT>
 static inline void tile_256(const QuantizedRows& a, const uint8_t* tile, float out[ROWS][QTILE]) {
-  const int64_t blocks = a.k / QGROUP, block_bytes = QTILE * block_row_bytes(FORMAT), group = QTILE * QWORD;
+  constexpr int64_t SUB = weight_group(FORMAT) / QGROUP;  // blocks of x per weight group
+  const int64_t blocks = a.k / QGROUP, group_bytes = QTILE * group_row_bytes(FORMAT), quad = QTILE * QWORD;
   __m256 acc[ROWS][2];
   for (int r = 0; r < ROWS; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* block = tile + b * block_bytes;
+    const uint8_t* weights = tile + b / SUB * group_bytes;
     for (int half = 0; half < 2; ++half) {
       __m256i sums[ROWS];
       __m256 dw, mw = _mm256_setzero_ps();
-      const uint8_t* codes;
       if constexpr (FORMAT == FORMAT_INT8) {
-        dw = _mm256_loadu_ps(reinterpret_cast<const float*>(block) + half * 8);
-        codes = block + QTILE * INT8_SCALE_BYTES + half * 32;
-        for (int r = 0; r < ROWS; ++r) sums[r] = _mm256_set1_epi32(-128 * INT8_STARTS_AT_OFFSET * a.sums[r * blocks + b]);
+        dw = _mm256_loadu_ps(reinterpret_cast<const float*>(weights) + half * 8);
+        const uint8_t* codes = weights + QTILE * INT8_SCALE_BYTES + half * 32;
+        for (int r = 0; r < ROWS; ++r)
+          sums[r] = _mm256_set1_epi32(-128 * INT8_STARTS_AT_OFFSET * a.sums[r * blocks + b]);
         for (int g = 0; g < QGROUP / QWORD; ++g) {
-          const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + g * group));
-          for (int r = 0; r < ROWS; ++r)
-            sums[r] = dot_int8_words(sums[r], wv, _mm256_set1_epi32(word_at(a.codes + r * a.k + b * QGROUP + g * QWORD)));
+          const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + g * quad));
+          for (int r = 0; r < ROWS; ++r) {
+            const int8_t* x = a.codes + r * a.k + b * QGROUP;
+            sums[r] = dot_int8_words(sums[r], wv, _mm256_set1_epi32(word_at(x + g * QWORD)));
+          }
         }
       } else {
-        dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + half * 16)));
-        mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + QTILE * INT4_SCALE_BYTES + half * 16)));
-        codes = block + 2 * QTILE * INT4_SCALE_BYTES + half * 32;
+        dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(weights + half * 16)));
+        mw = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(weights + QTILE * INT4_SCALE_BYTES + half * 16)));
+        const uint8_t* codes = weights + 2 * QTILE * INT4_SCALE_BYTES + b % SUB * QTILE * (QGROUP / 2) + half * 32;
         const __m256i mask = _mm256_set1_epi8(15);
         for (int r = 0; r < ROWS; ++r) sums[r] = _mm256_setzero_si256();
         for (int h = 0; h < QGROUP / 2 / QWORD; ++h) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + h * group));
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + h * quad));
           const __m256i low = _mm256_and_si256(v, mask), high = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
           for (int r = 0; r < ROWS; ++r) {
             const int8_t* x = a.codes + r * a.k + b * QGROUP;
@@ -278,7 +320,7 @@ static inline void tile_256(const QuantizedRows& a, const uint8_t* tile, float o
       for (int r = 0; r < ROWS; ++r) {
         const float dx = a.scales[r * blocks + b];
         acc[r][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r]), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc[r][half]);
-        if constexpr (FORMAT == FORMAT_INT4)
+        if constexpr (FORMAT != FORMAT_INT8)
           acc[r][half] = _mm256_fmadd_ps(mw, _mm256_set1_ps(dx * float(a.sums[r * blocks + b])), acc[r][half]);
       }
     }
@@ -310,6 +352,16 @@ static inline void quantized_tiles(const QuantizedRows& a, const uint8_t* w, int
 #endif
 }
 
+template <int ROWS, int NT>
+static inline void quantized_int4_tiles(int format, const QuantizedRows& a, const uint8_t* w, int64_t stride,
+                                        int height, float out[ROWS][NT][QTILE]) {
+  switch (format) {
+    case FORMAT_INT4_G128: return quantized_tiles<ROWS, NT, FORMAT_INT4_G128>(a, w, stride, height, out);
+    case FORMAT_INT4_G64: return quantized_tiles<ROWS, NT, FORMAT_INT4_G64>(a, w, stride, height, out);
+    default: return quantized_tiles<ROWS, NT, FORMAT_INT4>(a, w, stride, height, out);
+  }
+}
+
 // rows [r0, r0 + ROWS) of x against NT tiles from tile t0 (of `height` rows each), written (or added) into y
 template <int ROWS, int NT, bool ACCUMULATE>
 static inline void quantized_pass(int format, const QuantizedRows& a, int64_t r0, const uint8_t* w, int64_t t0,
@@ -319,7 +371,7 @@ static inline void quantized_pass(int format, const QuantizedRows& a, int64_t r0
   const uint8_t* tiles = w + t0 * stride;
   float out[ROWS][NT][QTILE];
   if (format == FORMAT_INT8) quantized_tiles<ROWS, NT, FORMAT_INT8>(rows, tiles, stride, height, out);
-  else quantized_tiles<ROWS, NT, FORMAT_INT4>(rows, tiles, stride, height, out);
+  else quantized_int4_tiles<ROWS, NT>(format, rows, tiles, stride, height, out);
   for (int r = 0; r < ROWS; ++r)
     for (int t = 0; t < NT; ++t)
       for (int i = 0; i < height; ++i) {
@@ -343,21 +395,30 @@ static inline void quantized_rows(int rows, int format, const QuantizedRows& a, 
 
 // y[m, n] (+)= x W^T + b, the rows of x already quantized into `a`: the whole tiles split evenly among the threads
 // of the enclosing parallel region (each a contiguous run), the last, shorter tile to the last thread; a barrier
-// at the end, as an orphaned `omp for` has. Outside a parallel region the caller does them all.
+// at the end, as an orphaned `omp for` has. Outside a parallel region the caller does them all. Each run of
+// STREAMS tiles meets every row of x, MAX_QROWS rows at a time, while it is in cache: a weight is read from memory
+// once however many rows x has.
 template <bool ACCUMULATE>
 static inline void quantized_product_for(int format, const QuantizedRows& a, int64_t m, const uint8_t* w, int64_t n,
                                          const float* bias, float* y, int64_t ldy) {
   const int64_t whole = n / QTILE, threads = omp_get_num_threads(), thread = omp_get_thread_num();
   const int64_t first = whole * thread / threads, end = whole * (thread + 1) / threads;
   const int last_height = int(n % QTILE);
-  for (int64_t r0 = 0; r0 < m; r0 += MAX_QROWS) {
-    const int rows = int(m - r0 < MAX_QROWS ? m - r0 : MAX_QROWS);
-    int64_t t = first;
-    for (; t + STREAMS <= end; t += STREAMS)
-      quantized_rows<STREAMS, ACCUMULATE>(rows, format, a, r0, w, t, QTILE, bias, y, ldy);
-    for (; t < end; ++t) quantized_rows<1, ACCUMULATE>(rows, format, a, r0, w, t, QTILE, bias, y, ldy);
-    if (last_height && thread == threads - 1)
-      quantized_rows<1, ACCUMULATE>(rows, format, a, r0, w, whole, last_height, bias, y, ldy);
+  for (int64_t t = first; t < end; t += STREAMS) {
+    const bool full = t + STREAMS <= end;
+    for (int64_t r0 = 0; r0 < m; r0 += MAX_QROWS) {
+      const int rows = int(m - r0 < MAX_QROWS ? m - r0 : MAX_QROWS);
+      if (full) {
+        quantized_rows<STREAMS, ACCUMULATE>(rows, format, a, r0, w, t, QTILE, bias, y, ldy);
+      } else {
+        for (int64_t u = t; u < end; ++u) quantized_rows<1, ACCUMULATE>(rows, format, a, r0, w, u, QTILE, bias, y, ldy);
+      }
+    }
   }
+  if (last_height && thread == threads - 1)
+    for (int64_t r0 = 0; r0 < m; r0 += MAX_QROWS) {
+      const int rows = int(m - r0 < MAX_QROWS ? m - r0 : MAX_QROWS);
+      quantized_rows<1, ACCUMULATE>(rows, format, a, r0, w, whole, last_height, bias, y, ldy);
+    }
 #pragma omp barrier
 }
