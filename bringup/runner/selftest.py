@@ -11,11 +11,10 @@ import torch
 from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.sequence import Sequence
-from bringup.runner.host.quantized import FALLBACKS
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.layout_linear import WEIGHT_PREFIX
-from bringup.runner.model.linear_kinds import QUANTIZED_KINDS
+from bringup.runner.model.linear_kinds import DEQUANT_KINDS, QUANTIZED_KINDS
 from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
 
@@ -24,7 +23,7 @@ FIXED_PROMPT = "The quick brown fox jumps over the lazy dog. Bringing up a new a
 # max |logit error| allowed, as a multiple of the reference logits' RMS: a few units of the dtype's
 # rounding (float32 2^-24, float16 2^-11, bfloat16 2^-8) amplified through the layers' accumulations.
 THRESHOLDS = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 1.2e-1}
-REFERENCE_KINDS = FALLBACKS
+REFERENCE_KINDS = DEQUANT_KINDS
 # int8 / int4 plans round activations to int8 codes per block of 32, on the device in float32 and in the reference in
 # float64; a value one rounding apart on each side of a code boundary takes a whole code step (large in a block with
 # an outlier), so the two drift further than the dtype's rounding: 0.12 of the logits' RMS on SmolLM2-135M over 16

@@ -12,10 +12,9 @@ import torch
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.engine.executor import Executor
-from bringup.runner.host.quantized import FALLBACKS
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
-from bringup.runner.model.linear_kinds import FP8, OUT_IN
+from bringup.runner.model.linear_kinds import DEQUANT_KINDS, FP8, OUT_IN
 from bringup.runner.model.quantized_weights import quantize_activations
 from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
@@ -30,8 +29,8 @@ GREEDY_TOKENS = 32
 # int8 model in float32 and in float64 differ by up to 0.1 of their RMS. Greedy paths may part where the reference's
 # top two tokens are that close, and only there.
 FLIP_MARGIN = 0.1  # of the reference's logit RMS at that step
-ACTIVATIONS_QUANTIZED = tuple(FALLBACKS)  # int8 and the int4 kinds; fp8 is weight-only
-REFERENCE_KIND = {**FALLBACKS, FP8: FP8}  # fp8's kind is its reference
+ACTIVATIONS_QUANTIZED = tuple(DEQUANT_KINDS)  # int8 and the int4 kinds; fp8 is weight-only
+REFERENCE_KIND = {**DEQUANT_KINDS, FP8: FP8}  # fp8's kind is its reference
 
 
 def tiny_quantizable_model(tmp_path_factory, name: str, hidden: int = 64) -> Path:  # type: ignore[no-untyped-def]

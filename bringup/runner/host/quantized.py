@@ -28,18 +28,7 @@ from bringup.runner.host.build import (
     load_linear,
     require_host_tensor,
 )
-from bringup.runner.model.linear_kinds import (
-    HOST_KINDS,
-    INT4,
-    INT4_DEQUANT,
-    INT4_G64,
-    INT4_G64_DEQUANT,
-    INT4_G128,
-    INT4_G128_DEQUANT,
-    INT8,
-    INT8_DEQUANT,
-    HostKind,
-)
+from bringup.runner.model.linear_kinds import DEQUANT_KINDS, HOST_KINDS, INT4, INT4_G64, INT4_G128, INT8, HostKind
 from bringup.runner.model.quantized_weights import (
     GROUP,
     INT4_GROUPS,
@@ -59,7 +48,6 @@ from bringup.runner.model.quantized_weights import (
 PLAIN_C_ROWS = 16
 ENTRY_POINTS = {INT8: "bringup_int8_linear", INT4: "bringup_int4_linear", INT4_G64: "bringup_int4_g64_linear",
                 INT4_G128: "bringup_int4_g128_linear"}
-FALLBACKS = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT, INT4_G64: INT4_G64_DEQUANT, INT4_G128: INT4_G128_DEQUANT}
 DEQUANTIZE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     INT8: dequantize_int8, **{kind: functools.partial(dequantize_int4, group=g) for kind, g in INT4_GROUPS.items()}}
 QUANTIZE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -141,7 +129,7 @@ def check(device: torch.device, scheme: str) -> str | None:
 
 
 def _register() -> None:
-    for scheme, fallback in FALLBACKS.items():
+    for scheme, fallback in DEQUANT_KINDS.items():
         HOST_KINDS[scheme] = HostKind(place=QUANTIZE[scheme], to_out_in=DEQUANTIZE[scheme],
                                       apply=kernel_linear(scheme))
         HOST_KINDS[fallback] = HostKind(place=QUANTIZE[scheme], to_out_in=DEQUANTIZE[scheme],

@@ -29,6 +29,8 @@ INT8, INT4, INT8_DEQUANT, INT4_DEQUANT = "int8", "int4", "int8_dequant", "int4_d
 INT4_G64, INT4_G128, INT4_G64_DEQUANT, INT4_G128_DEQUANT = "int4_g64", "int4_g128", "int4_g64_dequant", \
     "int4_g128_dequant"
 INTEGER_KINDS = (INT8, INT4, INT4_G64, INT4_G128, INT8_DEQUANT, INT4_DEQUANT, INT4_G64_DEQUANT, INT4_G128_DEQUANT)
+# each kernel kind's module-level reference: the same storage, dequantized and applied by F.linear
+DEQUANT_KINDS = {INT8: INT8_DEQUANT, INT4: INT4_DEQUANT, INT4_G64: INT4_G64_DEQUANT, INT4_G128: INT4_G128_DEQUANT}
 FP8 = "fp8"  # float8_e4m3fn weights with a scale per output channel (model/fp8_weights.py), on any device
 QUANTIZED_KINDS = (*INTEGER_KINDS, FP8)
 HOST_KIND_NAMES = (PANELS, *INTEGER_KINDS)  # kinds whose storage and product a host module provides

@@ -27,7 +27,7 @@ from bringup.runner.host import quantized as quantized_kernel
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.fp8_weights import fp8_why_not, scaled_mm_why_not
-from bringup.runner.model.linear_kinds import FP8, INT4, INT4_G64, INT4_G128, INT8
+from bringup.runner.model.linear_kinds import DEQUANT_KINDS, FP8, INT4, INT4_G64, INT4_G128, INT8
 from bringup.runner.model.quantized_weights import GROUP, INT4_GROUPS, group_why_not
 from bringup.runner.plan.plan import Choice
 
@@ -35,7 +35,7 @@ NONE, AUTO = "none", "auto"
 SCHEMES = (INT8, INT4, INT4_G64, INT4_G128, FP8)
 AUTO_SCHEMES = (INT8, INT4, FP8)  # what auto tries: int4's larger groups only when asked for
 CHOICES = (NONE, *SCHEMES, AUTO)
-DEQUANT = quantized_kernel.FALLBACKS  # the reference kind each scheme falls back to
+DEQUANT = DEQUANT_KINDS  # the reference kind each scheme falls back to
 QUANTIZED_AT_LOAD = "quantized at load (round to nearest)"  # the weights' origin, unless a file's (held_blocks.py)
 KLD_BUDGET = 0.05  # nats per token, mean over the check text: llama.cpp's Q4_0 on 1B-class models is about this
 DESCRIPTION = {INT8: f"int8 weights with a scale per block of {GROUP} (Q8_0's values, a float32 scale), activations "
