@@ -35,11 +35,27 @@ def int8_codes(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.round(w / scale).clamp(-128, 127).to(torch.int8), scale
 
 
-def pack_int32(codes: torch.Tensor) -> torch.Tensor:
-    """Four int8 codes per int32 word, code j of a word (plus 128, unsigned) in bits 8j..8j+7."""
-    unsigned = (codes.to(torch.int64) + 128).reshape(codes.shape[0], -1, 4)
-    words = (unsigned << (torch.arange(4) * 8)).sum(dim=-1)
+def pack_int32(codes: torch.Tensor, bits: int = 8) -> torch.Tensor:
+    """32 / bits codes per int32 word, code j of a word (plus 2^(bits-1), unsigned) in bits j*bits.."""
+    per_word = 32 // bits
+    unsigned = (codes.to(torch.int64) + (1 << (bits - 1))).reshape(codes.shape[0], -1, per_word)
+    words = (unsigned << (torch.arange(per_word) * bits)).sum(dim=-1)
     return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def int4_group_codes(w: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int4 per group of inputs (W4A16): scale = max|w| / 7 per group, q = round(w / scale) in [-8, 7];
+    scales [out, in / group]."""
+    groups = w.reshape(w.shape[0], -1, group)
+    scale = groups.abs().amax(dim=-1) / 7
+    codes = torch.round(groups / scale.unsqueeze(-1)).clamp(-8, 7).to(torch.int8)
+    return codes.reshape(w.shape), scale
+
+
+def int4_tensors(w: torch.Tensor, group: int) -> dict[str, torch.Tensor]:
+    codes, scale = int4_group_codes(w, group)
+    return {"weight_packed": pack_int32(codes, bits=4),
+            "weight_shape": torch.tensor(list(w.shape), dtype=torch.int32), "weight_scale": scale.bfloat16()}
 
 
 def int8_tensors(w: torch.Tensor, fmt: str) -> dict[str, torch.Tensor]:
@@ -50,8 +66,12 @@ def int8_tensors(w: torch.Tensor, fmt: str) -> dict[str, torch.Tensor]:
             "weight_scale": scale}
 
 
-def dequantized(w: torch.Tensor, fmt: str, strategy: str = "channel") -> torch.Tensor:
+def dequantized(w: torch.Tensor, fmt: str, strategy: str = "channel", group: int | None = None) -> torch.Tensor:
     """The float32 weight a compressed-tensors checkpoint of `w` holds: scale * q."""
+    if group is not None:
+        codes, scale = int4_group_codes(w, group)
+        per_input = scale.bfloat16().float().repeat_interleave(group, dim=1)  # the checkpoint keeps bfloat16 scales
+        return codes.float() * per_input
     if fmt == "float-quantized":
         parts = fp8_tensors(w, strategy)
         return parts["weight"].float() * parts["weight_scale"].reshape(-1, 1)
@@ -59,11 +79,12 @@ def dequantized(w: torch.Tensor, fmt: str, strategy: str = "channel") -> torch.T
     return codes.float() * scale
 
 
-def quantization_config(fmt: str, strategy: str, ignore: tuple[str, ...], activations: dict | None) -> dict:
+def quantization_config(fmt: str, strategy: str, ignore: tuple[str, ...], activations: dict | None,
+                        group: int | None = None) -> dict:
     kind = "float" if fmt == "float-quantized" else "int"
-    weights = {"num_bits": 8, "type": kind, "strategy": strategy, "symmetric": True, "dynamic": False,
-               "group_size": None, "observer": "minmax", "observer_kwargs": {}, "actorder": None,
-               "block_structure": None}
+    weights = {"num_bits": 8 if group is None else 4, "type": kind, "strategy": strategy if group is None else "group",
+               "symmetric": True, "dynamic": False, "group_size": group, "observer": "minmax", "observer_kwargs": {},
+               "actorder": None, "block_structure": None}
     return {"quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed",
             "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
                                           "input_activations": activations, "output_activations": None,
@@ -76,8 +97,9 @@ DYNAMIC_TOKENS = {"num_bits": 8, "type": "float", "strategy": "token", "dynamic"
 
 
 def write_compressed(src: Path, dst: Path, fmt: str, strategy: str = "channel", ignore: tuple[str, ...] = (),
-                     activations: dict | None = None) -> Path:
-    """`src` (a float model directory) as a compressed-tensors checkpoint in `dst`."""
+                     activations: dict | None = None, group: int | None = None) -> Path:
+    """`src` (a float model directory) as a compressed-tensors checkpoint in `dst` (`group`: 4-bit pack-quantized
+    weights with a scale per group of that many inputs)."""
     shutil.copytree(src, dst)
     tensors = load_file(str(src / "model.safetensors"))
     out: dict[str, torch.Tensor] = {}
@@ -87,19 +109,22 @@ def write_compressed(src: Path, dst: Path, fmt: str, strategy: str = "channel", 
             out[name] = t
             continue
         module = name.removesuffix(".weight")
-        parts = fp8_tensors(t.float(), strategy) if fmt == "float-quantized" else int8_tensors(t.float(), fmt)
+        if group is not None:
+            parts = int4_tensors(t.float(), group)
+        else:
+            parts = fp8_tensors(t.float(), strategy) if fmt == "float-quantized" else int8_tensors(t.float(), fmt)
         out |= {f"{module}.{part}": value.contiguous() for part, value in parts.items()}
     save_file(out, str(dst / "model.safetensors"), metadata={"format": "pt"})
-    edit_config(dst, {"quantization_config": quantization_config(fmt, strategy, ignore, activations)})
+    edit_config(dst, {"quantization_config": quantization_config(fmt, strategy, ignore, activations, group)})
     return dst
 
 
-def write_dequantized(src: Path, dst: Path, fmt: str) -> Path:
+def write_dequantized(src: Path, dst: Path, fmt: str, group: int | None = None) -> Path:
     """`src` with every linear weight replaced by what its compressed-tensors `fmt` checkpoint holds, in float32."""
     shutil.copytree(src, dst)
     tensors = load_file(str(src / "model.safetensors"))
     for name in linear_weights(tensors, ()):
-        tensors[name] = dequantized(tensors[name].float(), fmt)
+        tensors[name] = dequantized(tensors[name].float(), fmt, group=group)
     save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
     return dst
 

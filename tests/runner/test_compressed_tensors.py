@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.model.linear_kinds import FP8
+from bringup.runner.model.linear_kinds import FP8, to_out_in
 from bringup.runner.sampling_params import SamplingParams
 from tests.cli.run_cli import run_cli
 from tests.runner.compressed_tensors_files import DYNAMIC_TOKENS, edit_config, write_compressed, write_dequantized
@@ -96,6 +96,25 @@ def test_an_int8_checkpoint_serves_the_weights_it_dequantizes_to(tiny, tmp_path,
     assert greedy(stored) == greedy(start(plain, tmp_path))
 
 
+@pytest.mark.parametrize("group", [32, 64])
+def test_an_int4_w4a16_checkpoint_serves_the_weights_it_dequantizes_to(tiny, tmp_path, group):
+    checkpoint = write_compressed(tiny, tmp_path / "w4a16", "pack-quantized", group=group)
+    plain = write_dequantized(tiny, tmp_path / "plain", "pack-quantized", group=group)
+    stored = start(checkpoint, tmp_path)
+    quantization = stored.plan.quantization
+    assert quantization.value == "none"
+    assert quantization.evidence.startswith(f"from the checkpoint's compressed-tensors pack-quantized int4 weights "
+                                            f"(a scale per group of {group} inputs, symmetric), dequantized at load")
+    assert "int4 kernels quantize the activations to int8, which this checkpoint's W4A16 math does not" in \
+        quantization.evidence
+    values = load_file(str(plain / "model.safetensors"))
+    for name, linear in (("model.layers.0.mlp.down_proj.weight", stored.executor.model.layers[0].mlp.down_proj),
+                         ("lm_head.weight", stored.executor.model.lm_head)):
+        kind = linear.kinds[0]
+        assert torch.equal(to_out_in(linear.weight(kind), kind), values[name])
+    assert greedy(stored) == greedy(start(plain, tmp_path))
+
+
 def test_an_int8_checkpoint_loads_through_the_cli(tiny, tmp_path):
     result = generate(write_compressed(tiny, tmp_path / "int8", "pack-quantized"), tmp_path, "--json")
     assert result.code == 0, result.stdout + result.stderr
@@ -119,8 +138,13 @@ REFUSED = {
             "quantization_config quant_method=awq (AWQ int4 weights in groups with zero points) " + USE),
     "gptq": ({"quant_method": "gptq", "bits": 4}, "quant_method=gptq (GPTQ integer weights in groups)"),
     "bitsandbytes": ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "quant_method=bitsandbytes"),
-    "int4 groups": (quantization("compressed-tensors", num_bits=4, strategy="group", group_size=128) | {
-        "format": "pack-quantized"}, "format=pack-quantized with int 4-bit weights"),
+    "int4 groups of 96": (quantization("compressed-tensors", num_bits=4, strategy="group", group_size=96) | {
+        "format": "pack-quantized"}, "int4 weights with strategy=group, group_size=96 (bringup reads a scale per "
+        "channel or per group of 32, 64, 128, 256 inputs)"),
+    "int8 groups": (quantization("compressed-tensors", strategy="group", group_size=128),
+                    "strategy=group, group_size=128 (bringup reads a scale per channel, no groups)"),
+    "int4 unpacked": (quantization("compressed-tensors", num_bits=4, strategy="group", group_size=128),
+                      "format=int-quantized with int 4-bit weights"),
     "asymmetric": (quantization("compressed-tensors", symmetric=False), "symmetric=False (zero points)"),
     "static activations": (with_group(quantization("compressed-tensors"), input_activations={
         "num_bits": 8, "type": "int", "strategy": "tensor", "dynamic": False}), "static activation scales"),

@@ -5,7 +5,9 @@ compressed-tensors replaces a Linear module M's `M.weight` by (loading/compresse
   float-quantized (fp8):  M.weight [out, in] F8_E4M3 and M.weight_scale, [out, 1] per channel or [1] per tensor;
   int-quantized (int8):   M.weight [out, in] I8 and M.weight_scale [out, 1];
   pack-quantized (int8):  M.weight_packed [out, in / 4] I32 (four codes per word, code j of a word in bits 8j..8j+7,
-                          stored plus 128), M.weight_shape [2] (out, in) and M.weight_scale [out, 1].
+                          stored plus 128), M.weight_shape [2] (out, in) and M.weight_scale [out, 1];
+  pack-quantized (int4):  the same with eight 4-bit codes per word (code j in bits 4j..4j+3, stored plus 8), and
+                          M.weight_scale [out, in / G] for groups of G inputs (W4A16), or [out, 1] per channel.
 In every one w = weight_scale * q (symmetric, no zero point). Modules named by the config's `ignore` keep a plain
 float `M.weight`; the embedding and the norms are never quantized.
 """
@@ -16,10 +18,10 @@ import re
 from dataclasses import dataclass, field
 
 FLOAT_QUANTIZED, INT_QUANTIZED, PACK_QUANTIZED = "float-quantized", "int-quantized", "pack-quantized"
-CHANNEL, TENSOR = "channel", "tensor"
+CHANNEL, TENSOR, GROUP = "channel", "tensor", "group"
 SCALE_DTYPES = ("F32", "F16", "BF16")
 CODE_DTYPES = {FLOAT_QUANTIZED: ("F8_E4M3",), INT_QUANTIZED: ("I8",), PACK_QUANTIZED: ("I32",)}
-PACK_FACTOR = 4  # int8 codes per int32 word in pack-quantized
+WORD_BITS = 32  # pack-quantized codes fill int32 words: 32 / num_bits of them each
 SHAPE_DTYPES = ("I32", "I64")
 EMBEDDING = "model.embed_tokens"
 
@@ -31,13 +33,27 @@ class StoredQuantization:
     source: str  # the model directory, for messages
     format: str  # FLOAT_QUANTIZED, INT_QUANTIZED or PACK_QUANTIZED
     scheme: str  # the math: "fp8" or "int8"
-    strategy: str  # CHANNEL or TENSOR (one scale per output channel, or one for the whole weight)
+    strategy: str  # CHANNEL, TENSOR or GROUP (a scale per output channel, one for the whole weight, per group)
     dynamic_activations: bool  # the checkpoint asks for activations quantized per token at run time (not applied)
     ignore: tuple[str, ...] = field(default_factory=tuple)  # module names, or "re:<pattern>", left unquantized
+    bits: int = 8  # bits per code
+    group_size: int | None = None  # inputs per scale, with the GROUP strategy
 
     def describe(self) -> str:
-        per = "a scale per output channel" if self.strategy == CHANNEL else "one scale per weight"
+        per = {CHANNEL: "a scale per output channel", TENSOR: "one scale per weight",
+               GROUP: f"a scale per group of {self.group_size} inputs"}[self.strategy]
         return f"compressed-tensors {self.format} {self.scheme} weights ({per}, symmetric)"
+
+    @property
+    def codes_per_word(self) -> int:
+        """pack-quantized: the codes each int32 word holds."""
+        return WORD_BITS // self.bits
+
+    def scale_shape(self, out: int, inputs: int) -> tuple[int, ...]:
+        """The weight_scale a quantized [out, inputs] weight stores."""
+        if self.strategy == GROUP:
+            return out, -(-inputs // int(self.group_size or 1))
+        return (out, 1) if self.strategy == CHANNEL else (1,)
 
     def quantizes(self, module: str) -> bool:
         """Whether the checkpoint stores linear module `module` (e.g. model.layers.0.mlp.down_proj) quantized."""
@@ -70,9 +86,9 @@ def stored_shapes(q: StoredQuantization, expected: dict[str, tuple[int, ...]]) -
             shapes[name] = shape
             continue
         out, inp = shape
-        shapes[f"{module}.weight_scale"] = (out, 1) if q.strategy == CHANNEL else (1,)
+        shapes[f"{module}.weight_scale"] = q.scale_shape(out, inp)
         if q.format == PACK_QUANTIZED:
-            shapes[f"{module}.weight_packed"] = (out, -(-inp // PACK_FACTOR))
+            shapes[f"{module}.weight_packed"] = (out, -(-inp // q.codes_per_word))
             shapes[f"{module}.weight_shape"] = (2,)
         else:
             shapes[name] = shape

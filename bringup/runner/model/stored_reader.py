@@ -18,9 +18,7 @@ from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.fp8_weights import FP8_DTYPE, pack_fp8
 from bringup.runner.model.layout_linear import LayoutLinear
 from bringup.runner.model.linear_kinds import FP8
-from bringup.runner.model.stored_quantization import PACK_FACTOR, PACK_QUANTIZED, StoredQuantization
-
-PACK_OFFSET = 128  # pack-quantized stores each int8 code plus 128, as an unsigned byte of its word
+from bringup.runner.model.stored_quantization import GROUP, PACK_QUANTIZED, WORD_BITS, StoredQuantization
 
 
 def checkpoint_reader(get: TensorGetter, device: torch.device, dtype: torch.dtype, config: ModelConfig,
@@ -31,11 +29,12 @@ def checkpoint_reader(get: TensorGetter, device: torch.device, dtype: torch.dtyp
     return CheckpointReader(get, device, dtype, held) if stored is None else StoredReader(get, device, dtype, stored)
 
 
-def unpack_int8(packed: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
-    """pack-quantized int32 words [out, ceil(in / 4)] as the int8 codes [out, in] they hold."""
+def unpack_codes(packed: torch.Tensor, shape: tuple[int, int], bits: int) -> torch.Tensor:
+    """pack-quantized int32 words [out, ceil(in / (32 / bits))] as the signed codes [out, in] (int8) they hold: code
+    j of a word in bits j*bits.., stored plus 2^(bits - 1)."""
     words = packed.to(torch.int64) & 0xFFFFFFFF
-    shifts = torch.arange(PACK_FACTOR, dtype=torch.int64) * 8
-    codes = ((words.unsqueeze(-1) >> shifts) & 0xFF) - PACK_OFFSET
+    shifts = torch.arange(WORD_BITS // bits, dtype=torch.int64) * bits
+    codes = ((words.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)) - (1 << (bits - 1))
     return codes.reshape(packed.shape[0], -1)[:, : shape[1]].to(torch.int8)
 
 
@@ -101,17 +100,27 @@ class StoredReader(CheckpointReader):
         """The module's weight_scale as float32, one per output row (a per-tensor scale repeated)."""
         return super()._raw(f"{module}.weight_scale").to(torch.float32).reshape(-1).expand(rows).contiguous()
 
+    def _scales(self, module: str, shape: tuple[int, int]) -> torch.Tensor:
+        """The module's weight_scale as float32 per weight [out, in]: a group's scale repeated over its inputs, a
+        row's over the row."""
+        if self.quantization.strategy != GROUP:
+            return self._scale(module, shape[0]).unsqueeze(1)
+        size = int(self.quantization.group_size or 1)
+        per_group = super()._raw(f"{module}.weight_scale").to(torch.float32)
+        return per_group.repeat_interleave(size, dim=1)[:, : shape[1]]
+
     def _dequantized(self, module: str) -> torch.Tensor:
         """The module's weight as float32: scale * q."""
         if self.quantization.format == PACK_QUANTIZED:
             shape = tuple(int(v) for v in super()._raw(f"{module}.weight_shape").tolist())
             packed = super()._raw(f"{module}.weight_packed")
-            if len(shape) != 2 or shape[0] != packed.shape[0] or -(-shape[1] // PACK_FACTOR) != packed.shape[1]:
+            per_word = self.quantization.codes_per_word
+            if len(shape) != 2 or shape[0] != packed.shape[0] or -(-shape[1] // per_word) != packed.shape[1]:
                 raise BringupError(f"{self.quantization.source}: tensor {module}.weight_shape holds {list(shape)}, "
                                    "which "
                                    f"does not match {module}.weight_packed {list(packed.shape)}; the checkpoint is "
                                    "corrupt: re-download it")
-            codes = unpack_int8(packed, shape)
+            codes = unpack_codes(packed, shape, self.quantization.bits)
         else:
             codes = super()._raw(f"{module}.weight")
-        return codes.to(torch.float32) * self._scale(module, codes.shape[0]).unsqueeze(1)
+        return codes.to(torch.float32) * self._scales(module, (codes.shape[0], codes.shape[1]))

@@ -2,9 +2,10 @@
 served in its own scheme, never quantized again.
 
 FP8 weights go into the fp8 kind as stored (its codes and scales), applied as plan/quantization.py's fp8 is, on a
-device whose float8 casts check out. int8 weights (a scale per output channel) are dequantized at load and served
-as float weights in the plan dtype, in the measured layout: bringup's int8 kind keeps a scale per block of 32, so
-re-quantizing them would round them a second time.
+device whose float8 casts check out. int8 weights (a scale per output channel) and int4 weights (W4A16: a scale per
+group) are dequantized at load and served as float weights in the plan dtype, in the measured layout: bringup's
+int8 kind keeps a scale per block of 32, so re-quantizing int8 would round it a second time, and its int4 kernels
+quantize the activations to int8 per block, which a W4A16 checkpoint's math does not.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ def checkpoint_scheme(stored: StoredQuantization, requested: str, device: torch.
                            "it another way")
     origin = f"from the checkpoint's {stored.describe()}"
     if stored.scheme != FP8:
+        why = ("bringup's int8 kind keeps a scale per block of 32, not this per-channel math" if stored.bits == 8 else
+               "bringup's int4 kernels quantize the activations to int8, which this checkpoint's W4A16 math does not")
         return layout, layout_choice, Choice(NONE, f"{origin}, dequantized at load to float32 (w = scale * q) and "
-                                                   "served in the plan dtype: bringup's int8 kind keeps a scale per "
-                                                   "block of 32, not this per-channel math")
+                                                   f"served in the plan dtype: {why}")
     why = fp8_why_not(device)
     if why:
         raise BringupError(f"{stored.source}: its {stored.describe()} need float8 on the device: {why}; run it on a "

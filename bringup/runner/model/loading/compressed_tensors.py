@@ -2,12 +2,13 @@
 read into a StoredQuantization; every other method, format or setting is refused by name, in one line.
 
 Loaded: one config group targeting ["Linear"], weights symmetric with a scale per output channel (or, for FP8,
-per tensor), not dynamic, no zero point, no group size, no activation reordering:
-  float-quantized 8-bit float weights (float8_e4m3fn) -> the fp8 kind;
-  int-quantized / pack-quantized 8-bit int weights  -> dequantized at load (w = scale * q in float32).
+per tensor; for 4-bit, per group of inputs), not dynamic, no zero point, no activation reordering:
+  float-quantized 8-bit float weights (float8_e4m3fn)  -> the fp8 kind;
+  int-quantized / pack-quantized 8-bit int weights    -> dequantized at load (w = scale * q in float32);
+  pack-quantized 4-bit int weights (W4A16, groups)     -> dequantized at load, likewise.
 Activations absent, or dynamic (per-token scales computed at run time: such a checkpoint is served weight-only,
 and the plan says so). Refused: other quant_methods (gptq, awq, bitsandbytes, fp8, ...), other formats (naive,
-sparse-24, marlin-24, nvfp4, ...), a sparsity_config, groups of scales (int4 W4A16), asymmetric zero points,
+sparse-24, marlin-24, nvfp4, ...), a sparsity_config, groups for 8-bit weights, asymmetric zero points,
 static activation scales (input_scale), output activations, a quantized KV cache, several config groups.
 """
 
@@ -21,6 +22,7 @@ from bringup.errors import BringupError
 from bringup.runner.model.stored_quantization import (
     CHANNEL,
     FLOAT_QUANTIZED,
+    GROUP,
     INT_QUANTIZED,
     PACK_QUANTIZED,
     TENSOR,
@@ -35,7 +37,10 @@ METHODS = {"gptq": "GPTQ integer weights in groups", "awq": "AWQ int4 weights in
            "gguf": "GGUF tensors inside a directory", "hqq": "HQQ weights", "eetq": "EETQ int8 weights",
            "quanto": "optimum-quanto weights", "torchao": "torchao tensor subclasses", "mxfp4": "MXFP4 weights",
            "modelopt": "NVIDIA ModelOpt weights", "quark": "AMD Quark weights", "bitnet": "BitNet ternary weights"}
-SCHEMES = {(FLOAT_QUANTIZED, "float"): "fp8", (INT_QUANTIZED, "int"): "int8", (PACK_QUANTIZED, "int"): "int8"}
+# (format, type, bits) -> the math bringup computes for it
+SCHEMES = {(FLOAT_QUANTIZED, "float", 8): "fp8", (INT_QUANTIZED, "int", 8): "int8", (PACK_QUANTIZED, "int", 8): "int8",
+           (PACK_QUANTIZED, "int", 4): "int4"}
+GROUP_SIZES = (32, 64, 128, 256)  # the group sizes a 4-bit checkpoint is read with
 
 
 def _text(value: Any) -> str:
@@ -85,17 +90,19 @@ def _read_group(qc: dict[str, Any], group: dict[str, Any], where: Path) -> Store
     if not isinstance(weights, dict):
         raise _refused(where, f"compressed-tensors format={_text(form)} without weight quantization")
     kind, bits = weights.get("type"), weights.get("num_bits")
-    scheme = SCHEMES.get((form, kind)) if bits == 8 else None
+    scheme = SCHEMES.get((form, kind, bits)) if isinstance(bits, int) else None
     if scheme is None:
         raise _refused(where, f"compressed-tensors format={_text(form)} with {_text(kind)} {_text(bits)}-bit "
                               "weights (bringup reads float-quantized 8-bit float, int-quantized or "
-                              "pack-quantized 8-bit int)")
-    strategy = weights.get("strategy")
-    allowed = (CHANNEL, TENSOR) if scheme == "fp8" else (CHANNEL,)
-    if strategy not in allowed or weights.get("group_size") is not None:
+                              "pack-quantized 8-bit int, pack-quantized 4-bit int)")
+    strategy, group_size = weights.get("strategy"), weights.get("group_size")
+    allowed = {"fp8": (CHANNEL, TENSOR), "int8": (CHANNEL,), "int4": (CHANNEL, GROUP)}[scheme]
+    grouped = strategy == GROUP and group_size in GROUP_SIZES
+    if strategy not in allowed or (group_size is not None and not grouped):
+        sizes = f" of {', '.join(map(str, GROUP_SIZES))} inputs" if GROUP in allowed else ", no groups"
         raise _refused(where, f"compressed-tensors {form} {scheme} weights with strategy={_text(strategy)}, "
-                              f"group_size={_text(weights.get('group_size'))} (bringup reads a scale per "
-                              f"{' or per '.join(allowed)}, no groups)")
+                              f"group_size={_text(group_size)} (bringup reads a scale per "
+                              f"{' or per '.join(allowed)}{sizes})")
     if weights.get("symmetric") is not True:
         raise _refused(where, f"compressed-tensors {form} {scheme} weights with symmetric="
                               f"{_text(weights.get('symmetric'))} (zero points)")
@@ -106,7 +113,8 @@ def _read_group(qc: dict[str, Any], group: dict[str, Any], where: Path) -> Store
         raise _refused(where, "compressed-tensors output_activations (quantized outputs)")
     return StoredQuantization(source=str(where), format=form, scheme=scheme, strategy=strategy,
                               dynamic_activations=_dynamic_activations(group.get("input_activations"), where),
-                              ignore=_ignore(qc.get("ignore"), where))
+                              ignore=_ignore(qc.get("ignore"), where), bits=bits,
+                              group_size=group_size if grouped else None)
 
 
 def _dynamic_activations(activations: Any, where: Path) -> bool:
