@@ -37,7 +37,6 @@ TILE = 16  # output rows interleaved in one tile
 WORD = 4  # the bytes of one row side by side in a group: what one 32-bit lane of `vpdpbusd` sums
 INT8_SCALE_BYTES = 4  # one float32 scale per row per block
 INT4_SCALE_BYTES = 2  # float16 d and float16 m per row per block
-INT4_BLOCK_BYTES = 2 * INT4_SCALE_BYTES + GROUP // 2  # a row's bytes per group of 32: d, m, 16 bytes of nibbles
 INT4_GROUPS = {INT4: GROUP, INT4_G64: 2 * GROUP, INT4_G128: 4 * GROUP}  # each int4 kind's inputs per d and m
 # each scheme's parts per row per block, in stored order: (groups, bytes per group)
 INT8_PARTS = ((1, INT8_SCALE_BYTES), (GROUP // WORD, WORD))
@@ -82,20 +81,18 @@ def _inverse(scale: torch.Tensor) -> torch.Tensor:
     return torch.where(scale > 0, 1 / scale, torch.zeros_like(scale))
 
 
-def _tile_spans(rows: int) -> list[tuple[int, int]]:
-    """(first row, tiles) of the whole tiles, then of the last, shorter one: rows TILE at a time."""
+def _tile_spans(rows: int) -> list[tuple[int, int, int]]:
+    """(first row, end row, rows per tile) of the whole tiles of TILE rows, then of the last, shorter tile."""
     whole = rows // TILE * TILE
-    return [(0, TILE), (whole, rows - whole)] if whole else [(0, rows)]
+    spans = [(0, whole, TILE), (whole, rows, rows - whole)]
+    return [span for span in spans if span[1] > span[0]]
 
 
 def _interleave(parts: list[torch.Tensor]) -> torch.Tensor:
     """Per-row parts [out, blocks, groups, bytes] (uint8) as the stored tiles [out, row bytes]."""
     rows, blocks = parts[0].shape[:2]
     stored = []
-    for first, height in _tile_spans(rows):
-        end = first + (rows - first) // height * height if height else first
-        if end == first:
-            continue
+    for first, end, height in _tile_spans(rows):
         tiles = [p[first:end].reshape(-1, height, *p.shape[1:]).permute(0, 2, 3, 1, 4)
                  .reshape(-1, blocks, p[0, 0].numel() * height) for p in parts]
         stored.append(torch.cat(tiles, dim=-1).reshape(end - first, -1))
@@ -107,10 +104,7 @@ def _deinterleave(stored: torch.Tensor, shapes: tuple[tuple[int, int], ...]) -> 
     rows, per_block = stored.shape[0], sum(g * b for g, b in shapes)
     blocks = stored.shape[1] // per_block
     pieces: list[list[torch.Tensor]] = [[] for _ in shapes]
-    for first, height in _tile_spans(rows):
-        end = first + (rows - first) // height * height if height else first
-        if end == first:
-            continue
+    for first, end, height in _tile_spans(rows):
         tiles = stored[first:end].reshape(-1, blocks, per_block * height)
         split = tiles.split([g * b * height for g, b in shapes], dim=-1)
         for piece, part, (g, b) in zip(pieces, split, shapes, strict=True):
