@@ -11,6 +11,7 @@ Run:  python -m benchmarks.torchao_linear
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 import warnings
@@ -49,6 +50,7 @@ def torchao_configs() -> dict[str, Callable[[], object]]:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     warnings.filterwarnings("ignore")
     try:
         import torchao

@@ -34,8 +34,7 @@ from bringup.runner.model.quantized_weights import (
     INT4_GROUPS,
     dequantize_int4,
     dequantize_int8,
-    int4_in_features,
-    int8_in_features,
+    in_features,
     quantize_int4,
     quantize_int8,
     reference_linear,
@@ -66,10 +65,6 @@ def library() -> ctypes.CDLL:
 def kernel_rows() -> int | None:
     """The most rows the kernel serves (None: any number), by the instructions it was built for."""
     return None if library().bringup_quantized_vector_bits() else PLAIN_C_ROWS
-
-
-def in_features(stored: torch.Tensor, scheme: str) -> int:
-    return int8_in_features(stored) if scheme == INT8 else int4_in_features(stored, INT4_GROUPS[scheme])
 
 
 def run(x: torch.Tensor, stored: torch.Tensor, bias: torch.Tensor | None, scheme: str) -> torch.Tensor:

@@ -50,19 +50,22 @@ def int4_parts(group: int) -> tuple[tuple[int, int], ...]:
     return (1, INT4_SCALE_BYTES), (1, INT4_SCALE_BYTES), (group // 2 // WORD, WORD)
 
 
-def int4_group_bytes(group: int) -> int:
-    """A row's bytes per group: d, m and the group's nibbles."""
-    return 2 * INT4_SCALE_BYTES + group // 2
+PARTS = {INT8: INT8_PARTS, **{kind: int4_parts(group) for kind, group in INT4_GROUPS.items()}}
+
+
+def _group_bytes(kind: str) -> int:
+    """A row's bytes per weight group of `kind` (its scales and codes)."""
+    return sum(groups * size for groups, size in PARTS[kind])
 
 
 def row_bytes(kind: str, in_features: int) -> int:
     """The stored bytes of one output row of `kind` (int8 or an int4 kind)."""
-    if kind == INT8:
-        return in_features + in_features // GROUP * INT8_SCALE_BYTES
-    return in_features // INT4_GROUPS[kind] * int4_group_bytes(INT4_GROUPS[kind])
+    return in_features // INT4_GROUPS.get(kind, GROUP) * _group_bytes(kind)
 
 
-PARTS = {INT8: INT8_PARTS, **{kind: int4_parts(group) for kind, group in INT4_GROUPS.items()}}
+def in_features(stored: torch.Tensor, kind: str) -> int:
+    """The input features of a weight stored as `kind`: row_bytes undone."""
+    return stored.shape[1] // _group_bytes(kind) * INT4_GROUPS.get(kind, GROUP)
 
 
 def group_why_not(in_features: int, group: int = GROUP) -> str | None:
@@ -154,10 +157,6 @@ def quantize_int8(w: torch.Tensor) -> torch.Tensor:
     return pack_int8(scale, codes.reshape(w.shape[0], -1))
 
 
-def int8_in_features(stored: torch.Tensor) -> int:
-    return stored.shape[1] * GROUP // (GROUP + INT8_SCALE_BYTES)
-
-
 def unpack_int8(stored: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The scales [out, in / 32] (float32) and codes [out, in] (int8) that int8 tiles hold."""
     scale, offset = _deinterleave(stored, INT8_PARTS)
@@ -219,10 +218,6 @@ def dequantize_int4(stored: torch.Tensor, group: int = GROUP) -> torch.Tensor:
     d, m, codes = unpack_int4(stored, group)
     values = codes.float().reshape(stored.shape[0], d.shape[1], group)
     return (values * d.unsqueeze(-1) + m.unsqueeze(-1)).reshape(stored.shape[0], -1)
-
-
-def int4_in_features(stored: torch.Tensor, group: int = GROUP) -> int:
-    return stored.shape[1] // int4_group_bytes(group) * group
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
