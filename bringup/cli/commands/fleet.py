@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from bringup.backends.host import is_host
 from bringup.cli.checks import at_least_one, non_negative_number, positive_seconds
 from bringup.cli.common import DeviceOption, JsonOption, StrictOption, VerboseOption
 from bringup.cli.output import console, plain, print_json, progress
@@ -228,7 +229,7 @@ def _is_rank_zero() -> bool:
 
 
 def _world_size(nproc: Optional[int], device_type: str, device_count: int) -> int:
-    if device_type == "cpu":
+    if is_host(device_type):
         return nproc or 2
     if device_count < 1:
         raise BringupError(f"no {device_type} device is usable; check `bringup devices`")

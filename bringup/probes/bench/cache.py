@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from bringup.backends.host import is_host
+
 FALLBACK_LLC_BYTES = 256 * 2**20
 SYSFS_CPU0_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -78,7 +80,7 @@ def llc_size(device: torch.device, extra: dict[str, Any] | None = None) -> Cache
     for key in ("llc_bytes", "l2_cache_bytes", "l2_cache_size"):
         if isinstance(extra.get(key), int) and extra[key] > 0:
             return CacheSize(extra[key], f"device info extra[{key}]")
-    if device.type == "cpu":
+    if is_host(device):
         found = cpu_llc_from_sysfs()
         if found:
             return CacheSize(found, str(SYSFS_CPU0_CACHE))

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from bringup.backends.host import is_host
 from bringup.probes.capabilities.numerics import relative_error, seeded_randn
 from bringup.probes.capabilities.result import error_text, supported, unsupported
 
@@ -21,7 +22,7 @@ def sample_function(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def missing_toolchain(device: torch.device) -> str | None:
-    if device.type == "cpu":
+    if is_host(device):
         compiler = sysconfig.get_config_var("CXX") or "c++"
         candidates = [compiler.split()[0], "g++", "c++", "clang++"]
         if not any(shutil.which(c) for c in candidates):

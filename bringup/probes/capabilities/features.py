@@ -5,6 +5,7 @@ from typing import Any
 
 import torch
 
+from bringup.backends.host import is_host
 from bringup.backends.registry import backend_for
 from bringup.probes.capabilities.numerics import relative_error, seeded_randn
 from bringup.probes.capabilities.quantized import quantized_checks
@@ -39,7 +40,7 @@ def check_graphs(device: torch.device) -> dict[str, Any]:
 
 
 def check_pinned_memory(device: torch.device) -> dict[str, Any]:
-    if device.type == "cpu":
+    if is_host(device):
         return unsupported("the device is the host itself: there is no host-to-device copy to pin memory for")
     try:
         host = seeded_randn(1024, 256, seed=41).pin_memory()

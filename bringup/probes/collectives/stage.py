@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bringup.backends.host import is_host
 from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
@@ -114,7 +115,7 @@ def run_collectives(options: CollectivesOptions, family: str, device_type: str, 
         outcome = run_in_world(plan, fault, on_case_done)
         section = build_section(plan, outcome, choice, "torchrun", info.nnodes)
         return CollectivesRun(section, outcome, choice, reporting=info.rank == 0)
-    world = _world_size(options, family, choice.device_type == "cpu", device_count)
+    world = _world_size(options, family, is_host(choice.device_type), device_count)
     method = options.start_method
     if method == "auto":
         method = "fork" if sys.platform.startswith("linux") else "spawn"

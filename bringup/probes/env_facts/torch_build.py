@@ -5,6 +5,7 @@ from collections.abc import Callable
 
 import torch
 
+from bringup.backends.privateuse1 import registered_name
 from bringup.backends.registry import all_backends
 from bringup.probes.env_facts.tools import guarded
 
@@ -97,9 +98,9 @@ def accelerator_availability() -> dict[str, str]:
     for backend in all_backends():
         facts.update(guarded(backend.availability_facts,
                              lambda reason, b=backend: {f"{b.family}_available": reason}))
-    privateuse1 = optional(torch._C._get_privateuse1_backend_name)
-    if privateuse1 != "privateuseone":
-        facts["privateuse1_backend"] = str(privateuse1)
+    privateuse1 = registered_name()
+    if privateuse1 is not None:
+        facts["privateuse1_backend"] = privateuse1
     return facts
 
 

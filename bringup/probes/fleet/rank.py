@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bringup.backends.host import HOST_DEVICE_TYPE, is_host
 from bringup.errors import BringupError
 from bringup.probes.collectives.execute import RankSetup, monitored_barrier
 from bringup.probes.collectives.ranks.channel import Channel
@@ -30,7 +31,7 @@ RUN_VARIABLE_PREFIXES = ("BRINGUP_COLLECTIVES_", "BRINGUP_FLEET_")
 
 def rank_device(device_type: str, local_rank: int) -> str:
     """CPU ranks share the CPU; accelerator ranks get one device each, by local rank."""
-    return "cpu" if device_type == "cpu" else f"{device_type}:{local_rank}"
+    return HOST_DEVICE_TYPE if is_host(device_type) else f"{device_type}:{local_rank}"
 
 
 def read_summary(path: Path, rank: int, host: str, device: str) -> RankSummary:

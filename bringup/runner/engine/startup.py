@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from bringup.backends.host import HOST, HOST_DEVICE_TYPE, is_host
 from bringup.backends.registry import backend_for
 from bringup.backends.select import select_device
 from bringup.errors import BringupError, StrictFallbackError, exception_line
@@ -88,21 +89,20 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     try:
         return collected(_start_on(cls, options, source, device, selection.info, config, tokenizer, recorder))
     except WeightsDoNotFit as exc:  # refused before any weight was read: the CPU may still hold them
-        if device.type == "cpu" or not options.allow_cpu_fallback:
+        if is_host(device) or not options.allow_cpu_fallback:
             raise
         why = str(exc)
     except (BringupError, StrictFallbackError):
         raise
     except Exception as exc:
         why = exception_line(exc)
-        if device.type == "cpu":
+        if is_host(device):
             raise
         if not options.allow_cpu_fallback:
             raise BringupError(f"device {device} failed while starting the runner ({why}); fix the device "
                                "set-up, or pass --allow-cpu-fallback to run on the CPU") from None
-    recorder.record("global", "device", wanted=str(device), instead="cpu", why=why)
-    cpu = torch.device("cpu")
-    return _start_on(cls, options, source, cpu, backend_for(cpu).device_info(0), config, tokenizer, recorder)
+    recorder.record("global", "device", wanted=str(device), instead=HOST_DEVICE_TYPE, why=why)
+    return _start_on(cls, options, source, HOST, backend_for(HOST).device_info(0), config, tokenizer, recorder)
 
 
 def _profile_device(path: Path | None) -> str | None:

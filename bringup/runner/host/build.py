@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch  # loaded before any kernel library: its OpenMP runtime is the one they use
 
+from bringup.backends.host import is_host
 from bringup.errors import exception_line
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -39,7 +40,7 @@ class HostKernelInputError(ValueError):
 
 def require_host_tensor(name: str, t: torch.Tensor, dtype: torch.dtype, dims: int, contiguous: bool = False) -> None:
     """HostKernelInputError unless `t` is a dense host tensor of `dtype` with `dims` dimensions (and contiguous)."""
-    if t.device.type != "cpu":
+    if not is_host(t.device):
         raise HostKernelInputError(f"{name} is on {t.device}; a host kernel reads host (cpu) memory only")
     if t.layout != torch.strided:
         raise HostKernelInputError(f"{name} has layout {t.layout}; a host kernel reads dense (torch.strided) tensors")
@@ -130,7 +131,7 @@ def check_host_kernel(device: torch.device, dtype: torch.dtype, worst_error: Cal
     from the reference path, relative for low precision) is within the dtype's tolerance (float32: 1e-4);
     otherwise why not."""
     tolerances = tolerances or {torch.float32: 1e-4}
-    if device.type != "cpu":
+    if not is_host(device):
         return f"a host-memory kernel; tensors on {device} are not in host memory"
     if dtype not in tolerances:
         names = " and ".join(str(d).removeprefix("torch.") for d in tolerances)

@@ -15,6 +15,7 @@ import functools
 
 import torch
 
+from bringup.backends.host import is_host
 from bringup.runner.host.build import HostKernelInputError, load, require_host_tensor
 from bringup.runner.host.huge_pages import HugePageBlock
 from bringup.runner.host.paged_decode import check_context
@@ -62,7 +63,7 @@ def library() -> ctypes.CDLL:
 def cannot_fuse(model: DecoderModel, max_model_len: int) -> str | None:
     """None when every layer of `model` is one the kernel computes exactly; otherwise why not (one line)."""
     name, c = type(model).__name__, model.config
-    if model.device.type != "cpu":
+    if not is_host(model.device):
         return f"a host-memory kernel; the model is on {model.device}"
     if model.dtype not in ENTRY_POINTS:
         return f"float32 and bfloat16 only; the model runs {str(model.dtype).removeprefix('torch.')}"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from bringup.backends.host import is_host
 from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.host import quantized as quantized_kernel
@@ -60,7 +61,7 @@ def scheme_why_not(scheme: str, device: torch.device, config: ModelConfig) -> st
     if scheme == FP8:
         why = fp8_why_not(device)
         return None if why is None else f"fp8 needs float8 weights: {why}"
-    if device.type != "cpu":
+    if not is_host(device):
         return f"the {scheme} kernels are host-memory (CPU) kernels; the model runs on {device}"
     c = config
     ins = {c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size}  # experts are not quantized

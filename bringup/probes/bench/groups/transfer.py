@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from bringup.backends.host import is_host
 from bringup.probes.bench.accounting import transfer_work
 from bringup.probes.bench.context import BenchContext
 from bringup.probes.bench.records import measured, not_measured, short_error
@@ -31,7 +32,7 @@ def pin(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 
 def run(ctx: BenchContext) -> BenchGroup:
-    if ctx.device.type == "cpu":
+    if is_host(ctx.device):
         reason = "not applicable on the CPU: host and device memory are the same memory, nothing is transferred"
         records = [not_measured(f"{d} {m}", d, "not_applicable", reason)
                    for d in ("h2d", "d2h") for m in ("pinned", "pageable")]

@@ -7,11 +7,13 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
+from bringup.backends.host import HOST, is_host
+
 
 def device_for_rank(device_type: str, local_rank: int) -> torch.device:
     """CPU ranks share the CPU; accelerator ranks get one device each, by local rank."""
-    if device_type == "cpu":
-        return torch.device("cpu")
+    if is_host(device_type):
+        return HOST
     device = torch.device(device_type, local_rank)
     module = getattr(torch, device_type, None)
     set_device = getattr(module, "set_device", None)
@@ -22,7 +24,7 @@ def device_for_rank(device_type: str, local_rank: int) -> torch.device:
 
 def make_synchronize(device: torch.device) -> Callable[[], None]:
     """A no-argument device sync (a no-op on the CPU, where collectives return when done)."""
-    if device.type == "cpu":
+    if is_host(device):
         return lambda: None
     from bringup.backends.registry import synchronize
 
