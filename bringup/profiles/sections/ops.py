@@ -17,6 +17,9 @@ from pydantic import ConfigDict, model_validator
 
 from bringup.profiles.base_model import ProfileModel
 
+# where an op case executed, decided from what it dispatched while it ran (bringup/probes/ops/placement.py):
+# "device", or "host_fallback" when it copied its tensors to the host and back (a backend's boxed CPU fallback)
+RunsOn = Literal["device", "host_fallback"]
 OpStatus = Literal["pass", "fail", "error", "unsupported", "crashed", "timeout"]
 CompiledStatus = Literal["pass", "mismatch", "compile_error", "error", "unsupported", "crashed", "timeout"]
 FAILING_OP_STATUSES: frozenset[str] = frozenset({"fail", "error", "crashed", "timeout"})
@@ -90,6 +93,8 @@ class OpCaseRecord(ProfileModel):
     atol: float | None = None
     seconds: float | None = None
     message: str | None = None
+    runs_on: RunsOn | None = None  # None: not decided (on the host itself there is nothing to fall back to)
+    runs_on_evidence: str | None = None  # what it dispatched, e.g. "aten::_to_cpu x1, aten::_copy_from x1"
 
     @model_validator(mode="before")
     @classmethod
