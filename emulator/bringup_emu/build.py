@@ -1,0 +1,129 @@
+"""Build the C++ extension once per torch version, source hash and compiler, into a folder that outlives test runs.
+
+The build runs in its own process (`python -m bringup_emu build`) under a file lock, into a temporary folder that is
+renamed into place when complete, so several processes starting at once build it once and never load half a build.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+EXTENSION_NAME = "bringup_emu_C"
+SOURCE_DIR = Path(__file__).resolve().parent / "csrc"
+CXX_FLAGS = ("-O2", "-std=c++17", "-fvisibility=hidden")
+BUILD_DIR_ENV = "BRINGUP_EMU_BUILD_DIR"
+
+
+class BuildError(RuntimeError):
+    """The extension could not be built; the message says why and what to do."""
+
+
+def sources() -> list[Path]:
+    return sorted(SOURCE_DIR.glob("*.cpp"))
+
+
+def compiler() -> str | None:
+    """The C++ compiler torch.utils.cpp_extension will use ($CXX, else c++), resolved, or None when absent."""
+    found = shutil.which(os.environ.get("CXX", "c++"))
+    return os.path.realpath(found) if found else None
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK)
+
+
+def build_root() -> Path:
+    """$BRINGUP_EMU_BUILD_DIR, else `_build/` beside the package, else $XDG_CACHE_HOME/bringup-emu."""
+    override = os.environ.get(BUILD_DIR_ENV)
+    if override:
+        return Path(override)
+    beside = Path(__file__).resolve().parent / "_build"
+    if _writable(beside):
+        return beside
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "bringup-emu"
+
+
+def build_key(torch_version: str) -> str:
+    """`<torch version>-<hash>` of the sources, the flags, the compiler (path, size, mtime) and the Python ABI."""
+    digest = hashlib.sha256()
+    for path in sorted(SOURCE_DIR.iterdir()):
+        if path.suffix in (".cpp", ".h"):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(" ".join(CXX_FLAGS).encode())
+    cxx = compiler()
+    if cxx:
+        stat = os.stat(cxx)
+        digest.update(f"{cxx}:{stat.st_size}:{int(stat.st_mtime)}".encode())
+    digest.update(sys.implementation.cache_tag.encode())
+    return f"{torch_version}-{digest.hexdigest()[:16]}"
+
+
+def library_path(torch_version: str) -> Path:
+    return build_root() / build_key(torch_version) / f"{EXTENSION_NAME}.so"
+
+
+def build(verbose: bool = False) -> tuple[Path, float]:
+    """Build in this process (which then has the extension loaded: call it from a throwaway process). Returns the
+    library's path and the seconds spent building (0.0 when it was already built)."""
+    import torch
+    from torch.utils import cpp_extension
+
+    target = library_path(torch.__version__)
+    if target.exists():
+        return target, 0.0
+    if compiler() is None:
+        raise BuildError("no C++ compiler found (set CXX or install g++)")
+    root = target.parent.parent
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{target.parent.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():  # another process built it while this one waited
+            return target, 0.0
+        staging = root / f"{target.parent.name}.tmp-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        started = time.perf_counter()
+        try:
+            cpp_extension.load(
+                name=EXTENSION_NAME,
+                sources=[str(path) for path in sources()],
+                extra_cflags=list(CXX_FLAGS),
+                build_directory=str(staging),
+                verbose=verbose,
+            )
+        except Exception as error:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise BuildError(f"the compiler failed ({error})".splitlines()[0]) from error
+        os.replace(staging, target.parent)
+        return target, time.perf_counter() - started
+
+
+def build_in_subprocess() -> Path:
+    """Build through `python -m bringup_emu build` with autoload off (so it cannot recurse); the path it printed."""
+    import torch
+
+    target = library_path(torch.__version__)
+    if target.exists():
+        return target
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    env.pop("BRINGUP_EMU_SPEC", None)
+    print("emu: building the emulator extension once (30-90 s) ...", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bringup_emu", "build"], env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0 or not target.exists():
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BuildError(f"the build failed: {last}")
+    return target

@@ -1,0 +1,55 @@
+// The Python module bringup_emu_C: configure the device from the parsed spec, read the counters and statistics.
+#include "emu.h"
+
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+namespace {
+
+using bringup_emu::device_stats;
+using c10::CachingAllocator::StatType;
+constexpr size_t kAll = static_cast<size_t>(StatType::AGGREGATE);
+
+void configure(
+    const std::vector<int64_t>& memory_caps, const std::vector<std::string>& refused_dtypes,
+    const std::vector<std::string>& native, const std::vector<std::string>& abort,
+    const std::map<std::string, double>& wrong) {
+  bringup_emu::configure_devices(memory_caps);
+  bringup_emu::configure_refused_dtypes(refused_dtypes);
+  bringup_emu::configure_op_rules(native, abort, wrong);
+}
+
+std::map<std::string, int64_t> memory_stats(int64_t device) {
+  const auto index = static_cast<c10::DeviceIndex>(device);
+  const auto stats = device_stats(index);
+  return {
+      {"allocated_bytes", stats.allocated_bytes[kAll].current},
+      {"peak_allocated_bytes", stats.allocated_bytes[kAll].peak},
+      {"allocations", stats.allocation[kAll].current},
+      {"allocations_total", stats.allocation[kAll].allocated},
+      {"cap_bytes", bringup_emu::memory_cap(index)},
+      {"ooms", stats.num_ooms},
+  };
+}
+
+py::object default_generator(int64_t device) {
+  const auto& generator = bringup_emu::default_generator(static_cast<c10::DeviceIndex>(device));
+  return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(generator));
+}
+
+} // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "bringup's emulated accelerator (PrivateUse1 backed by host memory)";
+  m.def("configure", &configure, "set the devices, refused dtypes and op rules from the parsed spec");
+  m.def("device_count", [] { return static_cast<int>(bringup_emu::device_count()); });
+  m.def("current_device", [] { return static_cast<int>(bringup_emu::current_device()); });
+  m.def("set_device", [](int64_t index) { bringup_emu::set_current_device(static_cast<c10::DeviceIndex>(index)); });
+  m.def("memory_stats", &memory_stats, "allocated, peak, allocation counts, cap and OOMs of one device");
+  m.def("reset_peak", [](int64_t device) { bringup_emu::reset_peak_stats(static_cast<c10::DeviceIndex>(device)); });
+  m.def("fallback_counts", &bringup_emu::fallback_counts, "op (name.overload) -> calls through cpu_fallback");
+  m.def("native_counts", &bringup_emu::native_counts, "op (name.overload) -> calls run natively on aliases");
+  m.def("reset_counts", &bringup_emu::reset_counts);
+  m.def("default_generator", &default_generator, "the default torch.Generator of one emu device");
+  m.def("own_kernels", &bringup_emu::own_kernel_names, "aten ops the device implements itself (name.overload)");
+}

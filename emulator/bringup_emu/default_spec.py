@@ -1,0 +1,32 @@
+"""The default spec: a mixed machine, a small integrated device beside a large discrete one.
+
+The native list is the core an inference stack runs on; the sampling ops (sort, topk, multinomial) and one piece of
+RMS norm (rsqrt) are left to the CPU fallback, so a readiness run on this spec has real host fallbacks to report.
+"""
+
+DEFAULT_NATIVE = (
+    # matrix products
+    "mm", "bmm", "addmm", "baddbmm",
+    # elementwise arithmetic and activations
+    "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "tanh", "sigmoid", "silu", "gelu", "cos",
+    "sin", "clamp", "clamp_min", "maximum", "minimum", "where", "masked_fill_", "zero_", "fill_",
+    # comparisons and masks
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "bitwise_and", "bitwise_or", "triu", "tril",
+    # reductions and normalisation
+    "sum", "mean", "amax", "max", "argmax", "cumsum", "_softmax", "_log_softmax",
+    # indexing, joining, embedding lookups (embedding reaches the device as index_select)
+    "cat", "index", "index_select", "_index_put_impl_", "gather", "scatter", "arange",
+    # attention on the host kernels
+    "_fused_sdp_choice", "_scaled_dot_product_flash_attention_for_cpu",
+)
+
+DEFAULT_SPEC: dict = {
+    "devices": [
+        {"name": "Emu iGPU", "integrated": True, "memory": "512MiB"},
+        {"name": "Emu dGPU", "integrated": False, "memory": "8GiB"},
+    ],
+    "refused_dtypes": ["float64"],
+    "native": list(DEFAULT_NATIVE),
+    "wrong": {},
+    "abort": [],
+}

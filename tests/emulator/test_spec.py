@@ -1,0 +1,92 @@
+"""BRINGUP_EMU_SPEC parsing: every mistake is one line naming the field; the autoload turns it into exit code 2."""
+
+import json
+from importlib.metadata import entry_points
+
+import pytest
+from bringup_emu.spec import SpecError, load_spec, parse_size
+
+from tests.emulator.emu_process import run_python
+
+GOOD_DEVICE = {"name": "d", "memory": "1MiB"}
+
+
+def spec_error(raw: dict) -> str:
+    with pytest.raises(SpecError) as caught:
+        load_spec(json.dumps(raw))
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(("text", "size"), [(4096, 4096), ("512MiB", 512 << 20), ("8GiB", 8 << 30),
+                                            ("1.5 GB", 1_500_000_000), ("64kib", 64 << 10)])
+def test_sizes_are_bytes_or_a_number_with_a_unit(text, size) -> None:
+    assert parse_size(text, "memory") == size
+
+
+def test_the_default_spec_is_a_small_integrated_and_a_large_discrete_device() -> None:
+    spec = load_spec("default")
+    assert [(d.integrated, d.memory_bytes) for d in spec.devices] == [(True, 512 << 20), (False, 8 << 30)]
+    assert spec.refused_dtypes == ("float64",)
+    assert {"mm", "add", "cat", "_softmax"} <= set(spec.native)
+    assert not {"sort", "topk", "rsqrt"} & set(spec.native)
+
+
+def test_a_spec_file_in_yaml_or_json(tmp_path) -> None:
+    (tmp_path / "s.yaml").write_text("devices:\n  - {name: y, integrated: true, memory: 2MiB}\nnative: [mm]\n")
+    (tmp_path / "s.json").write_text(json.dumps({"devices": [GOOD_DEVICE], "abort": ["aten::sigmoid"]}))
+    assert load_spec(str(tmp_path / "s.yaml")).devices[0].memory_bytes == 2 << 20
+    assert load_spec(str(tmp_path / "s.json")).abort == ("sigmoid",)
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"devices": []}, "devices: must be a non-empty list"),
+    ({"devices": [{"name": "d", "memory": "8 gigs"}]}, "devices[0].memory: '8 gigs' is not a size"),
+    ({"devices": [{"name": "d"}]}, "devices[0].memory: missing"),
+    ({"devices": [GOOD_DEVICE, {"name": "e", "memory": 1, "integrated": "yes"}]},
+     "devices[1].integrated: must be true or false"),
+    ({"devices": [{**GOOD_DEVICE, "colour": "red"}]}, "devices[0]: unknown field 'colour'"),
+    ({"devices": [GOOD_DEVICE], "refused_dtypes": ["float65"]}, "refused_dtypes[0]: 'float65' is not a torch dtype"),
+    ({"devices": [GOOD_DEVICE], "native": ["mm", "not_an_op"]}, "native[1]: 'not_an_op' is not an aten operator"),
+    ({"devices": [GOOD_DEVICE], "native": ["matmul"]}, "native[0]: aten::matmul never reaches a device's kernels"),
+    ({"devices": [GOOD_DEVICE], "native": ["add.Tensor"]}, "name add.out or add"),
+    ({"devices": [GOOD_DEVICE], "abort": ["fill_.Scalar"]}, "abort[0]: aten::fill_.Scalar is one of the emulator's"),
+    ({"devices": [GOOD_DEVICE], "wrong": {"mm": "double"}}, "wrong['mm']: 'double' is not a finite number"),
+    ({"devices": [GOOD_DEVICE], "natve": []}, "unknown field 'natve'"),
+])
+def test_a_mistake_names_its_field(raw: dict, message: str) -> None:
+    assert message in spec_error(raw)
+
+
+def test_a_value_that_is_no_spec_says_what_it_may_be() -> None:
+    with pytest.raises(SpecError, match="neither 'default', inline JSON"):
+        load_spec("no-such-file.yaml")
+    with pytest.raises(SpecError, match="inline JSON is invalid"):
+        load_spec("{devices: ]")
+
+
+def _autoload_installed() -> bool:
+    return any(ep.value.startswith("bringup_emu.") for ep in entry_points(group="torch.backends"))
+
+
+@pytest.mark.skipif(not _autoload_installed(), reason="bringup-emu is not installed: no torch.backends entry point")
+def test_an_invalid_spec_stops_import_torch_with_one_line_and_exit_code_2() -> None:
+    done = run_python("import torch", {"devices": [{"name": "d", "memory": "lots"}]})
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: BRINGUP_EMU_SPEC: devices[0].memory: 'lots' is not a size")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not _autoload_installed(), reason="bringup-emu is not installed: no torch.backends entry point")
+def test_without_the_variable_import_torch_loads_nothing_of_the_emulator() -> None:
+    done = run_python("import sys, torch\nprint(torch._C._get_privateuse1_backend_name(), hasattr(torch, 'emu'),"
+                      " 'bringup_emu_C' in sys.modules, 'bringup_emu.spec' in sys.modules)", None)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["privateuseone", "False", "False", "False"]
+
+
+@pytest.mark.skipif(not _autoload_installed(), reason="bringup-emu is not installed: no torch.backends entry point")
+def test_with_the_variable_import_torch_alone_gives_the_device() -> None:
+    done = run_python("import torch\nprint(torch.accelerator.current_accelerator(), torch.emu.device_count())",
+                      "default")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["emu", "2"]
