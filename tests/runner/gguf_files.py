@@ -25,6 +25,7 @@ PRE = {"llama": "gpt-2", "qwen2": "qwen2", "qwen3": "qwen2"}
 
 QUANTIZABLE = (T.BF16, T.Q8_0, T.Q4_0, T.Q4_1)
 TypeFor = Callable[[str, torch.Tensor], Any]  # the GGML type a tensor is written in, by its GGUF name
+Vocabulary = Callable[[list[str], list[str]], tuple[list[str], list[str]]]  # (tokens, merges) -> what is written
 
 
 NO_PRE = "<absent>"  # write_gguf(pre=NO_PRE): a file without tokenizer.ggml.pre, as some converters write them
@@ -56,12 +57,13 @@ def mixed_types(name: str, tensor: torch.Tensor) -> Any:
 
 def write_gguf(path: Path, hf: torch.nn.Module, tokenizer_dir: Path, arch: str, type_for: TypeFor = mixed_types,
                *, written_arch: str | None = None, tokenizer_model: str = "gpt2", pre: str | None = None,
-               skip: tuple[str, ...] = (), add_bos: bool = False, texts: dict[str, str] | None = None) -> Path:
+               skip: tuple[str, ...] = (), add_bos: bool = False, texts: dict[str, str] | None = None,
+               vocabulary: Vocabulary | None = None) -> Path:
     """`hf` (a transformers model) and the tokenizer saved in `tokenizer_dir` written to `path` as GGUF. For the
     refusal tests: `written_arch` names another architecture, `tokenizer_model` / `pre` another tokenizer or text
     split, `skip` leaves tensors out (by GGUF name); `add_bos` sets tokenizer.ggml.add_bos_token, `texts` adds
-    string keys (a named chat template); a type_for that gives a type gguf cannot quantize writes
-    random bytes of that type's size."""
+    string keys (a named chat template), `vocabulary` rewrites the tokens and merges; a type_for that gives a type
+    gguf cannot quantize writes random bytes of that type's size."""
     c = hf.config
     writer = gguf.GGUFWriter(str(path), written_arch or arch)
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
@@ -76,7 +78,7 @@ def write_gguf(path: Path, hf: torch.nn.Module, tokenizer_dir: Path, arch: str, 
     writer.add_uint32(f"{arch}.rope.dimension_count", head_dim)
     if arch == "qwen3":
         writer.add_uint32(f"{arch}.attention.key_length", head_dim)
-    _write_tokenizer(writer, tokenizer_dir, tokenizer_model, pre or PRE[arch], add_bos)
+    _write_tokenizer(writer, tokenizer_dir, tokenizer_model, pre or PRE[arch], add_bos, vocabulary)
     for key, value in (texts or {}).items():
         writer.add_string(key, value)
     for hf_name, tensor in hf.state_dict().items():
@@ -104,13 +106,16 @@ def random_bytes(shape: tuple[int, ...], kind: Any) -> np.ndarray:
     return np.random.default_rng(0).integers(0, 256, (*shape[:-1], shape[-1] // block * size), dtype=np.uint8)
 
 
-def _write_tokenizer(writer: Any, tokenizer_dir: Path, model: str, pre: str, add_bos: bool) -> None:
+def _write_tokenizer(writer: Any, tokenizer_dir: Path, model: str, pre: str, add_bos: bool,
+                     vocabulary: Vocabulary | None) -> None:
     saved = json.loads((tokenizer_dir / "tokenizer.json").read_text())
     config = json.loads((tokenizer_dir / "tokenizer_config.json").read_text())
     vocab = saved["model"]["vocab"]
     tokens = sorted(vocab, key=vocab.__getitem__)
     specials = {t["content"] for t in saved["added_tokens"] if t["special"]}
     merges = [m if isinstance(m, str) else " ".join(m) for m in saved["model"]["merges"]]
+    if vocabulary is not None:
+        tokens, merges = vocabulary(tokens, merges)
     writer.add_string("tokenizer.ggml.model", model)
     if pre != NO_PRE:
         writer.add_string("tokenizer.ggml.pre", pre)

@@ -15,6 +15,7 @@ from typing import Any
 from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model.gguf import metadata
+from bringup.runner.model.gguf.cursor import quoted
 from bringup.runner.model.gguf.pre_tokenizers import IGNORES_MERGES, pre_tokenizer, split_kind
 from bringup.runner.model.gguf.reader import GGUFFile
 from bringup.runner.model.loading.model_files import MAX_TEMPLATE_BYTES
@@ -57,9 +58,8 @@ def _tokenizer_json(file: GGUFFile, tokens: list[str], bos: int | None, eos: int
         raise BringupError(f"{file.path}: tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} "
                            "tokens; the file is corrupt: re-convert it")
     kind = split_kind(metadata.text(file, "tokenizer.ggml.pre", None), str(file.path), fallbacks)
-    vocab = {_byte_level(token) if not types or types[i] not in (CONTROL, USER_DEFINED) else token: i
-             for i, token in enumerate(tokens)}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=_merges(file), ignore_merges=kind in IGNORES_MERGES))
+    vocab = _vocabulary(file, tokens, types)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=_merges(file, vocab), ignore_merges=kind in IGNORES_MERGES))
     tok.pre_tokenizer = pre_tokenizer(kind)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
@@ -78,13 +78,36 @@ def _tokenizer_json(file: GGUFFile, tokens: list[str], bos: int | None, eos: int
     return tok.to_str()
 
 
-def _merges(file: GGUFFile) -> list[tuple[str, str]]:
+def _vocabulary(file: GGUFFile, tokens: list[str], types: list[int]) -> dict[str, int]:
+    """Each token as the BPE model spells it (control and user-defined tokens as they are, the others in the
+    byte-level alphabet) -> its id; two ids spelled alike are refused (the tokenizers library would keep one and
+    leave the other a hole no text encodes to)."""
+    vocab: dict[str, int] = {}
+    for i, token in enumerate(tokens):
+        spelled = token if types and types[i] in (CONTROL, USER_DEFINED) else _byte_level(token)
+        first = vocab.setdefault(spelled, i)
+        if first != i:
+            alike = "" if tokens[first] == token else f" once spelled in the byte-level alphabet ({quoted(spelled)})"
+            raise BringupError(f"{file.path}: tokenizer.ggml.tokens holds {quoted(tokens[first])} (id {first}) and "
+                               f"{quoted(token)} (id {i}), the same token twice{alike}; the file is corrupt: "
+                               "re-convert it")
+    return vocab
+
+
+def _merges(file: GGUFFile, vocab: dict[str, int]) -> list[tuple[str, str]]:
+    """The merges as pairs, each part and what it makes a token of `vocab` (the tokenizers library raises on a
+    missing part and panics on a missing result)."""
     merges = []
-    for merge in metadata.texts(file, "tokenizer.ggml.merges"):
+    for i, merge in enumerate(metadata.texts(file, "tokenizer.ggml.merges")):
         pair = merge.split(" ")
         if len(pair) != 2:
-            raise BringupError(f"{file.path}: tokenizer.ggml.merges holds {shown(merge)[:40]!r}, not two tokens "
+            raise BringupError(f"{file.path}: tokenizer.ggml.merges holds {quoted(merge)}, not two tokens "
                                "separated by one space; the file is corrupt: re-convert it")
+        missing = next((t for t in (pair[0], pair[1], pair[0] + pair[1]) if t not in vocab), None)
+        if missing is not None:
+            raise BringupError(f"{file.path}: merge {i} {quoted(merge)} of tokenizer.ggml.merges needs the token "
+                               f"{quoted(missing)}, which is not in tokenizer.ggml.tokens; the file is corrupt: "
+                               "re-convert it")
         merges.append((pair[0], pair[1]))
     return merges
 
