@@ -14,19 +14,16 @@ from typing import Any
 
 import pytest
 import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
 
 from bringup.profiles.store import load_profile
 from bringup.runner.eval.metrics import NllSummary, summarize_nll
 from bringup.runner.eval.record import eval_record
-from bringup.runner.eval.reference_file import METADATA_KEY
 from bringup.runner.eval.run import EvalResult, NonFiniteScores
 from bringup.runner.eval.settings import EvalSettings
+from tests.cli.eval_references import Tensors, poisoned
 from tests.cli.run_cli import CliResult, run_cli
 
 REFUSAL_SECONDS = 10.0  # a refusal comes before the model runs; a run here takes about a second
-Tensors = dict[str, torch.Tensor]
 
 
 @pytest.fixture(scope="module")
@@ -37,22 +34,6 @@ def saved(tmp_path_factory) -> Path:
     result = run_cli(["eval", "--device", "cpu", "--profile", str(folder / "p.yaml"), "--ctx", "32", "--stride", "16",
                       "--max-tokens", "64", "--save-reference", str(out)])
     assert result.code == 0, result.stderr
-    return out
-
-
-def read(path: Path) -> tuple[dict[str, Any], Tensors]:
-    with safe_open(str(path), framework="pt") as f:
-        return json.loads(f.metadata()[METADATA_KEY]), {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
-
-
-def poisoned(saved: Path, folder: Path, header: Callable[[dict], str | dict] | None = None,
-             tensors: Callable[[Tensors], Tensors] | None = None) -> Path:
-    """`saved` with its header (a dict, or raw JSON text) and tensors rewritten."""
-    fields, arrays = read(saved)
-    text = header(dict(fields)) if header else fields
-    out = folder / "poisoned.safetensors"
-    save_file(tensors(arrays) if tensors else arrays, str(out),
-              metadata={METADATA_KEY: text if isinstance(text, str) else json.dumps(text)})
     return out
 
 
