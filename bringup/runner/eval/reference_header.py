@@ -9,7 +9,6 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from bringup.json_depth import json_depth
-from bringup.runner.sampling_params import is_integer
 from bringup.terminal_text import shown
 
 SCHEMA = "bringup.eval-reference/v1"
@@ -38,6 +37,10 @@ class ReferenceHeader:
     dtype: str
     device: str
     versions: dict[str, str]
+
+
+def is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class HeaderRefused(ValueError):
