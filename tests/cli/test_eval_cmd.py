@@ -12,7 +12,7 @@ import pytest
 from bringup.profiles.store import load_profile
 from bringup.runner.eval.text import default_text
 from tests.cli.run_cli import CliResult, run_cli
-from tests.runner.hf_fixtures import make_hf_model
+from tests.runner.hf_fixtures import make_hf_model, with_nan_weight
 from tests.runner.hf_perplexity import hf_perplexity, load_hf, text_tokens
 
 CTX, STRIDE, TOKENS = "64", "24", "200"
@@ -185,14 +185,9 @@ def test_report_and_profile_diff_show_the_evals(tiny, work, saved, tmp_path):
 
 
 def test_non_finite_scores_are_a_finding_not_a_figure(work, tmp_path):
-    from safetensors.torch import load_file, save_file
-
     broken = tmp_path / "nan-model"
     make_hf_model(broken, vocab=320)
-    weights = broken / "model.safetensors"
-    tensors = load_file(str(weights))
-    tensors["model.layers.1.mlp.down_proj.weight"][0, 0] = float("nan")
-    save_file(tensors, str(weights), metadata={"format": "pt"})
+    with_nan_weight(broken)
     profile = tmp_path / "p.yaml"
     result = run_cli(["eval", "--device", "cpu", "--profile", str(profile), "--model", str(broken), "--force",
                       "--ctx", CTX, "--stride", STRIDE, "--max-tokens", "80"])

@@ -18,7 +18,7 @@ TORCH_FREE_RUNNER = {"bringup.runner", "bringup.runner.plan", "bringup.runner.pl
                      "bringup.runner.plan.profile_facts", "bringup.runner.model", "bringup.runner.model.config",
                      "bringup.runner.model.config.fields", "bringup.runner.model.config.moe",
                      "bringup.runner.model.config.builtin", "bringup.runner.model.attention_kinds",
-                     "bringup.runner.model.stored_quantization",
+                     "bringup.runner.model.stored_quantization", "bringup.runner.model.ignore_rules",
                      "bringup.runner.sampling_params"}
 
 READ_ONLY_SCRIPT = """

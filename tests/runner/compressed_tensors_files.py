@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from tests.cli.run_cli import CliResult, run_cli
+
 FP8_MAX = 448.0
 EMBED = "model.embed_tokens.weight"
 
@@ -132,3 +134,17 @@ def write_dequantized(src: Path, dst: Path, fmt: str, group: int | None = None) 
 def edit_config(model: Path, changes: dict[str, Any]) -> None:
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps(config | changes))
+
+
+def quantization(method: str, **weights) -> dict:
+    """A hand-written quantization_config: one int-quantized int8 group per channel, `weights` changed."""
+    base = {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True, "dynamic": False,
+            "group_size": None}
+    group = {"targets": ["Linear"], "weights": base | weights, "input_activations": None}
+    return {"quant_method": method, "format": "int-quantized", "config_groups": {"group_0": group}}
+
+
+def generate(model: Path, work: Path, *extra: str) -> CliResult:
+    """`bringup generate` of three tokens from `model` on the CPU, through the real CLI."""
+    return run_cli(["generate", "the quick", "--model", str(model), "--device", "cpu", "--profile",
+                    str(work / "p.yaml"), "--max-tokens", "3", "--max-model-len", "128", *extra])

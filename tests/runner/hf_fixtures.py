@@ -69,3 +69,14 @@ def random_model(config: Any, cls: type | None = None, seed: int = 0, std: float
             else:
                 p.normal_(0.0, std)
     return model
+
+
+def with_nan_weight(path: Path, tensor: str = "model.layers.1.mlp.down_proj.weight") -> Path:
+    """The model directory `path` with one value of `tensor` set to NaN (loadable with --force)."""
+    from safetensors.torch import load_file, save_file
+
+    weights = path / "model.safetensors"
+    tensors = load_file(str(weights))
+    tensors[tensor][0, 0] = float("nan")
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    return path

@@ -10,7 +10,8 @@ import pytest
 from bringup.errors import BringupError
 from bringup.profiles import profile_file
 from bringup.profiles.profile_file import default_mode
-from bringup.runner.eval.reference_file import SCHEMA, load_reference
+from bringup.runner.eval.reference_file import load_reference
+from bringup.runner.eval.reference_header import SCHEMA
 from bringup.runner.eval.run import eval_tokens, run_eval
 from bringup.runner.eval.settings import EvalSettings
 from bringup.runner.eval.text import default_text
@@ -80,5 +81,5 @@ def test_damaged_file_is_refused(builtin_engine, tmp_path):
     field = b'\\"tokens\\": 150'  # inside the header's JSON string, quotes are escaped
     assert field in data
     edited.write_bytes(bytes(data).replace(field, field[:-1] + b"1"))
-    with pytest.raises(BringupError, match="do not match its header"):
+    with pytest.raises(BringupError, match="does not match its header"):
         load_reference(edited)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
 
 from bringup.runner.eval.divergence import PositionComparison
+
+MAX_EXP = math.log(sys.float_info.max)
 
 
 @dataclass(frozen=True)
@@ -32,18 +35,23 @@ class ReferenceSummary:
     rest_mass_mean: float | None = None  # the reference's mean mass outside its top k
 
 
+def perplexity(nll: float) -> float:
+    """exp(nll); infinity past what a float holds (a mean NLL above ~709 nats), for the record's check to refuse."""
+    return math.exp(nll) if nll < MAX_EXP else math.inf
+
+
 def summarize_nll(nlls: torch.Tensor) -> NllSummary:
     values = nlls.double()
     n = values.numel()
     mean = float(values.mean())
     variance = float((values.square().mean() - mean * mean).clamp_min(0.0)) if n > 1 else 0.0
-    return NllSummary(n, mean, math.sqrt(variance / (n - 1)) if n > 1 else 0.0, math.exp(mean))
+    return NllSummary(n, mean, math.sqrt(variance / (n - 1)) if n > 1 else 0.0, perplexity(mean))
 
 
 def summarize_comparison(parts: list[PositionComparison], run_ppl: float, source: str,
                          k: int | None) -> ReferenceSummary:
     kl = torch.cat([p.kl for p in parts])
-    reference_ppl = math.exp(float(torch.cat([p.reference_nll for p in parts]).mean()))
+    reference_ppl = perplexity(float(torch.cat([p.reference_nll for p in parts]).mean()))
     rest = [p.rest_mass for p in parts if p.rest_mass is not None]
     return ReferenceSummary(
         source=source, exact=not rest, kld_mean=float(kl.mean()), kld_p99=float(torch.quantile(kl, 0.99)),

@@ -7,36 +7,25 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
 from bringup.errors import BringupError
 from bringup.profiles.profile_file import NotAProfileFile, replace_bytes
 from bringup.runner.eval.divergence import TopK
+from bringup.runner.eval.reference_header import SCHEMA, HeaderRefused, ReferenceHeader, header_from_json, parse_header
+from bringup.runner.eval.reference_rows import TENSORS, RowsRefused, check_names, rows_from_tensors
+from bringup.terminal_text import shown
 
-SCHEMA = "bringup.eval-reference/v1"
 METADATA_KEY = "bringup.eval"
 DEFAULT_K = 32
 MAX_REFERENCE_BYTES = 2 << 30  # 100k positions at k=1024 is 0.8 GiB; the default k=32 keeps a book under 50 MB
-
-
-@dataclass(frozen=True)
-class ReferenceHeader:
-    schema: str
-    k: int
-    ctx: int
-    stride: int
-    text_sha256: str
-    tokens_sha256: str
-    tokens: int  # tokens in the text (the first is never scored)
-    tokenizer_sha256: str
-    vocab_size: int
-    model: str
-    dtype: str
-    device: str
-    versions: dict[str, str]
+T = TypeVar("T")
+SAVE_AGAIN = "the file is damaged or was not saved by bringup: save it again with `bringup eval --save-reference`"
 
 
 def save_reference(path: Path, header: ReferenceHeader, rows: TopK) -> None:
@@ -78,40 +67,35 @@ def load_reference(path: Path) -> tuple[ReferenceHeader, TopK]:
     try:
         with safe_open(str(path), framework="pt") as f:
             metadata = f.metadata() or {}
-            tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (safe_open is not a dict)
+            names = list(f.keys())
+            header = _header(path, metadata)
+            _refused_unless(path, check_names, names)
+            tensors = {name: f.get_tensor(name) for name in TENSORS}
     except (SafetensorError, OSError, ValueError) as exc:
         raise BringupError(f"--reference {path}: not a safetensors file ({str(exc).splitlines()[0][:120]}); give "
                            "a file saved by `bringup eval --save-reference`") from None
-    header = _header(path, metadata)
-    rows = _rows(path, tensors, header)
-    return header, rows
+    return header, _refused_unless(path, rows_from_tensors, tensors, header)
+
+
+def _refused_unless(path: Path, check: Callable[..., T], *args: object) -> T:
+    """`check(*args)`, its RowsRefused as one line naming the file."""
+    try:
+        return check(*args)
+    except RowsRefused as exc:
+        raise BringupError(f"--reference {path}: {exc}; {SAVE_AGAIN}") from None
 
 
 def _header(path: Path, metadata: dict[str, str]) -> ReferenceHeader:
     what = f"--reference {path}: not a bringup eval reference"
-    try:
-        fields = json.loads(metadata[METADATA_KEY])
-    except (KeyError, json.JSONDecodeError):
+    if METADATA_KEY not in metadata:
         raise BringupError(f"{what} (no {METADATA_KEY} header); give a file saved by "
-                           "`bringup eval --save-reference`") from None
-    if not isinstance(fields, dict) or fields.get("schema") != SCHEMA:
-        schema = fields.get("schema") if isinstance(fields, dict) else None
-        raise BringupError(f"{what} of this version (schema {schema!r}, this bringup reads {SCHEMA!r}); save it "
-                           "again with this version")
+                           "`bringup eval --save-reference`")
     try:
-        return ReferenceHeader(**fields)
-    except TypeError as exc:
-        raise BringupError(f"{what}: its header is malformed ({exc}); save it again") from None
-
-
-def _rows(path: Path, tensors: dict[str, torch.Tensor], header: ReferenceHeader) -> TopK:
-    ids, logprobs, targets = (tensors.get(n) for n in ("top_ids", "top_logprobs", "target_logprobs"))
-    positions = header.tokens - 1
-    if (ids is None or logprobs is None or targets is None or ids.shape != (positions, header.k)
-            or logprobs.shape != ids.shape or targets.shape != (positions,)):
-        raise BringupError(f"--reference {path}: its tensors do not match its header ({positions} positions x "
-                           f"k={header.k}); the file is damaged: save it again")
-    if bool((ids < 0).any()) or bool((ids >= header.vocab_size).any()):
-        raise BringupError(f"--reference {path}: token ids outside its vocabulary of {header.vocab_size}; the file "
-                           "is damaged: save it again")
-    return TopK(ids.long(), logprobs.float(), targets.float())
+        fields = parse_header(metadata[METADATA_KEY])
+        if not isinstance(fields, dict) or fields.get("schema") != SCHEMA:
+            schema = fields.get("schema") if isinstance(fields, dict) else None
+            raise BringupError(f"{what} of this version (schema {shown(repr(schema))[:60]}, this bringup reads "
+                               f"{SCHEMA!r}); save it again with this version")
+        return header_from_json(fields)
+    except HeaderRefused as exc:
+        raise BringupError(f"--reference {path}: {exc}; {SAVE_AGAIN}") from None

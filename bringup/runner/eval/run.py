@@ -23,7 +23,8 @@ from bringup.runner.eval.divergence import (
 from bringup.runner.eval.identity import tokenizer_sha256, tokens_sha256
 from bringup.runner.eval.metrics import NllSummary, ReferenceSummary, summarize_comparison, summarize_nll
 from bringup.runner.eval.reference64 import reference_executor
-from bringup.runner.eval.reference_file import DEFAULT_K, SCHEMA, ReferenceHeader, save_reference
+from bringup.runner.eval.reference_file import DEFAULT_K, save_reference
+from bringup.runner.eval.reference_header import SCHEMA, ReferenceHeader
 from bringup.runner.eval.scoring import reserved_blocks, window_logprobs
 from bringup.runner.eval.settings import EvalSettings, check_reference, reference_tokens
 from bringup.runner.eval.text import EvalText

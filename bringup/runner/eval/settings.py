@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bringup.errors import BringupError
-from bringup.runner.eval.reference_file import ReferenceHeader
+from bringup.runner.eval.reference_header import ReferenceHeader
 from bringup.runner.eval.windows import check_window_sizes
 
 DEFAULT_CTX = 512

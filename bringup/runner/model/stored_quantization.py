@@ -14,8 +14,9 @@ float `M.weight`; the embedding and the norms are never quantized.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+
+from bringup.runner.model.ignore_rules import IgnoreRules
 
 FLOAT_QUANTIZED, INT_QUANTIZED, PACK_QUANTIZED = "float-quantized", "int-quantized", "pack-quantized"
 CHANNEL, TENSOR, GROUP = "channel", "tensor", "group"
@@ -35,7 +36,7 @@ class StoredQuantization:
     scheme: str  # the math: "fp8" or "int8"
     strategy: str  # CHANNEL, TENSOR or GROUP (a scale per output channel, one for the whole weight, per group)
     dynamic_activations: bool  # the checkpoint asks for activations quantized per token at run time (not applied)
-    ignore: tuple[str, ...] = field(default_factory=tuple)  # module names, or "re:<pattern>", left unquantized
+    ignore: IgnoreRules = field(default_factory=IgnoreRules)  # the modules left unquantized
     bits: int = 8  # bits per code
     group_size: int | None = None  # inputs per scale, with the GROUP strategy
 
@@ -57,10 +58,7 @@ class StoredQuantization:
 
     def quantizes(self, module: str) -> bool:
         """Whether the checkpoint stores linear module `module` (e.g. model.layers.0.mlp.down_proj) quantized."""
-        for rule in self.ignore:
-            if rule == module or (rule.startswith("re:") and re.match(rule[3:], module)):
-                return False
-        return True
+        return not self.ignore.ignores(module)
 
     @property
     def weight_name(self) -> str:

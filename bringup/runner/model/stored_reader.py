@@ -112,15 +112,8 @@ class StoredReader(CheckpointReader):
     def _dequantized(self, module: str) -> torch.Tensor:
         """The module's weight as float32: scale * q."""
         if self.quantization.format == PACK_QUANTIZED:
-            shape = tuple(int(v) for v in super()._raw(f"{module}.weight_shape").tolist())
-            packed = super()._raw(f"{module}.weight_packed")
-            per_word = self.quantization.codes_per_word
-            if len(shape) != 2 or shape[0] != packed.shape[0] or -(-shape[1] // per_word) != packed.shape[1]:
-                raise BringupError(f"{self.quantization.source}: tensor {module}.weight_shape holds {list(shape)}, "
-                                   "which "
-                                   f"does not match {module}.weight_packed {list(packed.shape)}; the checkpoint is "
-                                   "corrupt: re-download it")
-            codes = unpack_codes(packed, shape, self.quantization.bits)
+            out, inputs = (int(v) for v in super()._raw(f"{module}.weight_shape").tolist())  # validate.py checked it
+            codes = unpack_codes(super()._raw(f"{module}.weight_packed"), (out, inputs), self.quantization.bits)
         else:
             codes = super()._raw(f"{module}.weight")
         return codes.to(torch.float32) * self._scales(module, (codes.shape[0], codes.shape[1]))

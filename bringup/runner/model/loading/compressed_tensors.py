@@ -14,11 +14,11 @@ static activation scales (input_scale), output activations, a quantized KV cache
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from bringup.errors import BringupError
+from bringup.runner.model.loading.ignore_patterns import read_ignore
 from bringup.runner.model.stored_quantization import (
     CHANNEL,
     FLOAT_QUANTIZED,
@@ -97,12 +97,13 @@ def _read_group(qc: dict[str, Any], group: dict[str, Any], where: Path) -> Store
                               "pack-quantized 8-bit int, pack-quantized 4-bit int)")
     strategy, group_size = weights.get("strategy"), weights.get("group_size")
     allowed = {"fp8": (CHANNEL, TENSOR), "int8": (CHANNEL,), "int4": (CHANNEL, GROUP)}[scheme]
-    grouped = strategy == GROUP and group_size in GROUP_SIZES
-    if strategy not in allowed or (group_size is not None and not grouped):
+    grouped = strategy == GROUP and _is_int(group_size) and group_size in GROUP_SIZES
+    sized = grouped if strategy == GROUP else group_size is None  # groups need a size; nothing else has one
+    if strategy not in allowed or not sized:
         sizes = f" of {', '.join(map(str, GROUP_SIZES))} inputs" if GROUP in allowed else ", no groups"
         raise _refused(where, f"compressed-tensors {form} {scheme} weights with strategy={_text(strategy)}, "
-                              f"group_size={_text(group_size)} (bringup reads a scale per "
-                              f"{' or per '.join(allowed)}{sizes})")
+                              f"group_size={_text(repr(group_size))}{_group_size_problem(strategy, group_size)} "
+                              f"(bringup reads a scale per {' or per '.join(allowed)}{sizes})")
     if weights.get("symmetric") is not True:
         raise _refused(where, f"compressed-tensors {form} {scheme} weights with symmetric="
                               f"{_text(weights.get('symmetric'))} (zero points)")
@@ -113,8 +114,19 @@ def _read_group(qc: dict[str, Any], group: dict[str, Any], where: Path) -> Store
         raise _refused(where, "compressed-tensors output_activations (quantized outputs)")
     return StoredQuantization(source=str(where), format=form, scheme=scheme, strategy=strategy,
                               dynamic_activations=_dynamic_activations(group.get("input_activations"), where),
-                              ignore=_ignore(qc.get("ignore"), where), bits=bits,
+                              ignore=read_ignore(qc.get("ignore"), where), bits=bits,
                               group_size=group_size if grouped else None)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _group_size_problem(strategy: Any, group_size: Any) -> str:
+    """What is wrong with group_size itself, beyond it not being one bringup reads."""
+    if group_size is None:
+        return ": a group strategy needs its size" if strategy == GROUP else ""
+    return "" if _is_int(group_size) else ", not an integer"
 
 
 def _dynamic_activations(activations: Any, where: Path) -> bool:
@@ -126,35 +138,3 @@ def _dynamic_activations(activations: Any, where: Path) -> bool:
         raise _refused(where, f"compressed-tensors input_activations with dynamic={_text(dynamic)} (static "
                               "activation scales, input_scale)")
     return True
-
-
-MAX_IGNORE_RULES = 4096
-MAX_PATTERN_CHARS = 256
-REPEATED_GROUP = re.compile(r"\)[*+{]")  # a group followed by a repetition
-
-
-def _ignore(ignore: Any, where: Path) -> tuple[str, ...]:
-    """The `ignore` rules, each a module name or `re:<pattern>`. A pattern comes from the model directory and is
-    matched against every linear module's name, so it is bounded: at most MAX_PATTERN_CHARS, and no repeated group
-    (`(a+)+`, `(x|y)*`), the shape whose backtracking grows exponentially with the name's length."""
-    if ignore is None:
-        return ()
-    if not isinstance(ignore, list) or not all(isinstance(name, str) for name in ignore):
-        raise BringupError(f"{where}: quantization_config ignore must be a list of module names, got "
-                           f"{_text(ignore)}; fix config.json")
-    if len(ignore) > MAX_IGNORE_RULES:
-        raise BringupError(f"{where}: quantization_config ignore has {len(ignore)} entries, more than the "
-                           f"{MAX_IGNORE_RULES} bringup reads; fix config.json")
-    for rule in ignore:
-        pattern = rule.removeprefix("re:")
-        if rule.startswith("re:") and (len(pattern) > MAX_PATTERN_CHARS or REPEATED_GROUP.search(pattern)):
-            raise BringupError(f"{where}: quantization_config ignore entry {_text(rule)} is longer than "
-                               f"{MAX_PATTERN_CHARS} characters or repeats a group (a pattern whose matching time "
-                               "can grow exponentially); fix config.json: list the module names, or a simpler "
-                               "pattern")
-        try:
-            re.compile(rule.removeprefix("re:"))
-        except re.error as exc:
-            raise BringupError(f"{where}: quantization_config ignore entry {_text(rule)} is not a regular "
-                               f"expression ({exc}); fix config.json") from None
-    return tuple(ignore)

@@ -27,7 +27,7 @@ from bringup.runner.model.checkpoint import LM_HEAD
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.families import hf_tensor_shapes
 from bringup.runner.model.loading.model_files import decode_json, open_regular
-from bringup.runner.model.stored_quantization import stored_dtypes, stored_shapes
+from bringup.runner.model.stored_quantization import PACK_QUANTIZED, stored_dtypes, stored_shapes
 
 log = get_logger("runner.validate")
 
@@ -61,6 +61,7 @@ def check_model_dir(model_dir: Path, config: ModelConfig, files: list[Path], all
     found = read_headers(files)
     check_dtypes(config, found)
     check_specs(model_dir, config, found)
+    check_packed_shapes(config, found)
     if scan_values:
         check_values(list(found.values()), allow_nonfinite)
     return list(found.values())
@@ -223,6 +224,28 @@ def _check_tensor(spec: TensorSpec, shape: tuple[int, ...] | None, words: Checkp
     if shape is not None and spec.shape != shape:
         raise BringupError(f"{spec.file}: tensor {_name(spec.name)} has shape {list(spec.shape)} but "
                            f"{words.settings} implies {list(shape)}; the checkpoint does not match {words.settings}")
+
+
+def check_packed_shapes(config: ModelConfig, found: dict[str, TensorSpec]) -> None:
+    """Each `M.weight_shape` of a pack-quantized checkpoint (two integers, read before any weight) holds the
+    [out, in] config.json implies for M: the codes are cut to it, so a narrower one would load a narrower weight."""
+    stored = config.stored_quantization
+    if stored is None or stored.format != PACK_QUANTIZED:
+        return
+    expected = hf_tensor_shapes(config)
+    by_file: dict[Path, list[TensorSpec]] = {}
+    for spec in found.values():
+        if spec.name.endswith(".weight_shape"):
+            by_file.setdefault(spec.file, []).append(spec)
+    for path, specs in by_file.items():
+        with safe_open(str(path), framework="pt") as handle:
+            for spec in specs:
+                held = handle.get_tensor(spec.name).tolist()
+                implied = list(expected[spec.name.removesuffix("_shape")])
+                if held != implied:
+                    raise BringupError(f"{path}: tensor {_name(spec.name)} holds {_value(held)} but config.json "
+                                       f"implies {implied} for that weight; the checkpoint does not match "
+                                       "config.json, or is corrupt: re-download it")
 
 
 # ---------------------------------------------------------------- memory
