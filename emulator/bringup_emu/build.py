@@ -13,11 +13,12 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 EXTENSION_NAME = "bringup_emu_C"
 SOURCE_DIR = Path(__file__).resolve().parent / "csrc"
-CXX_FLAGS = ("-O2", "-std=c++17", "-fvisibility=hidden")
+CXX_FLAGS = ("-O2", "-fvisibility=hidden")
 BUILD_DIR_ENV = "BRINGUP_EMU_BUILD_DIR"
 
 
@@ -74,11 +75,29 @@ def library_path(torch_version: str) -> Path:
     return build_root() / build_key(torch_version) / f"{EXTENSION_NAME}.so"
 
 
-def build(verbose: bool = False) -> tuple[Path, float]:
-    """Build in this process (which then has the extension loaded: call it from a throwaway process). Returns the
-    library's path and the seconds spent building (0.0 when it was already built)."""
-    import torch
+def _first_error(output: str) -> str:
+    """The compiler's first `error:` line, else the output's first line."""
+    lines = output.splitlines() or ["no output"]
+    return next((line.strip() for line in lines if "error:" in line), lines[0])
+
+
+def compile_into(staging: Path, verbose: bool) -> None:
+    """Compile the sources into `staging` with torch.utils.cpp_extension (which then imports the library)."""
     from torch.utils import cpp_extension
+
+    cpp_extension.load(
+        name=EXTENSION_NAME,
+        sources=[str(path) for path in sources()],
+        extra_cflags=list(CXX_FLAGS),
+        build_directory=str(staging),
+        verbose=verbose,
+    )
+
+
+def build(verbose: bool = False, compile_step: Callable[[Path, bool], None] = compile_into) -> tuple[Path, float]:
+    """Build unless built; call it from a throwaway process (the real compile step loads the library into it).
+    Returns the library's path and the seconds spent building (0.0 when it was already built)."""
+    import torch
 
     target = library_path(torch.__version__)
     if target.exists():
@@ -96,16 +115,10 @@ def build(verbose: bool = False) -> tuple[Path, float]:
         staging.mkdir()
         started = time.perf_counter()
         try:
-            cpp_extension.load(
-                name=EXTENSION_NAME,
-                sources=[str(path) for path in sources()],
-                extra_cflags=list(CXX_FLAGS),
-                build_directory=str(staging),
-                verbose=verbose,
-            )
+            compile_step(staging, verbose)
         except Exception as error:
             shutil.rmtree(staging, ignore_errors=True)
-            raise BuildError(f"the compiler failed ({error})".splitlines()[0]) from error
+            raise BuildError(f"the compiler failed: {_first_error(str(error))}") from error
         os.replace(staging, target.parent)
         return target, time.perf_counter() - started
 

@@ -1,10 +1,10 @@
 """The devices the default spec describes, as torch.emu, torch.accelerator and tensors see them."""
 
 import pytest
+
 from bringup_emu.default_spec import DEFAULT_SPEC
 from bringup_emu.op_names import OWN_KERNELS
 from bringup_emu.spec import parse_size
-
 from tests.emulator.emu_process import emu_results
 
 BODY = """

@@ -4,8 +4,8 @@ import json
 from importlib.metadata import entry_points
 
 import pytest
-from bringup_emu.spec import SpecError, load_spec, parse_size
 
+from bringup_emu.spec import SpecError, load_spec, parse_size
 from tests.emulator.emu_process import run_python
 
 GOOD_DEVICE = {"name": "d", "memory": "1MiB"}

@@ -2,9 +2,10 @@
 // runs "natively" (the CPU kernel on CPU aliases of the device memory: no host copies, nothing extra dispatched)
 // or goes through at::native::cpu_fallback (copies to the host and back, as a real backend's fallback does);
 // a `wrong` op's floating outputs are then scaled. Random ops draw from the emu device's generator either way.
-#include "emu.h"
+#include "emu_ops.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Dispatch.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
