@@ -9,8 +9,8 @@ from bringup_emu import build
 from tests.emulator.emu_process import emu_env
 
 FAKE_BUILD = """
-import sys, time
-from pathlib import Path
+import sys, time, types
+sys.modules["torch"] = types.SimpleNamespace(__version__="0.0-test")  # the lock is under test, not torch
 from bringup_emu import build
 
 def fake_compile(staging, verbose):
