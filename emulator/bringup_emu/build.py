@@ -110,8 +110,9 @@ def build(verbose: bool = False, compile_step: Callable[[Path, bool], None] = co
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.exists():  # another process built it while this one waited
             return target, 0.0
+        for stale in root.glob(f"{target.parent.name}.tmp-*"):  # left by a killed build; the lock is ours
+            shutil.rmtree(stale, ignore_errors=True)
         staging = root / f"{target.parent.name}.tmp-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
         started = time.perf_counter()
         try:

@@ -48,6 +48,8 @@ def test_processes_starting_at_once_compile_once_and_all_get_the_complete_librar
         pytest.skip("no C++ compiler")
     env = emu_env(None) | {build.BUILD_DIR_ENV: str(tmp_path / "cache")}
     log = tmp_path / "compiles.log"
+    stale = tmp_path / "cache" / f"{build.build_key('0.0-test')}.tmp-999999"  # a killed build's leftovers
+    stale.mkdir(parents=True)
     children = [subprocess.Popen([sys.executable, "-c", FAKE_BUILD, str(log)], env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True) for _ in range(3)]
     outputs = [child.communicate(timeout=120) for child in children]
