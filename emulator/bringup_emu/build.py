@@ -131,6 +131,8 @@ def build_in_subprocess() -> Path:
     target = library_path(torch.__version__)
     if target.exists():
         return target
+    if compiler() is None:
+        raise BuildError("it is not built here and no C++ compiler is found (set CXX or install g++)")
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     env.pop("BRINGUP_EMU_SPEC", None)
     print("emu: building the emulator extension once (30-90 s) ...", file=sys.stderr, flush=True)
@@ -138,6 +140,6 @@ def build_in_subprocess() -> Path:
         [sys.executable, "-m", "bringup_emu", "build"], env=env, capture_output=True, text=True, check=False
     )
     if done.returncode != 0 or not target.exists():
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BuildError(f"the build failed: {last}")
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1].removeprefix("error: ")
+        raise BuildError(f"the build failed ({last})")
     return target

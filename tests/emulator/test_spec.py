@@ -90,3 +90,14 @@ def test_with_the_variable_import_torch_alone_gives_the_device() -> None:
                       "default")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["emu", "2"]
+
+
+@pytest.mark.skipif(not _autoload_installed(), reason="bringup-emu is not installed: no torch.backends entry point")
+def test_without_a_library_or_a_compiler_import_torch_stops_with_one_line(tmp_path) -> None:
+    done = run_python("import torch", "default", extra_env={"CXX": "/no/such/compiler",
+                                                             "BRINGUP_EMU_BUILD_DIR": str(tmp_path)})
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: BRINGUP_EMU_SPEC is set but the emulator extension is unavailable: it is not built here and no C++ "
+        "compiler is found (set CXX or install g++); run `python -m bringup_emu build` to see the compiler's "
+        "output, or unset BRINGUP_EMU_SPEC"]
