@@ -4,7 +4,8 @@ import pytest
 
 from tests.emulator.emu_process import emu_results
 
-SPEC = {"devices": [{"name": "a", "memory": "16MiB"}, {"name": "b", "memory": "16MiB"}], "refused_dtypes": []}
+SPEC = {"devices": [{"name": "a", "memory": "16MiB"}, {"name": "b", "memory": "16MiB"}], "refused_dtypes": [],
+        "native": ["uniform_"]}
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool",
           "complex64", "float8_e4m3fn"]
 
@@ -31,6 +32,14 @@ state = torch.emu.get_rng_state()
 first = torch.rand(3, device="emu").cpu()
 torch.emu.set_rng_state(state)
 again = torch.rand(3, device="emu").cpu()
+torch.manual_seed(11)
+torch.emu.manual_seed(5)
+native_draw = torch.rand(3, device="emu").cpu()  # uniform_ is native here: it must use the emu generator
+host_after = torch.rand(3)
+torch.manual_seed(5)
+native_expected = torch.rand(3)
+torch.manual_seed(11)
+host_expected = torch.rand(3)
 gen = torch.Generator("emu").manual_seed(3)
 own_gen = torch.randn(2, device="emu", generator=gen).cpu()
 
@@ -41,6 +50,7 @@ end.record()
 end.synchronize()
 
 report(exact=exact, seeded=torch.equal(emu_draw, cpu_draw), replay=torch.equal(first, again),
+       native_seeded=torch.equal(native_draw, native_expected), host_untouched=torch.equal(host_after, host_expected),
        generator_device=str(gen.device), own_gen=len(own_gen), elapsed=start.elapsed_time(end))
 """
 
@@ -59,6 +69,11 @@ def test_seeded_draws_on_the_device_match_the_cpus_and_replay_from_saved_state(s
     assert seen["seeded"] is True
     assert seen["replay"] is True
     assert seen["generator_device"] == "emu:0" and seen["own_gen"] == 2
+
+
+def test_native_random_ops_draw_from_the_emu_generator_not_the_hosts(seen: dict) -> None:
+    assert seen["native_seeded"] is True
+    assert seen["host_untouched"] is True
 
 
 def test_events_measure_elapsed_time(seen: dict) -> None:

@@ -288,6 +288,7 @@ void run_on_host_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack
   const auto& arguments = op.schema().arguments();
   const size_t begin = stack->size() - arguments.size();
   const auto device = first_emu_device(torch::jit::last(*stack, arguments.size()));
+  GeneratorSwap generators(op, stack);  // before the aliasing, which hides the device of the arguments
   AliasTable table;
   std::vector<Aliased> aliased;
   std::vector<const c10::StorageImpl*> host_inputs;
@@ -323,7 +324,6 @@ void run_on_host_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack
       slot = c10::IValue(c10::Device(c10::kCPU));
     }
   }
-  GeneratorSwap generators(op, stack);
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   generators.hand_back();
   for (const auto& arg : aliased) {
