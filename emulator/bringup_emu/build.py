@@ -36,6 +36,15 @@ def compiler() -> str | None:
     return os.path.realpath(found) if found else None
 
 
+def missing_toolchain() -> str | None:
+    """Why the extension cannot be compiled here (no compiler, no ninja), or None."""
+    if compiler() is None:
+        return "no C++ compiler is found (set CXX or install g++)"
+    if shutil.which("ninja") is None:
+        return "ninja is not found (install it: pip install ninja, or apt-get install ninja-build)"
+    return None
+
+
 def _writable(folder: Path) -> bool:
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -102,8 +111,9 @@ def build(verbose: bool = False, compile_step: Callable[[Path, bool], None] = co
     target = library_path(torch.__version__)
     if target.exists():
         return target, 0.0
-    if compiler() is None:
-        raise BuildError("no C++ compiler found (set CXX or install g++)")
+    missing = missing_toolchain()
+    if missing:
+        raise BuildError(missing)
     root = target.parent.parent
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{target.parent.name}.lock", "w") as lock:
@@ -131,8 +141,9 @@ def build_in_subprocess() -> Path:
     target = library_path(torch.__version__)
     if target.exists():
         return target
-    if compiler() is None:
-        raise BuildError("it is not built here and no C++ compiler is found (set CXX or install g++)")
+    missing = missing_toolchain()
+    if missing:
+        raise BuildError(f"it is not built here and {missing}")
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     env.pop("BRINGUP_EMU_SPEC", None)
     print("emu: building the emulator extension once (30-90 s) ...", file=sys.stderr, flush=True)
