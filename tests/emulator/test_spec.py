@@ -64,6 +64,15 @@ def test_a_value_that_is_no_spec_says_what_it_may_be() -> None:
         load_spec("{devices: ]")
 
 
+def test_a_huge_or_deeply_nested_spec_is_refused_in_one_line(tmp_path) -> None:
+    with pytest.raises(SpecError, match="nested too deeply"):
+        load_spec('{"devices": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    big = tmp_path / "big.json"
+    big.write_text(" " * (2 << 20) + "{}")
+    with pytest.raises(SpecError, match="a spec is at most"):
+        load_spec(str(big))
+
+
 def _autoload_installed() -> bool:
     return any(ep.value.startswith("bringup_emu.") for ep in entry_points(group="torch.backends"))
 
