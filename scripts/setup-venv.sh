@@ -20,11 +20,11 @@ fi
 # hash and compiler in emulator/bringup_emu/_build/); dormant in every process unless BRINGUP_EMU_SPEC is set
 emu_stamp="$venv/.bringup-emu-installed"
 if [ ! -f "$emu_stamp" ] || [ emulator/pyproject.toml -nt "$emu_stamp" ]; then
-  "$venv/bin/python" -m pip install -qq -e emulator/
+  "$venv/bin/python" -m pip install -qq -e ./emulator
   touch "$emu_stamp"
 fi
-if command -v "${CXX:-c++}" >/dev/null 2>&1; then
+if command -v "${CXX:-c++}" >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1; then
   "$venv/bin/python" -m bringup_emu build
 else
-  echo "note: no C++ compiler found: the emulated device (bringup-emu) is not built; install g++ to test with it"
+  echo "note: no C++ compiler or no ninja found: the emulated device (bringup-emu) is not built; its tests skip"
 fi

@@ -13,11 +13,12 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 EXTENSION_NAME = "bringup_emu_C"
 SOURCE_DIR = Path(__file__).resolve().parent / "csrc"
-CXX_FLAGS = ("-O2", "-std=c++17", "-fvisibility=hidden")
+CXX_FLAGS = ("-O2", "-fvisibility=hidden")
 BUILD_DIR_ENV = "BRINGUP_EMU_BUILD_DIR"
 
 
@@ -33,6 +34,15 @@ def compiler() -> str | None:
     """The C++ compiler torch.utils.cpp_extension will use ($CXX, else c++), resolved, or None when absent."""
     found = shutil.which(os.environ.get("CXX", "c++"))
     return os.path.realpath(found) if found else None
+
+
+def missing_toolchain() -> str | None:
+    """Why the extension cannot be compiled here (no compiler, no ninja), or None."""
+    if compiler() is None:
+        return "no C++ compiler is found (set CXX or install g++)"
+    if shutil.which("ninja") is None:
+        return "ninja is not found (install it: pip install ninja, or apt-get install ninja-build)"
+    return None
 
 
 def _writable(folder: Path) -> bool:
@@ -74,38 +84,52 @@ def library_path(torch_version: str) -> Path:
     return build_root() / build_key(torch_version) / f"{EXTENSION_NAME}.so"
 
 
-def build(verbose: bool = False) -> tuple[Path, float]:
-    """Build in this process (which then has the extension loaded: call it from a throwaway process). Returns the
-    library's path and the seconds spent building (0.0 when it was already built)."""
-    import torch
+def _first_error(output: str) -> str:
+    """The compiler's first `error:` line, else the output's first line."""
+    lines = output.splitlines() or ["no output"]
+    return next((line.strip() for line in lines if "error:" in line), lines[0])
+
+
+def compile_into(staging: Path, verbose: bool) -> None:
+    """Compile the sources into `staging` with torch.utils.cpp_extension (which then imports the library)."""
     from torch.utils import cpp_extension
+
+    cpp_extension.load(
+        name=EXTENSION_NAME,
+        sources=[str(path) for path in sources()],
+        extra_cflags=list(CXX_FLAGS),
+        build_directory=str(staging),
+        verbose=verbose,
+    )
+
+
+def build(verbose: bool = False, compile_step: Callable[[Path, bool], None] = compile_into) -> tuple[Path, float]:
+    """Build unless built; call it from a throwaway process (the real compile step loads the library into it).
+    Returns the library's path and the seconds spent building (0.0 when it was already built)."""
+    import torch
 
     target = library_path(torch.__version__)
     if target.exists():
         return target, 0.0
-    if compiler() is None:
-        raise BuildError("no C++ compiler found (set CXX or install g++)")
+    missing = missing_toolchain()
+    if missing:
+        raise BuildError(missing)
     root = target.parent.parent
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{target.parent.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.exists():  # another process built it while this one waited
             return target, 0.0
+        for stale in root.glob(f"{target.parent.name}.tmp-*"):  # left by a killed build; the lock is ours
+            shutil.rmtree(stale, ignore_errors=True)
         staging = root / f"{target.parent.name}.tmp-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
         started = time.perf_counter()
         try:
-            cpp_extension.load(
-                name=EXTENSION_NAME,
-                sources=[str(path) for path in sources()],
-                extra_cflags=list(CXX_FLAGS),
-                build_directory=str(staging),
-                verbose=verbose,
-            )
+            compile_step(staging, verbose)
         except Exception as error:
             shutil.rmtree(staging, ignore_errors=True)
-            raise BuildError(f"the compiler failed ({error})".splitlines()[0]) from error
+            raise BuildError(f"the compiler failed: {_first_error(str(error))}") from error
         os.replace(staging, target.parent)
         return target, time.perf_counter() - started
 
@@ -117,6 +141,9 @@ def build_in_subprocess() -> Path:
     target = library_path(torch.__version__)
     if target.exists():
         return target
+    missing = missing_toolchain()
+    if missing:
+        raise BuildError(f"it is not built here and {missing}")
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     env.pop("BRINGUP_EMU_SPEC", None)
     print("emu: building the emulator extension once (30-90 s) ...", file=sys.stderr, flush=True)
@@ -124,6 +151,6 @@ def build_in_subprocess() -> Path:
         [sys.executable, "-m", "bringup_emu", "build"], env=env, capture_output=True, text=True, check=False
     )
     if done.returncode != 0 or not target.exists():
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BuildError(f"the build failed: {last}")
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1].removeprefix("error: ")
+        raise BuildError(f"the build failed ({last})")
     return target

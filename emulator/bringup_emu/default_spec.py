@@ -9,13 +9,16 @@ DEFAULT_NATIVE = (
     "mm", "bmm", "addmm", "baddbmm",
     # elementwise arithmetic and activations
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "tanh", "sigmoid", "silu", "gelu", "cos",
-    "sin", "clamp", "clamp_min", "maximum", "minimum", "where", "masked_fill_", "zero_", "fill_",
+    "sin", "abs", "reciprocal", "relu", "erf", "clamp", "clamp_min", "maximum", "minimum", "where", "masked_fill_",
+    "zero_", "fill_",
     # comparisons and masks
-    "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "bitwise_and", "bitwise_or", "triu", "tril",
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or", "bitwise_and", "bitwise_or",
+    "isnan", "isneginf", "isposinf", "all", "any", "triu", "tril",
     # reductions and normalisation
     "sum", "mean", "amax", "max", "argmax", "cumsum", "_softmax", "_log_softmax",
-    # indexing, joining, embedding lookups (embedding reaches the device as index_select)
-    "cat", "index", "index_select", "_index_put_impl_", "gather", "scatter", "arange",
+    # indexing, joining, embedding lookups (embedding reaches the device as index_select), KV-cache writes
+    "cat", "index", "index_select", "_embedding_bag", "_embedding_bag_forward_only", "_index_put_impl_",
+    "index_copy", "gather", "scatter", "arange",
     # attention on the host kernels
     "_fused_sdp_choice", "_scaled_dot_product_flash_attention_for_cpu",
 )

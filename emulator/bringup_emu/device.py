@@ -97,21 +97,26 @@ def get_device_name(device: Any = None) -> str:
     return get_device_properties(device).name
 
 
-def memory_stats(device: Any = None) -> dict[str, int]:
+def _stats(device: Any = None) -> dict[str, int]:
     return dict(runtime.extension().memory_stats(_index(device)))
 
 
+def memory_stats(device: Any = None) -> dict[str, Any]:
+    """torch.cuda.memory_stats' keys ("allocated_bytes.all.current", ...), read from the same allocator."""
+    return dict(torch.accelerator.memory_stats(_index(device)))
+
+
 def mem_get_info(device: Any = None) -> tuple[int, int]:
-    stats = memory_stats(device)
+    stats = _stats(device)
     return stats["cap_bytes"] - stats["allocated_bytes"], stats["cap_bytes"]
 
 
 def memory_allocated(device: Any = None) -> int:
-    return memory_stats(device)["allocated_bytes"]
+    return _stats(device)["allocated_bytes"]
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    return memory_stats(device)["peak_allocated_bytes"]
+    return _stats(device)["peak_allocated_bytes"]
 
 
 def memory_reserved(device: Any = None) -> int:

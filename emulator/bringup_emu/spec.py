@@ -17,6 +17,7 @@ from bringup_emu.op_names import check_op_name
 
 SPEC_ENV = "BRINGUP_EMU_SPEC"
 MAX_DEVICES = 16
+MAX_SPEC_BYTES = 1 << 20
 FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort")
 DEVICE_FIELDS = ("name", "integrated", "memory")
 _UNITS = {
@@ -78,7 +79,16 @@ def parse_size(value: Any, field: str) -> int:
 
 
 def _read_source(value: str) -> tuple[Any, str]:
+    try:
+        return _parse_source(value)
+    except RecursionError:
+        raise SpecError("the spec is nested too deeply to be a spec") from None
+
+
+def _parse_source(value: str) -> tuple[Any, str]:
     text = value.strip()
+    if len(text) > MAX_SPEC_BYTES:
+        raise SpecError(f"inline JSON of {len(text)} characters, at most {MAX_SPEC_BYTES}")
     if text == "default":
         return DEFAULT_SPEC, "default"
     if text.startswith("{"):
@@ -89,6 +99,8 @@ def _read_source(value: str) -> tuple[Any, str]:
     path = Path(text).expanduser()
     if not path.is_file():
         raise SpecError(f"{text!r} is neither 'default', inline JSON ({{...}}), nor an existing .json/.yaml file")
+    if path.stat().st_size > MAX_SPEC_BYTES:
+        raise SpecError(f"{path}: {path.stat().st_size} bytes, a spec is at most {MAX_SPEC_BYTES}")
     try:
         content = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:

@@ -17,10 +17,11 @@ if str(EMULATOR) not in sys.path:
 
 @pytest.fixture(scope="session", autouse=True)
 def emu_extension_built() -> None:
-    from bringup_emu.build import compiler
+    from bringup_emu.build import missing_toolchain
 
-    if compiler() is None:
-        pytest.skip("no C++ compiler: the emulated device cannot be built here")
+    missing = missing_toolchain()
+    if missing:
+        pytest.skip(f"the emulated device cannot be built here: {missing}")
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "bringup_emu", "build"], env=emu_env(None),
                           capture_output=True, text=True, timeout=900, check=False)

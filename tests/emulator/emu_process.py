@@ -36,10 +36,10 @@ def emu_env(spec: str | dict | None) -> dict[str, str]:
     return env
 
 
-def run_python(code: str, spec: str | dict | None, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", code], env=emu_env(spec), capture_output=True, text=True, timeout=timeout, check=False
-    )
+def run_python(code: str, spec: str | dict | None, timeout: float = 180,
+               extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], env=emu_env(spec) | (extra_env or {}), capture_output=True,
+                          text=True, timeout=timeout, check=False)
 
 
 def run_emu(body: str, spec: str | dict = "default", timeout: float = 180) -> subprocess.CompletedProcess:

@@ -1,10 +1,10 @@
 """The devices the default spec describes, as torch.emu, torch.accelerator and tensors see them."""
 
 import pytest
+
 from bringup_emu.default_spec import DEFAULT_SPEC
 from bringup_emu.op_names import OWN_KERNELS
 from bringup_emu.spec import parse_size
-
 from tests.emulator.emu_process import emu_results
 
 BODY = """
@@ -29,6 +29,8 @@ report(
     own=sorted(bringup_emu.runtime.extension().own_kernels()),
     current_after_set=(torch.emu.set_device(1), torch.emu.current_device())[1],
     accelerator_current=torch.accelerator.current_device_index(),
+    capability=sorted(str(d) for d in torch.accelerator.get_device_capability(0)["supported_dtypes"]),
+    stats_keys=sorted(torch.emu.memory_stats(0)),
 )
 """
 
@@ -65,3 +67,13 @@ def test_set_device_moves_the_current_device(seen: dict) -> None:
 
 def test_the_python_list_of_own_kernels_matches_the_extension(seen: dict) -> None:
     assert set(seen["own"]) == OWN_KERNELS
+
+
+def test_the_capability_leaves_out_the_refused_dtypes(seen: dict) -> None:
+    assert "torch.float32" in seen["capability"] and "torch.bfloat16" in seen["capability"]
+    assert "torch.float64" not in seen["capability"]
+
+
+def test_memory_stats_have_the_cuda_keys(seen: dict) -> None:
+    assert {"allocated_bytes.all.current", "allocated_bytes.all.peak", "allocation.all.current"} <= set(
+        seen["stats_keys"])

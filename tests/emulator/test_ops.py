@@ -5,7 +5,7 @@ import pytest
 from tests.emulator.emu_process import emu_results
 
 SPEC = {
-    "devices": [{"name": "Emu test", "memory": "64MiB"}],
+    "devices": [{"name": "Emu test", "memory": "64MiB"}, {"name": "Emu other", "memory": "64MiB"}],
     "native": ["mm", "add", "cat", "index_select"],
 }
 
@@ -46,8 +46,28 @@ def dispatched(fn):
         fn()
     return sorted({event.name for event in prof.events()})
 
+def refusal(fn):
+    try:
+        fn()
+    except RuntimeError as error:
+        return str(error)
+    return None
+
+out = torch.empty(0, device="emu")
+returned = torch.add(ea, ea, out=out)  # native, and the out tensor must grow
+values, indices = torch.empty(0, device="emu"), torch.empty(0, dtype=torch.long, device="emu")
+torch.sort(ea, dim=0, out=(values, indices))  # through the fallback, growing both outputs
+base = torch.zeros(12, device="emu")
+window = base.unfold(0, 4, 4)  # a view op with only a CPU kernel: must share the device memory
+base[5] = 7.0
+other = torch.ones(8, 16, device="emu:1")
 report(same=same, counts=counts, rsqrt_three=rsqrt_three,
-       native_events=dispatched(lambda: ea @ eb), fallback_events=dispatched(lambda: torch.sort(ea, dim=-1)))
+       native_events=dispatched(lambda: ea @ eb), fallback_events=dispatched(lambda: torch.sort(ea, dim=-1)),
+       out_is_returned=returned is out, out_right=torch.equal(out.cpu(), a + a),
+       sort_out_right=torch.equal(values.cpu(), torch.sort(a, dim=0).values)
+       and torch.equal(indices.cpu(), torch.sort(a, dim=0).indices),
+       view_shares=window.cpu()[1].tolist(), view_device=str(window.device),
+       mixed_native=refusal(lambda: ea + other), mixed_fallback=refusal(lambda: torch.rsqrt(ea, out=other)))
 """
 
 NATIVE = ("mm", "add", "cat", "index_select", "view")
@@ -83,3 +103,19 @@ def test_a_native_op_dispatches_no_host_copy_and_a_fallback_op_does(seen: dict) 
     copies = {"aten::_to_cpu", "aten::_copy_from"}
     assert not copies & set(seen["native_events"]), seen["native_events"]
     assert copies <= set(seen["fallback_events"]), seen["fallback_events"]
+
+
+def test_out_tensors_that_must_grow_are_the_results_natively_and_through_the_fallback(seen: dict) -> None:
+    assert seen["out_is_returned"] is True and seen["out_right"] is True
+    assert seen["sort_out_right"] is True
+
+
+def test_a_view_op_shares_the_device_memory(seen: dict) -> None:
+    assert seen["view_device"] == "emu:0"
+    assert seen["view_shares"] == [0.0, 7.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("case", ["mixed_native", "mixed_fallback"])
+def test_tensors_on_two_devices_in_one_op_are_refused(seen: dict, case: str) -> None:
+    assert "Expected all tensors to be on the same device" in seen[case]
+    assert "emu:0" in seen[case] and "emu:1" in seen[case]

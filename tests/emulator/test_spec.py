@@ -4,8 +4,8 @@ import json
 from importlib.metadata import entry_points
 
 import pytest
-from bringup_emu.spec import SpecError, load_spec, parse_size
 
+from bringup_emu.spec import SpecError, load_spec, parse_size
 from tests.emulator.emu_process import run_python
 
 GOOD_DEVICE = {"name": "d", "memory": "1MiB"}
@@ -64,6 +64,15 @@ def test_a_value_that_is_no_spec_says_what_it_may_be() -> None:
         load_spec("{devices: ]")
 
 
+def test_a_huge_or_deeply_nested_spec_is_refused_in_one_line(tmp_path) -> None:
+    with pytest.raises(SpecError, match="nested too deeply"):
+        load_spec('{"devices": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    big = tmp_path / "big.json"
+    big.write_text(" " * (2 << 20) + "{}")
+    with pytest.raises(SpecError, match="a spec is at most"):
+        load_spec(str(big))
+
+
 def _autoload_installed() -> bool:
     return any(ep.value.startswith("bringup_emu.") for ep in entry_points(group="torch.backends"))
 
@@ -90,3 +99,14 @@ def test_with_the_variable_import_torch_alone_gives_the_device() -> None:
                       "default")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["emu", "2"]
+
+
+@pytest.mark.skipif(not _autoload_installed(), reason="bringup-emu is not installed: no torch.backends entry point")
+def test_without_a_library_or_a_compiler_import_torch_stops_with_one_line(tmp_path) -> None:
+    done = run_python("import torch", "default", extra_env={"CXX": "/no/such/compiler",
+                                                             "BRINGUP_EMU_BUILD_DIR": str(tmp_path)})
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: BRINGUP_EMU_SPEC is set but the emulator extension is unavailable: it is not built here and no C++ "
+        "compiler is found (set CXX or install g++); run `python -m bringup_emu build` to see the compiler's "
+        "output, or unset BRINGUP_EMU_SPEC"]

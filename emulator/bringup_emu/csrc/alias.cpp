@@ -1,6 +1,6 @@
 // Tensors that move between the device and the host without the dispatcher: CPU tensors aliasing device memory
 // (what native ops and the device's own kernels compute on) and device tensors made with memcpy.
-#include "emu.h"
+#include "emu_tensors.h"
 
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>

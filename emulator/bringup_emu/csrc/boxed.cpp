@@ -2,9 +2,10 @@
 // runs "natively" (the CPU kernel on CPU aliases of the device memory: no host copies, nothing extra dispatched)
 // or goes through at::native::cpu_fallback (copies to the host and back, as a real backend's fallback does);
 // a `wrong` op's floating outputs are then scaled. Random ops draw from the emu device's generator either way.
-#include "emu.h"
+#include "emu_ops.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Dispatch.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
@@ -225,9 +226,42 @@ void scale_tensor(const at::Tensor& t, double factor) {
   });
 }
 
+// As on a real device, one op's device tensors must all be on one device (host tensors may join them); the CPU
+// kernels behind both paths would otherwise compute across devices without a word.
+void check_one_device(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  std::optional<c10::DeviceIndex> seen;
+  auto check = [&](const at::Tensor& t) {
+    if (!is_emu(t)) {
+      return;
+    }
+    if (!seen.has_value()) {
+      seen = t.device().index();
+    }
+    TORCH_CHECK(
+        *seen == t.device().index(), "Expected all tensors to be on the same device, but found at least two devices, ",
+        c10::Device(kEmu, *seen), " and ", t.device(), "! (", op.schema().operator_name(), " on the emu device)");
+  };
+  for (const auto& value : torch::jit::last(stack, op.schema().arguments().size())) {
+    if (value.isTensor()) {
+      check(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const auto& t : value.toTensorVector()) {
+        check(t);
+      }
+    } else if (value.isOptionalTensorList()) {
+      for (const auto& t : value.toOptionalTensorVector()) {
+        if (t.has_value()) {
+          check(*t);
+        }
+      }
+    }
+  }
+}
+
 void emu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto rule = rule_for(op);
   const auto& name = op.schema().operator_name();
+  check_one_device(op, *stack);
   if (rule.abort) {
     std::fprintf(stderr, "emu: %s is listed under abort in the spec: aborting the process\n",
                  c10::toString(name).c_str());
@@ -254,6 +288,7 @@ void run_on_host_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack
   const auto& arguments = op.schema().arguments();
   const size_t begin = stack->size() - arguments.size();
   const auto device = first_emu_device(torch::jit::last(*stack, arguments.size()));
+  GeneratorSwap generators(op, stack);  // before the aliasing, which hides the device of the arguments
   AliasTable table;
   std::vector<Aliased> aliased;
   std::vector<const c10::StorageImpl*> host_inputs;
@@ -289,7 +324,6 @@ void run_on_host_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack
       slot = c10::IValue(c10::Device(c10::kCPU));
     }
   }
-  GeneratorSwap generators(op, stack);
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   generators.hand_back();
   for (const auto& arg : aliased) {

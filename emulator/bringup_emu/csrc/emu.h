@@ -1,13 +1,14 @@
 // Shared declarations of the emulated accelerator: its configuration (from the spec), the allocator's entry
-// points, the op rules and the CPU aliases that let host kernels work on device memory in place.
+// points and the default generators. Kept free of the tensor and dispatcher headers, which are slow to compile.
 #pragma once
 
-#include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/ScalarType.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,42 +38,14 @@ std::optional<c10::DeviceIndex> device_of_pointer(const void* ptr);
 const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
 
-// ---- op rules and counters (op_rules.cpp) ----
-struct OpRule {
-  bool native = false;  // run on CPU aliases of the device memory (no host copies)
-  bool abort = false;   // std::abort() the process when the op reaches the device
-  bool scaled = false;  // multiply floating outputs by `scale` (a deliberately wrong op)
-  double scale = 1.0;
-};
+// ---- op rules from the spec, counters (op_rules.cpp), the own kernels' names (kernels.cpp) ----
 void configure_op_rules(
     const std::vector<std::string>& native,
     const std::vector<std::string>& abort,
     const std::map<std::string, double>& wrong);
-OpRule rule_for(const c10::OperatorHandle& op);
-void count_fallback(const c10::OperatorName& name);
-void count_native(const c10::OperatorName& name);
 std::map<std::string, int64_t> fallback_counts();
 std::map<std::string, int64_t> native_counts();
 void reset_counts();
-
-// ---- tensors on host aliases (alias.cpp) ----
-bool is_emu(const at::Tensor& t);
-// A resizable CPU storage over an emu storage's memory, keeping the emu storage alive.
-c10::Storage cpu_storage_alias(const c10::Storage& emu);
-// A CPU tensor over `cpu_storage` with `like`'s dtype, offset, sizes and strides.
-at::Tensor cpu_tensor_over(const c10::Storage& cpu_storage, const at::Tensor& like);
-// A CPU tensor viewing the same memory as an emu tensor (same offset, sizes, strides), keeping it alive.
-at::Tensor cpu_alias_of(const at::Tensor& emu_tensor);
-// A fresh emu tensor holding a copy of a CPU tensor, copied with memcpy (no dispatcher call).
-at::Tensor emu_copy_of(const at::Tensor& cpu_tensor, c10::DeviceIndex device);
-// An emu tensor with `like`'s dtype and geometry over an existing emu storage.
-at::Tensor emu_view_of(const c10::Storage& storage, const at::Tensor& like);
-at::Tensor empty_emu_strided(
-    c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype, c10::DeviceIndex device);
-
-// ---- the device's own kernels (kernels.cpp) and the boxed kernel (boxed.cpp) ----
 const std::vector<std::string>& own_kernel_names();
-void run_on_host_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack);
-void scale_floating_returns(const c10::OperatorHandle& op, torch::jit::Stack* stack, double factor);
 
 } // namespace bringup_emu

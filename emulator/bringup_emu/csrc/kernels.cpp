@@ -1,6 +1,6 @@
 // The device's own kernels: allocation, copies, views, resizing, set_ and scalars. The CPU fallback cannot
 // provide these (it needs them itself), so they work on the device memory directly or on CPU aliases of it.
-#include "emu.h"
+#include "emu_ops.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>

@@ -2,7 +2,10 @@
 #include "emu.h"
 
 #include <torch/csrc/Generator.h>
-#include <torch/extension.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
 
 namespace {
 

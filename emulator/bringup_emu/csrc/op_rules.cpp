@@ -1,7 +1,7 @@
 // Which ops run natively, abort or compute wrong numbers (from the spec), and how often each op ran natively or
 // went through the CPU fallback. Rules name aten ops as "name" (every overload) or "name.overload"
 // ("name.default" for the overload without a name).
-#include "emu.h"
+#include "emu_ops.h"
 
 #include <mutex>
 #include <unordered_map>
