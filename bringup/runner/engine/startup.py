@@ -190,7 +190,8 @@ def _record(options: EngineOptions, profile: Profile | None, source: ModelSource
     if options.measurements is not None or not options.use_record:
         return None
     quantization = check_requested(options.quantization)
-    record, why = find_record(profile, model_key(source.name, options.model_dir, quantization), dtype, quantization)
+    record, why = find_record(profile, model_key(source.name, source.fingerprint(), quantization), dtype,
+                              quantization)
     log.info("%s%s", why, ": replayed, no timing" if record else "")
     return record
 
