@@ -3,7 +3,8 @@
 A record holds the timings tune combined (profile section `models`, keyed by the model's name and a hash of its
 files: model/files_identity.py). Start-up on a recorded model replays them — the same choices from the same
 numbers — after the checks that the chosen kernels still compute right here, and times nothing. A record tuned at
-another dtype is not used: its timings say nothing about this one.
+another dtype is not used: its timings say nothing about this one; one that breaks the bounds replay needs
+(plan/record_bounds.py) is refused.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def replayed(record: ModelPlanRecord, device: torch.device, dtype: torch.dtype, 
     checks = {PACKED: lambda: packed_check(device, dtype), PANELS: lambda: panels_why_not(device, dtype, config)}
     failing = {kind: why for kind, check in checks.items()
                if any(kind in row for row in record.layout_times.values()) and (why := check())}
-    times = {rows: {k: t for k, t in row.items() if k not in failing} for rows, row in record.layout_times.items()}
+    times = {rows: {k: t for k, t in row.items() if k not in failing}  # by rows, as they were timed
+             for rows, row in sorted(record.layout_times.items())}
     paged = (record.paged_decode, record.paged_decode_evidence)
     if record.paged_decode:
         why = paged_decode.check(device, dtype, config.num_heads, config.num_kv_heads, config.head_dim)
