@@ -121,7 +121,9 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
                       options.dtype, options.force)
     dtype = getattr(torch, plan.dtype.value)
     source.check_weights(config, dtype, device, options.force)  # size vs free memory, then values: before any read
-    record, key = _record(options, profile, source, plan.dtype.value, recorder)
+    fingerprint = source.fingerprint()
+    key = model_key(source.name, fingerprint, check_requested(options.quantization))
+    record = _record(options, profile, key, plan.dtype.value, recorder)
     measured = options.measurements or (
         replayed(record, device, dtype, config, backend_for(device).memory(device.index or 0)[1]) if record
         else measure(device, dtype, config))
@@ -184,25 +186,23 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     _log_plan(plan)
     eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
     return cls(executor=executor, tokenizer=tokenizer, plan=plan, fallbacks=recorder, model_name=name,
-               eos_token_ids=eos)
+               eos_token_ids=eos, model_fingerprint=fingerprint)
 
 
-def _record(options: EngineOptions, profile: Profile | None, source: ModelSource, dtype: str,
-            recorder: FallbackRecorder) -> tuple[ModelPlanRecord | None, str]:
-    """The plan tune recorded for this model at this dtype, and its key, unless the caller gives or wants timings;
-    a record that breaks the bounds replay needs is a fallback (timing at start-up instead)."""
+def _record(options: EngineOptions, profile: Profile | None, key: str, dtype: str, recorder: FallbackRecorder
+            ) -> ModelPlanRecord | None:
+    """The plan tune recorded under `key` at this dtype, unless the caller gives or wants timings; a record that
+    breaks the bounds replay needs is a fallback (timing at start-up instead)."""
     if options.measurements is not None or not options.use_record:
-        return None, ""
-    quantization = check_requested(options.quantization)
-    key = model_key(source.name, source.fingerprint(), quantization)
-    record, why = find_record(profile, key, dtype, quantization)
+        return None
+    record, why = find_record(profile, key, dtype, check_requested(options.quantization))
     problem = record_problem(key, record) if record is not None else None
     if problem is not None:
         recorder.record("path", "tune record", wanted=f"the plan recorded for {key}", instead="timing at start-up",
                         why=f"{problem}; fix the field, or re-run `bringup tune` to record it again")
-        return None, key
+        return None
     log.info("%s%s", why, ": replayed, no timing" if record else "")
-    return record, key
+    return record
 
 
 def _sweep_fits(key: str, record: ModelPlanRecord, plan: ExecutionPlan, recorder: FallbackRecorder) -> bool:

@@ -12,7 +12,6 @@ from bringup import __version__
 from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.options import EngineOptions
-from bringup.runner.model.files_identity import model_files_sha256
 from bringup.runner.plan.host_kernels import paged_decode_verdict
 from bringup.runner.plan.layout import time_layouts
 from bringup.runner.plan.measurements import StartupMeasurements
@@ -38,7 +37,6 @@ def tune(options: EngineOptions, runs: int = RUNS, on_run: Callable[[int], None]
     engine = LLMEngine.create(replace(options, use_record=False, measurements=combined))
     tuned = datetime.now(timezone.utc).isoformat(timespec="seconds")
     quantization = check_requested(options.quantization)
-    fingerprint = model_files_sha256(options.model_dir)
-    record = plan_record(combined, engine.plan, engine.model_name, options.model_dir, fingerprint, tuned, __version__,
-                         runs, noise, quantization)
-    return engine, model_key(engine.model_name, fingerprint, quantization), record
+    record = plan_record(combined, engine.plan, engine.model_name, options.model_dir, engine.model_fingerprint, tuned,
+                         __version__, runs, noise, quantization)
+    return engine, model_key(engine.model_name, engine.model_fingerprint, quantization), record
