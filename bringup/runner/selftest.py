@@ -42,13 +42,25 @@ class SelftestResult:
     steps: int
     prompt_tokens: int
     seconds: float
+    nonfinite: int = 0  # logits NaN/Inf on the device or in the reference (weights loaded with --force): a failure
+    logits: int = 0  # how many were compared
+
+    def nonfinite_reason(self) -> str | None:
+        if not self.nonfinite:
+            return None
+        return (f"{self.nonfinite} of {self.logits} logits are NaN/Inf on the device or in the float64 reference "
+                "(the weights hold NaN/Inf, loaded with --force): the figures cover the finite ones")
 
 
-def reference_model(engine: LLMEngine, model_dir: Path | None) -> DecoderModel:
+def reference_model(engine: LLMEngine, model_dir: Path | None, allow_nonfinite: bool = False) -> DecoderModel:
     """The same weights on the CPU in float64, eager, plain attention. `model_dir` is what --model names: a model
-    directory, a .gguf file, or None for the built-in model."""
-    config = engine.executor.model.config
-    return model_source(model_dir).load(config, torch.float64, torch.device("cpu"))
+    directory, a .gguf file, or None for the built-in model; `allow_nonfinite` (--force) loads NaN/Inf weights
+    as the engine did."""
+    config, cpu = engine.executor.model.config, torch.device("cpu")
+    source = model_source(model_dir)
+    source.check(config)
+    source.check_weights(config, torch.float64, cpu, allow_nonfinite)
+    return source.load(config, torch.float64, cpu, checked=True)
 
 
 def same_quantized_weights(reference: DecoderModel, engine: LLMEngine) -> DecoderModel:
@@ -66,15 +78,20 @@ def same_quantized_weights(reference: DecoderModel, engine: LLMEngine) -> Decode
     return reference
 
 
-def run_selftest(engine: LLMEngine, model_dir: Path | None, steps: int) -> SelftestResult:
+def run_selftest(engine: LLMEngine, model_dir: Path | None, steps: int, allow_nonfinite: bool = False
+                 ) -> SelftestResult:
+    """`allow_nonfinite` (--force): NaN/Inf weights are loaded on both sides, and logits they make NaN/Inf fail the
+    run (the figures are those of the finite logits, so the profile records no NaN)."""
     start = time.perf_counter()
     prompt = engine.tokenizer.encode(FIXED_PROMPT)[: engine.max_model_len // 2]
     steps = min(steps, engine.max_model_len - len(prompt) - 1)
-    ref = _reference_greedy(engine, model_dir, prompt, steps)  # [steps, vocab] float64 and the tokens
+    ref = _reference_greedy(engine, model_dir, prompt, steps, allow_nonfinite)  # [steps, vocab] float64, tokens
     tokens, ref_logits = ref
     dev_logits = _device_teacher_forced(engine, tokens, len(prompt), steps)
-    err = (dev_logits - ref_logits).abs().max().item()
-    rms = ref_logits.pow(2).mean().sqrt().item()
+    finite = torch.isfinite(dev_logits) & torch.isfinite(ref_logits)
+    nonfinite = int((~finite).sum())
+    err = (dev_logits - ref_logits).abs()[finite].max().item() if finite.any() else 0.0
+    rms = ref_logits[finite].pow(2).mean().sqrt().item() if finite.any() else 0.0
     quantized = engine.executor.model.layout.small in QUANTIZED_KINDS
     threshold = (QUANTIZED_THRESHOLD if quantized else THRESHOLDS.get(engine.plan.dtype.value, 1e-1)) * max(rms, 1.0)
     dev_top, ref_top = dev_logits.argmax(-1), ref_logits.argmax(-1)
@@ -83,15 +100,16 @@ def run_selftest(engine: LLMEngine, model_dir: Path | None, steps: int) -> Selft
     near_ties = int((~agree & (gap <= threshold)).sum())
     real_disagreements = int((~agree).sum()) - near_ties
     return SelftestResult(
-        passed=err <= threshold and real_disagreements == 0, max_abs_err=err, reference_rms=rms,
+        passed=err <= threshold and real_disagreements == 0 and not nonfinite, max_abs_err=err, reference_rms=rms,
         threshold=threshold, top1_agreement=float(agree.double().mean()), near_ties=near_ties, steps=steps,
-        prompt_tokens=len(prompt), seconds=time.perf_counter() - start)
+        prompt_tokens=len(prompt), seconds=time.perf_counter() - start, nonfinite=nonfinite,
+        logits=finite.numel())
 
 
-def _reference_greedy(engine: LLMEngine, model_dir: Path | None, prompt: list[int], steps: int
-                      ) -> tuple[list[int], torch.Tensor]:
+def _reference_greedy(engine: LLMEngine, model_dir: Path | None, prompt: list[int], steps: int,
+                      allow_nonfinite: bool) -> tuple[list[int], torch.Tensor]:
     """Greedy tokens and per-step logits of the float64 CPU model."""
-    model = same_quantized_weights(reference_model(engine, model_dir), engine)
+    model = same_quantized_weights(reference_model(engine, model_dir, allow_nonfinite), engine)
     size = engine.plan.block_size
     blocks = -(-(len(prompt) + steps) // size)
     model.allocate_kv_cache(blocks, size)

@@ -67,7 +67,8 @@ def test_kv_cache_is_sized_from_the_free_memory_measured_at_start_up(tmp_path):
     tight = engine(tmp_path / "missing.yaml", max_model_len=1024, max_num_seqs=16,
                    measurements=stated(free_bytes=room_for_200))
     assert tight.plan.kv_blocks.value == 200 and "memory: 0.9 × " in tight.plan.kv_blocks.evidence
-    with pytest.raises(BringupError, match="not enough device memory for one 1024-token sequence"):
+    with pytest.raises(BringupError, match=r"a 1024-token context does not fit in device memory: .* at most \d+ "
+                                           r"tokens fit: pass --max-model-len \d+ or less"):
         engine(tmp_path / "missing.yaml", max_model_len=1024, max_num_seqs=16,
                measurements=stated(free_bytes=weights + activations))
 

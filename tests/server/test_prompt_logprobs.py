@@ -192,7 +192,6 @@ def post(live: LiveServer, body: dict, path: str = "/v1/completions") -> httpx.R
     ({"prompt_logprobs": "2"}, "prompt_logprobs", "prompt_logprobs: Input should be a valid integer"),
     ({"prompt_logprobs": 1, "stream": True}, "prompt_logprobs", "prompt_logprobs are not available with stream true"),
     ({"max_tokens": 0}, "max_tokens", "max_tokens: Input should be greater than or equal to 1"),
-    ({"max_tokens": 0, "prompt_logprobs": 1}, "max_tokens", "max_tokens: Input should be greater than or equal to 1"),
     ({"max_tokens": 0, "echo": False}, "max_tokens", "max_tokens: Input should be greater than or equal to 1"),
     ({"max_tokens": 0, "echo": 1}, "echo", "echo: Input should be a valid boolean"),
     ({"echo": True, "logprobs": 21}, "logprobs", "logprobs: Input should be less than or equal to 20"),
@@ -210,6 +209,21 @@ def test_a_scoring_request_may_fill_the_context(builtin: LiveServer) -> None:
     r = post(builtin, {"prompt": [5] * 64, "echo": True, "max_tokens": 0, "logprobs": 0})
     assert r.status_code == 200, r.text
     assert len(r.json()["choices"][0]["logprobs"]["tokens"]) == 64
+
+
+def test_max_tokens_zero_scores_the_prompt_with_echo_and_with_prompt_logprobs_alike(builtin: LiveServer) -> None:
+    """Both ask for the prompt's scores, so both may generate nothing (it was refused with prompt_logprobs alone)."""
+    prompt = [5, 9, 2, 7, 7, 3]
+    echoed = post(builtin, {"prompt": prompt, "echo": True, "max_tokens": 0, "logprobs": 1})
+    scored = post(builtin, {"prompt": prompt, "prompt_logprobs": 1, "max_tokens": 0})
+    assert echoed.status_code == scored.status_code == 200, (echoed.text, scored.text)
+    for body in (echoed.json(), scored.json()):
+        assert body["usage"]["completion_tokens"] == 0 and body["choices"][0]["finish_reason"] == "length"
+    choice = scored.json()["choices"][0]
+    assert choice["text"] == "" and choice["prompt_logprobs"][0] is None
+    own = [entry[str(token)]["logprob"] for entry, token in zip(choice["prompt_logprobs"][1:], prompt[1:])]
+    assert own == pytest.approx(echoed.json()["choices"][0]["logprobs"]["token_logprobs"][1:], abs=1e-6)
+    assert post(builtin, {"prompt": prompt, "max_tokens": 0}).status_code == 400  # nothing asked of the prompt
 
 
 def test_prompt_logprobs_are_refused_on_chat(builtin: LiveServer) -> None:

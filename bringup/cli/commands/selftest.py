@@ -57,8 +57,10 @@ def command(
                                             strict=strict, allow_cpu_fallback=allow_cpu_fallback,
                                             max_model_len=512, max_num_seqs=1, dtype=dtype, force=force,
                                             quantization=quantization))
-    result = run_selftest(engine, model, steps)
+    result = run_selftest(engine, model, steps, allow_nonfinite=force)
     fell_back = engine.plan.device != str(ctx.device)
+    reasons = [f"ran on {engine.plan.device} after a global fallback, not {ctx.device}" if fell_back else None,
+               result.nonfinite_reason()]
     section = SelftestSection(
         status="pass" if result.passed and not fell_back else "fail", model=engine.model_name,
         device=engine.plan.device, dtype=engine.plan.dtype.value, attention=engine.executor.attention_in_use,
@@ -67,7 +69,7 @@ def command(
         max_abs_err=result.max_abs_err, reference_rms=result.reference_rms, threshold=result.threshold,
         top1_agreement=result.top1_agreement, near_tie_disagreements=result.near_ties,
         fallbacks={k: int(v) for k, v in engine.fallbacks.counts.items()}, seconds=result.seconds,
-        reason=f"ran on {engine.plan.device} after a global fallback, not {ctx.device}" if fell_back else None,
+        reason="; ".join(r for r in reasons if r) or None,
     )
 
     def mutate(p) -> None:  # type: ignore[no-untyped-def]

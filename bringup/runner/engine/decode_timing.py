@@ -17,7 +17,7 @@ from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import CONVERTIBLE, OUT_IN
 from bringup.runner.model.moe import DENSE, GROUPED, sparse_blocks, use_expert_path
-from bringup.runner.plan.confirm import COMPILED, EXPERTS, KNEE_GAIN, DecodeTimings, kept, knee
+from bringup.runner.plan.confirm import COMPILED, EXPERTS, KNEE_GAIN, MAX_BATCH, DecodeTimings, kept, knee
 from bringup.runner.plan.host_kernels import FUSED_LAYERS, LAYOUT, PAGED
 from bringup.runner.plan.noise import relative_spread
 from bringup.runner.plan.plan import FUSED, ExecutionPlan
@@ -28,7 +28,6 @@ STEPS = 6  # timed decode steps per measurement (after one untimed step)
 ROUNDS = 2  # a candidate and its plain path are each timed this many times, in turn
 BUDGET_S = 1.5  # ... or fewer, when they take longer than this
 CONTEXT = 128  # tokens of context the timed decode steps start from
-MAX_BATCH = 256
 SWEEP_BUDGET_S = 3.0
 
 
@@ -154,6 +153,13 @@ def apply_confirmed(executor: Executor, plan: ExecutionPlan) -> None:
 def sweep_room(plan: ExecutionPlan) -> tuple[int, int]:
     """(sequences, tokens each) the batch sweep may use: MAX_BATCH sequences of its decode context."""
     return MAX_BATCH, sweep_context(plan) + STEPS + 2
+
+
+def sweep_limit(plan: ExecutionPlan) -> int:
+    """The largest batch a sweep on `plan` may time: what its KV cache holds of sweep_room's sequences, a step's
+    token budget, MAX_BATCH (sweep_cap's answer, from the plan alone)."""
+    per_seq = -(-sweep_room(plan)[1] // plan.block_size)
+    return min(MAX_BATCH, plan.kv_blocks.value // per_seq, plan.max_num_batched_tokens.value)
 
 
 def sweep_context(plan: ExecutionPlan) -> int:

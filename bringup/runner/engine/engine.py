@@ -25,9 +25,10 @@ log = get_logger("runner")
 
 class LLMEngine:
     def __init__(self, *, executor: Executor, tokenizer, plan: ExecutionPlan, fallbacks: FallbackRecorder,
-                 model_name: str, eos_token_ids: list[int]) -> None:
+                 model_name: str, eos_token_ids: list[int], model_fingerprint: str = "") -> None:
         self.executor, self.tokenizer, self.plan, self.fallbacks = executor, tokenizer, plan, fallbacks
         self.model_name, self.eos_token_ids = model_name, set(eos_token_ids)
+        self.model_fingerprint = model_fingerprint  # the model's files' sha256 (ModelSource.fingerprint)
         self.max_model_len: int = plan.max_model_len.value
         self.vocab_size = executor.model.config.vocab_size
         self.blocks = BlockManager(plan.kv_blocks.value, plan.block_size)

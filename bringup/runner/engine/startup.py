@@ -20,7 +20,7 @@ from bringup.log import get_logger
 from bringup.profiles.schema import DeviceSection, Profile
 from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.profiles.store import default_profile_path, load_profile, same_device
-from bringup.runner.engine.decode_timing import apply_confirmed, measure_decode, sweep_room
+from bringup.runner.engine.decode_timing import apply_confirmed, measure_decode, sweep_limit, sweep_room
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.held_candidates import load_held_candidates
 from bringup.runner.engine.options import EngineOptions
@@ -45,6 +45,7 @@ from bringup.runner.plan.measurements import StartupMeasurements, measure
 from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 from bringup.runner.plan.quantization import AUTO, SCHEMES, auto_candidates, check_requested, requested_scheme
+from bringup.runner.plan.record_bounds import beyond_this_start, record_problem
 from bringup.runner.plan.recorded import find_record, marked, model_key, replayed
 
 Engine = TypeVar("Engine")  # the engine class start_engine builds (LLMEngine; kept generic to avoid a cycle)
@@ -120,7 +121,9 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
                       options.dtype, options.force)
     dtype = getattr(torch, plan.dtype.value)
     source.check_weights(config, dtype, device, options.force)  # size vs free memory, then values: before any read
-    record = _record(options, profile, source, plan.dtype.value)
+    fingerprint = source.fingerprint()
+    key = model_key(source.name, fingerprint, check_requested(options.quantization))
+    record = _record(options, profile, key, plan.dtype.value, recorder)
     measured = options.measurements or (
         replayed(record, device, dtype, config, backend_for(device).memory(device.index or 0)[1]) if record
         else measure(device, dtype, config))
@@ -154,6 +157,8 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     plan = replace(plan, kv_blocks=size_kv_cache(config, dtype, plan.block_size, plan.max_num_seqs.value,
                                                  plan.max_model_len.value, plan.max_num_batched_tokens.value, free,
                                                  model.weight_bytes(), sweep))
+    if record is not None and not seqs_requested and not _sweep_fits(key, record, plan, recorder):
+        record = given = None  # the decode steps are timed here (the layout timings stay replayed)
     model.allocate_kv_cache(plan.kv_blocks.value, plan.block_size)
     executor = Executor(model, plan, recorder)
     executor.warm_up()
@@ -181,18 +186,34 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     _log_plan(plan)
     eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
     return cls(executor=executor, tokenizer=tokenizer, plan=plan, fallbacks=recorder, model_name=name,
-               eos_token_ids=eos)
+               eos_token_ids=eos, model_fingerprint=fingerprint)
 
 
-def _record(options: EngineOptions, profile: Profile | None, source: ModelSource, dtype: str
+def _record(options: EngineOptions, profile: Profile | None, key: str, dtype: str, recorder: FallbackRecorder
             ) -> ModelPlanRecord | None:
-    """The plan tune recorded for this model at this dtype, unless the caller gives or wants timings."""
+    """The plan tune recorded under `key` at this dtype, unless the caller gives or wants timings; a record that
+    breaks the bounds replay needs is a fallback (timing at start-up instead)."""
     if options.measurements is not None or not options.use_record:
         return None
-    quantization = check_requested(options.quantization)
-    record, why = find_record(profile, model_key(source.name, options.model_dir, quantization), dtype, quantization)
+    record, why = find_record(profile, key, dtype, check_requested(options.quantization))
+    problem = record_problem(key, record) if record is not None else None
+    if problem is not None:
+        recorder.record("path", "tune record", wanted=f"the plan recorded for {key}", instead="timing at start-up",
+                        why=f"{problem}; fix the field, or re-run `bringup tune` to record it again")
+        return None
     log.info("%s%s", why, ": replayed, no timing" if record else "")
     return record
+
+
+def _sweep_fits(key: str, record: ModelPlanRecord, plan: ExecutionPlan, recorder: FallbackRecorder) -> bool:
+    """Whether every batch the record's sweep timed fits this start's KV cache and step budget; if not, a fallback:
+    the decode steps and batch sizes are timed at this start."""
+    why = beyond_this_start(key, record, sweep_limit(plan))
+    if why is not None:
+        recorder.record("path", "tune record", wanted=f"the batch limit recorded for {key}",
+                        instead="the decode steps and batch sizes timed at this start (the layout timings replayed)",
+                        why=f"{why}; re-run `bringup tune` as this start runs (memory, --max-model-len)")
+    return why is None
 
 
 def _free_after_weights(device: torch.device, given: StartupMeasurements | None, weight_bytes: int) -> int | None:

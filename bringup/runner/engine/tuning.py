@@ -37,6 +37,6 @@ def tune(options: EngineOptions, runs: int = RUNS, on_run: Callable[[int], None]
     engine = LLMEngine.create(replace(options, use_record=False, measurements=combined))
     tuned = datetime.now(timezone.utc).isoformat(timespec="seconds")
     quantization = check_requested(options.quantization)
-    record = plan_record(combined, engine.plan, engine.model_name, options.model_dir, tuned, __version__, runs, noise,
-                         quantization)
-    return engine, model_key(engine.model_name, options.model_dir, quantization), record
+    record = plan_record(combined, engine.plan, engine.model_name, options.model_dir, engine.model_fingerprint, tuned,
+                         __version__, runs, noise, quantization)
+    return engine, model_key(engine.model_name, engine.model_fingerprint, quantization), record

@@ -16,18 +16,21 @@ from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
+from bringup.runner.model.files_identity import builtin_sha256, directory_sha256
+from bringup.runner.model.gguf.reader import is_gguf_path
 from bringup.runner.model.held_weights import FLOAT_CHECKPOINT, LinearWeightTypes
 from bringup.runner.model.loading.loader import check_weights, load_model, read_config, safetensors_files
 from bringup.runner.model.loading.validate import check_model_dir
 from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
-
-GGUF_SUFFIX = ".gguf"
 
 
 class ModelSource(Protocol):
     name: str  # the model's name as the engine reports it
 
     def config(self) -> ModelConfig: ...
+
+    def fingerprint(self) -> str:
+        """sha256 of the model's identity from its files, cheaply (model/files_identity.py): tune's record key."""
 
     def tokenizer(self, config: ModelConfig, fallbacks: FallbackRecorder | None = None) -> Any:
         """The tokenizer; a fallback taken while building it (a GGUF file without its text split) is recorded."""
@@ -52,7 +55,7 @@ def model_source(model: Path | str | None) -> ModelSource:
     if model is None:
         return BuiltinSource()
     path = Path(model)
-    if path.suffix.lower() == GGUF_SUFFIX and not path.is_dir():
+    if is_gguf_path(path):
         from bringup.runner.model.gguf.source import GGUFSource
 
         return GGUFSource(path)
@@ -66,6 +69,9 @@ class BuiltinSource:
 
     def config(self) -> ModelConfig:
         return builtin_config()
+
+    def fingerprint(self) -> str:
+        return builtin_sha256()
 
     def tokenizer(self, config: ModelConfig, fallbacks: FallbackRecorder | None = None) -> ByteTokenizer:
         return ByteTokenizer()
@@ -96,6 +102,9 @@ class DirectorySource:
         config = read_config(self.model_dir)
         safetensors_files(self.model_dir)  # refuse pickle-only or weightless dirs before anything else
         return config
+
+    def fingerprint(self) -> str:
+        return directory_sha256(self.model_dir)
 
     def tokenizer(self, config: ModelConfig, fallbacks: FallbackRecorder | None = None) -> HFTokenizer:
         return HFTokenizer.from_dir(self.model_dir, config.eos_token_ids)

@@ -22,6 +22,7 @@ from bringup.runner.plan.noise import beyond_noise, kept, percent
 from bringup.runner.plan.plan import FUSED, Choice, ExecutionPlan
 
 KNEE_GAIN = 1.15  # doubling the batch is worth it while decode tokens/s grows by at least 15 %
+MAX_BATCH = 256  # the largest batch the start-up sweep times (engine/decode_timing.py); a record holds no larger
 
 COMPILED, EXPERTS = "compiled", "experts"
 PLAN_FIELD = {COMPILED: "compiled", PAGED: "attention", LAYOUT: "weight_layout", EXPERTS: "experts",

@@ -7,7 +7,7 @@ import torch
 from bringup.errors import BringupError
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.kv_cache import bytes_per_block
-from bringup.runner.plan.plan import Choice
+from bringup.runner.plan.plan import Choice, step_tokens
 
 MEMORY_FRACTION = 0.9  # of the free memory after the weights are loaded
 
@@ -39,12 +39,39 @@ def size_kv_cache(config: ModelConfig, dtype: torch.dtype, block_size: int, max_
     if free_bytes is None:
         return Choice(useful, f"{why}; free memory unknown, not capped (weights {weight_bytes / 2**20:.0f} MiB)")
     activations = activation_estimate(config, max_tokens, max_model_len, dtype)
-    fits = int((free_bytes * MEMORY_FRACTION - activations) // per_block)
+    fits = _blocks_that_fit(free_bytes, activations, per_block)
     if fits < per_seq:
+        longest = longest_context(config, dtype, block_size, max_num_seqs, free_bytes, max_model_len - 1)
         raise BringupError(
-            f"not enough device memory for one {max_model_len}-token sequence: {fits} KV blocks fit "
-            f"({free_bytes / 2**30:.2f} GiB free after {weight_bytes / 2**20:.0f} MiB of weights, "
-            f"{activations / 2**20:.0f} MiB activations); lower --max-model-len or free memory")
+            f"a {max_model_len}-token context does not fit in device memory: one sequence needs {per_seq} KV blocks "
+            f"({per_seq * per_block / 2**20:.0f} MiB) and about {activations / 2**20:.0f} MiB of activations, "
+            f"and {free_bytes / 2**30:.2f} GiB is free after {weight_bytes / 2**20:.0f} MiB of weights "
+            f"({MEMORY_FRACTION} of it used); " + (
+                f"at most {longest} tokens fit: pass --max-model-len {longest} or less, or free device memory"
+                if longest else "not even a 2-token context fits: free device memory, or use a smaller model or "
+                                "dtype"))
     return Choice(min(useful, fits), f"min({why}; memory: {MEMORY_FRACTION} × {free_bytes / 2**30:.1f} GiB free "
                                      f"− {activations / 2**20:.0f} MiB est. activations = {fits} blocks); "
                                      f"weights {weight_bytes / 2**20:.0f} MiB")
+
+
+def longest_context(config: ModelConfig, dtype: torch.dtype, block_size: int, max_num_seqs: int, free_bytes: int,
+                    below: int) -> int | None:
+    """The longest context up to `below` tokens whose one sequence and largest step fit in `free_bytes` (None: not
+    even 2 tokens): what a context needs only grows with its length, so halving the range finds it."""
+    per_block = bytes_per_block(config, block_size, dtype)
+
+    def fits(tokens: int) -> bool:
+        step = step_tokens(max_num_seqs, tokens)
+        blocks = _blocks_that_fit(free_bytes, activation_estimate(config, step, tokens, dtype), per_block)
+        return blocks >= -(-tokens // block_size)
+
+    low, high = 1, below  # fits(low) is assumed, never asked: 1 stands for "none"
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    return low if low >= 2 else None
+
+
+def _blocks_that_fit(free_bytes: int, activations: int, per_block: int) -> int:
+    return int((free_bytes * MEMORY_FRACTION - activations) // per_block)

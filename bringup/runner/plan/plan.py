@@ -109,8 +109,7 @@ def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: Mod
     dtype_choice = choose_dtype(facts, ops) if dtype in (None, "auto") else requested_dtype(facts, dtype, force, ops)
     seqs = Choice(max_num_seqs, "requested (engine option)") if max_num_seqs else Choice(
         DEFAULT_MAX_NUM_SEQS, "default (no measured batch limit yet)")
-    several = min(STEP_TOKENS_FOR_SEVERAL_PROMPTS, seqs.value * limit.value)
-    tokens = Choice(max(limit.value, seqs.value, several),
+    tokens = Choice(step_tokens(seqs.value, limit.value),
                     f"max(max_model_len, max_num_seqs, min({STEP_TOKENS_FOR_SEVERAL_PROMPTS}, max_num_seqs × "
                     "max_model_len)): a whole prompt fits one step, and short prompts arriving together "
                     "prefill together")
@@ -120,6 +119,11 @@ def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: Mod
         compiled=choose_compiled(facts, dtype_choice.value), max_model_len=limit, max_num_seqs=seqs,
         max_num_batched_tokens=tokens, warnings=warnings, experts=choose_experts(facts, dtype_choice.value, config),
     )
+
+
+def step_tokens(max_num_seqs: int, max_model_len: int) -> int:
+    """max_num_batched_tokens: a whole prompt fits one step, and short prompts arriving together prefill together."""
+    return max(max_model_len, max_num_seqs, min(STEP_TOKENS_FOR_SEVERAL_PROMPTS, max_num_seqs * max_model_len))
 
 
 def model_ops(config: ModelConfig, max_model_len: int | None = None) -> set[str]:

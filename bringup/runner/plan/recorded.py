@@ -1,9 +1,10 @@
 """The served model's plan as `bringup tune` recorded it, and its reuse at start-up.
 
 A record holds the timings tune combined (profile section `models`, keyed by the model's name and a hash of its
-config and weights' index). Start-up on a recorded model replays them — the same choices from the same numbers —
-after the checks that the chosen kernels still compute right here, and times nothing. A record tuned at another
-dtype is not used: its timings say nothing about this one.
+files: model/files_identity.py). Start-up on a recorded model replays them — the same choices from the same
+numbers — after the checks that the chosen kernels still compute right here, and times nothing. A record tuned at
+another dtype is not used: its timings say nothing about this one; one that breaks the bounds replay needs
+(plan/record_bounds.py) is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from bringup.profiles.schema import Profile
 from bringup.profiles.sections.models import CandidateRecord, ModelPlanRecord, RecordedChoice
 from bringup.runner.host import paged_decode
 from bringup.runner.model.config import ModelConfig
-from bringup.runner.model.files_identity import model_files_sha256
 from bringup.runner.model.linear_kinds import PACKED, PANELS, packed_check
 from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.host_kernels import panels_why_not
@@ -30,10 +30,11 @@ KEY_HASH_CHARS = 8
 MEASURED_SETTINGS = ("attention", "compiled", "decode_layers", "experts", "weight_layout", "max_num_seqs")
 
 
-def model_key(name: str, model: Path | None, quantization: str = "none") -> str:
-    """`name [hash]`, and the --quantization when one was asked (`name [hash] int8`): another checkpoint under the
-    same name, or the same one quantized, gets its own record; a re-tune replaces its own."""
-    key = f"{name} [{model_files_sha256(model)[:KEY_HASH_CHARS]}]"
+def model_key(name: str, fingerprint: str, quantization: str = "none") -> str:
+    """`name [hash]` (`fingerprint`: the model's files' sha256, ModelSource.fingerprint), and the --quantization when
+    one was asked (`name [hash] int8`): another checkpoint under the same name, other weights of the same size, or
+    the same one quantized, get their own record; a re-tune replaces its own."""
+    key = f"{name} [{fingerprint[:KEY_HASH_CHARS]}]"
     return key if quantization == "none" else f"{key} {quantization}"
 
 
@@ -58,7 +59,8 @@ def replayed(record: ModelPlanRecord, device: torch.device, dtype: torch.dtype, 
     checks = {PACKED: lambda: packed_check(device, dtype), PANELS: lambda: panels_why_not(device, dtype, config)}
     failing = {kind: why for kind, check in checks.items()
                if any(kind in row for row in record.layout_times.values()) and (why := check())}
-    times = {rows: {k: t for k, t in row.items() if k not in failing} for rows, row in record.layout_times.items()}
+    times = {rows: {k: t for k, t in row.items() if k not in failing}  # by rows, as they were timed
+             for rows, row in sorted(record.layout_times.items())}
     paged = (record.paged_decode, record.paged_decode_evidence)
     if record.paged_decode:
         why = paged_decode.check(device, dtype, config.num_heads, config.num_kv_heads, config.head_dim)
@@ -85,13 +87,14 @@ def marked(plan: ExecutionPlan, record: ModelPlanRecord, seqs_requested: bool) -
                             for s in settings})
 
 
-def plan_record(measured: StartupMeasurements, plan: ExecutionPlan, model: str, source: Path | None, tuned: str,
-                bringup: str, runs: int, noise: dict[str, float], quantization: str = "none") -> ModelPlanRecord:
+def plan_record(measured: StartupMeasurements, plan: ExecutionPlan, model: str, source: Path | None,
+                fingerprint: str, tuned: str, bringup: str, runs: int, noise: dict[str, float],
+                quantization: str = "none") -> ModelPlanRecord:
     """What tune writes: the combined timings and the plan they gave."""
     decode = measured.decode or DecodeTimings()
     return ModelPlanRecord(
         model=model, source=str(source) if source is not None else "built-in",
-        model_sha256=model_files_sha256(source), device=plan.device, dtype=plan.dtype.value,
+        model_sha256=fingerprint, device=plan.device, dtype=plan.dtype.value,
         quantization=quantization, tuned=tuned,
         bringup=bringup, runs=runs,
         plan={setting: RecordedChoice(value=value, evidence=evidence) for setting, value, evidence in plan.rows()},

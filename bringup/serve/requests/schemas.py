@@ -167,16 +167,16 @@ class CompletionRequest(SamplingFields):
 
     prompt: PromptText | Annotated[list[PromptText], Field(min_length=1, max_length=MAX_PROMPTS)] | PromptIds | \
         Annotated[list[PromptIds], Field(min_length=1, max_length=MAX_PROMPTS)]
-    # echo before max_tokens: max_tokens 0 is allowed with echo (the prompt scored, nothing generated), and a field's
-    # validator sees only the fields declared before it
+    # echo and prompt_logprobs before max_tokens: max_tokens 0 is allowed when the prompt is scored (nothing is
+    # generated), and a field's validator sees only the fields declared before it
     echo: StrictBool = Field(False, description="the answer starts with the prompt: its text, and with logprobs its "
                                                 "tokens' logprobs (the first one null)")
-    max_tokens: MaxTokens | None = Field(16, description="tokens to generate; 0 only with echo true: the prompt is "
-                                                         "scored, nothing is generated")
-    logprobs: Logprobs | None = None
     prompt_logprobs: Logprobs | None = Field(None, description="vLLM's: each prompt token's logprob and rank and "
                                                                "this many alternatives, in the choice's "
                                                                "prompt_logprobs; not with stream")
+    max_tokens: MaxTokens | None = Field(16, description="tokens to generate; 0 only with echo true or "
+                                                         "prompt_logprobs: the prompt is scored, nothing is generated")
+    logprobs: Logprobs | None = None
     best_of: Int(1, 16) | None = None
     suffix: str | None = None
 
@@ -189,10 +189,12 @@ class CompletionRequest(SamplingFields):
 
     @field_validator("max_tokens", mode="wrap")
     @classmethod
-    def _zero_with_echo(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
-        """max_tokens 0 with echo true scores the prompt (OpenAI's legacy way, as vLLM serves it); any other 0 is
-        refused as before."""
-        if info.data.get("echo") is True and type(value) in (int, float) and value == 0:
+    def _zero_when_scoring(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        """max_tokens 0 scores the prompt without generating, when the answer holds the prompt's scores: with echo
+        true (OpenAI's legacy way, as vLLM serves it) or with prompt_logprobs (which vLLM refuses with 0; here both
+        ask the same thing); any other 0 is refused as before."""
+        scoring = info.data.get("echo") is True or info.data.get("prompt_logprobs") is not None
+        if scoring and type(value) in (int, float) and value == 0:
             return 0
         return handler(value)
 

@@ -18,6 +18,7 @@ from bringup.runner.model.gguf.tensor_index import TensorEntry
 
 MAGIC = b"GGUF"
 INSTALL_HINT = "pip install 'bringup[gguf]'"
+GGUF_SUFFIX = ".gguf"
 ITEM_TYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I8": np.int8, "I16": np.int16,
               "I32": np.int32, "I64": np.int64}  # the types whose data gguf's reader maps as numbers, not bytes
 
@@ -43,6 +44,11 @@ class GGUFFile:
     path: Path
     metadata: dict[str, Any]
     tensors: dict[str, GGUFTensor]
+
+
+def is_gguf_path(path: Path) -> bool:
+    """Whether --model names a GGUF file (by its name; a directory so named is a model directory)."""
+    return path.suffix.lower() == GGUF_SUFFIX and not path.is_dir()
 
 
 def gguf_package() -> Any:

@@ -12,6 +12,7 @@ from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.families import build_model
+from bringup.runner.model.files_identity import gguf_sha256
 from bringup.runner.model.gguf.architectures import architecture
 from bringup.runner.model.gguf.config import read_gguf_config
 from bringup.runner.model.gguf.reader import GGUFFile, open_gguf
@@ -38,6 +39,9 @@ class GGUFSource:
 
     def config(self) -> ModelConfig:
         return read_gguf_config(self.file)
+
+    def fingerprint(self) -> str:
+        return gguf_sha256(self.path, self.file.tensors)
 
     def tokenizer(self, config: ModelConfig, fallbacks: FallbackRecorder | None = None) -> HFTokenizer:
         return HFTokenizer(gguf_tokenizer_data(self.file, fallbacks), config.eos_token_ids)
