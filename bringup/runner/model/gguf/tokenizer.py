@@ -83,10 +83,10 @@ def _tokenizer_json(file: GGUFFile, tokens: list[str], bos: int | None, eos: int
 def _vocabulary(file: GGUFFile, tokens: list[str], types: list[int]) -> TokenList:
     """Each token as the BPE model spells it (control and user-defined tokens as they are, the others in the
     byte-level alphabet) and its id (its position), checked by the vocabulary rules."""
-    spelled = (token if types and types[i] in (CONTROL, USER_DEFINED) else _byte_level(token)
-               for i, token in enumerate(tokens))
+    spelled = [token if types and types[i] in (CONTROL, USER_DEFINED) else _byte_level(token)
+               for i, token in enumerate(tokens)]
     try:
-        return token_list(TOKENS_KEY, zip(spelled, range(len(tokens))))
+        return token_list(TOKENS_KEY, spelled, range(len(tokens)))
     except RepeatedEntry as exc:  # ids are positions, so this is one token spelled twice
         first, second = (tokens[i] for i in exc.ids)
         alike = "" if first == second else \
@@ -97,7 +97,7 @@ def _vocabulary(file: GGUFFile, tokens: list[str], types: list[int]) -> TokenLis
 def _merges(file: GGUFFile, vocabulary: TokenList) -> list[tuple[str, str]]:
     """The merges as pairs, each checked by the vocabulary rules (its parts and what it makes are tokens)."""
     try:
-        return list(merge_pairs(MERGES_KEY, metadata.texts(file, MERGES_KEY), vocabulary))
+        return merge_pairs(MERGES_KEY, metadata.texts(file, MERGES_KEY), vocabulary)
     except VocabularyError as exc:
         raise BringupError(f"{file.path}: {exc}; the file is corrupt: re-convert it") from None
 

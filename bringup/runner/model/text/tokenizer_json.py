@@ -16,13 +16,14 @@ The rest of the file is the library's to judge (it raises an ordinary exception 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from bringup.errors import BringupError
 from bringup.runner.model.loading.model_files import MAX_TOKENIZER_BYTES, read_json_text
-from bringup.runner.model.text.vocabulary import TokenList, VocabularyError, merge_pairs, token_list
+from bringup.runner.model.text.vocabulary import TokenList, VocabularyError, json_kind, merge_pairs, token_list
 from bringup.terminal_text import quoted, shown
 
 NAME = "tokenizer.json"
@@ -37,7 +38,7 @@ class RepeatedKeys(dict):
 def read_tokenizer_json(model_dir: Path) -> str:
     """The text of the model directory's tokenizer.json, once its vocabulary, added tokens and merges keep the
     vocabulary rules; BringupError naming the file and the entry when they do not."""
-    text, document = read_json_text(model_dir, NAME, MAX_TOKENIZER_BYTES, pairs_hook=_json_object)
+    text, document = read_json_text(model_dir, NAME, MAX_TOKENIZER_BYTES, pairs_hook=keep_repeated_keys)
     try:
         check_tokenizer_document(document)
     except VocabularyError as exc:
@@ -49,12 +50,12 @@ def read_tokenizer_json(model_dir: Path) -> str:
 def check_tokenizer_document(document: Any) -> None:
     """VocabularyError (a phrase naming the field or the entry) when the parsed tokenizer.json breaks a rule."""
     if not isinstance(document, dict):
-        raise VocabularyError(f"the file is {_kind(document)}, not an object")
+        raise VocabularyError(f"the file is {json_kind(document)}, not an object")
     model = document.get("model")
     if not isinstance(model, dict):
-        raise VocabularyError(f"'model' is {_kind(model)}, not an object")
-    vocabulary = token_list("model.vocab", _vocab_entries(model.get("vocab")))
-    token_list("added_tokens", _added_entries(document.get("added_tokens", [])), earlier=(vocabulary,))
+        raise VocabularyError(f"'model' is {json_kind(model)}, not an object")
+    vocabulary = token_list("model.vocab", *_vocab_columns(model.get("vocab")))
+    token_list("added_tokens", *_added_columns(document.get("added_tokens", [])), earlier=(vocabulary,))
     if model.get("type", "BPE" if "merges" in model else None) == "BPE":
         _check_merges(model, vocabulary)
 
@@ -62,48 +63,59 @@ def check_tokenizer_document(document: Any) -> None:
 def _check_merges(model: dict, vocabulary: TokenList) -> None:
     merges, prefix = model.get("merges", []), model.get("continuing_subword_prefix")
     if not isinstance(merges, list):
-        raise VocabularyError(f"model.merges is {_kind(merges)}, not a list")
+        raise VocabularyError(f"model.merges is {json_kind(merges)}, not a list")
     if prefix is not None and not isinstance(prefix, str):
-        raise VocabularyError(f"model.continuing_subword_prefix is {_kind(prefix)}, not a string or null")
-    for _pair in merge_pairs("model.merges", merges, vocabulary, prefix or ""):
-        pass  # each merge checked; the library builds its own
+        raise VocabularyError(f"model.continuing_subword_prefix is {json_kind(prefix)}, not a string or null")
+    merge_pairs("model.merges", merges, vocabulary, prefix or "")
 
 
-def _vocab_entries(vocab: Any) -> Iterator[tuple[str, int]]:
-    """(token, id) of model.vocab, every pair of an object that repeats a key."""
+def _vocab_columns(vocab: Any) -> tuple[Sequence[str], Sequence[int]]:
+    """model.vocab as its tokens and their ids (every pair of an object that repeats a key; a Unigram list's
+    positions as ids)."""
     if vocab is None:
-        return
-    if isinstance(vocab, dict):
-        for token, token_id in vocab.pairs if isinstance(vocab, RepeatedKeys) else vocab.items():
-            if type(token_id) is not int or token_id < 0:
-                raise VocabularyError(f"model.vocab gives {quoted(token)} the id {_shown_value(token_id)}, not a "
-                                      "non-negative integer")
-            yield token, token_id
-    elif isinstance(vocab, list):
-        for position, entry in enumerate(vocab):
-            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
-                raise VocabularyError(f"model.vocab[{position}] is {_kind(entry)}, not a [token, score] pair")
-            yield entry[0], position
-    else:
-        raise VocabularyError(f"model.vocab is {_kind(vocab)}, not an object of token -> id or a list of "
+        return [], []
+    if isinstance(vocab, list):
+        if set(map(type, vocab)) - {list} or set(map(len, vocab)) - {2} or \
+                set(map(type, tokens := list(map(itemgetter(0), vocab)))) - {str}:
+            position = next(i for i, entry in enumerate(vocab) if not _is_unigram_entry(entry))
+            raise VocabularyError(f"model.vocab[{position}] is {_shown_value(vocab[position])}, not a "
+                                  "[token, score] pair")
+        return tokens, range(len(vocab))
+    if not isinstance(vocab, dict):
+        raise VocabularyError(f"model.vocab is {json_kind(vocab)}, not an object of token -> id or a list of "
                               "[token, score] pairs")
+    pairs = vocab.pairs if isinstance(vocab, RepeatedKeys) else vocab.items()
+    tokens, ids = list(map(itemgetter(0), pairs)), list(map(itemgetter(1), pairs))
+    if set(map(type, ids)) - {int} or min(ids, default=0) < 0:
+        position = next(i for i, token_id in enumerate(ids) if type(token_id) is not int or token_id < 0)
+        raise VocabularyError(f"model.vocab gives {quoted(tokens[position])} the id {_shown_value(ids[position])}, "
+                              "not a non-negative integer")
+    return tokens, ids
 
 
-def _added_entries(added: Any) -> Iterator[tuple[str, int]]:
+def _added_columns(added: Any) -> tuple[list[str], list[int]]:
+    """added_tokens as their contents and their ids."""
     if not isinstance(added, list):
-        raise VocabularyError(f"added_tokens is {_kind(added)}, not a list")
+        raise VocabularyError(f"added_tokens is {json_kind(added)}, not a list")
+    tokens, ids = [], []
     for position, entry in enumerate(added):
         if not isinstance(entry, dict):
-            raise VocabularyError(f"added_tokens[{position}] is {_kind(entry)}, not an object")
+            raise VocabularyError(f"added_tokens[{position}] is {json_kind(entry)}, not an object")
         content, token_id = entry.get("content"), entry.get("id")
         if not isinstance(content, str) or type(token_id) is not int or token_id < 0:
             raise VocabularyError(f"added_tokens[{position}] has the content {_shown_value(content)} and the id "
                                   f"{_shown_value(token_id)}; it needs a string content and a non-negative "
                                   "integer id")
-        yield content, token_id
+        tokens.append(content)
+        ids.append(token_id)
+    return tokens, ids
 
 
-def _json_object(pairs: list[tuple[str, Any]]) -> dict:
+def _is_unigram_entry(entry: Any) -> bool:
+    return isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+
+
+def keep_repeated_keys(pairs: list[tuple[str, Any]]) -> dict:
     """json.loads' object_pairs_hook: a dict, or a RepeatedKeys keeping every pair when a key came twice."""
     built = dict(pairs)
     if len(built) == len(pairs):
@@ -113,17 +125,9 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict:
     return repeated
 
 
-def _kind(value: Any) -> str:
-    """What a JSON value is, in a few words (never the value itself, which may be long)."""
-    if isinstance(value, list):
-        return f"a JSON list of {len(value)} items"
-    kinds = {dict: "object", str: "string", bool: "boolean", int: "number", float: "number"}
-    return "null" if value is None else f"a JSON {kinds.get(type(value), type(value).__name__)}"
-
-
 def _shown_value(value: Any) -> str:
     """A value from the file as an error line shows it: a string quoted (cut to 60 characters), another scalar as
     JSON writes it, a list or an object by its kind."""
     if isinstance(value, (list, dict)):
-        return _kind(value)
+        return json_kind(value)
     return quoted(value) if isinstance(value, str) else shown(json.dumps(value))[:60]
