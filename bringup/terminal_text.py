@@ -21,6 +21,13 @@ def shown(text: object) -> str:
     return _CONTROL.sub(_visible, str(text))
 
 
+def quoted(name: object, limit: int = 60) -> str:
+    """A name from a file, `shown` and cut to `limit` characters, in quotes: safe and short enough for an error
+    line."""
+    text = shown(name)
+    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
+
+
 def markup_safe(text: object) -> str:
     """`shown(text)` with rich markup escaped, for interpolation into a rich markup string."""
     from rich.markup import escape

@@ -10,15 +10,13 @@ refused where the tokenizer is built, naming the merge or the token, by generate
 
 from __future__ import annotations
 
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bringup.runner.model.gguf.prescan import MAX_VOCABULARY
+from tests.cli.child_cli import assert_one_error_line, measured_cli
 from tests.cli.run_cli import run_cli
 from tests.runner.gguf_bytes import ARRAY, STRING, UINT8, array, kv, write
 from tests.runner.gguf_files import write_gguf
@@ -26,13 +24,7 @@ from tests.runner.test_gguf_refusals import tiny  # noqa: F401  (the module's sm
 
 gguf = pytest.importorskip("gguf", reason="writing GGUF files needs the gguf package")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-REPO = Path(__file__).resolve().parents[2]
 PEAK_MB = 1000  # the CLI itself peaks near 330 MB (torch imported); before the pre-scan these reached 2-6 GB
-CHILD_SECONDS = 90  # they ran past 30 s before (46 s to 2 min); now about 3 s, most of it importing torch
-# runs bringup's main in this interpreter and writes its peak RSS (KiB) to argv[1] on the way out
-MEASURED_MAIN = ("import atexit, resource, sys; out = sys.argv.pop(1); sys.argv[0] = 'bringup'; "
-                 "atexit.register(lambda: open(out, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF)"
-                 ".ru_maxrss))); from bringup.cli.app import main; main()")
 
 
 def header_only(path: Path, *entries: bytes) -> Path:
@@ -61,29 +53,9 @@ def empty_strings(path: Path) -> Path:
     return header_only(path, kv("tokenizer.ggml.tokens", ARRAY, array(STRING, 2 * 10**6, bytes(16 * 10**6))))
 
 
-def measured_cli(tmp_path: Path, args: list[str]) -> tuple[subprocess.CompletedProcess, float]:
-    """`bringup <args>` in a child process: its result and peak RSS in MB (stderr at the descriptor, so a panic
-    message the Rust side prints would be seen)."""
-    peak = tmp_path / "peak.txt"
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run([sys.executable, "-c", MEASURED_MAIN, str(peak), *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=CHILD_SECONDS)
-    return done, int(peak.read_text()) / 1024  # ru_maxrss is in KiB on Linux
-
-
 def generate_args(tmp_path: Path, model: Path) -> list[str]:
     return ["generate", "Hi", "--model", str(model), "--device", "cpu", "--max-tokens", "2", "--profile",
             str(tmp_path / "p.yaml")]
-
-
-def assert_one_error_line(code: int, stdout: str, stderr: str, *words: str) -> None:
-    assert code == 2, stderr
-    assert "Traceback" not in stdout + stderr and "panicked" not in stderr, stderr
-    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, stderr
-    assert stderr.rstrip().endswith(errors[0]), stderr  # nothing printed after it
-    for word in words:
-        assert word in errors[0], errors[0]
 
 
 @pytest.mark.parametrize(("build", "words"), [

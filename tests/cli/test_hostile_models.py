@@ -194,6 +194,7 @@ UNREADABLE_JSON = [
     Case("generation_config.json is not UTF-8", raw_file("generation_config.json", NOT_UTF8),
          ("generation_config.json", "not UTF-8")),
     Case("tokenizer.json is not UTF-8", raw_file("tokenizer.json", NOT_UTF8), ("tokenizer.json", "not UTF-8")),
+    Case("tokenizer.json nested 10^5 deep", raw_file("tokenizer.json", DEEP), ("tokenizer.json", "100000 levels")),
     Case("chat_template.jinja is not UTF-8", raw_file(TEMPLATE, b"{{ 1 }}\xff"), (TEMPLATE, "not UTF-8")),
     Case("chat_template.jinja over 4 MiB", sized_file(TEMPLATE, (4 << 20) + 1), (TEMPLATE, "larger than the 4 MiB")),
     Case("config.json over 64 MiB", sized_file("config.json", (64 << 20) + 1), ("config.json", "64 MiB")),

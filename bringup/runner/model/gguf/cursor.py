@@ -8,7 +8,6 @@ import struct
 from pathlib import Path
 
 from bringup.errors import BringupError
-from bringup.terminal_text import shown
 
 U32, U64 = struct.Struct("<I"), struct.Struct("<Q")
 
@@ -17,12 +16,6 @@ def damaged(path: Path, size: int, why: str) -> BringupError:
     """The one line a GGUF file whose structure is broken ends in."""
     return BringupError(f"{path} is not a readable GGUF file ({why}); the download is truncated or corrupt: "
                         f"re-download it ({size} bytes here)")
-
-
-def quoted(name: str) -> str:
-    """A name from the file, safe and short enough for an error line."""
-    text = shown(name)
-    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 class Cursor:

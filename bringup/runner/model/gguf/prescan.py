@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from bringup.errors import BringupError
-from bringup.runner.model.gguf.cursor import U64, Cursor, quoted
+from bringup.runner.model.gguf.cursor import U64, Cursor
 from bringup.runner.model.gguf.tensor_index import TensorEntry, check_extents, read_tensor_index
+from bringup.terminal_text import quoted
 
 VERSIONS = (2, 3)  # version 1 had 32-bit counts; gguf's reader and llama.cpp read 2 and 3
 MAX_KEYS = 65_536

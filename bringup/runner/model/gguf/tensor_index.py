@@ -11,7 +11,8 @@ import struct
 from dataclasses import dataclass
 from itertools import pairwise
 
-from bringup.runner.model.gguf.cursor import Cursor, quoted
+from bringup.runner.model.gguf.cursor import Cursor
+from bringup.terminal_text import quoted
 
 MAX_TENSORS = 65_536  # a 600B mixture of experts has about 1,500 (experts are stacked in one tensor per layer)
 MAX_NAME_BYTES = 63  # llama.cpp's GGML_MAX_NAME (64) with its terminating NUL

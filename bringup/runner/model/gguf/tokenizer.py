@@ -15,19 +15,20 @@ from typing import Any
 from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model.gguf import metadata
-from bringup.runner.model.gguf.cursor import quoted
 from bringup.runner.model.gguf.pre_tokenizers import IGNORES_MERGES, pre_tokenizer, split_kind
 from bringup.runner.model.gguf.reader import GGUFFile
 from bringup.runner.model.loading.model_files import MAX_TEMPLATE_BYTES
 from bringup.runner.model.text.chat_template import ChatTemplate
 from bringup.runner.model.text.tokenizer import TokenizerData
-from bringup.terminal_text import shown
+from bringup.runner.model.text.vocabulary import RepeatedEntry, TokenList, VocabularyError, merge_pairs, token_list
+from bringup.terminal_text import quoted, shown
 
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
 SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_token": "unknown_token_id",
                "pad_token": "padding_token_id"}
 STOP_IDS = ("eos_token_id", "eot_token_id", "eom_token_id")  # llama.cpp ends generation at any of these
 TEMPLATE_KEY = "tokenizer.chat_template"
+TOKENS_KEY, MERGES_KEY = "tokenizer.ggml.tokens", "tokenizer.ggml.merges"
 
 
 def gguf_tokenizer_data(file: GGUFFile, fallbacks: FallbackRecorder | None = None) -> TokenizerData:
@@ -37,7 +38,7 @@ def gguf_tokenizer_data(file: GGUFFile, fallbacks: FallbackRecorder | None = Non
         kind = "SentencePiece ('llama')" if model == "llama" else repr(shown(model)[:40])
         raise BringupError(f"{where}: its tokenizer is {kind}; bringup builds only byte-level BPE ('gpt2') "
                            "tokenizers from GGUF metadata: load the model's Hugging Face directory instead")
-    tokens = metadata.texts(file, "tokenizer.ggml.tokens")
+    tokens = metadata.texts(file, TOKENS_KEY)
     ids = {name: _token_id(file, key, len(tokens)) for name, key in SPECIAL_IDS.items()}
     config: dict[str, Any] = {name: tokens[i] for name, i in ids.items() if i is not None}
     stops = [i for key in STOP_IDS if (i := _token_id(file, key, len(tokens))) is not None]
@@ -58,8 +59,9 @@ def _tokenizer_json(file: GGUFFile, tokens: list[str], bos: int | None, eos: int
         raise BringupError(f"{file.path}: tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} "
                            "tokens; the file is corrupt: re-convert it")
     kind = split_kind(metadata.text(file, "tokenizer.ggml.pre", None), str(file.path), fallbacks)
-    vocab = _vocabulary(file, tokens, types)
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=_merges(file, vocab), ignore_merges=kind in IGNORES_MERGES))
+    vocabulary = _vocabulary(file, tokens, types)
+    tok = Tokenizer(models.BPE(vocab=vocabulary.ids, merges=_merges(file, vocabulary),
+                               ignore_merges=kind in IGNORES_MERGES))
     tok.pre_tokenizer = pre_tokenizer(kind)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
@@ -78,38 +80,26 @@ def _tokenizer_json(file: GGUFFile, tokens: list[str], bos: int | None, eos: int
     return tok.to_str()
 
 
-def _vocabulary(file: GGUFFile, tokens: list[str], types: list[int]) -> dict[str, int]:
+def _vocabulary(file: GGUFFile, tokens: list[str], types: list[int]) -> TokenList:
     """Each token as the BPE model spells it (control and user-defined tokens as they are, the others in the
-    byte-level alphabet) -> its id; two ids spelled alike are refused (the tokenizers library would keep one and
-    leave the other a hole no text encodes to)."""
-    vocab: dict[str, int] = {}
-    for i, token in enumerate(tokens):
-        spelled = token if types and types[i] in (CONTROL, USER_DEFINED) else _byte_level(token)
-        first = vocab.setdefault(spelled, i)
-        if first != i:
-            alike = "" if tokens[first] == token else f" once spelled in the byte-level alphabet ({quoted(spelled)})"
-            raise BringupError(f"{file.path}: tokenizer.ggml.tokens holds {quoted(tokens[first])} (id {first}) and "
-                               f"{quoted(token)} (id {i}), the same token twice{alike}; the file is corrupt: "
-                               "re-convert it")
-    return vocab
+    byte-level alphabet) and its id (its position), checked by the vocabulary rules."""
+    spelled = [token if types and types[i] in (CONTROL, USER_DEFINED) else _byte_level(token)
+               for i, token in enumerate(tokens)]
+    try:
+        return token_list(TOKENS_KEY, spelled, range(len(tokens)))
+    except RepeatedEntry as exc:  # ids are positions, so this is one token spelled twice
+        first, second = (tokens[i] for i in exc.ids)
+        alike = "" if first == second else \
+            f" once spelled in the byte-level alphabet (written {quoted(first)} and {quoted(second)})"
+        raise BringupError(f"{file.path}: {exc}{alike}; the file is corrupt: re-convert it") from None
 
 
-def _merges(file: GGUFFile, vocab: dict[str, int]) -> list[tuple[str, str]]:
-    """The merges as pairs, each part and what it makes a token of `vocab` (the tokenizers library raises on a
-    missing part and panics on a missing result)."""
-    merges = []
-    for i, merge in enumerate(metadata.texts(file, "tokenizer.ggml.merges")):
-        pair = merge.split(" ")
-        if len(pair) != 2:
-            raise BringupError(f"{file.path}: tokenizer.ggml.merges holds {quoted(merge)}, not two tokens "
-                               "separated by one space; the file is corrupt: re-convert it")
-        missing = next((t for t in (pair[0], pair[1], pair[0] + pair[1]) if t not in vocab), None)
-        if missing is not None:
-            raise BringupError(f"{file.path}: merge {i} {quoted(merge)} of tokenizer.ggml.merges needs the token "
-                               f"{quoted(missing)}, which is not in tokenizer.ggml.tokens; the file is corrupt: "
-                               "re-convert it")
-        merges.append((pair[0], pair[1]))
-    return merges
+def _merges(file: GGUFFile, vocabulary: TokenList) -> list[tuple[str, str]]:
+    """The merges as pairs, each checked by the vocabulary rules (its parts and what it makes are tokens)."""
+    try:
+        return merge_pairs(MERGES_KEY, metadata.texts(file, MERGES_KEY), vocabulary)
+    except VocabularyError as exc:
+        raise BringupError(f"{file.path}: {exc}; the file is corrupt: re-convert it") from None
 
 
 def _token_id(file: GGUFFile, key: str, count: int) -> int | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -28,6 +29,7 @@ MAX_JSON_BYTES = 64 << 20  # config.json, generation_config.json, tokenizer_conf
 MAX_JSON_DEPTH = 64  # published configs nest 4 deep; the parser recurses once per level
 MAX_TEMPLATE_BYTES = 4 << 20  # a chat template file; published ones are a few KB
 MAX_TOKENIZER_BYTES = 512 << 20  # tokenizer.json; the largest published ones are tens of MB
+PairsHook = Callable[[list[tuple[str, Any]]], Any]  # json.loads' object_pairs_hook: an object's pairs -> its value
 
 
 def model_roots(model_dir: Path) -> tuple[Path, ...]:
@@ -126,15 +128,30 @@ def read_json(model_dir: Path, name: str | Path, max_bytes: int = MAX_JSON_BYTES
         raise BringupError(f"{shown(model_dir / name)} {exc}; re-download or fix the file") from None
 
 
+def read_json_text(model_dir: Path, name: str | Path, max_bytes: int, pairs_hook: PairsHook | None = None,
+                   ) -> tuple[str, Any]:
+    """The model file `name` as UTF-8 text and parsed as JSON (as read_json parses it, each object built by
+    `pairs_hook` when given), for a file that is handed on as text once its content is checked."""
+    raw = read_bytes(model_dir, name, max_bytes)
+    try:
+        text = utf8(raw)
+        return text, _parsed(raw, text, MAX_JSON_DEPTH, pairs_hook)
+    except ValueError as exc:
+        raise BringupError(f"{shown(model_dir / name)} {exc}; re-download or fix the file") from None
+
+
 def decode_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """`raw` parsed as JSON; ValueError saying why in a phrase ("is not UTF-8 text ...") when it is not UTF-8,
     nests deeper than `max_depth` (checked before the parser recurses) or is not JSON."""
-    text = utf8(raw)
+    return _parsed(raw, utf8(raw), max_depth)
+
+
+def _parsed(raw: bytes, text: str, max_depth: int, pairs_hook: PairsHook | None = None) -> Any:
     depth = json_depth(raw)
     if depth > max_depth:
         raise ValueError(f"nests {depth} levels deep, more than the {max_depth} a model file may")
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=pairs_hook)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"is not valid JSON ({shown(exc)})") from None
 

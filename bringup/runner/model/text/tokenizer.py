@@ -19,7 +19,7 @@ from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.runner.model.config.builtin import BYTE_BOS_ID, BYTE_EOS_IDS, BYTE_SPECIALS
-from bringup.runner.model.loading.model_files import MAX_TOKENIZER_BYTES, has_entry, read_json, read_text
+from bringup.runner.model.loading.model_files import has_entry, read_json
 from bringup.runner.model.text.chat_template import (
     ChatTemplate,
     load_chat_templates,
@@ -28,6 +28,7 @@ from bringup.runner.model.text.chat_template import (
     special_token_variables,
 )
 from bringup.runner.model.text.detokenizer import ByteDetokenizer, WindowDetokenizer
+from bringup.runner.model.text.tokenizer_json import read_tokenizer_json
 from bringup.runner.sampling_params import SamplingParams, is_integer, is_number
 from bringup.terminal_text import shown
 
@@ -103,7 +104,7 @@ class TokenizerData:
     """Everything an HFTokenizer is built from, already in memory: a model directory's files or a GGUF file's
     metadata. The labels name where each part came from in messages."""
 
-    tokenizer_json: str  # a tokenizers-library tokenizer serialised as JSON
+    tokenizer_json: str  # a tokenizers-library tokenizer serialised as JSON, its vocabulary checked (vocabulary.py)
     config: dict  # tokenizer_config.json's settings: special tokens, chat_template
     generation: dict  # generation_config.json's settings: sampling defaults, eos_token_id
     chat_templates: dict[str, ChatTemplate]
@@ -143,13 +144,13 @@ class HFTokenizer:
 
     @classmethod
     def from_dir(cls, model_dir: Path, config_eos: list[int] | None = None) -> HFTokenizer:
-        """tokenizer.json + tokenizer_config.json (special tokens, chat template) + generation_config.json of a
-        model directory, each read through model_files' jail."""
+        """tokenizer.json (its vocabulary checked: tokenizer_json.py) + tokenizer_config.json (special tokens, chat
+        template) + generation_config.json of a model directory, each read through model_files' jail."""
         path = model_dir / "tokenizer.json"
         if not has_entry(model_dir, "tokenizer.json"):
             raise BringupError(f"{path} is missing; bringup needs a fast-tokenizer tokenizer.json "
                                "(save one with the tokenizers library or transformers' save_pretrained)")
-        text = read_text(model_dir, "tokenizer.json", MAX_TOKENIZER_BYTES)
+        text = read_tokenizer_json(model_dir)
         cfg = _read_json(model_dir, "tokenizer_config.json")
         config_path = model_dir / "tokenizer_config.json"
         data = TokenizerData(
