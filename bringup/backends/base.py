@@ -87,6 +87,10 @@ class Backend(ABC):
     def memory(self, index: int) -> tuple[int | None, int | None]:
         """(total, free) in bytes; None where the family cannot tell."""
 
+    def memory_source(self, index: int) -> str | None:
+        """The API `memory` read (e.g. torch.cuda.mem_get_info), for evidence; None where it does not say."""
+        return None
+
     @abstractmethod
     def synchronize(self, device: torch.device) -> None: ...
 

@@ -8,6 +8,7 @@ import torch
 
 from bringup.backends.base import Backend, DeviceInfo
 
+FP8_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
 
 def cpuinfo_field(name: str) -> str | None:
     """The first `name : value` line of /proc/cpuinfo, or None where there is no such file or line."""
@@ -35,8 +36,7 @@ class CpuBackend(Backend):
     visibility_variable = None
     collective_libraries = {"cpu": ("gloo", "gloo, torch's CPU collective library")}
     not_applicable = {
-        **{f"dtypes.{fp8}": "a CPU has no FP8 arithmetic units; FP8 is a storage format here"
-           for fp8 in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")},
+        **{f"dtypes.{fp8}": "a CPU has no FP8 arithmetic units; FP8 is a storage format here" for fp8 in FP8_DTYPES},
         "attention.sdpa_efficient": "the memory-efficient SDPA kernel is a GPU kernel; a CPU has none",
         "attention.sdpa_cudnn": "cuDNN is NVIDIA's GPU library; a CPU has none",
         "features.graphs": "a CPU has no graph-capture API",
@@ -61,6 +61,9 @@ class CpuBackend(Backend):
     def memory(self, index: int) -> tuple[int | None, int | None]:
         vm = psutil.virtual_memory()
         return int(vm.total), int(vm.available)
+
+    def memory_source(self, index: int) -> str | None:
+        return "psutil.virtual_memory()"
 
     def device_info(self, index: int) -> DeviceInfo:
         total, free = self.memory(index)

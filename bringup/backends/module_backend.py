@@ -59,14 +59,40 @@ class ModuleBackend(Backend):
         return None if mod is None else _call(mod, "get_device_properties", index)
 
     def memory(self, index: int) -> tuple[int | None, int | None]:
-        mod = self.module()
-        info = None if mod is None else _call(mod, "mem_get_info", index)
+        info, _ = self.memory_info(index)
         if info:
             free, total = info
             return int(total), int(free)
         props = self.properties(index)
         total = getattr(props, "total_memory", None)
         return (int(total) if total is not None else None), None
+
+    def memory_source(self, index: int) -> str | None:
+        _, source = self.memory_info(index)
+        if source:
+            return source
+        has_total = getattr(self.properties(index), "total_memory", None) is not None
+        return f"torch.{self.module_name}.get_device_properties().total_memory" if has_total else None
+
+    def memory_info(self, index: int) -> tuple[tuple[int, int] | None, str | None]:
+        """(free, total) bytes and the API that told them: the family's own mem_get_info, else torch.accelerator's
+        memory API where this family is torch's current accelerator (an out-of-tree module may have only that).
+        Both are queries: nothing is allocated, and the current device is left as it was."""
+        mod = self.module()
+        info = None if mod is None else _call(mod, "mem_get_info", index)
+        if info:
+            return info, f"torch.{self.module_name}.mem_get_info"
+        if self.is_current_accelerator():
+            info = _call(torch.accelerator, "get_memory_info", index)
+            if info:
+                return info, "torch.accelerator.get_memory_info"
+        return None, None
+
+    def is_current_accelerator(self) -> bool:
+        """Whether torch.accelerator (torch 2.6 and later) speaks for this family's device type."""
+        accelerator = getattr(torch, "accelerator", None)
+        current = _call(accelerator, "current_accelerator") if accelerator is not None else None
+        return current is not None and current.type == self.torch_device_type
 
     def synchronize(self, device: torch.device) -> None:
         mod = self.module()

@@ -44,6 +44,9 @@ class MpsBackend(Backend):
         except Exception:
             return None, None
 
+    def memory_source(self, index: int) -> str | None:
+        return "torch.mps.recommended_max_memory() less driver_allocated_memory()"
+
     def device_info(self, index: int) -> DeviceInfo:
         total, free = self.memory(index)
         return DeviceInfo(

@@ -1,5 +1,7 @@
 """Out-of-tree backends registered under PrivateUse1 by their own name (a family with no backend of its own)."""
 
+from collections.abc import Callable
+
 import torch
 
 from bringup.backends.module_backend import ModuleBackend
@@ -31,3 +33,17 @@ class PrivateUse1Backend(ModuleBackend):
         if self.name == "privateuse1":
             return "no out-of-tree backend has registered PrivateUse1 in this process (import its extension)"
         return f"backend {self.name!r} is registered but torch.{self.name} is missing"
+
+    def graph_api(self) -> str | None:
+        has_graph = getattr(getattr(torch, "accelerator", None), "Graph", None) is not None
+        return "torch.accelerator.Graph" if has_graph and self.is_current_accelerator() else None
+
+    def capture_graph(self, device: torch.device, step: Callable[[], None]) -> Callable[[], None] | None:
+        """torch's device-generic graph (torch 2.10 and later): warm up and capture on a side stream."""
+        with torch.Stream(device):
+            for _ in range(2):
+                step()
+            graph = torch.accelerator.Graph()
+            with graph:
+                step()
+        return graph.replay

@@ -2,8 +2,9 @@
 
 Backends register through the `bringup.backends` entry-point group: `name = "module:BackendClass"`. The
 built-in ones are declared there in bringup's own pyproject.toml; where the installed bringup distribution
-does not declare them (an install made before they were, or a source tree on PYTHONPATH), they come from
-BUILTIN below instead, so they are found once either way.
+does not declare one (an install made before that family was added, or a source tree on PYTHONPATH), it comes
+from BUILTIN below instead, so each is found once either way, and the installed declaration wins where both
+name it.
 """
 
 from functools import lru_cache
@@ -26,6 +27,7 @@ BUILTIN = {
     "mps": "bringup.backends.mps:MpsBackend",
     "npu": "bringup.backends.ascend:AscendBackend",
     "hpu": "bringup.backends.habana:HabanaBackend",
+    "emu": "bringup.backends.emu:EmuBackend",
     "privateuse1": "bringup.backends.privateuse1:PrivateUse1Backend",
     "cpu": "bringup.backends.cpu:CpuBackend",
 }
@@ -49,7 +51,7 @@ def declared() -> dict[str, str]:
     generic PrivateUse1 backend and the host."""
     entries = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
     own = {e.name: e.value for e in entries if _is_bringup(e)}
-    builtin = own or BUILTIN
+    builtin = BUILTIN | own
     ordered = {name: builtin[name] for name in BUILTIN if name in builtin}
     ordered |= {name: target for name, target in builtin.items() if name not in ordered}
     plugins = {e.name: e.value for e in entries if not _is_bringup(e) and e.name not in ordered}

@@ -42,8 +42,10 @@ def _backend_named(device_type: str) -> Backend | None:
         return None
 
 
-def resolve_explicit(text: str, origin: str) -> DeviceInfo:
-    """Turn a device string into a usable device, or explain in one line why it can't be used."""
+def resolve_explicit(text: str, origin: str) -> tuple[DeviceInfo, str | None]:
+    """Turn a device string into a usable device, or explain in one line why it can't be used. A bare device type
+    (`cuda`, no index) of several devices takes the one the automatic rule prefers among them; the second value
+    then says which and why (None where the string named the device)."""
     usable = ", ".join(d.id for d in usable_devices())
     try:
         dev = torch.device(text.strip())
@@ -58,44 +60,60 @@ def resolve_explicit(text: str, origin: str) -> DeviceInfo:
     ok, why = backend.availability()
     if not ok:
         raise BringupError(f"{origin} {text!r} is not usable: {why} (usable here: {usable})")
-    index = dev.index or 0
     count = backend.device_count()
+    if dev.index is None and count > 1:
+        info, why = choose_automatically(backend.devices())
+        return info, f"no index: of the {count} {dev.type} devices the automatic rule prefers {info.id}, {why}"
+    index = dev.index or 0
     if index >= count:
         raise BringupError(
             f"{origin} {text!r}: index {index} is out of range, torch sees {count} {dev.type} device(s) "
             f"(usable here: {usable})"
         )
-    return backend.device_info(index)
+    return backend.device_info(index), None
 
 
 def rank_for_auto(info: DeviceInfo) -> int:
-    """Lower is preferred: a discrete accelerator, then an integrated one, then the CPU."""
+    """Lower is preferred: a discrete accelerator (or one that does not say), then an integrated one, then the
+    CPU."""
     if not info.is_accelerator:
         return 2
     return 1 if info.integrated else 0
 
 
+def kind_of(info: DeviceInfo) -> str:
+    """How the automatic rule sees a device, in words."""
+    if not info.is_accelerator:
+        return "the host"
+    return {True: "integrated", False: "discrete"}.get(info.integrated, "of unknown kind (ranked as discrete)")
+
+
 def choose_automatically(candidates: list[DeviceInfo]) -> tuple[DeviceInfo, str]:
+    """The preferred device and why, naming every other accelerator and how it ranked (torch's order breaks
+    ties)."""
     best = min(candidates, key=rank_for_auto)
     rank = rank_for_auto(best)
-    if rank == 0:
-        why = "first discrete accelerator in torch's enumeration order"
-    elif rank == 1:
-        why = "an integrated accelerator (no discrete one is usable)"
-    else:
+    tied = [d for d in candidates if d.id != best.id and rank_for_auto(d) == rank]
+    if rank == 2:
         why = "no accelerator is usable, so the CPU"
-    return best, why
+    else:
+        why = kind_of(best) + (" (no discrete accelerator is usable)" if rank == 1 else "")
+        why += ", the first of its kind in torch's enumeration order" if tied else ""
+    passed = [f"{d.id} ({d.name}) is {kind_of(d)}" for d in candidates if d.id != best.id and d.is_accelerator]
+    return best, "; ".join([why, *passed])
 
 
 def select_device(requested: str | None, profile_device: str | None = None) -> Selection:
     env_value = os.environ.get(ENV_VAR) or None
     candidates = usable_devices()
     if requested:
-        info, source, reason = resolve_explicit(requested, "--device"), "flag", f"--device {requested}"
+        info, note = resolve_explicit(requested, "--device")
+        source, reason = "flag", f"--device {requested}" + (f" ({note})" if note else "")
     elif env_value:
-        info, source, reason = resolve_explicit(env_value, ENV_VAR), "env", f"{ENV_VAR}={env_value}"
+        info, note = resolve_explicit(env_value, ENV_VAR)
+        source, reason = "env", f"{ENV_VAR}={env_value}" + (f" ({note})" if note else "")
     elif profile_device:
-        info = resolve_explicit(profile_device, "the profile's recorded device")
+        info, _ = resolve_explicit(profile_device, "the profile's recorded device")
         source, reason = "profile", f"recorded in the profile ({profile_device})"
     else:
         info, reason = choose_automatically(candidates)

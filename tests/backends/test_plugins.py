@@ -89,19 +89,24 @@ def test_plugin_peaks_are_searched_before_the_bundled_table(plugin_site, tmp_pat
 
 
 def test_builtins_come_from_the_installed_distributions_entry_points(plugin_site, tmp_path):
-    """An installed bringup that declares the group is read, not BUILTIN: here it declares only two families
-    (in an order unlike BUILTIN's), and they are listed once each, the host last, the plugin before it."""
+    """An installed bringup's declarations are read and win where they name a family; a built-in family it does
+    not declare (an install older than that family) still comes from BUILTIN. Each is listed once, in BUILTIN's
+    order, the plugin after them, the generic PrivateUse1 backend and the host last."""
     site = tmp_path / "site"
     shutil.copytree(plugin_site, site)
     dist = site / "bringup-0.1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bringup\nVersion: 0.1.0\n")
     (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\ncpu = bringup.backends.cpu:CpuBackend\n"
-                                           "cuda = bringup.backends.cuda:CudaBackend\n")
-    code = "from bringup.backends.registry import registered; print([b.family for b in registered()])"
+                                           "mps = bringup_fakecpu.backend:FakeCpuBackend\n")
+    code = "import json; from bringup.backends.registry import declared; print(json.dumps(list(declared().items())))"
     done = run(["-c", code], site, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['cuda', 'fakecpu', 'cpu']"
+    found = dict(json.loads(done.stdout))
+    assert found["mps"] == "bringup_fakecpu.backend:FakeCpuBackend"  # the installed declaration wins
+    assert found["cuda"] == BUILTIN["cuda"] and found["fakecpu"] == "bringup_fakecpu.backend:FakeCpuBackend"
+    builtins = [name for name in BUILTIN if name not in ("privateuse1", "cpu")]
+    assert list(found) == [*builtins, "fakecpu", "privateuse1", "cpu"]
 
 
 def test_a_plugin_that_cannot_load_is_named_and_left_out(tmp_path):

@@ -36,15 +36,16 @@ def torch_table(inventory: Inventory, selected_id: str) -> Table:
     from rich.table import Table
 
     table = Table(title="Devices torch can use", title_justify="left")
-    for col in ("id", "name", "vendor", "arch / ISA", "units", "memory (free)", "PCI", ""):
+    for col in ("id", "name", "kind", "vendor", "arch / ISA", "units", "memory (free)", "PCI", ""):
         table.add_column(col)
     for d in inventory.torch_devices:
         isa = d.extra.get("isa_level")
         arch = f"{d.arch} / {isa}" if isa else (d.arch or "?")
         units = d.extra.get("usable_cores") or d.extra.get("multiprocessors") or ""
-        memory = f"{format_bytes(d.memory_total_bytes)} ({format_bytes(d.memory_free_bytes)})"
         mark = "[bold green]selected[/]" if d.id == selected_id else ""
-        table.add_row(*(plain(cell) for cell in (d.id, d.name, d.vendor or "?", arch, units, memory,
+        kind = {True: "integrated", False: "discrete"}.get(d.integrated, "?") if d.is_accelerator else "host"
+        memory = f"{format_bytes(d.memory_total_bytes)} ({format_bytes(d.memory_free_bytes)})"
+        table.add_row(*(plain(cell) for cell in (d.id, d.name, kind, d.vendor or "?", arch, units, memory,
                                                  d.pci_bus_id or "—")), mark)
     return table
 
@@ -161,9 +162,14 @@ def print_details(inventory: Inventory, selection: Selection) -> None:
 
 
 def print_summary(inventory: Inventory, shown: int = 3) -> None:
-    """The devices torch can use, then one line per OS accelerator torch cannot use (a few, then a count)."""
-    usable = ", ".join(f"{d.id} ({d.name})" for d in inventory.torch_devices) or "none"
-    console.print(plain(f"torch can use: {usable}"), highlight=False)
+    """One line per device torch can use (its kind and memory), then one per OS accelerator torch cannot use (a
+    few, then a count)."""
+    from bringup.backends.select import kind_of
+
+    console.print("torch can use:" + ("" if inventory.torch_devices else " none"), highlight=False)
+    for d in inventory.torch_devices:
+        memory = f"{format_bytes(d.memory_total_bytes)} ({format_bytes(d.memory_free_bytes)} free)"
+        console.print(plain(f"  {d.id} ({d.name}): {kind_of(d)}, memory {memory}"), highlight=False)
     unusable = physical_checks(inventory)
     for _, check in unusable[:shown]:
         console.print(f"{result_cell(check.result)}: {markup_safe(check.name)}: {markup_safe(check.reason)}",

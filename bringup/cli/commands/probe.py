@@ -13,6 +13,7 @@ from bringup.cli.common import (
     ForceOption,
     JsonOption,
     ProfileOption,
+    StrictOption,
     VerboseOption,
     stage_context,
 )
@@ -42,6 +43,7 @@ def command(
     json_out: JsonOption = False,
     verbose: VerboseOption = False,
     force: ForceOption = False,
+    strict: StrictOption = False,
     only: Annotated[Optional[list[str]], typer.Option(
         "--only", callback=name_list, help="Run only these groups or check ids (repeat or comma-separate), e.g. "
         "--only dtypes,attention.sdpa_flash.")] = None,
@@ -60,13 +62,16 @@ def command(
     The profile records supported (a check ran and matched a float64 reference), unsupported (with the reason)
     or unknown (the check could not decide, e.g. it timed out); the terminal grades them as every stage does:
     pass, warn (unsupported or unknown), skip (not applicable: the backend declares no such thing here).
-    Results are written as they arrive; the run ends with `probe: n pass, n warn, n fail, n skip`.
+    Results are written as they arrive; the run ends with `probe: n pass, n warn, n fail, n skip`. A check that
+    takes a fallback (a compile backend the device cannot use: the eager path instead) logs it at WARNING and
+    counts it; --strict makes that an error, after the result is written.
 
     Example: `bringup probe`, `bringup probe --only dtypes --json`, `bringup probe --skip compile`.
     """
     from bringup.backends.registry import backend_for
+    from bringup.fallbacks import FallbackRecorder
     from bringup.probes.capabilities.registry import all_check_ids, select_checks
-    from bringup.probes.capabilities.stage import merge_into, run_probe
+    from bringup.probes.capabilities.stage import merge_into, record_fallback, run_probe
     from bringup.profiles.schema import Profile
     from bringup.profiles.store import now_iso, update_profile
     from bringup.profiles.verdict.capability_checks import capability_result
@@ -76,10 +81,11 @@ def command(
         print_json("probe-list", {"checks": ids}) if json_out else console.print("\n".join(ids), highlight=False)
         return
     check_ids = select_checks(only, skip)
-    ctx = stage_context(device, profile, json_out, verbose, force=force)
+    ctx = stage_context(device, profile, json_out, verbose, strict=strict, force=force)
     started = now_iso()
     status = "partial" if (only or skip) else "complete"
     declared_absent = dict(backend_for(ctx.info.id).not_applicable)
+    fallbacks = FallbackRecorder(strict=strict)
 
     def checkpoint(results: dict[str, dict[str, Any]], stage_status: str) -> None:
         def record(p: Profile) -> None:
@@ -96,13 +102,15 @@ def command(
         def on_result(check_id: str, result: dict[str, Any]) -> None:
             done[check_id] = result
             checkpoint({check_id: result}, "partial")
+            record_fallback(check_id, result, fallbacks)
             graded = capability_result(result["status"], check_id in declared_absent)
             bar.update(task, advance=1, description=f"probing {ctx.info.id}: {check_id} {graded}")
 
         run_probe(check_ids, ctx.info.id, isolate=isolate, timeout_s=timeout, on_result=on_result)
     checkpoint({}, status)
     if json_out:
-        print_json("probe", {"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done})
+        print_json("probe", {"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done,
+                             "fallbacks": fallbacks.summary()})
         return
     checks = run_checks(ctx.profile_path, done)
     if details:

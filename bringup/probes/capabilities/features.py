@@ -73,7 +73,8 @@ def check_peer_access(device: torch.device) -> dict[str, Any]:
     direct = backend.peer_access(index, other.index)
     if not same:
         return unsupported(f"copy {device} -> {other} changed values")
-    return supported(f"copied 1 MiB {device} -> {other} exactly; direct peer access: {direct}", direct=direct)
+    says = f"unknown (the {backend.family} backend does not tell)" if direct is None else ("yes" if direct else "no")
+    return supported(f"copied 1 MiB {device} -> {other} exactly; direct peer access: {says}", direct=direct)
 
 
 def feature_checks() -> dict[str, Callable[[torch.device], dict[str, Any]]]:

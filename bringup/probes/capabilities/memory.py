@@ -15,18 +15,25 @@ def reported(device: torch.device) -> tuple[int | None, int | None]:
     return backend_for(device).memory(device.index or 0)
 
 
+def report(device: torch.device, what: str, value: int) -> dict[str, Any]:
+    """The figure as evidence, naming the API the backend read it through where it says."""
+    source = backend_for(device).memory_source(device.index or 0)
+    through = f" (through {source})" if source else ""
+    return supported(f"backend reports {value} bytes {what}{through}", bytes=value, source=source)
+
+
 def check_total(device: torch.device) -> dict[str, Any]:
     total, _ = reported(device)
     if total is None:
         return unknown("the backend does not report total memory")
-    return supported(f"backend reports {total} bytes total", bytes=total)
+    return report(device, "total", total)
 
 
 def check_free(device: torch.device) -> dict[str, Any]:
     _, free = reported(device)
     if free is None:
         return unknown("the backend does not report free memory")
-    return supported(f"backend reports {free} bytes free at probe time", bytes=free)
+    return report(device, "free at probe time", free)
 
 
 def check_allocation(device: torch.device) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
+from bringup.fallbacks import FallbackRecorder
 from bringup.probes.capabilities.isolation import IsolatedRunner, run_inline
 from bringup.profiles.schema import Capabilities, Capability
 
@@ -37,3 +38,11 @@ def merge_into(capabilities: Capabilities | None, results: dict[str, dict[str, A
             name = check_id
         target[name] = Capability.model_validate(result)
     return merged
+
+
+def record_fallback(check_id: str, result: dict[str, Any], recorder: FallbackRecorder) -> None:
+    """Log and count the fallback a check took (its details' `fallback`: the compile checks' eager path)."""
+    taken = result.get("details", {}).get("fallback")
+    if taken:
+        recorder.record(taken["level"], f"{check_id}: {taken['what']}", taken["wanted"], taken["instead"],
+                        taken["why"])
