@@ -60,3 +60,12 @@ def test_every_hot_path_op_is_a_catalog_op():
     from bringup.probes.ops.catalog import builtin_ops
 
     assert {spec.name for spec in builtin_ops()} >= HOT_PATH_OPS
+
+
+def test_bringup_all_s_verify_ops_figure_lists_the_hot_path_ops_through_the_host():
+    from bringup.cli.render.all_summary import verify_ops_figure
+
+    profile = Profile(ops=[case("rms_norm", "host_fallback"), case("relu", "host_fallback"),
+                           case("topk", "host_fallback"), case("matmul", "device")])
+    assert verify_ops_figure(profile) == "ops 4 pass; through the host on the hot path: rms_norm, topk"
+    assert verify_ops_figure(Profile(ops=[case("matmul", None)])) == "ops 1 pass"
