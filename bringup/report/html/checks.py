@@ -125,8 +125,9 @@ def host_fallback_table(matrix: OpMatrix) -> Html:
     body = Html('<h3 id="host-fallback">Where ops ran</h3>')
     if not fallbacks:
         return body + paragraph(f"Every op ran on the device ({matrix.placed} cases decided).", "ok")
+    others = "; the others are listed for information" if hot < len(fallbacks) else ""
     body += paragraph(f"{len(fallbacks)} ops ran through the host (a CPU fallback) in some case, {hot} of them on "
-                      "the runner's hot path (a warning each); the others are listed for information.")
+                      f"the runner's hot path (a warning each){others}.")
     cells = [[p.op, "yes (warn)" if p.hot_path else "no (info)", p.runs_on(), ", ".join(p.dtypes),
               p.evidence()] for p in fallbacks]
     return body + table("host-fallback-table", ["op", "hot path", "runs on", "dtypes", "evidence (first case)"],
