@@ -82,6 +82,12 @@ def failing_lines(report: Report) -> list[str]:
                  one_line(r.message, 100)] for r in matrix.failing[:MAX_ROWS]]
         lines += md_table(["op", "dtype", "case", "status", "max rel", "tolerance", "message"], rows)
         lines += more(len(matrix.failing))
+    if matrix.host_fallbacks:
+        rows = [[p.op, "yes (warn)" if p.hot_path else "no (info)", p.runs_on(), one_line(p.evidence(), 110)]
+                for p in matrix.host_fallbacks[:MAX_ROWS]]
+        lines += ["", "Ran through the host (a CPU fallback):"]
+        lines += md_table(["op", "hot path", "runs on", "evidence (first case)"], rows)
+        lines += more(len(matrix.host_fallbacks))
     failing_compiled = [row.record for row in report.compiled if row.record.failing]
     if failing_compiled:
         rows = [[r.target, r.dtype, r.backend, r.status, r.failing_backend or MISSING, one_line(r.message, 100)]

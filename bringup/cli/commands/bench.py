@@ -119,6 +119,8 @@ def record_note(record: BenchRecord) -> str:
         notes.append("[red]noisy[/]")
     if record.verified is False:
         notes.append("[yellow]unverified[/]")
+    if record.runs_on == "host_fallback":
+        notes.append("host fallback")
     if record.speedup is not None:
         notes.append(f"{record.speedup:.2f}x vs plain")
     if record.bound:
@@ -328,6 +330,8 @@ def command(
         from bringup.profiles.verdict.run_checks import bench_checks
 
         checks = {c.name: c for c in bench_checks(current) if c.name in chosen}
+        console.print(plain(f"measured on {ctx.info.id} ({ctx.info.name}), preset {options.preset.name}"),
+                      highlight=False)
         if details:
             for name in chosen:
                 print_group(name, current.groups[name], checks[name])

@@ -276,14 +276,19 @@ def graded_records(results: list[VerifyOpsRecord], profile_path: Path) -> list[t
 
 def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: str, profile_path: Path,
             details: bool = False) -> None:
+    from bringup.cli.render.placement import placement_json, placement_lines, placement_table
     from bringup.cli.render.verify_ops import compiled_table, failing_table, matrix_table, not_verified_table
     from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
+    from bringup.profiles.verdict.host_fallback import host_fallback_checks
 
+    cases = [r for r in results if isinstance(r, OpCaseRecord)]
     if json_out:
-        cases = [r for r in results if isinstance(r, OpCaseRecord)]
         compared = [r for r in results if isinstance(r, CompiledRecord)]
+        placement = placement_json(cases)
         print_json("verify-ops", {"device": device_id, "profile": str(profile_path), "verified": summary.verified,
-                    "summary": {"ops": dict(summary.op_counts), "compiled": dict(summary.compiled_counts)},
+                    "summary": {"ops": dict(summary.op_counts), "compiled": dict(summary.compiled_counts),
+                                "runs_on": placement["runs_on"]},
+                    "host_fallback_ops": placement["host_fallback_ops"],
                     "cases": [r.model_dump() for r in cases],
                     "compiled": [r.model_dump() for r in compared]})
         return
@@ -291,6 +296,8 @@ def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: 
     checks = [check for _, check in graded]
     if not details:
         print_not_passing(checks, 4)
+    for line in placement_lines(cases):
+        console.print(line, highlight=False)
     graded_cases = [(r, c) for r, c in graded if isinstance(r, OpCaseRecord)]
     graded_compiled = [(r, c) for r, c in graded if isinstance(r, CompiledRecord)]
     if details and graded_cases:
@@ -302,8 +309,11 @@ def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: 
         console.print(not_verified)
     if details and summary.failing:
         console.print(failing_table(summary.failing))
+    fallbacks = placement_table(cases) if details else None
+    if fallbacks is not None:
+        console.print(fallbacks)
     if not summary.verified:
         console.print("[red]nothing verified: every case was unsupported or failed[/]", highlight=False)
     console.print(plain(f"written to {profile_path}" + ("" if details else " (--details: full tables)")),
                   highlight=False)
-    print_section_line("verify-ops", checks)
+    print_section_line("verify-ops", [*checks, *host_fallback_checks(cases)])

@@ -41,13 +41,18 @@ def probe_figure(profile: Profile) -> str:
 
 
 def verify_ops_figure(profile: Profile) -> str:
-    """`ops 940 pass · 15 skip; compiled 15 pass`: the op cases and comparisons as the verdict grades them."""
+    """`ops 940 pass · 15 skip; compiled 15 pass; through the host on the hot path: rms_norm, topk`: the op cases
+    and comparisons as the verdict grades them, and the hot-path ops it warns about for running through the host."""
+    from bringup.profiles.verdict.host_fallback import host_fallback_checks
     from bringup.profiles.verdict.run_checks import compiled_checks, op_checks
 
     order = ("pass", "fail", "warn", "skip")
     text = "ops " + counts_text(tally([c.result for c in op_checks(profile)]), order)
     if profile.compiled:
         text += "; compiled " + counts_text(tally([c.result for c in compiled_checks(profile)]), order)
+    through_host = [c.name for c in host_fallback_checks(profile.ops) if c.result == "warn"]
+    if through_host:
+        text += "; through the host on the hot path: " + ", ".join(through_host)
     return text
 
 

@@ -9,11 +9,13 @@ from rich.table import Table
 
 from bringup.cli.output import plain
 from bringup.cli.render.check_results import result_cell
+from bringup.cli.render.placement import runs_on_cell
 from bringup.probes.ops.compiled.blocks import BLOCKS, DECODER_LAYER_NOTE
 from bringup.probes.ops.judge.tolerances import ACCUM_REASON, EXACT_REASON, TABLE
 from bringup.probes.ops.spec import Catalog
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
 from bringup.profiles.verdict import Check
+from bringup.profiles.verdict.host_fallback import op_placements
 
 
 def catalog_rows(catalog: Catalog) -> list[dict[str, Any]]:
@@ -60,7 +62,8 @@ def catalog_tables(catalog: Catalog, verbose: bool) -> list[Table]:
 
 
 def matrix_table(graded: list[tuple[OpCaseRecord, Check]]) -> Table:
-    """op x dtype: 'passed/run' per cell, with the fails in red and the warns/skips counted; dim when nothing ran."""
+    """op x dtype: 'passed/run' per cell, with the fails in red and the warns/skips counted; dim when nothing ran;
+    then, where it was decided, where the op ran (device, or host n/m: n of its m cases went through the host)."""
     cells: dict[tuple[str, str], list[str]] = defaultdict(list)
     ops: dict[str, None] = {}
     dtypes: dict[str, None] = {}
@@ -68,14 +71,19 @@ def matrix_table(graded: list[tuple[OpCaseRecord, Check]]) -> Table:
         ops.setdefault(r.op, None)
         dtypes.setdefault(r.dtype, None)
         cells[(r.op, r.dtype)].append(check.result)
+    placements = {p.op: p for p in op_placements([r for r, _ in graded])}
     table = Table(title="op x dtype (passed/run)", title_justify="left")
     table.add_column("op")
     for dt in dtypes:
         table.add_column(plain(dt), justify="center")
+    if placements:  # nothing is decided on the host itself
+        table.add_column("runs on", justify="center")
     for name in ops:
         row: list[Any] = [plain(name)]
         for dt in dtypes:
             row.append(_cell(cells.get((name, dt), [])))
+        if placements:
+            row.append(runs_on_cell(placements.get(name)))
         table.add_row(*row)
     return table
 

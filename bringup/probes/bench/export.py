@@ -10,7 +10,7 @@ from typing import Any
 from bringup.profiles.sections.bench import BenchSection
 from bringup.terminal_text import shown
 
-CSV_COLUMNS = ("group", "key", "name", "dtype", "status", "reason", "verified", "median_s", "iqr_s", "min_s",
+CSV_COLUMNS = ("group", "key", "name", "dtype", "status", "reason", "verified", "runs_on", "median_s", "iqr_s", "min_s",
                "reps", "calls_per_rep", "noisy", "stop", "flops", "bytes", "tflops", "gbps", "intensity",
                "pct_measured", "pct_datasheet", "bound", "baseline_key", "speedup")
 

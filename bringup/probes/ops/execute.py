@@ -16,6 +16,7 @@ from bringup.probes.ops.judge.error_kinds import is_unsupported_error
 from bringup.probes.ops.judge.metrics import Comparison, compare_tensor, flatten_outputs, merge, rms
 from bringup.probes.ops.judge.statistics import judge_multinomial
 from bringup.probes.ops.judge.tolerances import Tolerance, exact, tolerance_for
+from bringup.probes.ops.placement import PlacementWatch, watch_placement
 from bringup.probes.ops.spec import CaseKey, CaseSpec, Catalog
 from bringup.probes.ops.sync import synchronize
 from bringup.profiles.sections.ops import OpCaseRecord
@@ -66,6 +67,12 @@ def _judge_multinomial(result: Any, ref_args: list[Any], case: CaseSpec) -> tupl
     return comp, f"chi-square {verdict.statistic:.1f} vs critical {verdict.critical:.1f} (alpha=1e-6)"
 
 
+def _record_placement(record: OpCaseRecord, watch: PlacementWatch | None) -> None:
+    """Where the op ran, from what it dispatched (nothing is decided on the host itself)."""
+    if watch is not None and watch.placement is not None:
+        record.runs_on, record.runs_on_evidence = watch.placement.runs_on, watch.placement.evidence
+
+
 def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> OpCaseRecord:
     """Execute one case and judge it into its profile record; never raises for problems of the op under test."""
     _trace(key)
@@ -93,14 +100,16 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> OpCaseReco
     before = snapshot(dev_args)
     torch.manual_seed(1234)
     caught: list[warnings.WarningMessage] = []
+    watch: PlacementWatch | None = None
     try:
-        with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        with torch.no_grad(), warnings.catch_warnings(record=True) as caught, watch_placement(device) as watch:
             warnings.simplefilter("always")
             start = time.perf_counter()
             result = case.fn(*dev_args)
             synchronize(device)
             record.seconds = time.perf_counter() - start
     except Exception as exc:
+        _record_placement(record, watch)  # a raising op's error may have come from the host's kernel
         record.status = "unsupported" if is_unsupported_error(exc) else "error"
         notes = "; ".join(str(w.message).splitlines()[0] for w in caught[:3])
         record.message = _short(exc) + (f" (warnings: {notes})" if notes else "")
@@ -108,6 +117,7 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> OpCaseReco
             frame = traceback.extract_tb(exc.__traceback__)[-1]
             record.message += f" (at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
         return record
+    _record_placement(record, watch)
 
     try:
         with torch.no_grad(), warnings.catch_warnings():

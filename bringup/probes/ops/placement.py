@@ -19,17 +19,16 @@ from dataclasses import dataclass, field
 import torch
 
 from bringup.backends.host import is_host
+from bringup.profiles.sections.ops import HOST_FALLBACK, ON_DEVICE, RunsOn
 
 HOST_COPY = "aten::_to_cpu"  # the copy every tensor argument of a fallback op makes to the host
 COPY_BACK = ("aten::_copy_from", "aten::_copy_from_and_resize", "aten::copy_")
 KINETO_QUIET = "6"  # above every level: kineto otherwise prints two lines to stderr per profiling session
-DEVICE = "device"
-HOST_FALLBACK = "host_fallback"
 
 
 @dataclass(frozen=True)
 class Placement:
-    runs_on: str  # DEVICE or HOST_FALLBACK
+    runs_on: RunsOn
     evidence: str
     fallback_ops: tuple[str, ...] = ()  # the dispatched ops that copied their arguments to the host
 
@@ -44,34 +43,56 @@ class PlacementWatch:
 
 def placement_of(events: list) -> Placement:
     """The verdict over one op's recorded dispatcher events (FunctionEvent-like: .name, .cpu_parent)."""
-    names = Counter(event.name for event in events)
-    fell_back = Counter(_parent_name(event) for event in events if event.name == HOST_COPY)
-    if not fell_back:
-        return Placement(DEVICE, f"no host copy among {sum(names.values())} dispatched calls")
-    ops = tuple(fell_back)
-    back = sum(names[name] for name in COPY_BACK)
-    evidence = (f"{', '.join(ops)} copied arguments to the host ({HOST_COPY} x{sum(fell_back.values())}, "
-                f"copies back x{back})")
+    copies = [event for event in events if event.name == HOST_COPY]
+    if not copies:
+        return Placement(ON_DEVICE, f"no host copy among {len(events)} dispatched calls")
+    callers = [_caller(event) for event in copies]
+    ops = tuple(dict.fromkeys(_name(caller) for caller in callers))
+    back = sum(event.name in COPY_BACK and _copies_back_for(event, callers) for event in events)
+    evidence = (f"{', '.join(ops)} copied arguments to the host ({HOST_COPY} x{len(copies)}) "
+                f"and results back (x{back})")
     return Placement(HOST_FALLBACK, evidence, ops)
 
 
-def _parent_name(event) -> str:
+def _caller(event):
+    """The op that made a host copy (None: the copy was dispatched at the top level of the block)."""
     parent = getattr(event, "cpu_parent", None)
     while parent is not None and parent.name == HOST_COPY:
         parent = getattr(parent, "cpu_parent", None)
-    return parent.name if parent is not None else "(top level)"
+    return parent
+
+
+def _name(event) -> str:
+    return event.name if event is not None else "(top level)"
+
+
+def _copies_back_for(event, callers: list) -> bool:
+    """Whether a copy was made by a falling-back op itself (counted once: not inside another copy, nor inside the
+    host copy of its arguments)."""
+    parent = getattr(event, "cpu_parent", None)
+    while parent is not None:
+        if parent.name == HOST_COPY or parent.name in COPY_BACK:
+            return False
+        if any(parent is caller for caller in callers):
+            return True
+        parent = getattr(parent, "cpu_parent", None)
+    return False
 
 
 @contextlib.contextmanager
 def watch_placement(device: torch.device) -> Iterator[PlacementWatch]:
-    """Record what the block dispatches and decide where it ran; on the host there is nothing to decide."""
+    """Record what the block dispatches and decide where it ran, also when the block raises (the error may have
+    come from the host's kernel); on the host there is nothing to decide."""
     watch = PlacementWatch()
     if is_host(device):
         yield watch
         return
     os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)  # read when kineto starts, on the first session
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as recorded:
-        yield watch
-    events = list(recorded.events())
-    watch.dispatched.update(event.name for event in events)
-    watch.placement = placement_of(events)
+    recorded = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    try:
+        with recorded:
+            yield watch
+    finally:
+        events = list(recorded.events())
+        watch.dispatched.update(event.name for event in events)
+        watch.placement = placement_of(events)

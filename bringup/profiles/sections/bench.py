@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from bringup.profiles.base_model import ProfileModel
-from bringup.profiles.sections.ops import migrated_bench_record
+from bringup.profiles.sections.ops import RunsOn, migrated_bench_record
 
 RecordStatus = Literal["ok", "skipped", "not_applicable", "error"]
 GroupStatus = Literal["measured", "partial", "skipped", "not_applicable"]
@@ -37,6 +37,10 @@ class BenchRecord(ProfileModel):
     status: RecordStatus = "ok"
     reason: str | None = None
     verified: bool | None = None  # ops group: False marks an "unverified" case included on request
+    # ops group: where the op ran (device, or host_fallback: the figure is the host's plus the copies), from the
+    # verify-ops record or the op watched once; None on the host itself
+    runs_on: RunsOn | None = None
+    runs_on_evidence: str | None = None
     # timing (seconds per call)
     median_s: float | None = None
     iqr_s: float | None = None

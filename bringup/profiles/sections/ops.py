@@ -20,6 +20,8 @@ from bringup.profiles.base_model import ProfileModel
 # where an op case executed, decided from what it dispatched while it ran (bringup/probes/ops/placement.py):
 # "device", or "host_fallback" when it copied its tensors to the host and back (a backend's boxed CPU fallback)
 RunsOn = Literal["device", "host_fallback"]
+ON_DEVICE: RunsOn = "device"
+HOST_FALLBACK: RunsOn = "host_fallback"
 OpStatus = Literal["pass", "fail", "error", "unsupported", "crashed", "timeout"]
 CompiledStatus = Literal["pass", "mismatch", "compile_error", "error", "unsupported", "crashed", "timeout"]
 FAILING_OP_STATUSES: frozenset[str] = frozenset({"fail", "error", "crashed", "timeout"})

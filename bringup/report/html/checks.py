@@ -113,7 +113,25 @@ def ops_section(matrix: OpMatrix) -> Html:
         body += paragraph("No failing case.", "ok")
     if matrix.unsupported:
         body += unsupported_list(matrix.unsupported)
+    if matrix.placed:
+        body += host_fallback_table(matrix)
     return section("ops", "Operators × dtypes", body)
+
+
+def host_fallback_table(matrix: OpMatrix) -> Html:
+    """Where the ops ran: each op with a case that went through the host, a warning on the hot path, else info."""
+    fallbacks = matrix.host_fallbacks
+    hot = sum(p.hot_path for p in fallbacks)
+    body = Html('<h3 id="host-fallback">Where ops ran</h3>')
+    if not fallbacks:
+        return body + paragraph(f"Every op ran on the device ({matrix.placed} cases decided).", "ok")
+    others = "; the others are listed for information" if hot < len(fallbacks) else ""
+    body += paragraph(f"{len(fallbacks)} ops ran through the host (a CPU fallback) in some case, {hot} of them on "
+                      f"the runner's hot path (a warning each){others}.")
+    cells = [[p.op, "yes (warn)" if p.hot_path else "no (info)", p.runs_on(), ", ".join(p.dtypes),
+              p.evidence()] for p in fallbacks]
+    return body + table("host-fallback-table", ["op", "hot path", "runs on", "dtypes", "evidence (first case)"],
+                        cells, ["warn" if p.hot_path else "" for p in fallbacks])
 
 
 def ladder_text(row: CompiledRow) -> str:

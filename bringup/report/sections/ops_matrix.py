@@ -1,4 +1,5 @@
-"""The op × dtype matrix of verify-ops verdicts, and the failing cases each cell drills down to."""
+"""The op × dtype matrix of verify-ops verdicts, the failing cases each cell drills down to, and the ops that ran
+through the host."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from bringup.profiles.sections.ops import OpCaseRecord
+from bringup.profiles.verdict.host_fallback import OpPlacement, op_placements
 
 # worst first: a cell takes the colour of its worst case
 STATUS_ORDER = ("crashed", "timeout", "error", "fail", "unsupported", "pass")
@@ -38,6 +40,8 @@ class OpMatrix:
     failing: list[OpCaseRecord]
     unsupported: list[OpCaseRecord]
     totals: dict[str, int]
+    placed: int = 0  # cases whose placement (device or host fallback) was decided: none on the host itself
+    host_fallbacks: list[OpPlacement] = field(default_factory=list)  # ops with a case that ran through the host
 
     @property
     def measured(self) -> bool:
@@ -60,4 +64,6 @@ def op_matrix(records: list[OpCaseRecord]) -> OpMatrix:
         failing=failing,
         unsupported=[r for r in records if r.status == "unsupported"],
         totals=dict(Counter(r.status for r in records)),
+        placed=sum(r.runs_on is not None for r in records),
+        host_fallbacks=[p for p in op_placements(records) if p.falls_back],
     )

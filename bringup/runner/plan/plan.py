@@ -15,6 +15,7 @@ from typing import Any
 
 from bringup.errors import BringupError
 from bringup.log import get_logger
+from bringup.profiles.hot_path import DECODER_OPS
 from bringup.runner.model.attention_kinds import PAGED_DECODE, PLAIN_ATTENTION, SDPA_BY_PREFERENCE
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.profile_facts import ProfileFacts
@@ -26,10 +27,8 @@ RUNNER_DTYPES = ("float32", *LOW_PRECISION)
 SDPA_OPS = {"scaled_dot_product_attention", "sdpa"}
 PLAIN_OPS = {"matmul", "bmm", "softmax"}
 # ops the decoder runs in the model dtype (verify-ops names); a low-precision dtype needs these verified, not
-# every op. Sampling (argmax, multinomial, sort, cumsum) runs on float32 logits on the CPU, so it is not listed.
-RUNNER_OPS = {"matmul", "linear", "addmm", "bmm", "softmax", "log_softmax", "rms_norm", "silu", "mul", "add",
-              "embedding", "rotary", "index_copy", "index_select", "cat", "masked_fill", "rsqrt", "mean", "pow",
-              "cast"}
+# every op. Sampling (argmax, multinomial, sort, cumsum) runs on float32 logits, so it is not listed.
+RUNNER_OPS = set(DECODER_OPS)
 # an MoE model's router (softmax, top-k) runs in the model dtype too
 MOE_DTYPE_OPS = {"moe_router"}
 # what the "grouped" expert path runs beyond the dense one (verify-ops names): routing, the stable sort of

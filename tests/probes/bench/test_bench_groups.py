@@ -81,6 +81,26 @@ def test_unverified_cases_are_included_with_a_mark_when_asked(context_for):
     assert all(r.status == "ok" for r in group.records)
 
 
+def test_each_timed_op_carries_where_verify_ops_saw_it_run_and_the_group_names_host_fallbacks(context_for):
+    evidence = "aten::mul copied arguments to the host (aten::_to_cpu x1) and results back (x1)"
+    placed = Profile(ops=[
+        OpCaseRecord(op="add", dtype="float32", case="[256]", status="pass", runs_on="device",
+                     runs_on_evidence="no host copy among 3 dispatched calls"),
+        OpCaseRecord(op="mul", dtype="float32", case="[256]", status="pass", runs_on="host_fallback",
+                     runs_on_evidence=evidence),
+    ])
+    group = ops.run(context_for(placed), resolver=add_case)
+    added, multiplied = group.records
+    assert (added.runs_on, multiplied.runs_on, multiplied.runs_on_evidence) == ("device", "host_fallback", evidence)
+    (note,) = group.notes
+    assert note.startswith("1 of 2 timed cases ran through the host") and note.endswith(": mul")
+
+
+def test_on_the_host_an_op_s_placement_stays_undecided(context_for):
+    group = ops.run(context_for(OPS_PROFILE), resolver=add_case)
+    assert group.records[0].runs_on is None and group.notes == []
+
+
 def test_ops_and_compiled_skip_with_a_reason_without_results(context_for):
     assert "verify-ops" in ops.run(context_for(Profile())).reason
     assert "compiled" in compiled.run(context_for(Profile())).reason
