@@ -31,6 +31,14 @@ def make_synchronize(device: torch.device) -> Callable[[], None]:
     return lambda: synchronize(device)
 
 
+def prepare_backend(backend: str, device_type: str) -> None:
+    """Before joining: register bringup's host-staged group when the plan uses it (torch knows the others)."""
+    from bringup.probes.collectives.staging.group import BACKEND_NAME, register
+
+    if backend == BACKEND_NAME:
+        register(device_type)
+
+
 def monitor_group(backend: str) -> dist.ProcessGroup | None:
     """A gloo group for monitored_barrier (gloo only); None means the default group is already gloo."""
     if backend == "gloo":

@@ -50,7 +50,12 @@ def _run(rank: int, channel) -> int:
     from bringup.probes.collectives.execute import RankSetup, run_plan
     from bringup.probes.collectives.faults import fault_from_env
     from bringup.probes.collectives.plan import Plan
-    from bringup.probes.collectives.ranks.runtime import device_for_rank, make_synchronize, monitor_group
+    from bringup.probes.collectives.ranks.runtime import (
+        device_for_rank,
+        make_synchronize,
+        monitor_group,
+        prepare_backend,
+    )
 
     plan = Plan.from_json(os.environ[PLAN_ENV_VAR])
     world_size = int(os.environ["WORLD_SIZE"])
@@ -62,6 +67,7 @@ def _run(rank: int, channel) -> int:
     host, port = os.environ[STORE_ENV_VAR].rsplit(":", 1)
     timeout = timedelta(seconds=plan.timeout_s)
     store = dist.TCPStore(host, int(port), world_size, is_master=False, timeout=timeout)
+    prepare_backend(plan.backend, plan.device_type)
     dist.init_process_group(plan.backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
     try:
         channel.send("ready", backend=dist.get_backend(), device=str(device), torch=torch.__version__)
