@@ -193,13 +193,14 @@ def command(
     if start_method not in ("auto", "fork", "spawn"):
         raise BringupError(f"--start-method {start_method}: choose auto, fork or spawn")
     fault_text = _validated_faults(inject_fault)
+    link_bytes = _link_bytes(link_size)
     selection = select_device(device)
     device_type, family = selection.device.type, selection.info.backend
     recorder = FallbackRecorder(strict=strict)
     choice = choose_backend(backend, family, device_type, recorder)
     options = FleetOptions(out_dir=str(out.resolve()), stages=chosen_stages, mad_k=mad_k, min_deviation=min_deviation,
                            link_min_deviation=link_min_deviation, device_type=device_type, timeout_s=timeout,
-                           link_bytes=_link_bytes(link_size))
+                           link_bytes=link_bytes)
     if external:
         if nproc is not None:
             raise BringupError("--nproc starts local ranks, but this process is already one rank of a torchrun/env:// "

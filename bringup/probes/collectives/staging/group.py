@@ -12,6 +12,7 @@ through uncopied. Object collectives and gloo's monitored barrier run on a plain
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from torch._C._distributed_c10d import AllgatherOptions
 
 BACKEND_NAME = "gloo_host_staged"
+GlooCall = Callable[..., dist.Work]
 
 
 def _to_host(tensor: torch.Tensor) -> torch.Tensor:
@@ -51,7 +53,7 @@ class HostStagedGroup(dist.ProcessGroup):
     def getBackendName(self) -> str:  # the name torch asks a Python process group for
         return BACKEND_NAME
 
-    def _in_place(self, call, tensors: list[torch.Tensor], *args) -> StagedWork:
+    def _in_place(self, call: GlooCall, tensors: list[torch.Tensor], *args) -> StagedWork:
         host = [_to_host(t) for t in tensors]
         return StagedWork(call(host, *args), _back(tensors, host), host)
 
@@ -61,7 +63,7 @@ class HostStagedGroup(dist.ProcessGroup):
     def broadcast(self, tensors: list[torch.Tensor], opts: dist.BroadcastOptions) -> StagedWork:
         return self._in_place(self._gloo.broadcast, tensors, opts)
 
-    def _into(self, call, output: torch.Tensor, inp: torch.Tensor, *args) -> StagedWork:
+    def _into(self, call: GlooCall, output: torch.Tensor, inp: torch.Tensor, *args) -> StagedWork:
         host_out, host_in = _host_buffer(output), _to_host(inp)
         return StagedWork(call(host_out, host_in, *args), _back([output], [host_out]), [host_in])
 
