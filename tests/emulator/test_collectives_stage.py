@@ -11,22 +11,23 @@ import pytest
 
 from tests.emulator.bringup_on_emu import EmuRun, require_entry_point, run_bringup, spec_of
 
-QUICK = ["--sizes", "4,64K", "--dtype", "float32", "--iters", "2", "--warmup", "1", "--op", "barrier",
-         "--op", "all_reduce_sum", "--op", "send_recv_ring"]
+SMALL = ["--sizes", "4,64K", "--dtype", "float32", "--iters", "2", "--warmup", "1"]
+QUICK = [*SMALL, "--op", "barrier", "--op", "all_reduce_sum", "--op", "send_recv_ring"]
 FAULT_VARIABLE = "BRINGUP_COLLECTIVES_INJECT_FAULT"
 
 
-def collectives(tmp_path: Path, spec: str, *extra: str, fault: str | None = None) -> tuple[EmuRun, dict]:
+def collectives(tmp_path: Path, spec: str, *extra: str, fault: str | None = None, options: list[str] = QUICK
+                ) -> tuple[EmuRun, dict]:
     require_entry_point()
     run = run_bringup(["verify-collectives", "--device", "emu", "--profile", str(tmp_path / "p.yaml"), "--json",
-                       *QUICK, *extra], spec, tmp_path, {FAULT_VARIABLE: fault} if fault else None)
+                       *options, *extra], spec, tmp_path, {FAULT_VARIABLE: fault} if fault else None)
     return run, run.document()["collectives"]
 
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory) -> tuple[EmuRun, dict]:
-    # the default spec: emu:0 integrated, emu:1 discrete, float64 refused
-    return collectives(tmp_path_factory.mktemp("clean"), "default", "--op", "all_gather", "--dtype", "float64")
+    # the default spec: emu:0 integrated, emu:1 discrete, float64 refused; every operation
+    return collectives(tmp_path_factory.mktemp("clean"), "default", "--dtype", "float64", options=SMALL)
 
 
 def cases(section: dict, status: str | None = None) -> list[tuple[str, str, int]]:
@@ -45,7 +46,7 @@ def test_each_rank_runs_on_its_own_emu_device_through_the_host_staged_group(clea
 def test_results_are_exact(clean):
     _, section = clean
     passed = [c for c in section["cases"] if c["status"] == "pass" and c["op"] != "barrier"]
-    assert len(passed) == 6 and all(c["wrong"] == 0 and c["ranks"] == 2 for c in passed)
+    assert len(passed) == 14 and all(c["wrong"] == 0 and c["ranks"] == 2 for c in passed)
     assert {c["dtype"] for c in passed} == {"float32"} and all(c["busbw_gbps"] is not None for c in passed)
 
 
@@ -67,7 +68,7 @@ def test_the_terminal_and_the_report_label_the_bandwidth_host_staged(clean, caps
 def test_the_refused_dtype_is_unsupported_with_the_devices_error_and_the_run_goes_on(clean):
     _, section = clean
     refused = [c for c in section["cases"] if c["dtype"] == "float64"]
-    assert len(refused) == 6 and {c["status"] for c in refused} == {"unsupported"}
+    assert len(refused) == 14 and {c["status"] for c in refused} == {"unsupported"}
     assert "refuses float64: TypeError: emu: float64 is not supported on emu devices" in refused[0]["error"]
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import sys
 
-from bringup.backends.host import is_host
-
 PLAN_ENV_VAR = "BRINGUP_COLLECTIVES_PLAN"
 STORE_ENV_VAR = "BRINGUP_COLLECTIVES_STORE"      # host:port of the launcher's TCPStore
 PARENT_ENV_VAR = "BRINGUP_COLLECTIVES_PARENT"    # the launcher's pid
@@ -55,6 +53,7 @@ def _run(rank: int, channel) -> int:
         make_synchronize,
         monitor_group,
         prepare_backend,
+        works_on_host,
     )
 
     plan = Plan.from_json(os.environ[PLAN_ENV_VAR])
@@ -62,7 +61,7 @@ def _run(rank: int, channel) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     fault = fault_from_env()
     device = device_for_rank(plan.device_type, local_rank)
-    if is_host(device):  # N ranks share the cores: no oversubscription by intra-op threads
+    if works_on_host(plan.backend, device):  # N ranks share the cores: no oversubscription by intra-op threads
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     host, port = os.environ[STORE_ENV_VAR].rsplit(":", 1)
     timeout = timedelta(seconds=plan.timeout_s)

@@ -7,18 +7,21 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from bringup.probes.collectives.staging.pool import HostBuffers
+
 CopyBack = list[tuple[torch.Tensor, torch.Tensor]]   # (device tensor, the host tensor gloo wrote)
 
 
 class StagedWork(dist.Work):
     """gloo's work on host copies. `wait()` raises what gloo raised (a peer that died, a timeout); after a
-    successful wait the device tensors hold the results."""
+    successful wait the device tensors hold the results and the lent host buffers go back to the pool."""
 
-    def __init__(self, gloo: dist.Work, copy_back: CopyBack, keep_alive: list[torch.Tensor]) -> None:
+    def __init__(self, gloo: dist.Work, copy_back: CopyBack, lent: list[torch.Tensor], pool: HostBuffers) -> None:
         super().__init__()
         self._gloo = gloo
         self._copy_back = copy_back
-        self._keep_alive = keep_alive    # host copies gloo still reads (a send's buffer) until it is done
+        self._lent = lent       # host buffers gloo reads or writes until it is done (never a caller's tensor)
+        self._pool = pool
         self._done = False
 
     def wait(self, timeout: timedelta | None = None) -> bool:
@@ -30,7 +33,8 @@ class StagedWork(dist.Work):
             for device_tensor, host_tensor in self._copy_back:
                 device_tensor.copy_(host_tensor)
             self._done = True
-            self._keep_alive = []
+            self._pool.give_back(self._lent)
+            self._lent = []
         return True
 
     def is_completed(self) -> bool:
