@@ -19,14 +19,19 @@ def _stages(result: FleetResult, rank: int) -> str:
     return ", ".join(bad) if bad else f"{len(summary.stages)} ok"
 
 
+def _links_backend(result: FleetResult) -> str:
+    links = result.collectives
+    return f" Links: {links['backend']} ({links.get('reason', '')})." if links.get("backend") else ""
+
+
 def rows(result: FleetResult) -> tuple[list[str], list[list[object]], list[str]]:
     """Headers, one row per rank, and each row's class (`outlier` for a rank that is named)."""
     figures = sorted({name for r in result.ranks for name in r.figures})
     flagged: dict[int, list[str]] = {}
     for outlier in result.outliers:
         flagged.setdefault(outlier.rank, []).append(outlier.kind)
-    headers = ["rank", "host", "device", "profile", "stages", "ops pass / not", "selftest", *figures, "links GB/s",
-               "outlier"]
+    headers = ["rank", "host", "device", "profile", "stages", "ops pass / not", "selftest", *figures,
+               f"links {result.link_unit}", "outlier"]
     body, classes = [], []
     for summary in result.ranks:
         failing = sum(v not in ("pass", "unsupported") for v in summary.ops.values())
@@ -44,7 +49,8 @@ def fleet_section(result: FleetResult) -> Html:
     headers, body, classes = rows(result)
     parts = [paragraph(f"{result.world_size} ranks ({result.launch}, {result.nnodes} node(s)), stages "
                        f"{', '.join(result.stages)}, {result.seconds:.1f} s. "
-                       + (f"{len(result.outliers)} outlier(s)." if result.outliers else "No outlier."),
+                       + (f"{len(result.outliers)} outlier(s)." if result.outliers else "No outlier.")
+                       + _links_backend(result),
                        "bad" if result.outliers else "ok"),
              table("fleet-ranks", headers, body, classes, caption="ranks × key figures (bench: the fastest "
                    "repetition, measured one rank at a time); outlier rows highlighted")]
@@ -81,8 +87,10 @@ def render_fleet_markdown(result: FleetResult, folder: Path) -> str:
     from bringup.report.markdown import md, md_table
 
     headers, body, _ = rows(result)
+    links = _links_backend(result)
     lines = [f"## Fleet: {result.world_size} ranks ({result.launch}) — {folder}",
-             f"{len(result.outliers)} outlier(s)" if result.outliers else "No outlier."]
+             (f"{len(result.outliers)} outlier(s)." if result.outliers else "No outlier.")
+             + (f" {md(links.strip(), 400)}" if links else "")]
     lines += md_table(headers, body)
     if result.outliers:
         lines += ["", "**Outliers**", *(f"- rank {o.rank} on {md(o.host)} (**{o.kind}**): {md(o.detail, 400)}"

@@ -70,8 +70,9 @@ def ranks_table(result: FleetResult) -> Any:
     figures = sorted({name for r in result.ranks for name in r.figures})
     table = Table(title=f"Fleet: {result.world_size} ranks ({result.launch}, {result.nnodes} node(s)), "
                         f"{result.seconds:.1f} s", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("rank", "host", "device", "stages", "ops", "selftest", *figures, "link GB/s"):
-        table.add_column(column, justify="right" if column in figures or column == "link GB/s" else "left")
+    link_column = f"link {result.link_unit}"
+    for column in ("rank", "host", "device", "stages", "ops", "selftest", *figures, link_column):
+        table.add_column(column, justify="right" if column in figures or column == link_column else "left")
     for summary in result.ranks:
         bad = [f"{n} {'unfinished' if s.exit_code == -1 else f'exit {s.exit_code}'}"
                for n, s in summary.stages.items() if s.exit_code != 0]
@@ -90,6 +91,9 @@ def print_result(result: FleetResult, fleet_file: Path) -> None:
     from bringup.terminal_text import markup_safe as escape
 
     console.print(ranks_table(result))
+    links = result.collectives
+    if links.get("backend"):
+        console.print(plain(f"links backend: {links['backend']} ({links.get('reason', '')})"), highlight=False)
     for name, threshold in result.thresholds.items():
         console.print(plain(f"threshold {name}: median {threshold.median:.4g}, MAD {threshold.mad:.3g}; outlier when "
                             f"{threshold.rule}"), highlight=False)
@@ -139,6 +143,8 @@ def command(
     link_min_deviation: Annotated[float, typer.Option("--link-min-deviation", help="The same floor for link "
                                   "bandwidth, which other traffic moves more than a device's figures (0.4 = a "
                                   "link 40 % below the fleet's).", callback=non_negative_number)] = 0.40,
+    link_size: Annotated[str, typer.Option("--link-size", help="Bytes each link's ping-pong moves each way (K/M/G = "
+                         "1024 multiples).")] = "4M",
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds without progress after which a rank is "
                        "declared hung.", callback=positive_seconds)] = 600.0,
     startup_timeout: Annotated[float, typer.Option("--startup-timeout", help="Seconds the ranks may take to start "
@@ -187,16 +193,19 @@ def command(
     if start_method not in ("auto", "fork", "spawn"):
         raise BringupError(f"--start-method {start_method}: choose auto, fork or spawn")
     fault_text = _validated_faults(inject_fault)
+    link_bytes = _link_bytes(link_size)
     selection = select_device(device)
     device_type, family = selection.device.type, selection.info.backend
-    choice = choose_backend(backend, family, device_type, FallbackRecorder(strict=strict))
+    recorder = FallbackRecorder(strict=strict)
+    choice = choose_backend(backend, family, device_type, recorder)
     options = FleetOptions(out_dir=str(out.resolve()), stages=chosen_stages, mad_k=mad_k, min_deviation=min_deviation,
-                           link_min_deviation=link_min_deviation, device_type=device_type, timeout_s=timeout)
+                           link_min_deviation=link_min_deviation, device_type=device_type, timeout_s=timeout,
+                           link_bytes=link_bytes)
     if external:
         if nproc is not None:
             raise BringupError("--nproc starts local ranks, but this process is already one rank of a torchrun/env:// "
                                "world; drop --nproc under torchrun")
-        result = run_in_world(options, choice, run_bringup)
+        result = run_in_world(options, choice, run_bringup, recorder.events)
         if result is None:
             raise typer.Exit(0)
     else:
@@ -205,7 +214,7 @@ def command(
         with progress(json_out) as bar:
             task = bar.add_task("fleet", total=len(chosen_stages) + 1)
             result = run_local(options, choice, world, method, startup_timeout, fault_text,
-                               on_step_done=lambda n: bar.update(task, advance=n))
+                               on_step_done=lambda n: bar.update(task, advance=n), fallbacks=recorder.events)
     finish(result, out, options, json_out)
 
 
@@ -220,6 +229,15 @@ def finish(result: FleetResult, out: Path, options: FleetOptions, json_out: bool
         print_result(result, fleet_file)
     if result.failed:
         raise typer.Exit(1)
+
+
+def _link_bytes(text: str) -> int:
+    from bringup.probes.collectives.sizes import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise BringupError(f"--link-size: {exc}") from None
 
 
 def _is_rank_zero() -> bool:

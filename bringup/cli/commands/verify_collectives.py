@@ -43,9 +43,12 @@ def results_table(section: CollectivesSection) -> Table:
     from rich import box
     from rich.table import Table
 
+    from bringup.profiles.sections.collectives import BANDWIDTH_LABELS
+
+    bandwidth = BANDWIDTH_LABELS.get(section.data_path or "", "bandwidth in GB/s")
     table = Table(title=f"Collectives: {section.backend}, {section.world_size} ranks "
                         f"({section.launch}, {section.nnodes} node(s)), buffers on {section.device_type}; "
-                        "time = median µs, bandwidth in GB/s",
+                        f"time = median µs, {bandwidth}",
                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in ("op", "dtype", "size", "status", "#wrong", "time", "algbw", "busbw"):
         left = col in ("op", "dtype", "status")
@@ -74,8 +77,9 @@ def print_report(section: CollectivesSection, profile_path: str) -> None:
         console.print(f"first fault detected {section.detected_after_s:.2f} s after the last progress "
                       f"(timeout {section.timeout_s:g} s); every rank process was ended", highlight=False)
     failing = sum(c.status not in ("pass", "skipped", "unsupported") for c in section.cases)
+    fallbacks = "".join(f", fallback: {safe(f.instead)}" for f in section.fallbacks)
     console.print(f"{section.status.upper()}: {len(section.cases)} of {section.cases_planned} cases run, "
-                  f"{failing} failing, {len(section.faults)} fault(s), {section.seconds:.1f} s "
+                  f"{failing} failing, {len(section.faults)} fault(s){fallbacks}, {section.seconds:.1f} s "
                   f"— written to {safe(profile_path)}", highlight=False)
 
 

@@ -75,6 +75,16 @@ def monitored_barrier(setup: RankSetup, timeout_s: float) -> None:
         raise MonitorFailure(first_line(exc), suspects) from exc
 
 
+def dtype_refusal(dtype: torch.dtype, device: torch.device) -> str | None:
+    """The device's own error when it cannot hold `dtype` (as MPS refuses float64), else None. Every rank of a
+    uniform world gets the same answer, so all of them skip the case together."""
+    try:
+        torch.empty(1, dtype=dtype, device=device)
+    except (TypeError, RuntimeError) as exc:
+        return first_line(exc)
+    return None
+
+
 def barrier_timeout(plan: Plan) -> float:
     """The monitored barrier gives up before the supervisor would, so torch's naming arrives first."""
     return max(0.5, 0.75 * plan.timeout_s)
@@ -99,6 +109,10 @@ def run_case(plan: Plan, case: CaseSpec, setup: RankSetup, fault: FaultSpec | No
     if bound is None:
         result.status, result.error = "unsupported", (
             f"{case.dtype} cannot hold an exact sum over {setup.world_size} ranks")
+        return result
+    refused = dtype_refusal(dtype, setup.device)
+    if refused is not None:
+        result.status, result.error = "unsupported", f"{setup.device} refuses {case.dtype}: {refused}"
         return result
     corrupt = fault.corrupt_elements(setup.rank, case.op) if fault is not None else 0
     ctx = CaseContext(setup.rank, setup.world_size, dtype, setup.device, bound, count, corrupt, case.index)

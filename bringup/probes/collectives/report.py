@@ -13,13 +13,19 @@ from typing import Any
 
 import torch
 
+from bringup.fallbacks import FallbackEvent
 from bringup.probes.collectives.backend_choice import BackendChoice
 from bringup.probes.collectives.bandwidth import algbw_gbps, bus_factor, busbw_gbps
 from bringup.probes.collectives.ops import element_count
 from bringup.probes.collectives.patterns import SUPPORTED_DTYPES
 from bringup.probes.collectives.plan import CaseSpec, Plan
 from bringup.probes.collectives.ranks.launcher import Fault, LaunchOutcome
-from bringup.profiles.sections.collectives import CollectiveCaseRecord, CollectiveFault, CollectivesSection
+from bringup.profiles.sections.collectives import (
+    CollectiveCaseRecord,
+    CollectiveFallback,
+    CollectiveFault,
+    CollectivesSection,
+)
 
 _PRIORITY = {"exited": 0, "hung": 1, "startup": 2, "interrupted": 3, "error": 4}
 _CULPRIT_KINDS = {"exited", "hung", "startup"}
@@ -95,8 +101,13 @@ def case_records(plan: Plan, outcome: LaunchOutcome, faults: list[CollectiveFaul
     return records
 
 
+def rank_devices(outcome: LaunchOutcome) -> list[str]:
+    """Each rank's device as the rank reported it when it joined ('?' for a rank that never did)."""
+    return [str((outcome.ready.get(rank) or {}).get("device", "?")) for rank in range(outcome.world_size)]
+
+
 def build_section(plan: Plan, outcome: LaunchOutcome, choice: BackendChoice, launch: str,
-                  nnodes: int = 1) -> CollectivesSection:
+                  nnodes: int = 1, fallbacks: list[FallbackEvent] | None = None) -> CollectivesSection:
     faults = consolidate_faults(outcome.faults)
     cases = case_records(plan, outcome, faults)
     planned = len(plan.cases())
@@ -104,6 +115,9 @@ def build_section(plan: Plan, outcome: LaunchOutcome, choice: BackendChoice, lau
     return CollectivesSection(
         status="pass" if ok else "fail", world_size=outcome.world_size, nnodes=nnodes, launch=launch,
         backend=choice.name, backend_reason=choice.reason, device_type=plan.device_type,
+        data_path=choice.data_path, rank_devices=rank_devices(outcome),
+        fallbacks=[CollectiveFallback(level=e.level, what=e.what, wanted=e.wanted, instead=e.instead, why=e.why)
+                   for e in fallbacks or []],
         dtypes=list(plan.dtypes), timeout_s=plan.timeout_s, seconds=round(outcome.seconds, 3),
         cases_planned=planned, cases=cases, faults=faults,
         detected_after_s=None if outcome.detected_after_s is None else round(outcome.detected_after_s, 3),

@@ -113,7 +113,7 @@ def run_collectives(options: CollectivesOptions, family: str, device_type: str, 
         log.info("running as rank %d of %d (%d node(s)) from the env:// rendezvous", info.rank,
                  info.world_size, info.nnodes)
         outcome = run_in_world(plan, fault, on_case_done)
-        section = build_section(plan, outcome, choice, "torchrun", info.nnodes)
+        section = build_section(plan, outcome, choice, "torchrun", info.nnodes, fallbacks.events)
         return CollectivesRun(section, outcome, choice, reporting=info.rank == 0)
     world = _world_size(options, family, is_host(choice.device_type), device_count)
     method = options.start_method
@@ -123,7 +123,7 @@ def run_collectives(options: CollectivesOptions, family: str, device_type: str, 
              choice.device_type)
     outcome = launch(plan, world, start_method=method, startup_timeout_s=options.startup_timeout_s,
                      fault_spec=None if fault is None else _spec_text(fault), on_case_done=on_case_done)
-    section = build_section(plan, outcome, choice, method)
+    section = build_section(plan, outcome, choice, method, fallbacks=fallbacks.events)
     for fault in section.faults:
         tail = outcome.log_tails.get(fault.rank if fault.rank is not None else -2, "")
         if fault.culprit and tail:

@@ -12,16 +12,24 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from bringup.errors import BringupError
+from bringup.fallbacks import FallbackEvent
 from bringup.probes.collectives.backend_choice import BackendChoice
 from bringup.probes.collectives.execute import MonitorFailure, RankSetup, first_line
 from bringup.probes.collectives.plan import Plan
 from bringup.probes.collectives.ranks.channel import Channel
 from bringup.probes.collectives.ranks.launcher import LaunchOutcome, launch
-from bringup.probes.collectives.ranks.runtime import device_for_rank, make_synchronize, monitor_group
+from bringup.probes.collectives.ranks.runtime import (
+    device_for_rank,
+    make_synchronize,
+    monitor_group,
+    prepare_backend,
+)
 from bringup.probes.collectives.ranks.torchrun_mode import world_info
 from bringup.probes.collectives.ranks.worker import ENTRY_ENV_VAR
 from bringup.probes.collectives.report import consolidate_faults
@@ -36,6 +44,12 @@ from bringup.probes.fleet.summary import RankSummary, StageResult
 RANK_ENTRY = "bringup.cli.commands.fleet:rank_entry"
 
 
+def backend_facts(choice: BackendChoice, fallbacks: list[FallbackEvent]) -> dict[str, Any]:
+    """What fleet.json records of the links' backend, its fallbacks included (each was logged at WARNING)."""
+    return {"backend": choice.name, "reason": choice.reason, "device_type": choice.device_type,
+            "data_path": choice.data_path, "fallbacks": [asdict(event) for event in fallbacks]}
+
+
 def _plan(options: FleetOptions, choice: BackendChoice) -> Plan:
     return Plan(backend=choice.name, device_type=choice.device_type, ops=[], timeout_s=options.timeout_s)
 
@@ -48,7 +62,8 @@ def _stage_of(options: FleetOptions, index: int) -> str | None:
 
 def run_local(options: FleetOptions, choice: BackendChoice, nproc: int, start_method: str,
               startup_timeout_s: float, fault_text: str | None,
-              on_step_done: Callable[[int], None] | None = None) -> FleetResult:
+              on_step_done: Callable[[int], None] | None = None,
+              fallbacks: list[FallbackEvent] | None = None) -> FleetResult:
     env = {ENTRY_ENV_VAR: RANK_ENTRY, OPTIONS_ENV_VAR: options.to_json()}
     if fault_text is not None:
         env[FAULTS_ENV_VAR] = fault_text
@@ -60,7 +75,8 @@ def run_local(options: FleetOptions, choice: BackendChoice, nproc: int, start_me
                          if f.rank is not None else None, f.culprit)
               for f in consolidate_faults(outcome.faults)]
     return FleetResult(nproc, start_method, 1, outcome.seconds, list(options.stages), ranks, faults,
-                       options=_recorded(options), pids=dict(outcome.pids))
+                       options=_recorded(options), pids=dict(outcome.pids),
+                       collectives=backend_facts(choice, fallbacks or []))
 
 
 def _gathered(outcome: LaunchOutcome, gather_index: int) -> list[RankSummary] | None:
@@ -99,12 +115,14 @@ def _recorded(options: FleetOptions) -> dict:
             "device_type": options.device_type}
 
 
-def run_in_world(options: FleetOptions, choice: BackendChoice, run_command: CommandRunner) -> FleetResult | None:
+def run_in_world(options: FleetOptions, choice: BackendChoice, run_command: CommandRunner,
+                 fallbacks: list[FallbackEvent] | None = None) -> FleetResult | None:
     """This process as one rank of a torchrun world; rank 0 returns the fleet's result, the others None."""
     import torch.distributed as dist
 
     info = world_info()
     started = time.monotonic()
+    prepare_backend(choice.name, choice.device_type)
     try:
         dist.init_process_group(choice.name, init_method="env://", timeout=timedelta(seconds=options.timeout_s))
     except (RuntimeError, ValueError, OSError) as exc:
@@ -134,4 +152,4 @@ def run_in_world(options: FleetOptions, choice: BackendChoice, run_command: Comm
         device_name = rank_device(options.device_type, info.local_rank)
         ranks = [read_summary(rank_profile_path(Path(options.out_dir), host, device_name, 0), 0, host, device_name)]
     return FleetResult(info.world_size, "torchrun", info.nnodes, time.monotonic() - started, list(options.stages),
-                       ranks, faults, options=_recorded(options))
+                       ranks, faults, options=_recorded(options), collectives=backend_facts(choice, fallbacks or []))

@@ -39,10 +39,17 @@ class FleetResult:
     thresholds: dict[str, Threshold] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     pids: dict[int, int] = field(default_factory=dict)    # rank -> pid (local runs; for the record and the tests)
+    # the links' torch.distributed backend: backend, reason, data_path (device | host | host_staged), fallbacks
+    collectives: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
         return bool(self.outliers)
+
+    @property
+    def link_unit(self) -> str:
+        """The links' unit, with the path when their bytes do not travel the device's own way."""
+        return "GB/s, host-staged" if self.collectives.get("data_path") == "host_staged" else "GB/s"
 
     def to_dict(self) -> dict[str, Any]:
         return {"world_size": self.world_size, "launch": self.launch, "nnodes": self.nnodes,
@@ -51,7 +58,7 @@ class FleetResult:
                 "outliers": [o.to_dict() for o in self.outliers],
                 "thresholds": {k: t.to_dict() for k, t in self.thresholds.items()},
                 "faults": [f.to_dict() for f in self.faults], "options": self.options,
-                "pids": {str(k): v for k, v in self.pids.items()}}
+                "pids": {str(k): v for k, v in self.pids.items()}, "collectives": self.collectives}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FleetResult:
@@ -62,7 +69,8 @@ class FleetResult:
                    outliers=[Outlier(**o) for o in data.get("outliers", [])],
                    thresholds={k: Threshold(**t) for k, t in data.get("thresholds", {}).items()},
                    options=data.get("options", {}),
-                   pids={int(k): int(v) for k, v in data.get("pids", {}).items()})
+                   pids={int(k): int(v) for k, v in data.get("pids", {}).items()},
+                   collectives=dict(data.get("collectives") or {}))
 
 
 def judge(result: FleetResult, k: float, min_deviation: float, link_min_deviation: float | None = None

@@ -7,6 +7,15 @@ from bringup.profiles.base_model import ProfileModel
 
 CaseStatus = Literal["pass", "fail", "error", "skipped", "unsupported", "crashed", "timeout"]
 FaultKind = Literal["exited", "hung", "startup", "error", "interrupted"]
+# where the bytes travel -- device: the device's own collective library on device buffers; host: host buffers (a
+# host-only backend, or the host itself); host_staged: device buffers copied to the host, through gloo and back
+# on every call (bringup's staged group, for a device with no collective library)
+DataPath = Literal["device", "host", "host_staged"]
+BANDWIDTH_LABELS: dict[str, str] = {
+    "device": "bandwidth in GB/s",
+    "host": "bandwidth in GB/s, host buffers",
+    "host_staged": "bandwidth in GB/s, host-staged: device -> host -> gloo -> device, copies included",
+}
 
 
 class CollectiveCaseRecord(ProfileModel):
@@ -32,6 +41,16 @@ class CollectiveFault(ProfileModel):
     culprit: bool = True                 # False: a consequence seen by a healthy rank
 
 
+class CollectiveFallback(ProfileModel):
+    """A fallback the stage took (also logged at WARNING): what it wanted, what it used instead, and why."""
+
+    level: Literal["op", "path", "global"]
+    what: str
+    wanted: str
+    instead: str
+    why: str
+
+
 class CollectivesSection(ProfileModel):
     status: Literal["pass", "fail"]
     world_size: int
@@ -40,6 +59,9 @@ class CollectivesSection(ProfileModel):
     backend: str
     backend_reason: str
     device_type: str                     # where the ranks' buffers live
+    data_path: Optional[DataPath] = None      # None: recorded before bringup said (then read the backend_reason)
+    rank_devices: list[str] = []         # each rank's device, by rank (as the rank reported it)
+    fallbacks: list[CollectiveFallback] = []
     dtypes: list[str] = []
     timeout_s: float
     seconds: float

@@ -54,7 +54,8 @@ def collectives_section(view: CollectivesView | None) -> Html:
     if view is None:
         return section("collectives", "Collectives", not_measured("collectives", "Run `bringup verify-collectives`."))
     body = facts_table("collectives-facts", view.facts)
-    headers = ["op", "dtype", "size", "status", "wrong", "ranks", "time", "algbw GB/s", "busbw GB/s", "error"]
+    unit = view.bandwidth_unit
+    headers = ["op", "dtype", "size", "status", "wrong", "ranks", "time", f"algbw {unit}", f"busbw {unit}", "error"]
     cells = [[c.op, c.dtype, byte_size(c.size_bytes), status_badge(c.status), number(c.wrong), c.ranks,
               seconds(c.time_us * 1e-6) if c.time_us is not None else MISSING, number(c.algbw_gbps),
               number(c.busbw_gbps), one_line(c.error, 300)] for c in view.cases]

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from bringup.profiles.schema import Profile
-from bringup.profiles.sections.collectives import CollectiveCaseRecord, CollectiveFault, CollectivesSection
+from bringup.profiles.sections.collectives import (
+    BANDWIDTH_LABELS,
+    CollectiveCaseRecord,
+    CollectiveFault,
+    CollectivesSection,
+)
 from bringup.profiles.sections.selftest import SelftestSection
 from bringup.profiles.sections.soak import SoakSection
 from bringup.report.sections.identity import Fact, shown
@@ -54,6 +60,9 @@ def fallback_rows(profile: Profile) -> list[FallbackRow]:
     rows = []
     if profile.selftest is not None:
         rows += [FallbackRow("selftest", level, count) for level, count in profile.selftest.fallbacks.items()]
+    if profile.collectives is not None:
+        levels = Counter(f.level for f in profile.collectives.fallbacks)
+        rows += [FallbackRow("verify-collectives", level, count) for level, count in levels.items()]
     for record in profile.bench.records("e2e") if profile.bench else []:
         counts = record.params.get("fallbacks")
         if isinstance(counts, dict):
@@ -67,6 +76,7 @@ class CollectivesView:
     facts: list[Fact]
     cases: list[CollectiveCaseRecord]
     faults: list[CollectiveFault]
+    bandwidth_unit: str = "GB/s"      # the bandwidth columns' unit, with the path when it is not the device's
 
 
 def collectives_view(section: CollectivesSection | None) -> CollectivesView | None:
@@ -77,7 +87,14 @@ def collectives_view(section: CollectivesSection | None) -> CollectivesView | No
              Fact("backend", f"{c.backend} ({c.backend_reason})"), Fact("buffers on", c.device_type),
              Fact("dtypes", ", ".join(c.dtypes) or "—"), Fact("cases", f"{len(c.cases)} of {c.cases_planned} planned"),
              Fact("timeout", seconds(c.timeout_s)), Fact("time", seconds(c.seconds))]
+    if c.rank_devices:
+        facts.append(Fact("ranks' devices", ", ".join(c.rank_devices)))
+    if c.data_path:
+        facts.append(Fact("bandwidth", BANDWIDTH_LABELS[c.data_path]))
     if c.detected_after_s is not None:
         facts.append(Fact("fault detected after", seconds(c.detected_after_s)))
+    facts += [Fact("fallback", f"{f.what}: wanted {f.wanted}, used {f.instead}, because {f.why}")
+              for f in c.fallbacks]
     facts = [f for f in facts if f.value != shown(None)]
-    return CollectivesView(facts, list(c.cases), list(c.faults))
+    unit = "GB/s, host-staged" if c.data_path == "host_staged" else "GB/s"
+    return CollectivesView(facts, list(c.cases), list(c.faults), unit)

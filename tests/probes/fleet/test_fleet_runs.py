@@ -159,7 +159,8 @@ def test_the_selftest_stage_runs_on_every_rank(tmp_path):
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
-    for args in (["--stages", "devices,warp"], ["--inject-fault", "one=kill@probe"], ["--start-method", "x"]):
+    for args in (["--stages", "devices,warp"], ["--inject-fault", "one=kill@probe"], ["--start-method", "x"],
+                 ["--link-size", "4Q"]):
         result = run_cli(["fleet", "--nproc", "2", "--device", "cpu", "--out", str(tmp_path), *args])
         assert result.code == 2 and "Traceback" not in result.stderr and "error" in result.stderr
 

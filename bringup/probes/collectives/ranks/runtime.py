@@ -31,6 +31,24 @@ def make_synchronize(device: torch.device) -> Callable[[], None]:
     return lambda: synchronize(device)
 
 
+def works_on_host(backend: str, device: torch.device) -> bool:
+    """Whether the ranks' collectives run on the host's cores: host ranks, and device ranks whose buffers are
+    staged through the host. Those ranks share the host, so each takes its share of the intra-op threads (the
+    staged copies with every core each left a 1 MiB all_reduce 10x slower than with one: the threads spun while
+    gloo waited for a core)."""
+    from bringup.probes.collectives.staging.group import BACKEND_NAME
+
+    return is_host(device) or backend == BACKEND_NAME
+
+
+def prepare_backend(backend: str, device_type: str) -> None:
+    """Before joining: register bringup's host-staged group when the plan uses it (torch knows the others)."""
+    from bringup.probes.collectives.staging.group import BACKEND_NAME, register
+
+    if backend == BACKEND_NAME:
+        register(device_type)
+
+
 def monitor_group(backend: str) -> dist.ProcessGroup | None:
     """A gloo group for monitored_barrier (gloo only); None means the default group is already gloo."""
     if backend == "gloo":

@@ -30,7 +30,12 @@ from bringup.probes.collectives.faults import FaultSpec
 from bringup.probes.collectives.plan import Plan
 from bringup.probes.collectives.ranks.channel import Channel
 from bringup.probes.collectives.ranks.launcher import Fault, LaunchOutcome, RankState, handle_message
-from bringup.probes.collectives.ranks.runtime import device_for_rank, make_synchronize, monitor_group
+from bringup.probes.collectives.ranks.runtime import (
+    device_for_rank,
+    make_synchronize,
+    monitor_group,
+    prepare_backend,
+)
 
 _ENV_WORLD = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -78,6 +83,7 @@ def run_in_world(plan: Plan, fault: FaultSpec | None,
     started = time.monotonic()
     channel = _CountingChannel(info.rank, on_case_done)
     device = device_for_rank(plan.device_type, info.local_rank)
+    prepare_backend(plan.backend, plan.device_type)
     try:
         dist.init_process_group(plan.backend, init_method="env://", timeout=timedelta(seconds=plan.timeout_s))
     except (RuntimeError, ValueError, OSError) as exc:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import sys
 
-from bringup.backends.host import is_host
-
 PLAN_ENV_VAR = "BRINGUP_COLLECTIVES_PLAN"
 STORE_ENV_VAR = "BRINGUP_COLLECTIVES_STORE"      # host:port of the launcher's TCPStore
 PARENT_ENV_VAR = "BRINGUP_COLLECTIVES_PARENT"    # the launcher's pid
@@ -50,18 +48,25 @@ def _run(rank: int, channel) -> int:
     from bringup.probes.collectives.execute import RankSetup, run_plan
     from bringup.probes.collectives.faults import fault_from_env
     from bringup.probes.collectives.plan import Plan
-    from bringup.probes.collectives.ranks.runtime import device_for_rank, make_synchronize, monitor_group
+    from bringup.probes.collectives.ranks.runtime import (
+        device_for_rank,
+        make_synchronize,
+        monitor_group,
+        prepare_backend,
+        works_on_host,
+    )
 
     plan = Plan.from_json(os.environ[PLAN_ENV_VAR])
     world_size = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     fault = fault_from_env()
     device = device_for_rank(plan.device_type, local_rank)
-    if is_host(device):  # N ranks share the cores: no oversubscription by intra-op threads
+    if works_on_host(plan.backend, device):  # N ranks share the cores: no oversubscription by intra-op threads
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     host, port = os.environ[STORE_ENV_VAR].rsplit(":", 1)
     timeout = timedelta(seconds=plan.timeout_s)
     store = dist.TCPStore(host, int(port), world_size, is_master=False, timeout=timeout)
+    prepare_backend(plan.backend, plan.device_type)
     dist.init_process_group(plan.backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
     try:
         channel.send("ready", backend=dist.get_backend(), device=str(device), torch=torch.__version__)
