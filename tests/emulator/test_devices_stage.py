@@ -5,9 +5,9 @@ the discrete one by the same rule while `emu:0` still means device 0."""
 import json
 
 import pytest
+
 from bringup_emu.default_spec import DEFAULT_SPEC
 from bringup_emu.spec import parse_size
-
 from tests.emulator.emu_cli import run_bringup
 from tests.emulator.emu_process import emu_results
 
