@@ -10,10 +10,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD_SECONDS = 90  # a refusal takes about 3 s, most of it importing torch
-# runs bringup's main in this interpreter and writes its peak RSS (KiB) to argv[1] on the way out
-MEASURED_MAIN = ("import atexit, resource, sys; out = sys.argv.pop(1); sys.argv[0] = 'bringup'; "
-                 "atexit.register(lambda: open(out, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF)"
-                 ".ru_maxrss))); from bringup.cli.app import main; main()")
+# runs bringup's main in this interpreter and writes its peak RSS (KiB) to argv[1] on the way out: VmHWM, the high
+# water mark of this program's own memory (ru_maxrss would keep the forking pytest process's size across exec)
+MEASURED_MAIN = ("import atexit, sys; out = sys.argv.pop(1); sys.argv[0] = 'bringup'; "
+                 "peak = lambda: next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')); "
+                 "atexit.register(lambda: open(out, 'w').write(peak())); from bringup.cli.app import main; main()")
 
 
 def measured_cli(tmp_path: Path, args: list[str]) -> tuple[subprocess.CompletedProcess, float]:
@@ -24,7 +25,7 @@ def measured_cli(tmp_path: Path, args: list[str]) -> tuple[subprocess.CompletedP
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     done = subprocess.run([sys.executable, "-c", MEASURED_MAIN, str(peak), *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=CHILD_SECONDS)
-    return done, int(peak.read_text()) / 1024 if peak.exists() else 0.0  # ru_maxrss is in KiB on Linux
+    return done, int(peak.read_text()) / 1024 if peak.exists() else 0.0  # VmHWM is in KiB
 
 
 def assert_one_error_line(code: int, stdout: str, stderr: str, *words: str) -> None:

@@ -28,7 +28,7 @@ def test_the_core_and_the_extras_in_pyproject():
     assert {name_of(r) for r in extras["serve"]} == {"safetensors", "tokenizers", "jinja2", "fastapi", "uvicorn",
                                                      "prometheus_client"}
     assert {name_of(r) for r in extras["gguf"]} == {"gguf"}
-    assert "bringup[serve,gguf]" in extras["dev"] and "jsonschema" in {name_of(r) for r in extras["dev"]}
+    assert "bringup[serve,gguf,re2]" in extras["dev"] and "jsonschema" in {name_of(r) for r in extras["dev"]}
     for package, extra in EXTRA_OF_PACKAGE.items():  # each package a message names is in the extra it names
         assert package in {name_of(r) for r in extras[extra]} or package == "starlette"
 
