@@ -113,5 +113,7 @@ def plan_line(rows: list[tuple[str, str, str]]) -> str:
         short = SHORT_SETTING.get(setting, setting)
         return value if value.startswith(short) or value == "eager" else f"{short} {value}"  # "compiled (inductor)"
 
-    defaults = {("experts", "none"), ("decode_layers", "modules")}  # a dense model, the plain path: nothing to say
+    # a dense model, the plain path, every op on the device, no global fallback: nothing to say
+    defaults = {("experts", "none"), ("decode_layers", "modules"), ("host_fallbacks", "none"),
+                ("global_fallback", "none")}
     return " · ".join(shown(setting, value) for setting, value, _ in rows if (setting, value) not in defaults)

@@ -48,7 +48,7 @@ def next_token_logprobs(executor: Executor, tokens: list[int]) -> torch.Tensor:
 
 def kl_divergence(reference: torch.Tensor, run: torch.Tensor) -> float:
     """Mean over positions of KL(reference || run), both log-probabilities [positions, vocab], in float64."""
-    ref, ours = reference.double().cpu(), run.double().cpu()
+    ref, ours = reference.cpu().double(), run.cpu().double()  # float64 on the host: a device may refuse it
     return float((ref.exp() * (ref - ours)).sum(dim=-1).clamp_min(0.0).mean())
 
 

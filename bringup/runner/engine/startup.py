@@ -34,6 +34,7 @@ from bringup.runner.model.source import ModelSource, model_source
 from bringup.runner.plan.checkpoint_quantization import checkpoint_scheme
 from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
 from bringup.runner.plan.held_blocks import none_choice, origin, record_requantized
+from bringup.runner.plan.host_fallbacks import fallbacks_choice, hot_path_fallbacks
 from bringup.runner.plan.host_kernels import (
     choose_decode_layers,
     choose_layout,
@@ -42,7 +43,7 @@ from bringup.runner.plan.host_kernels import (
 )
 from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.measurements import StartupMeasurements, measure
-from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, build_plan
+from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, build_plan, planned_ops
 from bringup.runner.plan.profile_facts import ProfileFacts
 from bringup.runner.plan.quantization import AUTO, SCHEMES, auto_candidates, check_requested, requested_scheme
 from bringup.runner.plan.record_bounds import beyond_this_start, record_problem
@@ -90,8 +91,10 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     try:
         return collected(_start_on(cls, options, source, device, selection.info, config, tokenizer, recorder))
     except WeightsDoNotFit as exc:  # refused before any weight was read: the CPU may still hold them
-        if is_host(device) or not options.allow_cpu_fallback:
+        if is_host(device):
             raise
+        if not options.allow_cpu_fallback:
+            raise WeightsDoNotFit(f"{exc} (or pass --allow-cpu-fallback to run on the CPU)") from None
         why = str(exc)
     except (BringupError, StrictFallbackError):
         raise
@@ -103,7 +106,9 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
             raise BringupError(f"device {device} failed while starting the runner ({why}); fix the device "
                                "set-up, or pass --allow-cpu-fallback to run on the CPU") from None
     recorder.record("global", "device", wanted=str(device), instead=HOST_DEVICE_TYPE, why=why)
-    return _start_on(cls, options, source, HOST, backend_for(HOST).device_info(0), config, tokenizer, recorder)
+    fell_back = Choice(HOST_DEVICE_TYPE, f"wanted {device}: {why}; on the host instead (--allow-cpu-fallback)")
+    return _start_on(cls, options, source, HOST, backend_for(HOST).device_info(0), config, tokenizer, recorder,
+                     fell_back)
 
 
 def _profile_device(path: Path | None) -> str | None:
@@ -114,11 +119,16 @@ def _profile_device(path: Path | None) -> str | None:
 
 
 def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelSource, device: torch.device,
-              info: Any, config: ModelConfig, tokenizer: Any, recorder: FallbackRecorder) -> Engine:
+              info: Any, config: ModelConfig, tokenizer: Any, recorder: FallbackRecorder,
+              fell_back: Choice | None = None) -> Engine:
+    """The engine on `device`; `fell_back`: the global fallback that brought it there, shown in the plan."""
     profile, label = read_profile(options.profile_path, device, info)
     facts = ProfileFacts(profile)
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len,
                       options.dtype, options.force)
+    if fell_back is not None:
+        plan = replace(plan, global_fallback=fell_back, warnings=[*plan.warnings, f"global fallback: "
+                                                                                  f"{fell_back.evidence}"])
     dtype = getattr(torch, plan.dtype.value)
     source.check_weights(config, dtype, device, options.force)  # size vs free memory, then values: before any read
     fingerprint = source.fingerprint()
@@ -180,6 +190,7 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     plan = without_unused_compile(plan, executor.fused is not None and executor.fused.serves_every_decode_step())
     if record is not None:
         plan = marked(plan, record, seqs_requested)
+    plan = _with_host_fallbacks(plan, facts, config, recorder)
     apply_confirmed(executor, plan)
     executor.plan = plan
     executor.warm_up_decode_shapes()
@@ -187,6 +198,17 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
     return cls(executor=executor, tokenizer=tokenizer, plan=plan, fallbacks=recorder, model_name=name,
                eos_token_ids=eos, model_fingerprint=fingerprint)
+
+
+def _with_host_fallbacks(plan: ExecutionPlan, facts: ProfileFacts, config: ModelConfig,
+                         recorder: FallbackRecorder) -> ExecutionPlan:
+    """The frozen plan's hot-path ops that the profile records running through the host: each one logged and
+    counted as an op fallback (an error under --strict), and listed in the plan."""
+    notes = hot_path_fallbacks(facts, plan.dtype.value, planned_ops(config, plan))
+    for op, why in notes.items():
+        recorder.record("op", op, wanted=f"{op} on {plan.device}", instead=f"{HOST_DEVICE_TYPE} through the "
+                        "backend's fallback (no better verified path)", why=f"the profile records {why}")
+    return replace(plan, host_fallbacks=fallbacks_choice(notes))
 
 
 def _record(options: EngineOptions, profile: Profile | None, key: str, dtype: str, recorder: FallbackRecorder

@@ -51,8 +51,8 @@ def agrees_at_top(logprobs: torch.Tensor, reference_top: torch.Tensor) -> torch.
 
 def compare_full(logprobs: torch.Tensor, reference: torch.Tensor, targets: torch.Tensor) -> PositionComparison:
     """Against a full reference distribution (log-probabilities [positions, vocab]): exact KL divergence."""
-    ref = reference.double().cpu()
-    run = logprobs.double().cpu()
+    ref = reference.cpu().double()  # float64 on the host: a device may refuse it
+    run = logprobs.cpu().double()
     kl = (ref.exp() * (ref - run)).sum(dim=-1).clamp_min(0.0)
     return PositionComparison(kl, agrees_at_top(logprobs, ref.argmax(dim=-1)),
                               -target_logprobs(ref, targets))
@@ -61,7 +61,7 @@ def compare_full(logprobs: torch.Tensor, reference: torch.Tensor, targets: torch
 def compare_top_k(logprobs: torch.Tensor, reference: TopK) -> PositionComparison:
     """Against a top-k reference: KL over its k tokens plus the rest as one bin (a lower bound of the full KL)."""
     ref = reference.logprobs.double()
-    run = logprobs.gather(-1, reference.ids.to(logprobs.device)).double().cpu()
+    run = logprobs.gather(-1, reference.ids.to(logprobs.device)).cpu().double()
     ref_rest, run_rest = _rest_logprob(ref), _rest_logprob(run)
     rest_mass = ref_rest.exp()
     kl = ((ref.exp() * (ref - run)).sum(dim=-1) + rest_mass * (ref_rest - run_rest)).clamp_min(0.0)

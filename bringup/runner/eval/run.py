@@ -91,7 +91,7 @@ def run_eval(engine: LLMEngine, model_dir: Path | None, text: EvalText, tokens: 
             targets = torch.tensor(tokens[window.first_scored:window.end])
             start = time.perf_counter()
             logprobs = window_logprobs(engine.executor, tokens, window, table)
-            nlls.append(-target_logprobs(logprobs, targets).double().cpu())
+            nlls.append(-target_logprobs(logprobs, targets).cpu().double())
             seconds += time.perf_counter() - start
             check_finite(nlls[-1], window)
             if compare is not None:

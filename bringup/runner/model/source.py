@@ -12,15 +12,17 @@ from typing import Any, Protocol
 
 import torch
 
+from bringup.backends.registry import backend_for
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.model.builtin import BUILTIN_NAME, builtin_config, load_builtin
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
+from bringup.runner.model.families import hf_tensor_shapes
 from bringup.runner.model.files_identity import builtin_sha256, directory_sha256
 from bringup.runner.model.gguf.reader import is_gguf_path
 from bringup.runner.model.held_weights import FLOAT_CHECKPOINT, LinearWeightTypes
 from bringup.runner.model.loading.loader import check_weights, load_model, read_config, safetensors_files
-from bringup.runner.model.loading.validate import check_model_dir
+from bringup.runner.model.loading.validate import TensorSpec, check_fits, check_model_dir
 from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
 
 
@@ -84,7 +86,12 @@ class BuiltinSource:
 
     def check_weights(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
                       allow_nonfinite: bool) -> None:
-        return None
+        """The weights' size in `dtype` against the device's free memory (their values are drawn finite)."""
+        device = torch.device(device)
+        _, free = backend_for(device).memory(device.index or 0)
+        specs = [TensorSpec(name, tuple(shape), "F32", Path(self.name))
+                 for name, shape in hf_tensor_shapes(config).items() if shape is not None]
+        check_fits(self.name, specs, dtype, free, str(device))
 
     def load(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
              layout: WeightLayout | None = None, checked: bool = False) -> DecoderModel:

@@ -3,8 +3,9 @@
 Rules (never a device name): prefer a low-precision dtype only when the profile shows it supported,
 its op cases passed, and bench (when present) shows it faster; attention is the ordered list of
 implementations whose capability and op cases are verified; compiled only when the compiled check
-passed the blocks and measured a speed-up. Without a usable profile: float32, plain attention,
-eager — said at WARNING.
+passed the blocks and measured a speed-up. A path whose ops the profile records running through the host
+(host_fallbacks.py) ranks after a verified alternative that does not. Without a usable profile: float32, plain
+attention, eager — said at WARNING.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from bringup.log import get_logger
 from bringup.profiles.hot_path import DECODER_OPS
 from bringup.runner.model.attention_kinds import PAGED_DECODE, PLAIN_ATTENTION, SDPA_BY_PREFERENCE
 from bringup.runner.model.config import ModelConfig
+from bringup.runner.plan.choice import Choice
+from bringup.runner.plan.host_fallbacks import (
+    fallbacks_choice,
+    fewer_fallbacks,
+    hot_path_fallbacks,
+    on_device_first,
+    runs_where,
+)
 from bringup.runner.plan.profile_facts import ProfileFacts
 
 log = get_logger("runner.plan")
@@ -34,6 +43,7 @@ MOE_DTYPE_OPS = {"moe_router"}
 # what the "grouped" expert path runs beyond the dense one (verify-ops names): routing, the stable sort of
 # token->expert pairs, per-expert matmuls over contiguous groups, the weighted sum back per token
 GROUPED_EXPERT_OPS = ("moe_router", "moe_group_tokens", "grouped_matmul", "index_add")
+DENSE_EXPERT_OPS = {"matmul", "mul", "add"}
 # ops only some models run in the model dtype: a sliding window's mask, tanh soft-capping of logits
 WINDOW_OPS, SOFTCAP_OPS = {"sliding_window_mask"}, {"tanh_softcap"}
 DEFAULT_MAX_MODEL_LEN = 4096
@@ -44,12 +54,6 @@ STEP_TOKENS_FOR_SEVERAL_PROMPTS = 2048
 # a decode step's layers: the model's modules, or every layer in one host-kernel call (host/decode_layers.py)
 MODULES, FUSED = "modules", "fused"
 MARGIN = 0.9  # a measured candidate (a weight layout, a host kernel) is kept when it takes under 90 % of the plain path
-
-
-@dataclass(frozen=True)
-class Choice:
-    value: Any
-    evidence: str
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,11 @@ class ExecutionPlan:
     decode_layers: Choice = field(default_factory=lambda: Choice(MODULES, "not decided yet"))
     kv_blocks: Choice = field(default_factory=lambda: Choice(0, "not sized yet"))
     quantization: Choice = field(default_factory=lambda: Choice("none", "not requested (--quantization none)"))
+    # value: the planned hot path's ops that the profile records running through the host (a backend's fallback)
+    host_fallbacks: Choice = field(default_factory=lambda: Choice([], "not checked yet"))
+    # value: the device the runner fell back to (global fallback, --allow-cpu-fallback), or None
+    global_fallback: Choice = field(default_factory=lambda: Choice(None, "none: the model runs on the device "
+                                                                         "selected"))
     block_size: int = BLOCK_SIZE
     warnings: list[str] = field(default_factory=list)
 
@@ -78,12 +87,16 @@ class ExecutionPlan:
     def rows(self) -> list[tuple[str, str, str]]:
         """(setting, value, evidence) for the start-up table."""
         names = ["dtype", "attention", "compiled", "decode_layers", "experts", "weight_layout", "quantization",
-                 "kv_blocks", "max_model_len", "max_num_seqs", "max_num_batched_tokens"]
+                 "kv_blocks", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "host_fallbacks",
+                 "global_fallback"]
         rows = []
         for name in names:
             choice: Choice = getattr(self, name)
             value = choice.value
-            if isinstance(value, list):
+            if name in ("host_fallbacks", "global_fallback"):
+                value = ", ".join(value) if isinstance(value, list) else value
+                value = value or "none"
+            elif isinstance(value, list):
                 value = " > ".join(value)
             elif name == "compiled":
                 value = f"compiled ({value})" if value else "eager"
@@ -112,17 +125,32 @@ def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: Mod
                     f"max(max_model_len, max_num_seqs, min({STEP_TOKENS_FOR_SEVERAL_PROMPTS}, max_num_seqs × "
                     "max_model_len)): a whole prompt fits one step, and short prompts arriving together "
                     "prefill together")
+    attention = restrict_attention(choose_attention(facts, dtype_choice.value), config, limit.value)
+    experts = choose_experts(facts, dtype_choice.value, config)
     return ExecutionPlan(
-        device=device, profile=profile_label, dtype=dtype_choice,
-        attention=restrict_attention(choose_attention(facts, dtype_choice.value), config, limit.value),
+        device=device, profile=profile_label, dtype=dtype_choice, attention=attention,
         compiled=choose_compiled(facts, dtype_choice.value), max_model_len=limit, max_num_seqs=seqs,
-        max_num_batched_tokens=tokens, warnings=warnings, experts=choose_experts(facts, dtype_choice.value, config),
+        max_num_batched_tokens=tokens, warnings=warnings, experts=experts,
+        host_fallbacks=fallbacks_choice(hot_path_fallbacks(facts, dtype_choice.value,
+                                                           ops | path_ops(attention.value, experts.value))),
     )
 
 
 def step_tokens(max_num_seqs: int, max_model_len: int) -> int:
     """max_num_batched_tokens: a whole prompt fits one step, and short prompts arriving together prefill together."""
     return max(max_model_len, max_num_seqs, min(STEP_TOKENS_FOR_SEVERAL_PROMPTS, max_num_seqs * max_model_len))
+
+
+def planned_ops(config: ModelConfig, plan: ExecutionPlan) -> set[str]:
+    """Every op (verify-ops names) `plan` runs in the model's dtype, sampling aside."""
+    return model_ops(config, plan.max_model_len.value) | path_ops(plan.attention.value, plan.experts.value)
+
+
+def path_ops(attention: list[str], experts: str) -> set[str]:
+    """The ops (verify-ops names) of the first planned attention implementation and the expert path."""
+    first = next((name for name in attention if name != PAGED_DECODE), PLAIN_ATTENTION)
+    ops = PLAIN_OPS if first == PLAIN_ATTENTION else (SDPA_OPS if first in SDPA_BY_PREFERENCE else set()) | {first}
+    return ops | (set(GROUPED_EXPERT_OPS) if experts == "grouped" else set())
 
 
 def model_ops(config: ModelConfig, max_model_len: int | None = None) -> set[str]:
@@ -184,6 +212,10 @@ def choose_experts(facts: ProfileFacts, dtype: str, config: ModelConfig) -> Choi
     if missing:
         return Choice("dense", f"grouped needs {', '.join(GROUPED_EXPERT_OPS)} verified at {dtype}, but "
                                f"{'; '.join(missing)}: every expert on every token instead")
+    grouped, dense = facts.ops(dtype, set(GROUPED_EXPERT_OPS)), facts.ops(dtype, DENSE_EXPERT_OPS)
+    if grouped.falls_back and fewer_fallbacks(dense, grouped):
+        return Choice("dense", f"grouped falls back to the host ({grouped.fallback_notes()}); "
+                               f"{runs_where('dense', dense)}: every expert on every token instead")
     passed = ", ".join(f"{op} {v.passed}" for op, v in verdicts.items())
     return Choice("grouped", f"only the chosen {config.moe.top_k} of {config.moe.num_experts} experts per token; "
                              f"op cases passed at {dtype}: {passed}")
@@ -199,7 +231,7 @@ def choose_dtype(facts: ProfileFacts, runner_ops: set[str] = RUNNER_OPS) -> Choi
     for name in LOW_PRECISION:
         status, evidence = facts.capability("dtypes", name)
         if status != "supported":
-            rejected.append(f"{name} capability {status}")
+            rejected.append(f"{name} capability {status}" + (f" ({evidence})" if evidence else ""))
             continue
         ops = facts.ops(name, runner_ops)
         if not ops.verified:
@@ -210,12 +242,18 @@ def choose_dtype(facts: ProfileFacts, runner_ops: set[str] = RUNNER_OPS) -> Choi
             rejected.append(f"{name} matmul {low:.3g} TFLOP/s not faster than float32 {full:.3g}")
             continue
         speed = f"; matmul {low:.3g} vs float32 {full:.3g} TFLOP/s" if low and full else ""
-        usable.append((low or 0.0, name, f"supported ({evidence}); {ops.describe()}{speed}"))
+        usable.append((low or 0.0, name, f"supported ({evidence}); {ops.describe()}{speed}", ops))
     if not usable:
         return Choice("float32", "float32 because " + "; ".join(rejected))
-    best = max(usable, key=lambda u: u[0])  # max keeps the first of equals: LOW_PRECISION order without bench
-    others = [f"{name} also usable{f' ({low:.3g} TFLOP/s)' if low else ''}" for low, name, _ in usable
-              if name != best[1]]
+    # fewest ops through the host first, then the fastest; max keeps the first of equals (LOW_PRECISION order)
+    best = max(usable, key=lambda u: (-len(u[3].host_fallback), u[0]))
+    full_ops = facts.ops("float32", runner_ops)
+    if best[3].falls_back and fewer_fallbacks(full_ops, best[3]):
+        return Choice("float32", f"float32 because {best[1]} falls back to the host ({best[3].fallback_notes()}); "
+                                 f"{runs_where('float32', full_ops)}; {full_ops.describe()}")
+    others = [f"{name} also usable{f' ({low:.3g} TFLOP/s)' if low else ''}"
+              f"{f', but falls back to the host ({ops.fallback_notes()})' if ops.falls_back else ''}"
+              for low, name, _, ops in usable if name != best[1]]
     return Choice(best[1], "; ".join([best[2], *others, *rejected]))
 
 
@@ -250,7 +288,7 @@ def choose_attention(facts: ProfileFacts, dtype: str) -> Choice:
     """The ordered implementations to try; BringupError when the profile rules every one out."""
     if facts.profile is None:
         return Choice([PLAIN_ATTENTION], "no profile: plain matmul-softmax over paged K/V")
-    usable, notes = [], []
+    usable, notes, verdicts = [], [], {}
     for name in (*backend_attention(facts), *SDPA_BY_PREFERENCE):
         status, evidence = facts.capability("attention", name, dtype)
         ops = facts.ops(dtype, (SDPA_OPS if name in SDPA_BY_PREFERENCE else set()) | {name})
@@ -258,13 +296,18 @@ def choose_attention(facts: ProfileFacts, dtype: str) -> Choice:
             notes.append(f"{name} {status if status != 'supported' else ops.describe()}")
             continue
         usable.append(name)
+        verdicts[name] = ops
         notes.append(f"{name} supported ({evidence}), {ops.describe()}")
     plain = facts.ops(dtype, PLAIN_OPS)
     if plain.failed:
         notes.append(f"{PLAIN_ATTENTION} {plain.describe()}")
     else:
         usable.append(PLAIN_ATTENTION)
+        verdicts[PLAIN_ATTENTION] = plain
         notes.append(f"{PLAIN_ATTENTION}: {plain.describe()} at {dtype}")
+    usable, moved = on_device_first(usable, verdicts)
+    if moved:
+        notes.insert(0, moved)
     if not usable:
         raise BringupError(
             f"the profile marks every attention path failed at {dtype} ({'; '.join(notes)}); at least one must "

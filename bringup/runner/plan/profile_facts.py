@@ -2,23 +2,36 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
 from bringup.profiles.schema import Profile
+from bringup.profiles.sections.ops import HOST_FALLBACK, ON_DEVICE
 
 
 @dataclass
 class OpVerdict:
-    """Op cases of some ops at one dtype: how many passed, which failed."""
+    """Op cases of some ops at one dtype: how many passed, which failed, and which ran through the host."""
 
     passed: int
     failed: list[str]
+    # op -> the evidence of its first passing case that went through the host (the backend's CPU fallback)
+    host_fallback: dict[str, str] = field(default_factory=dict)
+    on_device: int = 0  # passed cases recorded running on the device (runs_on device)
 
     @property
     def verified(self) -> bool:
         return self.passed > 0 and not self.failed
+
+    @property
+    def falls_back(self) -> bool:
+        """Some of these ops' cases passed by running on the host, not on the device (runs_on host_fallback)."""
+        return bool(self.host_fallback)
+
+    def fallback_notes(self) -> str:
+        """'rms_norm: aten::rsqrt.out copied arguments to the host (...)', one per op that falls back."""
+        return "; ".join(f"{op}: {evidence}" for op, evidence in self.host_fallback.items())
 
     def describe(self) -> str:
         if self.failed:
@@ -47,7 +60,13 @@ class ProfileFacts:
     def ops(self, dtype: str, names: set[str]) -> OpVerdict:
         records = [r for r in (self.profile.ops if self.profile else []) if r.dtype == dtype and r.op in names]
         failed = [f"{r.op} {r.case}: {r.status}" for r in records if r.status != "pass"]
-        return OpVerdict(passed=sum(r.status == "pass" for r in records), failed=failed)
+        passed = [r for r in records if r.status == "pass"]
+        host: dict[str, str] = {}
+        for r in passed:
+            if r.runs_on == HOST_FALLBACK:
+                host.setdefault(r.op, r.runs_on_evidence or "verify-ops recorded it running on the host")
+        return OpVerdict(passed=len(passed), failed=failed, host_fallback=host,
+                         on_device=sum(r.runs_on == ON_DEVICE for r in passed))
 
     def compiled(self, dtype: str, backend: str) -> tuple[list[Any], list[Any]]:
         """(passing, failing) compiled records of this dtype and backend."""

@@ -255,13 +255,13 @@ class WeightsDoNotFit(BringupError):
     """The weights, in the plan's dtype, are larger than the device's free memory (found before any is read)."""
 
 
-def check_fits(model_dir: Path, specs: list[TensorSpec], dtype: torch.dtype, free_bytes: int | None,
+def check_fits(model: Path | str, specs: list[TensorSpec], dtype: torch.dtype, free_bytes: int | None,
                device: str) -> None:
-    """The weights, held in `dtype`, fit the `free_bytes` the device has (no check when the backend cannot say);
-    read from the headers only, before any weight is."""
+    """The weights of `model` (a path, or the built-in model's name), held in `dtype`, fit the `free_bytes` the
+    device has (no check when the backend cannot say); read from the headers only, before any weight is."""
     need = weight_bytes(specs, dtype)
     if free_bytes is not None and need > free_bytes:
-        raise WeightsDoNotFit(f"{model_dir}: the weights need {_size(need)} as {str(dtype).removeprefix('torch.')} "
+        raise WeightsDoNotFit(f"{model}: the weights need {_size(need)} as {str(dtype).removeprefix('torch.')} "
                            f"({len(specs)} tensors) but {device} has {_size(free_bytes)} free; nothing was loaded: "
                            "use a smaller model, a smaller --dtype, or a device with more free memory")
 
