@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from bringup_emu.default_spec import DEFAULT_NATIVE
-
 from tests.emulator.emu_process import emu_env, emu_results
 
 MiB = 2**20
