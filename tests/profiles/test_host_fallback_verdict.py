@@ -32,7 +32,16 @@ def test_the_verdict_is_ready_with_warnings_naming_the_falling_back_op():
     profile = Profile(ops=[case("softmax", "device"), case("topk", "host_fallback")])
     verdict = verdict_of(profile)
     assert verdict.status == "READY WITH WARNINGS"
-    assert verdict.line() == "READY WITH WARNINGS (1): look at host-fallback topk"
+    assert verdict.line() == "READY WITH WARNINGS (1): through the host on the hot path: topk"
+
+
+def test_the_verdict_line_names_every_falling_back_op_before_other_warnings():
+    failing_dtype = OpCaseRecord(op="softmax", dtype="float16", case="[4,128]", status="unsupported")
+    profile = Profile(ops=[case(op, "host_fallback") for op in ("topk", "rsqrt", "sort", "multinomial")] +
+                      [failing_dtype])
+    line = verdict_of(profile).line()
+    assert line.startswith("READY WITH WARNINGS (5): through the host on the hot path: multinomial, rsqrt, sort, "
+                           "topk; look at verify-ops softmax"), line
 
 
 def test_an_op_off_the_hot_path_that_falls_back_is_listed_not_checked():

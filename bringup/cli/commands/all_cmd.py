@@ -34,6 +34,7 @@ from bringup.cli.common import (
 from bringup.cli.output import CompactWarnings, console, err_console, print_json
 from bringup.cli.render.all_summary import plan_line, stage_figure
 from bringup.cli.run_levels import DEFAULT_LEVEL, DEFAULT_SOAK_MINUTES, LEVEL_HELP, STAGE_NAMES, Stage, stages_for
+from bringup.errors import BringupError
 from bringup.log import capture_to_file, get_logger
 from bringup.terminal_text import markup_safe
 
@@ -63,6 +64,9 @@ def run_stage(group: Any, stage: Stage, common: list[str], model: Path | None) -
         result = group.main(args, standalone_mode=False, prog_name="bringup")
     except SystemExit as exc:  # a stage that ends with sys.exit(code)
         return exc.code if isinstance(exc.code, int) else 1
+    except BringupError as exc:  # a stage that refuses (no plan the profile allows, say): said, and the others run
+        log.error("stage %s refused: %s", stage.name, exc)
+        return 2
     except ModuleNotFoundError as exc:  # a stage needing an extra that is not installed: said, and the others run
         from bringup.cli.extras import missing_extra_message
 
@@ -130,8 +134,12 @@ def runner_plan(profile_path: Path, device: str, model: Path | None) -> list[tup
         log.warning("no execution plan: %s", message)
         return []
 
-    engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile_path, device=device,
-                                            max_num_seqs=8, max_model_len=512))
+    try:
+        engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile_path, device=device,
+                                                max_num_seqs=8, max_model_len=512))
+    except BringupError as exc:  # the profile allows no plan (every attention path failed, say): the verdict says why
+        log.error("no execution plan: %s", exc)
+        return [("plan", "none", f"the runner refuses to start: {exc}")]
     return engine.plan.rows()
 
 

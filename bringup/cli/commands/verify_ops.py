@@ -172,6 +172,11 @@ def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catal
         plan = drop_recorded(plan, existing)
         log.info("resume: %d of %d cases already recorded in %s, %d to run", len(plan.skipped), len(all_keys),
                  ctx.profile_path, len(plan.tasks))
+    from bringup.probes.ops.stage import without_unsupported_backend
+
+    plan, not_compiled = without_unsupported_backend(plan, existing or load_profile_or_none(ctx.profile_path))
+    if not_compiled:
+        log.warning("%d compiled comparison(s) not run: %s", len(not_compiled), not_compiled[0].message)
     cache_dir = _cache_dir(compile_cache, ctx.profile_path) if plan.compiled_tasks else None
     log.info("verify-ops on %s: %d op cases, %d compiled comparisons, %s", ctx.info.id, len(plan.op_tasks),
              len(plan.compiled_tasks), "isolated worker" if isolate else "in-process (--no-isolate)")
@@ -184,7 +189,10 @@ def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catal
         update_profile(ctx.profile_path, ctx.info, mutate, stage=STAGE,
                        status="complete" if final else "partial", force=force, started=started)
 
-    results = _execute(plan.tasks, ctx.info.id, isolate, timeout, cache_dir, checkpoint_every, json_out, write)
+    if not_compiled:
+        write(not_compiled, final=not plan.tasks)
+    results = not_compiled + (_execute(plan.tasks, ctx.info.id, isolate, timeout, cache_dir, checkpoint_every,
+                                       json_out, write) if plan.tasks else [])
     previous = records_for(plan.skipped, existing)
     everything = previous + results
     summary = summarize(everything)

@@ -6,7 +6,7 @@ import os
 import re
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +168,22 @@ def worker_env(cache_dir: Path | None) -> dict[str, str]:
     if cache_dir is not None:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
     return env
+
+
+def without_unsupported_backend(plan: Plan, profile: Profile | None) -> tuple[Plan, list[CompiledRecord]]:
+    """The plan less the compiled comparisons whose backend the probe recorded unsupported on this device (inductor
+    with no code generator for it, say), and for each an `unsupported` record quoting the probe's reason: compiling
+    it would only repeat the probe's failure as compile errors. A backend the probe did not record is still tried."""
+    compile_caps = profile.capabilities.compile if profile is not None and profile.capabilities else {}
+    kept, refused = [], []
+    for task in plan.compiled_tasks:
+        cap = compile_caps.get(task["backend"])
+        if cap is None or cap.status != "unsupported":
+            kept.append(task)
+            continue
+        why = (cap.reason or cap.evidence or "no reason recorded").splitlines()[0][:300]
+        refused.append(CompiledRecord(target=task["target"], case=task.get("case"), dtype=task["dtype"],
+                                      backend=task["backend"], status="unsupported",
+                                      message=f"not compiled: the probe recorded capabilities.compile."
+                                              f"{task['backend']} unsupported here ({why}); the eager path runs"))
+    return replace(plan, compiled_tasks=kept), refused

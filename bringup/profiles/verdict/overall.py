@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from bringup.profiles.schema import Profile
 from bringup.profiles.verdict.capability_checks import capability_checks
 from bringup.profiles.verdict.checks import Check, count_results
+from bringup.profiles.verdict.host_fallback import STAGE as HOST_FALLBACK_STAGE
 from bringup.profiles.verdict.host_fallback import host_fallback_checks
 from bringup.profiles.verdict.run_checks import bench_checks, compiled_checks, op_checks, run_checks
 
@@ -46,16 +47,25 @@ class Verdict:
     def line(self) -> str:
         """The headline and what to look at, e.g. `NOT READY (2 failures): look at verify-ops softmax[float32] …`."""
         named = self.look_at()
+        through_host = sorted({c.name for c in self.of("warn") if c.stage == HOST_FALLBACK_STAGE})
+        if through_host and not self.of("fail"):  # the warning that costs most speed, named whatever else warns
+            named = [c for c in named if c.stage != HOST_FALLBACK_STAGE]
+            rest = f"; look at {self._shown(named)}" if named else ""
+            return f"{self.headline()}: through the host on the hot path: {', '.join(through_host)}{rest}"
         if not named:
             counts = self.counts()
             return f"{self.headline()}: {counts['pass']} checks pass, {counts['skip']} not applicable to this device"
+        return f"{self.headline()}: look at {self._shown(named)}"
+
+    @staticmethod
+    def _shown(named: list[Check]) -> str:
         subjects: dict[str, int] = {}
         for check in named:
             subjects[check.subject] = subjects.get(check.subject, 0) + 1
         shown = "; ".join(f"{subject} ({count} cases)" if count > 1 else subject
                           for subject, count in list(subjects.items())[:NAMED_AT_MOST])
         more = f" and {len(subjects) - NAMED_AT_MOST} more" if len(subjects) > NAMED_AT_MOST else ""
-        return f"{self.headline()}: look at {shown}{more}"
+        return f"{shown}{more}"
 
     def to_document(self) -> dict:
         return {"status": self.status, "line": self.line(), "counts": self.counts(),
