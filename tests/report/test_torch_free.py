@@ -15,7 +15,8 @@ REFERENCE = Path(__file__).resolve().parents[2] / "reference" / "profiles"
 REPO = REFERENCE.parents[1]
 # what the draft plan needs from the runner: plain data and rules, no torch
 TORCH_FREE_RUNNER = {"bringup.runner", "bringup.runner.plan", "bringup.runner.plan.plan",
-                     "bringup.runner.plan.profile_facts", "bringup.runner.model", "bringup.runner.model.config",
+                     "bringup.runner.plan.profile_facts", "bringup.runner.plan.choice",
+                     "bringup.runner.plan.host_fallbacks", "bringup.runner.model", "bringup.runner.model.config",
                      "bringup.runner.model.config.fields", "bringup.runner.model.config.moe",
                      "bringup.runner.model.config.builtin", "bringup.runner.model.attention_kinds",
                      "bringup.runner.model.stored_quantization", "bringup.runner.model.ignore_rules",

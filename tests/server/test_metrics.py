@@ -162,6 +162,7 @@ def test_an_injected_fallback_is_counted_with_its_level(live: LiveServer) -> Non
     # the plan's order; the fallback counter says what runs now
     assert info["attention"] == " > ".join(plan.attention.value) and "sdpa_efficient > sdpa_math" in info["attention"]
     assert info["kv_blocks"] == str(plan.kv_blocks.value)
+    assert info["host_fallbacks"] == "none" and info["global_fallback"] == "none"  # the CPU is the host
     assert m.value("bringup_plan_info") == 1
 
 

@@ -81,7 +81,8 @@ class EngineStateCollector(Collector):
 
 
 def plan_labels(plan: ExecutionPlan) -> dict[str, str]:
-    """Every setting of the plan as a label value: lists joined with ' > ', no compile backend as 'eager'."""
+    """Every setting of the plan as a label value: lists joined with ' > ', no compile backend as 'eager', host
+    fallbacks joined with ', ' and no fallback as 'none'."""
     labels = {}
     for f in fields(plan):
         if f.name in PLAN_LABELS_SKIPPED:
@@ -91,6 +92,9 @@ def plan_labels(plan: ExecutionPlan) -> dict[str, str]:
             value = value.value
             if f.name == "compiled" and not value:
                 value = "eager"
+            if f.name in ("host_fallbacks", "global_fallback"):
+                value = ", ".join(value) if isinstance(value, list) else value
+                value = value or "none"
         labels[f.name] = " > ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
     return labels
 
