@@ -19,6 +19,7 @@ from pathlib import Path
 EXTENSION_NAME = "bringup_emu_C"
 SOURCE_DIR = Path(__file__).resolve().parent / "csrc"
 CXX_FLAGS = ("-O2", "-fvisibility=hidden")
+UNITS = 4  # unity translation units at most (one per core); names at file scope must differ across sources
 BUILD_DIR_ENV = "BRINGUP_EMU_BUILD_DIR"
 
 
@@ -90,14 +91,28 @@ def _first_error(output: str) -> str:
     return next((line.strip() for line in lines if "error:" in line), lines[0])
 
 
+def unity_units(staging: Path, count: int) -> list[Path]:
+    """`count` translation units in `staging`, each including a share of the sources (a unity build: torch's headers,
+    which take most of each compile, are parsed `count` times instead of once per source file)."""
+    files = sources()
+    count = max(1, min(count, len(files)))
+    units = []
+    for index in range(count):
+        unit = staging / f"unity_{index}.cpp"
+        unit.write_text("".join(f'#include "{path}"\n' for path in files[index::count]))
+        units.append(unit)
+    return units
+
+
 def compile_into(staging: Path, verbose: bool) -> None:
-    """Compile the sources into `staging` with torch.utils.cpp_extension (which then imports the library)."""
+    """Compile the sources into `staging` with torch.utils.cpp_extension (which then imports the library), as one
+    unity unit per core (at most UNITS), which ninja compiles side by side."""
     from torch.utils import cpp_extension
 
     cpp_extension.load(
         name=EXTENSION_NAME,
-        sources=[str(path) for path in sources()],
-        extra_cflags=list(CXX_FLAGS),
+        sources=[str(unit) for unit in unity_units(staging, min(UNITS, os.cpu_count() or 1))],
+        extra_cflags=[*CXX_FLAGS, f"-I{SOURCE_DIR}"],
         build_directory=str(staging),
         verbose=verbose,
     )

@@ -258,6 +258,7 @@ CASES = {
     "system": {"messages": [{"role": "system", "content": "Be brief."}, *CONVERSATION]},
     "tools": {"tools": TOOLS},
     "documents": {"documents": DOCUMENTS},
+    "a custom role": {"messages": [*CONVERSATION, {"role": "stop", "content": "Stop here."}]},  # as vLLM passes it
 }
 
 

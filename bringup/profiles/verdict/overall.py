@@ -10,6 +10,7 @@ from bringup.profiles.verdict.host_fallback import host_fallback_checks
 from bringup.profiles.verdict.run_checks import bench_checks, compiled_checks, op_checks, run_checks
 
 NAMED_AT_MOST = 3
+RUN_STAGE = "stages"  # the checks of a stage's stamp (run_checks): a skip there is a stage not run in full
 EXIT_CODES = {"READY": 0, "READY WITH WARNINGS": 0, "NOT READY": 1}
 
 
@@ -53,8 +54,11 @@ class Verdict:
             rest = f"; look at {self._shown(named)}" if named else ""
             return f"{self.headline()}: through the host on the hot path: {', '.join(through_host)}{rest}"
         if not named:
-            counts = self.counts()
-            return f"{self.headline()}: {counts['pass']} checks pass, {counts['skip']} not applicable to this device"
+            unrun = [c.name for c in self.of("skip") if c.stage == RUN_STAGE]  # partial by design (run_checks)
+            absent = len(self.of("skip")) - len(unrun)
+            rest = f"; not run in full at this level: {', '.join(unrun)}" if unrun else ""
+            return (f"{self.headline()}: {len(self.of('pass'))} checks pass, {absent} not applicable to this "
+                    f"device{rest}")
         return f"{self.headline()}: look at {self._shown(named)}"
 
     @staticmethod

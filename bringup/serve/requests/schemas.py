@@ -227,13 +227,19 @@ class CompletionRequest(SamplingFields):
         return list(p)  # type: ignore[arg-type]
 
 
+MAX_ROLE_CHARS = 64
+
+
 class TextPart(StrictModel):
     type: Literal["text"]
     text: str
 
 
 class ChatMessage(MessageNotImplemented):
-    role: Literal["system", "developer", "user", "assistant"]
+    """A message as vLLM takes it: any role (system, user, assistant, or a custom one that the template renders or
+    refuses), text content."""
+
+    role: Annotated[str, Field(min_length=1, max_length=MAX_ROLE_CHARS)]
     content: Annotated[str, Field(max_length=1_000_000)] | Annotated[list[TextPart], Field(max_length=64)]
     name: Annotated[str, Field(max_length=64)] | None = None
 

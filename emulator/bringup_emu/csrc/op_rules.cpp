@@ -16,7 +16,7 @@ struct Rules {
   std::unordered_map<std::string, double> wrong;
 };
 
-std::mutex g_mutex;
+std::mutex g_rules_mutex;
 Rules g_rules;
 std::unordered_map<c10::OperatorName, OpRule> g_cache;
 std::map<std::string, int64_t> g_fallback_counts;
@@ -69,7 +69,7 @@ void configure_op_rules(
     const std::vector<std::string>& native,
     const std::vector<std::string>& abort,
     const std::map<std::string, double>& wrong) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_rules_mutex);
   g_rules.native = {native.begin(), native.end()};
   g_rules.abort = {abort.begin(), abort.end()};
   g_rules.wrong = {wrong.begin(), wrong.end()};
@@ -77,7 +77,7 @@ void configure_op_rules(
 }
 
 OpRule rule_for(const c10::OperatorHandle& op) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_rules_mutex);
   const auto& name = op.schema().operator_name();
   auto found = g_cache.find(name);
   if (found == g_cache.end()) {
@@ -87,27 +87,27 @@ OpRule rule_for(const c10::OperatorHandle& op) {
 }
 
 void count_fallback(const c10::OperatorName& name) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_rules_mutex);
   g_fallback_counts[key_of(name)]++;
 }
 
 void count_native(const c10::OperatorName& name) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_rules_mutex);
   g_native_counts[key_of(name)]++;
 }
 
 std::map<std::string, int64_t> fallback_counts() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_rules_mutex);
   return g_fallback_counts;
 }
 
 std::map<std::string, int64_t> native_counts() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_rules_mutex);
   return g_native_counts;
 }
 
 void reset_counts() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_rules_mutex);
   g_fallback_counts.clear();
   g_native_counts.clear();
 }
