@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,11 +72,18 @@ async def one_request(http: httpx.AsyncClient, url: str, model: str, prompt: str
                       headers: dict[str, str]) -> RequestResult:
     body = {"model": model, "prompt": prompt, "max_tokens": output_len, "temperature": 0.0, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}}
+    return await streamed(http, f"{url}/v1/completions", body, headers, lambda chunk: bool(chunk.get("choices")))
+
+
+async def streamed(http: httpx.AsyncClient, url: str, body: dict, headers: dict[str, str],
+                   carries_tokens: Callable[[dict], bool]) -> RequestResult:
+    """POST a streaming request and time its server-sent events: the first chunk that `carries_tokens` sets TTFT,
+    the gaps between the next ones are the inter-token latencies; the usage chunk gives the token counts."""
     start = time.perf_counter()
     result = RequestResult(ok=False)
     last: float | None = None
     try:
-        async with http.stream("POST", f"{url}/v1/completions", json=body, headers=headers) as response:
+        async with http.stream("POST", url, json=body, headers=headers) as response:
             if response.status_code != 200:
                 result.error = f"HTTP {response.status_code}: {(await response.aread())[:200]!r}"
                 return result
@@ -90,7 +98,7 @@ async def one_request(http: httpx.AsyncClient, url: str, model: str, prompt: str
                 if chunk.get("usage"):
                     result.prompt_tokens = chunk["usage"]["prompt_tokens"]
                     result.output_tokens = chunk["usage"]["completion_tokens"]
-                if chunk.get("choices"):
+                if carries_tokens(chunk):
                     if last is None:
                         result.ttft_s = now - start
                     else:

