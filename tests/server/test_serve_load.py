@@ -185,7 +185,7 @@ def _invalid_bodies(model: str) -> list[tuple[str, object]]:
         ("chat/completions", {"model": model, "messages": []}),
         ("chat/completions", {"model": model, "messages": [{"role": "assistant", "content": "hi",
                                                              "tool_calls": [{"id": "1"}]}]}),
-        ("chat/completions", {"model": model, "messages": [{"role": "wizard", "content": "hi"}]}),
+        ("chat/completions", {"model": model, "messages": [{"role": "", "content": "hi"}]}),
         ("chat/completions", {"model": model, "messages": [{"role": "user", "content": too_long}]}),
         ("chat/completions", {"model": model, "messages": [{"role": "user", "content": "hi"}],
                               "max_tokens": -3}),
