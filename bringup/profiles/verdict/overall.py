@@ -7,10 +7,9 @@ from bringup.profiles.verdict.capability_checks import capability_checks
 from bringup.profiles.verdict.checks import Check, count_results
 from bringup.profiles.verdict.host_fallback import STAGE as HOST_FALLBACK_STAGE
 from bringup.profiles.verdict.host_fallback import host_fallback_checks
-from bringup.profiles.verdict.run_checks import bench_checks, compiled_checks, op_checks, run_checks
+from bringup.profiles.verdict.run_checks import RUN_STAGE, bench_checks, compiled_checks, op_checks, run_checks
 
 NAMED_AT_MOST = 3
-RUN_STAGE = "stages"  # the checks of a stage's stamp (run_checks): a skip there is a stage not run in full
 EXIT_CODES = {"READY": 0, "READY WITH WARNINGS": 0, "NOT READY": 1}
 
 
@@ -81,5 +80,5 @@ def verdict_of(profile: Profile) -> Verdict:
               *host_fallback_checks(profile.ops), *compiled_checks(profile), *bench_checks(profile.bench),
               *run_checks(profile)]
     if not checks:
-        checks.append(Check("stages", "all", "warn", "nothing measured yet: run `bringup all`"))
+        checks.append(Check(RUN_STAGE, "all", "warn", "nothing measured yet: run `bringup all`"))
     return Verdict(checks)

@@ -6,7 +6,9 @@ from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 from bringup.profiles.sections.selftest import SelftestSection
 from bringup.profiles.verdict.checks import Check, CheckResult
 
-READINESS_LEVEL = 1  # `bringup all --level 1` probes only some checks, by design
+READINESS_LEVEL = 1  # `bringup all --level 1` probes only some checks, by design (cli/run_levels.py, which this
+# layer cannot import)
+RUN_STAGE = "stages"  # the checks of stage stamps: a skip there is a stage not run in full at the readiness level
 
 BENCH_RECORD_RESULT: dict[RecordStatus, CheckResult] = {"ok": "pass", "error": "warn", "skipped": "skip",
                                                         "not_applicable": "skip"}
@@ -100,9 +102,9 @@ def partial_stage_check(stage: str, level: int | None) -> Check:
     """A stage left partial: by design at the readiness level (skip: the rest is not run there), else a warning
     (interrupted, or a subset chosen by hand)."""
     if level == READINESS_LEVEL:
-        return Check("stages", stage, "skip", f"not run at level {level}: {stage} runs a subset of its checks "
+        return Check(RUN_STAGE, stage, "skip", f"not run at level {level}: {stage} runs a subset of its checks "
                      f"there by design (`bringup {stage}` or `bringup all` runs the rest)")
-    return Check("stages", stage, "warn", f"{stage} is partial: run `bringup {stage}` to finish it")
+    return Check(RUN_STAGE, stage, "warn", f"{stage} is partial: run `bringup {stage}` to finish it")
 
 
 def selftest_checks(selftest: SelftestSection | None) -> list[Check]:
