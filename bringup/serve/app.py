@@ -13,6 +13,7 @@ from bringup.serve.context import ServerConfig, ServerContext
 from bringup.serve.endpoints.chat import create_chat_completion
 from bringup.serve.endpoints.completions import create_completion
 from bringup.serve.endpoints.tokenization import detokenize, tokenize
+from bringup.serve.engine_thread import EngineThread
 from bringup.serve.errors import install_error_handlers
 from bringup.serve.http.middleware import (
     APIKeyMiddleware,
@@ -53,9 +54,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _STREAM = {200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE when stream is true"}}
 
 
-def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
-    """The app for one engine; its engine loop starts and stops with the app's lifespan."""
-    ctx = ServerContext(engine, config or ServerConfig())
+def create_app(engine: Engine, config: ServerConfig | None = None, thread: EngineThread | None = None) -> FastAPI:
+    """The app for one engine; its engine loop starts and stops with the app's lifespan, on `thread` (the one that
+    built the engine: engine_thread.py says why) or on one of its own."""
+    ctx = ServerContext(engine, config or ServerConfig(), thread=thread)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -100,11 +102,13 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> FastAPI:
 
     @app.get("/v1/plan", response_model=PlanResponse, responses={401: _ERRORS[401]})
     async def plan() -> PlanResponse:
-        """The execution plan (each choice with its evidence) and the profile it came from."""
+        """The execution plan (each choice with its evidence), the profile it came from, and its re-confirmation at
+        idle (when the start's timings were not clean)."""
         return PlanResponse(model=ctx.model_name, max_model_len=ctx.max_model_len, plan=plan_dict(engine),
                             profile=profile_summary(ctx.config.profile_path),
                             fallbacks=dict(engine.fallbacks.counts),
-                            ignored_fields=ctx.ignored_fields.snapshot())
+                            ignored_fields=ctx.ignored_fields.snapshot(),
+                            reconfirmation=engine.reconfirmation_report())
 
     @app.post("/v1/completions", response_model=CompletionResponse, responses={**_ERRORS, **_STREAM})
     async def completions(body: CompletionRequest, request: Request):

@@ -8,6 +8,7 @@ per-request asyncio queue. Admission (queue limit, draining, engine death) is de
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import queue
 import threading
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 from bringup.log import get_logger
 from bringup.runner.sampling_params import SamplingParams
+from bringup.serve.engine_thread import EngineThread
 from bringup.serve.errors import APIError
 from bringup.serve.metrics import ServerMetrics
 from bringup.serve.protocol import Engine
@@ -65,8 +67,11 @@ class _State:
 class AsyncEngine:
     """The asyncio face of an LLMEngine; start() it inside the server's event loop."""
 
-    def __init__(self, engine: Engine, *, max_queue: int, metrics: ServerMetrics) -> None:
+    def __init__(self, engine: Engine, *, max_queue: int, metrics: ServerMetrics,
+                 thread: EngineThread | None = None, idle_work: bool = False) -> None:
         self.engine = engine
+        self.idle_work = idle_work  # give the engine its idle work (the plan's re-confirmation) while no request runs
+        self.thread = thread  # the thread that built the engine (engine_thread.py); None: one of its own
         self.max_queue = max_queue
         self.metrics = metrics
         self.in_flight = 0
@@ -75,25 +80,26 @@ class AsyncEngine:
         self._tracked: dict[str, _Tracked] = {}
         self._state = _State(stats=dict(engine.stats()))
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop_job: Future | None = None
         self._stop = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._run, name="bringup-engine", daemon=True)
-        self._thread.start()
+        self.thread = self.thread or EngineThread()
+        self._loop_job = self.thread.submit(self._run)
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
         self._commands.put(None)
-        if self._thread is not None:
-            self._thread.join(timeout)
+        if self._loop_job is not None:
+            concurrent.futures.wait([self._loop_job], timeout)
 
     @property
     def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive() and self._state.dead_reason is None
+        running = self._loop_job is not None and not self._loop_job.done()
+        return running and self.thread is not None and self.thread.is_alive() and self._state.dead_reason is None
 
     @property
     def dead_reason(self) -> str | None:
@@ -194,6 +200,8 @@ class AsyncEngine:
                 busy = self.engine.has_unfinished()
                 if not self._apply_commands(block=not busy):
                     break
+                if self.idle_work and not self.engine.has_unfinished() and self.engine.idle_work(self._wanted):
+                    self._state.stats = dict(self.engine.stats())
                 if self.engine.has_unfinished():
                     outputs = self.engine.step()
                     stamp = time.perf_counter()
@@ -207,6 +215,10 @@ class AsyncEngine:
             self._state.dead_reason = f"{type(exc).__name__}: {exc}"
             self._call_in_loop(self._fail_all, self._state.dead_reason)
             self._reject_pending(exc)
+
+    def _wanted(self) -> bool:
+        """Whether a command waits (or the server stops): idle work gives way to it."""
+        return self._stop.is_set() or not self._commands.empty()
 
     def _apply_commands(self, block: bool) -> bool:
         """Run queued add/abort commands; blocks for the first one when the engine is idle."""

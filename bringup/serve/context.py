@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from bringup.log import get_logger
 from bringup.runner.model.text.template_limits import TemplateLimits
 from bringup.serve.async_engine import AsyncEngine
+from bringup.serve.engine_thread import EngineThread
 from bringup.serve.errors import APIError, error_body
 from bringup.serve.http.body import MIB, BodyLimits
 from bringup.serve.metrics import ServerMetrics
@@ -45,17 +46,20 @@ class ServerConfig:
     template_workers: int = 2  # threads that render chat templates (their own pool; rendering holds the GIL,
     # so more threads add no throughput)
     profile_path: Path | None = None
+    reconfirm_at_idle: bool = False  # re-time a plan from a contended start while idle (bringup serve turns it on)
     extra_model_names: list[str] = field(default_factory=list)
 
 
 class ServerContext:
-    def __init__(self, engine: Engine, config: ServerConfig, metrics: ServerMetrics | None = None) -> None:
+    def __init__(self, engine: Engine, config: ServerConfig, metrics: ServerMetrics | None = None,
+                 thread: EngineThread | None = None) -> None:
         self.engine = engine
         self.config = config
         self.model_name = config.served_model_name or engine.model_name
         self.max_model_len = int(engine.max_model_len)
         self.metrics = metrics or ServerMetrics(self.model_name, self.max_model_len)
-        self.async_engine = AsyncEngine(engine, max_queue=config.max_queue, metrics=self.metrics)
+        self.async_engine = AsyncEngine(engine, max_queue=config.max_queue, metrics=self.metrics, thread=thread,
+                                        idle_work=config.reconfirm_at_idle)
         self.metrics.watch_engine(engine, self.async_engine.snapshot)
         self.tokenizer = engine.tokenizer
         self.generation_defaults = dict(getattr(engine.tokenizer, "generation_defaults", {}) or {})

@@ -6,6 +6,7 @@ thread (async_engine.py), because the engine is not thread-safe.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from bringup.fallbacks import FallbackRecorder
@@ -52,3 +53,7 @@ class Engine(Protocol):
     def has_unfinished(self) -> bool: ...
 
     def stats(self) -> dict: ...
+
+    def idle_work(self, interrupted: Callable[[], bool]) -> bool: ...
+
+    def reconfirmation_report(self) -> dict | None: ...

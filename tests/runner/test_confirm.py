@@ -127,7 +127,7 @@ def test_the_sweep_stops_at_the_cache_capacity_and_its_time_budget():
 
 def test_a_candidate_and_its_plain_path_are_timed_in_turn_and_the_best_of_each_kept():
     state, order = {"on": False}, []
-    times = iter([0.020, 0.012, 0.011, 0.013])  # plain, candidate, plain, candidate: the first run was cold
+    times = iter([0.020, 0.012, 0.011, 0.013, 0.030, 0.040, 0.050, 0.060])  # plain first: it ran cold
 
     class Steps:
         def seconds(self, batch: int) -> float:
@@ -211,17 +211,19 @@ def test_the_second_pass_times_the_knee_and_larger_batches_only_when_the_knee_is
     assert steps.asked == [1, 2, 4]
 
 
-def test_tune_combines_runs_into_medians_with_their_spread_across_runs():
+def test_tune_combines_runs_into_their_fastest_with_the_floor_noise_across_runs():
     from bringup.runner.plan.tune_runs import combine
     from tests.runner.stated import layout_times, stated
 
     runs = [stated(layouts=layout_times(in_out=us, out_in=1.0),
-                   decode=DecodeTimings({PAGED: (c, 0.010)}, by_batch={1: b}, spreads={PAGED: 0.05}, how=HOW))
-            for us, c, b in ((2.0, 0.006, 0.010), (3.0, 0.008, 0.012), (4.0, 0.007, 0.011))]
+                   decode=DecodeTimings({PAGED: (c, 0.010)}, by_batch={1: b}, spreads={PAGED: 0.05}, how=HOW,
+                                        cpu_share=share))
+            for us, c, b, share in ((2.0, 0.006, 0.010, 0.98), (3.0, 0.008, 0.012, 0.64), (4.0, 0.009, 0.011, 0.97))]
     combined, noise = combine(runs)
-    assert combined.layouts.times[1] == {"in_out": 3.0e-6, "out_in": 1.0e-6}
-    assert combined.layouts.spreads[1]["in_out"] == pytest.approx(2 / 3)
-    assert combined.decode.candidates[PAGED] == (0.007, 0.010)
-    assert combined.decode.spreads[PAGED] == pytest.approx(2 / 7)  # across the runs, above each run's own 5 %
-    assert combined.decode.by_batch == {1: 0.011} and noise["batch 1"] == pytest.approx(2 / 11)
-    assert "median of 3 start-up runs" in combined.decode.how
+    assert combined.layouts.times[1] == {"in_out": 2.0e-6, "out_in": 1.0e-6}
+    assert combined.layouts.spreads[1]["in_out"] == pytest.approx(1 / 2)  # the two fastest: 2 and 3 us
+    assert combined.decode.candidates[PAGED] == (0.006, 0.010)
+    assert combined.decode.spreads[PAGED] == pytest.approx(2 / 6)  # across the runs, above each run's own 5 %
+    assert combined.decode.by_batch == {1: 0.010} and noise["batch 1"] == pytest.approx(1 / 10)
+    assert combined.decode.cpu_share == 0.64  # the most contended run's
+    assert "fastest of 3 start-up runs" in combined.decode.how

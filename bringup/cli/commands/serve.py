@@ -72,6 +72,9 @@ def command(
     template_timeout: Annotated[float, typer.Option(help="Seconds one rendering of the model's chat template may "
                                                     "take; past it (or past its output and value-size limits) "
                                                     "the request gets 400.", min=0.01)] = 10.0,
+    reconfirm: Annotated[bool, typer.Option(help="When the start's timings ran on a busy machine (or a candidate lost "
+                                                 "only inside the noise), re-time the plan while no request runs "
+                                                 "and switch only on clean timings; shown at /v1/plan.")] = True,
     allow_cpu_fallback: Annotated[bool, typer.Option(help="If the device cannot run the model, run on the CPU "
                                                      "instead of refusing (a global fallback).")] = False,
     dtype: DtypeOption = "auto",
@@ -100,6 +103,7 @@ def command(
     from bringup.runner.engine.engine import EngineOptions, LLMEngine
     from bringup.serve.app import create_app
     from bringup.serve.context import ServerConfig
+    from bringup.serve.engine_thread import EngineThread
     from bringup.serve.http.runtime import make_server
     from bringup.serve.plan_info import profile_path_in_use
 
@@ -107,14 +111,16 @@ def command(
                             allow_cpu_fallback=allow_cpu_fallback, max_num_seqs=max_num_seqs,
                             max_model_len=max_model_len, dtype=dtype, force=force,
                             quantization=quantization)
-    engine = LLMEngine.create(options)
+    engine_thread = EngineThread()  # builds the engine and runs every step of it (engine_thread.py says why)
+    engine = engine_thread.call(LLMEngine.create, options)
     profile_used = profile_path_in_use(engine, profile)
     config = ServerConfig(served_model_name=served_model_name, api_key=api_key, max_queue=max_queue,
                           drain_timeout_s=drain_timeout, stream_write_timeout_s=stream_write_timeout,
                           max_body_bytes=int(max_body_mb * 1024 * 1024), profile_path=profile_used,
                           header_timeout_s=header_timeout, body_timeout_s=body_timeout,
-                          max_connections=max_connections, template_timeout_s=template_timeout)
-    app = create_app(engine, config)
+                          max_connections=max_connections, template_timeout_s=template_timeout,
+                          reconfirm_at_idle=reconfirm)
+    app = create_app(engine, config, engine_thread)
     ctx = app.state.ctx
     bound_host, bound_port = sock.getsockname()[:2]
     url = f"http://{bound_host if ':' not in bound_host else f'[{bound_host}]'}:{bound_port}"

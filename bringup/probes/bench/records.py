@@ -43,9 +43,13 @@ def not_measured(key: str, name: str, status: str, reason: str, *, dtype: str | 
 
 
 def set_speedup(alternative: BenchRecord, baseline: BenchRecord) -> None:
-    """Mark `alternative` as measured side by side with `baseline`: speedup = baseline / alternative."""
+    """Mark `alternative` as measured side by side with `baseline`: speedup = baseline / alternative, from their
+    fastest repetitions (another process's work only ever adds time, so the floors are what a shared machine cannot
+    move; the plan reads these ratios), or their medians where a floor is missing."""
     alternative.baseline_key = baseline.key
-    if alternative.median_s and baseline.median_s:
+    if alternative.min_s and baseline.min_s:
+        alternative.speedup = baseline.min_s / alternative.min_s
+    elif alternative.median_s and baseline.median_s:
         alternative.speedup = baseline.median_s / alternative.median_s
 
 

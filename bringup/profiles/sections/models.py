@@ -49,4 +49,5 @@ class ModelPlanRecord(ProfileModel):
     by_batch_again: dict[int, float] = {}
     batch_spreads: dict[int, float] = {}
     memory_batch: int | None = None
-    noise: dict[str, float] = {}  # what -> relative spread across tune's runs
+    noise: dict[str, float] = {}  # what -> floor noise across tune's runs
+    cpu_share: float | None = None  # the smallest share of the CPU tune's timed threads got (None: not measured)

@@ -1,15 +1,16 @@
 """Time the draft plan's workload-dependent candidates on the served model: a few real decode steps through the
 executor for each candidate and its plain alternative, and decode steps by batch size (plan/confirm.py decides
-from these timings), each with its spread: the machine's own noise while it was timed. Every timing is bounded by a
-step count and a time budget."""
+from these timings). Every timing is a floor, the fastest of its steps, because a neighbour's work only ever adds
+time; each comes with its noise (how far repeated floors moved, plan/noise.py) and the whole confirmation with the
+share of the CPU its threads got (plan/cpu_share.py). Every timing is bounded by a step count and a time budget."""
 
 from __future__ import annotations
 
 import itertools
 import time
 from collections.abc import Callable
-from statistics import median
 
+from bringup.backends.host import is_host
 from bringup.backends.registry import synchronize
 from bringup.log import get_logger
 from bringup.runner.engine.executor import Executor
@@ -18,27 +19,33 @@ from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import CONVERTIBLE, OUT_IN
 from bringup.runner.model.moe import DENSE, GROUPED, sparse_blocks, use_expert_path
 from bringup.runner.plan.confirm import COMPILED, EXPERTS, KNEE_GAIN, MAX_BATCH, DecodeTimings, kept, knee
+from bringup.runner.plan.cpu_share import CpuShare
 from bringup.runner.plan.host_kernels import FUSED_LAYERS, LAYOUT, PAGED
-from bringup.runner.plan.noise import relative_spread
+from bringup.runner.plan.noise import floor_noise
 from bringup.runner.plan.plan import FUSED, ExecutionPlan
 
 log = get_logger("runner.confirm")  # the decode steps timed to confirm the plan
 
-STEPS = 6  # timed decode steps per measurement (after one untimed step)
-ROUNDS = 2  # a candidate and its plain path are each timed this many times, in turn
+STEPS = 4  # timed decode steps per measurement (after one untimed step)
+ROUNDS = 4  # a candidate and its plain path are each timed this many times, in turn
 BUDGET_S = 1.5  # ... or fewer, when they take longer than this
 CONTEXT = 128  # tokens of context the timed decode steps start from
 SWEEP_BUDGET_S = 3.0
 
 
-def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | None, sweep: bool) -> DecodeTimings:
+class TimingInterrupted(Exception):
+    """The caller asked to stop timing (a request arrived while the server re-timed its plan at idle)."""
+
+
+def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | None, sweep: bool,
+                   interrupted: Callable[[], bool] | None = None) -> DecodeTimings:
     """Time each candidate of `plan` against its plain path on the served model, one after the other, each with
     the earlier ones decided (a compiled forward that lost is off while the others are timed); with `sweep`,
     decode steps by batch size, and a second pass where the knee falls below the default. The executor is left
-    running what the timings decided."""
+    running what the timings decided. `interrupted`, asked before every step, stops it with TimingInterrupted."""
     model = executor.model
     context = sweep_context(plan)
-    step = DecodeSteps(executor, context)
+    step = DecodeSteps(executor, context, CpuShare(is_host(executor.model.device)), interrupted)
     timed = TimedCandidates(step)
     candidates, spreads = timed.candidates, timed.spreads
     skipped: dict[str, str] = {}
@@ -86,10 +93,12 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
         memory_batch = sweep_cap(step, plan)
         by_batch = sweep_batches(step, plan)
         again = second_pass(step, by_batch, min(plan.max_num_seqs.value, memory_batch))
-    how = (f"best of {ROUNDS} medians of up to {STEPS} decode steps each, the two sides timed in turn, from "
-           f"{context} tokens of context, batch 1; weight layouts on the eager forward")
+    share = step.share.share()
+    how = (f"fastest of {ROUNDS} rounds of up to {STEPS} decode steps each, the two sides timed in turn, from "
+           f"{context} tokens of context, batch 1; weight layouts on the eager forward"
+           + (f"; the timed threads had {share:.0%} of the CPU" if share is not None else ""))
     batch_spreads = {b: step.spreads[b] for b in by_batch if b in step.spreads}
-    return DecodeTimings(candidates, by_batch, skipped, how, spreads, batch_spreads, again, memory_batch)
+    return DecodeTimings(candidates, by_batch, skipped, how, spreads, batch_spreads, again, memory_batch, share)
 
 
 class TimedCandidates:
@@ -114,14 +123,14 @@ def alternated(step: DecodeSteps, use_candidate: Callable[[bool], None]) -> tupl
 
 
 def timed_pair(step: DecodeSteps, use_candidate: Callable[[bool], None]) -> tuple[float, float, float]:
-    """(candidate, plain, spread): plain and candidate timed in turn, ROUNDS times each, the best median of each
-    side kept, so a machine warming up or a neighbour's burst does not favour one side; the spread is the larger
-    of the two sides' relative spreads across their rounds."""
+    """(candidate, plain, noise): plain and candidate timed in turn, ROUNDS times each, the fastest step of each
+    side kept, so a machine warming up or a neighbour's burst does not favour one side; the noise is the larger of
+    the two sides' floor noise across their rounds."""
     rounds: dict[bool, list[float]] = {True: [], False: []}
     for _, on in itertools.product(range(ROUNDS), (False, True)):
         use_candidate(on)
         rounds[on].append(step.seconds(1))
-    return min(rounds[True]), min(rounds[False]), max(relative_spread(rounds[True]), relative_spread(rounds[False]))
+    return min(rounds[True]), min(rounds[False]), max(floor_noise(rounds[True]), floor_noise(rounds[False]))
 
 
 def second_pass(step: DecodeSteps, by_batch: dict[int, float], floor: int) -> dict[int, float]:
@@ -205,19 +214,20 @@ def _no_plain_copy(model, free_bytes: int | None) -> str | None:  # type: ignore
 class DecodeSteps:
     """Real decode steps of `batch` sequences growing from `context` tokens, through the executor."""
 
-    def __init__(self, executor: Executor, context: int) -> None:
-        self.executor, self.context = executor, context
+    def __init__(self, executor: Executor, context: int, share: CpuShare,
+                 interrupted: Callable[[], bool] | None = None) -> None:
+        self.executor, self.context, self.share, self.interrupted = executor, context, share, interrupted
         self.block_size = executor.plan.block_size
         self.blocks_per_seq = -(-(context + STEPS + 2) // self.block_size)
         self.tokens = [1] * (context + STEPS + 2)
         self.timed_s = 0.0  # seconds of every timed step so far
-        self.spreads: dict[int, float] = {}  # batch size -> the largest relative spread of its steps so far
+        self.spreads: dict[int, float] = {}  # batch size -> the largest floor noise of its steps so far
 
     def max_batch(self, plan: ExecutionPlan) -> int:
         return plan.kv_blocks.value // self.blocks_per_seq
 
     def seconds(self, batch: int) -> float:
-        """Median seconds per step over up to STEPS steps (after one untimed step), within BUDGET_S."""
+        """The fastest step's seconds over up to STEPS steps (after one untimed step), within BUDGET_S."""
         tables = [list(range(i * self.blocks_per_seq, (i + 1) * self.blocks_per_seq)) for i in range(batch)]
         device = self.executor.model.device
         times: list[float] = []
@@ -225,9 +235,14 @@ class DecodeSteps:
         for s in range(STEPS + 1):
             cached = self.context + s
             chunks = [SeqChunk(self.tokens[: cached + 1], cached, table) for table in tables]
+            if self.interrupted is not None and self.interrupted():
+                raise TimingInterrupted
+            if start is not None:
+                self.share.start()
             began = time.perf_counter()
             self.executor.run_chunks(chunks)
             synchronize(device)
+            self.share.stop()
             if start is None:
                 start = time.perf_counter()
             else:
@@ -236,5 +251,5 @@ class DecodeSteps:
                     break
         log.debug("decode steps, batch %d: %s ms", batch, ", ".join(f"{t * 1e3:.2f}" for t in times))
         self.timed_s += sum(times)
-        self.spreads[batch] = max(self.spreads.get(batch, 0.0), relative_spread(times))
-        return median(times)
+        self.spreads[batch] = max(self.spreads.get(batch, 0.0), floor_noise(times))
+        return min(times)

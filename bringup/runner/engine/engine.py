@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import torch
 
@@ -13,6 +14,7 @@ from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.outputs import PromptLogprobs, RequestError, RequestOutput
 from bringup.runner.engine.prompt_logprobs import ScoredPrompt
+from bringup.runner.engine.reconfirm import Reconfirmation
 from bringup.runner.engine.sampling import sample
 from bringup.runner.engine.scheduler import Scheduler
 from bringup.runner.engine.sequence import Sequence
@@ -25,8 +27,10 @@ log = get_logger("runner")
 
 class LLMEngine:
     def __init__(self, *, executor: Executor, tokenizer, plan: ExecutionPlan, fallbacks: FallbackRecorder,
-                 model_name: str, eos_token_ids: list[int], model_fingerprint: str = "") -> None:
+                 model_name: str, eos_token_ids: list[int], model_fingerprint: str = "",
+                 reconfirmation: Reconfirmation | None = None) -> None:
         self.executor, self.tokenizer, self.plan, self.fallbacks = executor, tokenizer, plan, fallbacks
+        self.reconfirmation = reconfirmation  # the plan re-timed at idle when the start's timings were not clean
         self.model_name, self.eos_token_ids = model_name, set(eos_token_ids)
         self.model_fingerprint = model_fingerprint  # the model's files' sha256 (ModelSource.fingerprint)
         self.max_model_len: int = plan.max_model_len.value
@@ -73,8 +77,21 @@ class LLMEngine:
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished()
 
+    def idle_work(self, interrupted: Callable[[], bool]) -> bool:
+        """What the engine does while no request runs (a server's loop calls it then): the plan re-confirmed when
+        the start's timings were not clean and it is due (engine/reconfirm.py). Whether it did anything;
+        `interrupted` (a request waiting) stops it before its next decode step."""
+        if self.reconfirmation is None or self.has_unfinished():
+            return False
+        return self.reconfirmation.idle(self, interrupted)
+
+    def reconfirmation_report(self) -> dict | None:
+        return None if self.reconfirmation is None else self.reconfirmation.report()
+
     # ---------------------------------------------------------------- stepping
     def step(self) -> list[RequestOutput]:
+        if self.reconfirmation is not None:
+            self.reconfirmation.busy()
         seqs = self.scheduler.schedule()
         if not seqs:
             return []

@@ -25,6 +25,7 @@ from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.held_candidates import load_held_candidates
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.quantize_auto import auto_quantization
+from bringup.runner.engine.reconfirm import Reconfirmation, why_reconfirm
 from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
@@ -183,6 +184,7 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     else:
         decode_layers = decode_layers_not_tried()
     plan = replace(plan, decode_layers=decode_layers)
+    draft, draft_layout = plan, model.layout
     timings = given.decode if given else measure_decode(executor, plan, free, not seqs_requested)
     if options.on_measured is not None:
         options.on_measured(replace(measured, decode=timings))
@@ -196,8 +198,9 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     executor.warm_up_decode_shapes()
     _log_plan(plan)
     eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
+    reconfirmation = Reconfirmation(draft, draft_layout, why_reconfirm(timings, replayed=record is not None))
     return cls(executor=executor, tokenizer=tokenizer, plan=plan, fallbacks=recorder, model_name=name,
-               eos_token_ids=eos, model_fingerprint=fingerprint)
+               eos_token_ids=eos, model_fingerprint=fingerprint, reconfirmation=reconfirmation)
 
 
 def _with_host_fallbacks(plan: ExecutionPlan, facts: ProfileFacts, config: ModelConfig,

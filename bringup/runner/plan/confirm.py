@@ -41,6 +41,7 @@ class DecodeTimings:
     batch_spreads: dict[int, float] = field(default_factory=dict)  # batch size -> relative spread of its steps
     by_batch_again: dict[int, float] = field(default_factory=dict)  # a second pass over the batches below the floor
     memory_batch: int | None = None  # the largest batch the cache held for the sweep (None: not swept)
+    cpu_share: float | None = None  # the share of the CPU the timed threads got (plan/cpu_share.py; None: unknown)
 
 
 def confirm_plan(draft: ExecutionPlan, timings: DecodeTimings | None, seqs_requested: bool) -> ExecutionPlan:

@@ -54,6 +54,8 @@ def _problems(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
         yield from _seconds(("candidates", name, "plain_s"), c.plain_s)
         yield from _spread(("candidates", name, "spread"), c.spread)
     yield from _batches(r)
+    if r.cpu_share is not None and not (math.isfinite(r.cpu_share) and 0 < r.cpu_share <= 1):
+        yield ("cpu_share",), f"{r.cpu_share!r} is not a share of the CPU above 0 and at most 1"
 
 
 def _layouts(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:

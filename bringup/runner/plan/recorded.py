@@ -71,7 +71,7 @@ def replayed(record: ModelPlanRecord, device: torch.device, dtype: torch.dtype, 
         by_batch=dict(record.by_batch), skipped=dict(record.candidates_skipped), how=record.decode_how,
         spreads={name: c.spread for name, c in record.candidates.items()},
         batch_spreads=dict(record.batch_spreads), by_batch_again=dict(record.by_batch_again),
-        memory_batch=record.memory_batch)
+        memory_batch=record.memory_batch, cpu_share=record.cpu_share)
     return StartupMeasurements(
         layouts=LayoutTimings(times, {**record.layout_skipped, **{k: f"its check fails now: {w}"
                                                                    for k, w in failing.items()}},
@@ -106,4 +106,4 @@ def plan_record(measured: StartupMeasurements, plan: ExecutionPlan, model: str, 
                     for name, (c, p) in decode.candidates.items()},
         candidates_skipped=decode.skipped, decode_how=decode.how, by_batch=decode.by_batch,
         by_batch_again=decode.by_batch_again, batch_spreads=decode.batch_spreads, memory_batch=decode.memory_batch,
-        noise=noise)
+        noise=noise, cpu_share=decode.cpu_share)

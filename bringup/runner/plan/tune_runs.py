@@ -1,15 +1,14 @@
-"""Several start-up measurements of one model combined into the one `bringup tune` records: the median of each
-timing, and its spread across the runs (the machine's own noise) added to the spread each run measured, so a
-choice that one run made from noise does not survive the others."""
+"""Several start-up measurements of one model combined into the one `bringup tune` records: the fastest of each
+timing across the runs (interference only adds time, so a run slowed by a neighbour does not move the floor), its
+floor noise across the runs (plan/noise.py) or the noise a run measured, whichever is larger, and the smallest share
+of the CPU any run's timed threads got."""
 
 from __future__ import annotations
-
-from statistics import median
 
 from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.layout import LayoutTimings
 from bringup.runner.plan.measurements import StartupMeasurements
-from bringup.runner.plan.noise import relative_spread
+from bringup.runner.plan.noise import floor_noise
 
 
 def combine(runs: list[StartupMeasurements]) -> tuple[StartupMeasurements, dict[str, float]]:
@@ -29,10 +28,10 @@ def combine(runs: list[StartupMeasurements]) -> tuple[StartupMeasurements, dict[
 
 def _layouts(runs: list[LayoutTimings]) -> LayoutTimings:
     rows = [m for m in runs[0].times if all(m in r.times for r in runs)]
-    times = {m: {kind: median(r.times[m][kind] for r in runs) for kind in runs[0].times[m]
+    times = {m: {kind: min(r.times[m][kind] for r in runs) for kind in runs[0].times[m]
                  if all(kind in r.times[m] for r in runs)} for m in rows}
     skipped = {kind: why for r in runs for kind, why in r.skipped.items()}
-    spreads = {m: {kind: relative_spread([r.times[m][kind] for r in runs]) for kind in row} for m, row in times.items()}
+    spreads = {m: {kind: floor_noise([r.times[m][kind] for r in runs]) for kind in row} for m, row in times.items()}
     return LayoutTimings(times, skipped, runs[0].stream_bytes, spreads)
 
 
@@ -40,27 +39,28 @@ def _decode(runs: list[DecodeTimings], noise: dict[str, float]) -> DecodeTimings
     candidates, spreads = {}, {}
     for name in runs[0].candidates:
         pairs = [r.candidates[name] for r in runs if name in r.candidates]
-        across = max(relative_spread([c for c, _ in pairs]), relative_spread([p for _, p in pairs]))
+        across = max(floor_noise([c for c, _ in pairs]), floor_noise([p for _, p in pairs]))
         noise[name] = across
-        candidates[name] = (median(c for c, _ in pairs), median(p for _, p in pairs))
+        candidates[name] = (min(c for c, _ in pairs), min(p for _, p in pairs))
         spreads[name] = max([across, *(r.spreads.get(name, 0.0) for r in runs)])
     by_batch, batch_spreads = _by_batch([r.by_batch for r in runs], [r.batch_spreads for r in runs], noise)
     again, _ = _by_batch([r.by_batch_again for r in runs if r.by_batch_again], [], {})
     memory = [r.memory_batch for r in runs if r.memory_batch is not None]
     skipped = {name: why for r in runs for name, why in r.skipped.items() if name not in candidates}
-    how = f"median of {len(runs)} start-up runs, each {runs[0].how}" if len(runs) > 1 else runs[0].how
+    shares = [r.cpu_share for r in runs if r.cpu_share is not None]
+    how = f"fastest of {len(runs)} start-up runs, each {runs[0].how}" if len(runs) > 1 else runs[0].how
     return DecodeTimings(candidates, by_batch, skipped, how, spreads, batch_spreads, again,
-                         min(memory) if memory else None)
+                         min(memory) if memory else None, min(shares) if shares else None)
 
 
 def _by_batch(runs: list[dict[int, float]], run_spreads: list[dict[int, float]], noise: dict[str, float]
               ) -> tuple[dict[int, float], dict[int, float]]:
-    """Seconds per step by batch, median over the runs that timed each size; each size's spread."""
+    """Seconds per step by batch, the fastest of the runs that timed each size; each size's noise."""
     sizes = sorted({b for r in runs for b in r})
     by_batch, spreads = {}, {}
     for b in sizes:
         seconds = [r[b] for r in runs if b in r]
-        by_batch[b] = median(seconds)
-        noise[f"batch {b}"] = relative_spread(seconds)
-        spreads[b] = max([relative_spread(seconds), *(s.get(b, 0.0) for s in run_spreads)])
+        by_batch[b] = min(seconds)
+        noise[f"batch {b}"] = floor_noise(seconds)
+        spreads[b] = max([floor_noise(seconds), *(s.get(b, 0.0) for s in run_spreads)])
     return by_batch, spreads

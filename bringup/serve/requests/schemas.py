@@ -485,5 +485,9 @@ class PlanResponse(BaseModel):
     plan: dict[str, Any]
     profile: dict[str, Any] | None
     fallbacks: dict[str, int]
+    reconfirmation: dict[str, Any] | None = Field(
+        default=None, description="the plan re-timed while the server was idle, when the start's timings were not "
+                                  "clean: state (not needed, pending, done), why, and each attempt with its outcome "
+                                  "(switched, confirmed, contended, interrupted, failed)")
     ignored_fields: dict[str, int] = Field(default_factory=dict, description="request fields accepted and ignored, "
                                                                               "by name: how many requests sent each")
