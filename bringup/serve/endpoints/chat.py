@@ -18,10 +18,8 @@ from bringup.serve.requests.prepare import MAX_CHARS_PER_TOKEN, sampling_params
 from bringup.serve.requests.schemas import (
     AssistantMessage,
     ChatChoice,
-    ChatChunkChoice,
     ChatCompletionRequest,
     ChatCompletionResponse,
-    ChatDelta,
     ChatTemplateFields,
     Usage,
 )
@@ -84,25 +82,32 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request, 
     return await run_request(body, request, ctx, build_job, stream, answer)
 
 
+def chunk_choice(index: int, delta: dict[str, str], logprobs: dict | None = None, finish_reason: str | None = None
+                 ) -> dict[str, Any]:
+    """One choice of a chat.completion.chunk as ChatChunkChoice dumps it: its fields in order, the delta last and
+    without unset fields."""
+    return {"index": index, "logprobs": logprobs, "finish_reason": finish_reason, "delta": delta}
+
+
 def stream(sub: Subscription, body: ChatCompletionRequest, ctx: ServerContext,
            include_usage: bool) -> AsyncIterator[str]:
     job, created, fmt = sub.job, int(time.time()), LogprobFormatter(ctx.tokenizer)
 
-    def chunk(choices: list[ChatChunkChoice], with_usage: Usage | None = None) -> dict[str, Any]:
+    def chunk(choices: list[dict[str, Any]], with_usage: Usage | None = None) -> dict[str, Any]:
+        """A chat.completion.chunk of chunk_choice dicts (plain dicts, not models: this runs once per token on the
+        event loop, where every microsecond is taken from the decode step's threads)."""
         payload: dict[str, Any] = {
             "id": job.id, "object": "chat.completion.chunk", "created": created, "model": ctx.model_name,
-            "choices": [{**c.model_dump(exclude={"delta"}), "delta": c.delta.model_dump(exclude_none=True)}
-                        for c in choices],
+            "choices": choices,
         }
         if include_usage:
             payload["usage"] = with_usage.model_dump() if with_usage is not None else None
         return payload
 
     def event(piece: Piece) -> dict[str, Any]:
-        logprobs = fmt.chat(piece.logprobs) if piece.logprobs else None
-        return chunk([ChatChunkChoice(index=piece.index, delta=ChatDelta(content=piece.text or None),
-                                      logprobs=logprobs, finish_reason=piece.finish_reason)])
+        logprobs = fmt.chat(piece.logprobs).model_dump() if piece.logprobs else None
+        return chunk([chunk_choice(piece.index, {"content": piece.text} if piece.text else {}, logprobs,
+                                   piece.finish_reason)])
 
-    roles = [chunk([ChatChunkChoice(index=i, delta=ChatDelta(role="assistant", content=""))])
-             for i in range(len(job.sequences))]
+    roles = [chunk([chunk_choice(i, {"role": "assistant", "content": ""})]) for i in range(len(job.sequences))]
     return sse_events(sub, ctx, event, (lambda used: chunk([], used)) if include_usage else None, roles)
