@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import httpx
 import pytest
 
 from bringup.runner.engine.decode_timing import TimingInterrupted
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.reconfirm import Reconfirmation
+from bringup.runner.model.decoder import WeightLayout
+from bringup.runner.model.linear_kinds import OUT_IN, PANELS
 from bringup.runner.plan.confirm import DecodeTimings
-from bringup.runner.plan.host_kernels import PAGED
+from bringup.runner.plan.host_kernels import FUSED_LAYERS, PAGED
+from bringup.runner.plan.plan import FUSED, Choice
 from bringup.runner.sampling_params import SamplingParams
-from tests.runner.stated import stated
+from tests.runner.hf_fixtures import make_hf_model
+from tests.runner.host_compiler import needs_compiler
+from tests.runner.stated import layout_times, stated
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
 
@@ -128,3 +135,33 @@ def test_the_server_re_confirms_while_idle_and_v1_plan_shows_the_switch(tmp_path
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+@needs_compiler
+def test_a_switch_back_to_the_fused_layers_remakes_their_panels_and_rebuilds_them(tmp_path):
+    """The running plan is the modules on F.linear weights, the panels dropped (as a contended start leaves it);
+    a clean re-timing where the fused decode layers win converts the weights back to panels, rebuilds the fused
+    layers (checked against the modules for real) and decodes the same tokens."""
+    model_dir = tmp_path / "llama"
+    make_hf_model(model_dir, "llama", hidden=64, heads=4, kv_heads=2, intermediate=96, layers=3)
+    fused_wins = DecodeTimings(candidates={FUSED_LAYERS: (0.001, 0.002)}, how="stated", cpu_share=0.97)
+    measured = replace(stated(layout_times(in_out=2.0, out_in=2.0, panels=1.0), decode=fused_wins), fused_decode=True)
+    engine = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", profile_path=tmp_path / "absent.yaml",
+                                            max_model_len=128, max_num_seqs=4, measurements=measured))
+    draft, model = engine.plan, engine.executor.model
+    assert draft.decode_layers.value == FUSED and model.layout.kinds == [PANELS]
+    model.add_kind(OUT_IN, PANELS)
+    model.use_layout(WeightLayout(OUT_IN, OUT_IN, 0))
+    engine.executor.fused = None
+    engine.plan = engine.executor.plan = replace(
+        draft, decode_layers=Choice("modules", "stated: lost at a contended start"),
+        weight_layout=Choice(OUT_IN, "stated: lost at a contended start"))
+    modules_tokens = engine.generate([[5, 6, 7, 8], [9, 10]], GREEDY)
+    reconfirmation = Reconfirmation(draft, WeightLayout(PANELS, PANELS, 0), why="stated",
+                                    measure=lambda executor, plan, free, interrupted: fused_wins)
+    reconfirmation.run(engine, interrupted=lambda: False)
+    assert reconfirmation.attempts[-1].outcome == "switched", reconfirmation.attempts[-1].detail
+    assert "decode_layers: modules -> fused" in reconfirmation.attempts[-1].detail
+    assert engine.executor.fused is not None and model.layout.kinds == [PANELS] and model.stored_kinds == [PANELS]
+    assert [o.token_ids for o in engine.generate([[5, 6, 7, 8], [9, 10]], GREEDY)] == \
+        [o.token_ids for o in modules_tokens]

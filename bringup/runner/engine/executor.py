@@ -18,7 +18,14 @@ from bringup.runner.model.batch_inputs import BatchInputs, SeqChunk, build_input
 from bringup.runner.model.decoder import DecoderModel
 from bringup.runner.model.linear_kinds import OUT_IN
 from bringup.runner.model.linear_kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
-from bringup.runner.model.moe import DENSE, EXPERT_PATHS, GROUPED, GroupedPathError, use_expert_path
+from bringup.runner.model.moe import (
+    DENSE,
+    EXPERT_PATHS,
+    GROUPED,
+    GroupedPathError,
+    keep_grouped_eager_under_compile,
+    use_expert_path,
+)
 from bringup.runner.plan.host_kernels import every_step_attention
 from bringup.runner.plan.plan import ExecutionPlan
 
@@ -46,6 +53,7 @@ class Executor:
             use_expert_path(model, plan.experts.value)
         self.compiled = None
         if plan.compiled.value:
+            keep_grouped_eager_under_compile()
             self.compiled = torch.compile(model.forward, backend=plan.compiled.value, dynamic=True)
         self.fused: FusedDecode | None = None  # every layer of a decode step in one call (set by start-up)
 

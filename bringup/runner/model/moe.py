@@ -86,7 +86,6 @@ class SparseMoE(nn.Module):
             out = out + (expert(x, kind) * combine[:, e:e + 1]).masked_fill(~hit[:, e:e + 1], 0.0).to(x.dtype)
         return out
 
-    @torch.compiler.disable  # the group sizes are data: run eagerly inside a compiled forward, never specialised
     def _grouped(self, x: torch.Tensor, kind: str, weights: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
         try:
             return self._run_groups(x, kind, weights, experts)
@@ -134,3 +133,12 @@ def use_expert_path(model: nn.Module, path: str) -> None:
         raise ValueError(f"expert path {path!r} is not one of {EXPERT_PATHS}")
     for block in sparse_blocks(model):
         block.path = path
+
+
+def keep_grouped_eager_under_compile() -> None:
+    """Leave the grouped expert path out of torch.compile's graphs (the group sizes are data: run eagerly inside a
+    compiled forward, never specialised). Done when a compiled forward is built, not at import:
+    torch.compiler.disable imports dynamo, about 2 s of every start."""
+    if not getattr(SparseMoE._grouped, "bringup_not_traced", False):
+        SparseMoE._grouped = torch.compiler.disable(SparseMoE._grouped)  # type: ignore[method-assign]
+        SparseMoE._grouped.bringup_not_traced = True  # type: ignore[attr-defined]
