@@ -8,7 +8,8 @@ from bringup.runner.model.moe import SparseMoE, keep_grouped_eager_under_compile
 
 
 def test_the_engine_and_its_start_do_not_import_dynamo():
-    code = "import sys, bringup.runner.engine.engine, bringup.cli.commands.generate; print('torch._dynamo' in sys.modules)"
+    code = ("import sys, bringup.runner.engine.engine, bringup.cli.commands.generate\n"
+            "print('torch._dynamo' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
