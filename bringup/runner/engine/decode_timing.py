@@ -45,7 +45,7 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     running what the timings decided. `interrupted`, asked before every step, stops it with TimingInterrupted."""
     model = executor.model
     context = sweep_context(plan)
-    step = DecodeSteps(executor, context, CpuShare(is_host(executor.model.device)), interrupted)
+    step = DecodeSteps(executor, context, interrupted=interrupted)
     timed = TimedCandidates(step)
     candidates, spreads = timed.candidates, timed.spreads
     skipped: dict[str, str] = {}
@@ -214,9 +214,10 @@ def _no_plain_copy(model, free_bytes: int | None) -> str | None:  # type: ignore
 class DecodeSteps:
     """Real decode steps of `batch` sequences growing from `context` tokens, through the executor."""
 
-    def __init__(self, executor: Executor, context: int, share: CpuShare,
+    def __init__(self, executor: Executor, context: int, share: CpuShare | None = None,
                  interrupted: Callable[[], bool] | None = None) -> None:
-        self.executor, self.context, self.share, self.interrupted = executor, context, share, interrupted
+        self.executor, self.context, self.interrupted = executor, context, interrupted
+        self.share = share or CpuShare(is_host(executor.model.device))  # the CPU its timed steps got
         self.block_size = executor.plan.block_size
         self.blocks_per_seq = -(-(context + STEPS + 2) // self.block_size)
         self.tokens = [1] * (context + STEPS + 2)
