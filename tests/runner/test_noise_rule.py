@@ -112,7 +112,7 @@ def test_a_start_is_re_timed_at_idle_only_when_its_evidence_was_contended_or_ins
     assert why_reconfirm(clear, replayed=False) is None
     assert why_reconfirm(replace(clear, cpu_share=0.6), replayed=False) == (
         "the start's timed threads had 60% of the CPU (under 85%: the machine was busy)")
-    inside = DecodeTimings({PAGED: (0.009, 0.010)}, spreads={PAGED: 0.3}, cpu_share=0.97)
+    inside = DecodeTimings({PAGED: (0.008, 0.010)}, spreads={PAGED: 0.3}, cpu_share=0.97)
     assert why_reconfirm(inside, replayed=False) == "paged_decode lost to the plain path only inside the noise at " \
                                                     "the start"
     assert why_reconfirm(replace(clear, cpu_share=0.6), replayed=True) is None  # tune's record: trusted as recorded

@@ -102,7 +102,7 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
 
 
 class TimedCandidates:
-    """Each candidate timed against its plain path, with the spread of its repeated timings."""
+    """Each candidate timed against its plain path, with the floor noise of its repeated timings."""
 
     def __init__(self, step: DecodeSteps) -> None:
         self.step = step
@@ -110,14 +110,14 @@ class TimedCandidates:
         self.spreads: dict[str, float] = {}
 
     def kept(self, name: str, use_candidate: Callable[[bool], None]) -> bool:
-        """Time `name` in turn with its plain path; whether it won beyond the spread (the caller switches it)."""
+        """Time `name` in turn with its plain path; whether it won beyond the noise (the caller switches it)."""
         candidate, plain, spread = timed_pair(self.step, use_candidate)
         self.candidates[name], self.spreads[name] = (candidate, plain), spread
         return kept(candidate, plain, spread)
 
 
 def alternated(step: DecodeSteps, use_candidate: Callable[[bool], None]) -> tuple[float, float]:
-    """(candidate, plain) seconds per decode step (timed_pair without the spread)."""
+    """(candidate, plain) seconds per decode step (timed_pair without the noise)."""
     candidate, plain, _ = timed_pair(step, use_candidate)
     return candidate, plain
 

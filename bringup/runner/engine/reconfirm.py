@@ -29,7 +29,7 @@ from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.model.linear_kinds import CONVERTIBLE
 from bringup.runner.plan.confirm import PLAN_FIELD, DecodeTimings, confirm_plan
 from bringup.runner.plan.host_kernels import choose_decode_layers, every_step_attention
-from bringup.runner.plan.noise import CONTENDED_SHARE, contended, percent
+from bringup.runner.plan.noise import CONTENDED_SHARE, contended, kept, percent
 from bringup.runner.plan.plan import FUSED, Choice, ExecutionPlan
 
 log = get_logger("runner.reconfirm")
@@ -54,8 +54,8 @@ def why_reconfirm(timings: DecodeTimings | None, replayed: bool) -> str | None:
     if contended(timings.cpu_share):
         return (f"the start's timed threads had {percent(timings.cpu_share or 0.0)} of the CPU (under "
                 f"{percent(CONTENDED_SHARE)}: the machine was busy)")
-    noisy = [name for name, (c, p) in timings.candidates.items()
-             if c < p and not c * (1 + timings.spreads.get(name, 0.0)) < p]
+    noisy = [name for name, (c, p) in timings.candidates.items()  # confirm.py's "not distinguishable from noise"
+             if kept(c, p) and not kept(c, p, timings.spreads.get(name, 0.0))]
     if noisy:
         return f"{', '.join(noisy)} lost to the plain path only inside the noise at the start"
     return None
