@@ -18,7 +18,7 @@ PROMPTS = ["paged", "a longer prompt for a ragged decode batch", "mid length one
 
 
 @needs_compiler
-@pytest.mark.parametrize(("heads", "kv_heads", "head_dim"), [(8, 4, 32), (12, 4, 64), (6, 6, 24)])
+@pytest.mark.parametrize(("heads", "kv_heads", "head_dim"), [(8, 4, 32), (12, 4, 64), (6, 6, 24), (4, 2, 128)])
 def test_matches_the_gather_path_for_ragged_contexts(heads, kv_heads, head_dim):
     args = paged_decode._case(heads, kv_heads, head_dim, batch=6, length=70, slots=512, seed=heads,
                               device=torch.device("cpu"))

@@ -10,12 +10,65 @@
 
 #include "panel_tile.h"
 
+typedef float vec16 __attribute__((vector_size(64)));
+typedef uint32_t word16 __attribute__((vector_size(64)));
+typedef uint16_t half16 __attribute__((vector_size(32)));
+
+// 16 consecutive values widened to float32 (a bfloat16's bits are a float32's upper half: exact)
+static inline vec16 load_widened(const float* p) {
+  vec16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+static inline vec16 load_widened(const bf16* p) {
+  half16 h;
+  std::memcpy(&h, p, sizeof h);
+  const word16 w = __builtin_convertvector(h, word16) << 16;
+  vec16 v;
+  std::memcpy(&v, &w, sizeof v);
+  return v;
+}
+
+// a . b in float32: 16 lanes in two independent accumulators (a serial scalar sum waits on every add's latency;
+// the compiler kept `omp simd reduction` scalar here), then the lanes summed; a tail under 16 scalar
 template <typename T>
 static inline float dot(const float* a, const T* b, int64_t n) {
+  vec16 even = {}, odd = {};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    even += load_widened(a + i) * load_widened(b + i);
+    odd += load_widened(a + i + 16) * load_widened(b + i + 16);
+  }
+  for (; i + 16 <= n; i += 16) even += load_widened(a + i) * load_widened(b + i);
+  even += odd;
   float acc = 0.f;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) acc += a[i] * scalar(b[i]);
+  for (int lane = 0; lane < 16; ++lane) acc += even[lane];
+  for (; i < n; ++i) acc += a[i] * scalar(b[i]);
   return acc;
+}
+
+// acc[head_dim] = sum over l of weights[l] * values[slots[l]], each lane summed in l order
+template <typename T>
+static inline void weighted_sum(const float* weights, const T* values, const int64_t* slots, int64_t len,
+                                int64_t head_dim, float* acc) {
+  for (int64_t l = 0; l < len; ++l) {
+    const T* value = values + slots[l] * head_dim;
+#pragma omp simd
+    for (int64_t i = 0; i < head_dim; ++i) acc[i] += weights[l] * scalar(value[i]);
+  }
+}
+
+// the same for head_dim = 16 * CHUNKS, the sums held in registers across the context (same order, same result)
+template <int CHUNKS, typename T>
+static inline void weighted_sum(const float* weights, const T* values, const int64_t* slots, int64_t len,
+                                float* acc) {
+  vec16 sums[CHUNKS] = {};
+  for (int64_t l = 0; l < len; ++l) {
+    const T* value = values + slots[l] * (16 * CHUNKS);
+    for (int c = 0; c < CHUNKS; ++c) sums[c] += weights[l] * load_widened(value + 16 * c);
+  }
+  std::memcpy(acc, sums, sizeof sums);
 }
 
 // q, out: `group` rows of head_dim (contiguous; with T = bf16 they hold bfloat16 values); keys, values: one kv
@@ -35,14 +88,11 @@ static inline void attend_kv_head(const float* q, int64_t group, int64_t head_di
     for (int64_t l = 0; l < len; ++l) total += (row[l] = std::exp(row[l] - top));
     for (int64_t l = 0; l < len; ++l) row[l] = as<T>(row[l] / total);
   }
-  for (int64_t l = 0; l < len; ++l) {
-    const T* value = values + slots[l] * head_dim;
-    for (int64_t g = 0; g < group; ++g) {
-      const float p = scores[g * len + l];
-      float* dst = acc.data() + g * head_dim;
-#pragma omp simd
-      for (int64_t i = 0; i < head_dim; ++i) dst[i] += p * scalar(value[i]);
-    }
+  for (int64_t g = 0; g < group; ++g) {
+    const float* weights = scores.data() + g * len;
+    if (head_dim == 64) weighted_sum<4>(weights, values, slots, len, acc.data() + g * head_dim);
+    else if (head_dim == 128) weighted_sum<8>(weights, values, slots, len, acc.data() + g * head_dim);
+    else weighted_sum(weights, values, slots, len, head_dim, acc.data() + g * head_dim);
   }
   for (int64_t i = 0; i < group * head_dim; ++i) out[i] = as<T>(acc[i]);
 }
