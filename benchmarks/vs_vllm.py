@@ -16,9 +16,12 @@ package, dequantized to float32 safetensors as the tests do, or `--model DIR`) a
 bfloat16). Each workload is sent to one side, then the other, `--rounds` times, and each side keeps its best round
 (interference only adds time): streamed chat completions of `--output-len` tokens (`ignore_eos`, temperature 0)
 at concurrency 1, 4, 8 and 16, and a mixed workload (48 requests, prompts of 16-256 words, outputs of 16-128
-tokens, all at once). Reported per side: output tokens/s, TTFT and inter-token p50/p99, and the start-up time
-(process start to a healthy /health). The side not being measured is paused (SIGSTOP): an idle vLLM bound to
-every core spins them, and slowed bringup's turns 2-3x in a run that left it running. vLLM runs once per thread
+tokens, all at once), sent by the lean client (benchmarks/lean_client.py: raw sockets, the events found by their
+bytes, about 0.1 ms of CPU per token; `--client httpx` parses every event, about 1 ms, which on a 2-core machine
+slows whichever server is measured). Reported per side: output tokens/s, TTFT and inter-token p50/p99, the
+client's CPU per token, and the start-up time (process start to a healthy /health). The side not being measured
+is paused (SIGSTOP): an idle vLLM bound to every core spins them, and slowed bringup's turns 2-3x in a run that
+left it running. vLLM runs once per thread
 binding in `--vllm-binds` (VLLM_CPU_OMP_THREADS_BIND: `auto`, its default, reserves a core for its front end on a
 small machine); the best binding is shown as a second row. The machine is named at the top. A side that cannot
 run here says why instead of giving a number.
@@ -55,6 +58,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.lean_client import lean_streamed  # noqa: E402
 from benchmarks.machine import header_lines, machine_facts  # noqa: E402
 from benchmarks.serve_bench import RequestResult, streamed  # noqa: E402
 
@@ -210,10 +214,16 @@ def mixed_workload(seed: int) -> list[tuple[str, int]]:
     return [(words(rng, rng.randint(16, 256)), rng.randint(16, 128)) for _ in range(MIXED_REQUESTS)]
 
 
-async def one_chat(http: httpx.AsyncClient, url: str, prompt: str, output_len: int) -> RequestResult:
-    body = {"model": SERVED_NAME, "messages": [{"role": "user", "content": prompt}], "max_tokens": output_len,
+def chat_body(prompt: str, output_len: int) -> dict:
+    return {"model": SERVED_NAME, "messages": [{"role": "user", "content": prompt}], "max_tokens": output_len,
             "temperature": 0.0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
-    return await streamed(http, f"{url}/v1/chat/completions", body, {}, _has_content)
+
+
+async def one_chat(http: httpx.AsyncClient | None, url: str, prompt: str, output_len: int) -> RequestResult:
+    """One streamed chat completion, through httpx (`http` given) or the lean raw-socket client (None)."""
+    if http is None:
+        return await lean_streamed(f"{url}/v1/chat/completions", chat_body(prompt, output_len))
+    return await streamed(http, f"{url}/v1/chat/completions", chat_body(prompt, output_len), {}, _has_content)
 
 
 def _has_content(chunk: dict) -> bool:
@@ -221,25 +231,31 @@ def _has_content(chunk: dict) -> bool:
     return any((choice.get("delta") or {}).get("content") for choice in chunk.get("choices") or [])
 
 
-async def run_load(url: str, requests: list[tuple[str, int]], concurrency: int) -> dict:
+async def run_load(url: str, requests: list[tuple[str, int]], concurrency: int, client: str = "lean") -> dict:
+    """Send the requests, `concurrency` at a time; the figures, and the client's own CPU seconds per output token
+    (what the load generator took from the machine the server shares)."""
     gate = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(900.0), limits=limits) as http:
+    async with contextlib.AsyncExitStack() as stack:
+        http = None
+        if client == "httpx":
+            http = await stack.enter_async_context(httpx.AsyncClient(timeout=httpx.Timeout(900.0), limits=limits))
         await one_chat(http, url, "warm up", 4)
 
         async def gated(prompt: str, output_len: int) -> RequestResult:
             async with gate:
                 return await one_chat(http, url, prompt, output_len)
 
-        began = time.perf_counter()
+        cpu, began = time.process_time(), time.perf_counter()
         results = await asyncio.gather(*(gated(p, n) for p, n in requests))
-        seconds = time.perf_counter() - began
+        seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     ok = [r for r in results if r.ok]
     gaps = [g for r in ok for g in r.itl_s]
-    return {"output_tok_s": sum(r.output_tokens for r in ok) / seconds, "seconds": seconds,
+    tokens = sum(r.output_tokens for r in ok)
+    return {"output_tok_s": tokens / seconds, "seconds": seconds,
             "failed": len(results) - len(ok), "errors": sorted({r.error for r in results if r.error})[:3],
             "ttft_p50_ms": _percentile([r.ttft_s for r in ok], 50), "itl_p50_ms": _percentile(gaps, 50),
-            "itl_p99_ms": _percentile(gaps, 99)}
+            "itl_p99_ms": _percentile(gaps, 99), "client_cpu_ms_per_token": 1e3 * cpu / max(tokens, 1)}
 
 
 def _percentile(seconds: list[float], q: float) -> float:
@@ -263,8 +279,8 @@ def model_dir(given: Path | None) -> Path:
     return smollm2_hf_dir()
 
 
-def compare(servers: list[Server], workloads: dict[str, tuple[list[tuple[str, int]], int]], rounds: int
-            ) -> dict[str, dict[str, dict]]:
+def compare(servers: list[Server], workloads: dict[str, tuple[list[tuple[str, int]], int]], rounds: int,
+            client: str = "lean") -> dict[str, dict[str, dict]]:
     """{workload: {server: its best round}}, the servers taking turns on each workload, `rounds` times; the side
     not measured is paused (SIGSTOP) meanwhile, and resumed after."""
     measured: dict[str, dict[str, list[dict]]] = {}
@@ -274,7 +290,7 @@ def compare(servers: list[Server], workloads: dict[str, tuple[list[tuple[str, in
             for server in order:
                 for other in servers:
                     other.resume() if other is server else other.pause()
-                result = asyncio.run(run_load(server.url, requests, concurrency))
+                result = asyncio.run(run_load(server.url, requests, concurrency, client))
                 measured.setdefault(label, {}).setdefault(server.name, []).append(result)
                 print(f"  {label:<16} {server.name:<24} {result['output_tok_s']:8.1f} tok/s", file=sys.stderr,
                       flush=True)
@@ -287,15 +303,17 @@ def print_report(header: list[str], startups: dict[str, float], idle: dict[str, 
     print("start-up (process start to healthy): " + ", ".join(f"{n} {s:.1f} s" for n, s in startups.items()))
     print("idle CPU while the other side ran alone: " + ", ".join(f"{n} {p:.0f} %" for n, p in idle.items()))
     print(f"\n{'workload':<16} {'server':<24} {'tok/s':>8} {'ratio':>7} {'TTFT p50':>9} {'ITL p50':>8} "
-          f"{'ITL p99':>8}  rounds")
+          f"{'ITL p99':>8} {'client':>7}  rounds")
     for label, sides in table.items():
         mine = sides[bringup_name]["output_tok_s"]
         for name, r in sides.items():
             ratio = "" if name == bringup_name else f"{mine / r['output_tok_s']:.2f}x"
             failed = f"  {r['failed']} failed: {r['errors'][0]}" if r["failed"] else ""
             print(f"{label:<16} {name:<24} {r['output_tok_s']:8.1f} {ratio:>7} {r['ttft_p50_ms']:8.1f}ms "
-                  f"{r['itl_p50_ms']:6.1f}ms {r['itl_p99_ms']:6.1f}ms  {r['rounds_tok_s']}{failed}")
-    print("\nratio: bringup's output tokens/s over that vLLM row's, both sides' best round, in one run")
+                  f"{r['itl_p50_ms']:6.1f}ms {r['itl_p99_ms']:6.1f}ms {r['client_cpu_ms_per_token']:5.2f}ms"
+                  f"  {r['rounds_tok_s']}{failed}")
+    print("\nratio: bringup's output tokens/s over that vLLM row's, both sides' best round, in one run; client: the "
+          "load generator's CPU per output token")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-model-len", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json-out", type=Path, help="also write every figure as JSON")
+    parser.add_argument("--client", default="lean", choices=["lean", "httpx"],
+                        help="the load generator: `lean` reads raw sockets without parsing the events (about 0.1 ms "
+                             "of CPU per token here), `httpx` parses every event (about 1 ms: a third of a core at "
+                             "concurrency 16, taken from the server measured)")
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     if not levels or min(levels) < 1 or args.rounds < 1 or args.output_len < 1:
@@ -325,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_mixed:
         workloads["mixed (48)"] = (mixed_workload(args.seed), MIXED_REQUESTS)
     model = model_dir(args.model)
-    header = [*header_lines(machine_facts("cpu")), f"model:   {model.name}, {args.dtype}, both sides"]
+    header = [*header_lines(machine_facts("cpu")), f"model:   {model.name}, {args.dtype}, both sides",
+              f"client:  {args.client} (benchmarks/lean_client.py)" if args.client == "lean" else "client:  httpx"]
     results, startups, idle = {}, {}, {}
     bringup = start_bringup(model, args.dtype, args.profile, args.max_model_len)
     startups[bringup.name] = bringup.startup_s
@@ -339,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             startups[vllm.name] = vllm.startup_s
             idle[vllm.name], idle[bringup.name] = vllm.idle_cpu_percent(), bringup.idle_cpu_percent()
             try:
-                for label, sides in compare([bringup, vllm], workloads, args.rounds).items():
+                for label, sides in compare([bringup, vllm], workloads, args.rounds, args.client).items():
                     mine, earlier = sides.pop(bringup.name), results.setdefault(label, {}).get(bringup.name)
                     best = mine if earlier is None or mine["output_tok_s"] > earlier["output_tok_s"] else earlier
                     results[label].update({bringup.name: best, **sides})  # bringup's best turn across the runs
@@ -355,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     print_report(header, startups, idle, results, bringup.name)
     if args.json_out:
         args.json_out.write_text(json.dumps({"machine": machine_facts("cpu"), "model": str(model),
-                                             "dtype": args.dtype, "startup_s": startups, "idle_cpu_percent": idle,
-                                             "results": results}, indent=2))
+                                             "dtype": args.dtype, "client": args.client, "startup_s": startups,
+                                             "idle_cpu_percent": idle, "results": results}, indent=2))
     return 0
 
 
