@@ -17,7 +17,7 @@ import re
 import time
 from urllib.parse import urlsplit
 
-from benchmarks.serve_bench import RequestResult
+from benchmarks.serve_bench import RequestResult, stamp_token
 
 CONTENT = re.compile(rb'"content":"[^"]')
 PROMPT_TOKENS = re.compile(rb'"prompt_tokens":(\d+)')
@@ -53,11 +53,7 @@ async def lean_streamed(url: str, body: dict) -> RequestResult:
             for found in CONTENT.finditer(tail + chunk):
                 if found.end() <= len(tail):
                     continue  # found within the last read already
-                if last is None:
-                    result.ttft_s = now - start
-                else:
-                    result.itl_s.append(now - last)
-                last = now
+                last = stamp_token(result, start, last, now)
         result.e2e_s = time.perf_counter() - start
     except OSError as exc:
         result.error = f"{type(exc).__name__}: {exc}"

@@ -75,6 +75,15 @@ async def one_request(http: httpx.AsyncClient, url: str, model: str, prompt: str
     return await streamed(http, f"{url}/v1/completions", body, headers, lambda chunk: bool(chunk.get("choices")))
 
 
+def stamp_token(result: RequestResult, start: float, last: float | None, now: float) -> float:
+    """Record a token event at `now`: the first sets TTFT, later ones add an inter-token gap; returns `now`."""
+    if last is None:
+        result.ttft_s = now - start
+    else:
+        result.itl_s.append(now - last)
+    return now
+
+
 async def streamed(http: httpx.AsyncClient, url: str, body: dict, headers: dict[str, str],
                    carries_tokens: Callable[[dict], bool]) -> RequestResult:
     """POST a streaming request and time its server-sent events: the first chunk that `carries_tokens` sets TTFT,
@@ -99,11 +108,7 @@ async def streamed(http: httpx.AsyncClient, url: str, body: dict, headers: dict[
                     result.prompt_tokens = chunk["usage"]["prompt_tokens"]
                     result.output_tokens = chunk["usage"]["completion_tokens"]
                 if carries_tokens(chunk):
-                    if last is None:
-                        result.ttft_s = now - start
-                    else:
-                        result.itl_s.append(now - last)
-                    last = now
+                    last = stamp_token(result, start, last, now)
         result.e2e_s = time.perf_counter() - start
         result.ok = result.output_tokens > 0
         if not result.ok:
