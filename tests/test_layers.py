@@ -1,4 +1,5 @@
-"""Which packages may import which (the layer order of DESIGN.md), and no import cycle, lazy imports included.
+"""Which packages may import which (the layer order docs/development.md tabulates), and no import cycle, lazy
+imports included.
 
 Every module under bringup/ is parsed; every import counts: at module level, under `if TYPE_CHECKING:`, and
 inside functions. A new edge that points up a layer, or any cycle, fails here with the modules that make it.

@@ -10,10 +10,10 @@ Reading order (each package imports only the ones after it; tests/test_layers.py
            measurements (measurements.py, layout.py), host_kernels.py (every host-kernel choice) and confirm.py
            (the draft's candidates kept or dropped on the served model's timings).
   host/    optional CPU-only kernels (panels linear, paged decode, fused decode layers) and their checks.
-  model/   what runs: families.py (llama.py, qwen2.py, ..., each declaring what differs, config.json's fields
+  model/   what runs: families/ (llama.py, qwen2.py, ..., each declaring what differs, config.json's fields
            included) over decoder.py's modules (the decoder over a paged KV cache), attention_layer.py and
-           attention.py, rope.py, layout_linear.py (weight layouts), loader.py (safetensors) or builtin.py,
-           tokenizer.py and detokenizer.py.
+           attention.py, rope.py, layout_linear.py (weight layouts), loading/loader.py (safetensors), gguf/ or
+           builtin.py, text/tokenizer.py and text/detokenizer.py.
 sampling_params.py: a request's sampling parameters (the engine's, and the defaults a model's generation config
 gives). selftest.py compares the device against float64 on the CPU; throughput.py times a plan end to end.
 The HTTP server is bringup/serve/.

@@ -1,7 +1,7 @@
 """The shapes of a model, read from its Hugging Face config.json, for `verify-ops --model DIR`.
 
 Only shape fields are read, directly (no transformers class is built), so any decoder whose config has them
-works. ModelShapes travels to the isolated workers as JSON in BRINGUP_OPS_MODEL (see catalog.py).
+works. ModelShapes travels to the isolated workers as JSON in BRINGUP_OPS_MODEL (see catalog/__init__.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ execution plan picks the layout that measured faster on the device, per step siz
 A family (llama.py, qwen2.py, qwen3.py, phi3.py, gemma2.py) declares what differs as data and small hooks:
 projection biases, its checkpoint's names, its attention per layer (AttentionSpec: q/k norms, scale, window,
 soft-cap), its MLP per layer (`make_mlp`), its norm, its layer class, an embedding scale and a final logit
-soft-cap; families.py builds the right one.
+soft-cap; families/ builds the right one.
 """
 
 from __future__ import annotations

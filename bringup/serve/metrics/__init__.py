@@ -3,7 +3,7 @@
 Where the meaning is the same as vLLM's, the name, type and labels are vLLM's (`vllm:*`, label `model_name`), so
 vLLM's Grafana dashboard reads them; what only the bring-up runner has is named `bringup_*`. docs/metrics.md is the
 table of every metric. Counters and histograms are updated here by the server as requests run; gauges, the plan
-and the fallbacks are read from the engine when /metrics is scraped (metrics_engine.py).
+and the fallbacks are read from the engine when /metrics is scraped (metrics/engine.py).
 """
 
 from __future__ import annotations

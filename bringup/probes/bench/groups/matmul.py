@@ -2,7 +2,7 @@
 kernels at the decoder's shapes (quantized_matmul.py).
 
 For M=1 (decode) it also measures F.linear on the [out, in] weight layout side by side with the
-plain x @ W[in, out], since which one is faster is a property of the device (see DESIGN.md)."""
+plain x @ W[in, out], since which one is faster is a property of the device (runner/plan/layout.py times both)."""
 
 from __future__ import annotations
 

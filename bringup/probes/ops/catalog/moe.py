@@ -1,7 +1,7 @@
 """Catalog: the mixture-of-experts path — router, grouping tokens by expert, combining, grouped matmuls.
 
 The case builders take the shapes as arguments: the built-in catalog calls them at fixed odd shapes,
-`verify-ops --model` at a model's own (catalog_model.py).
+`verify-ops --model` at a model's own (catalog/model.py).
 """
 
 from __future__ import annotations

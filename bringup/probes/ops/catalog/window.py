@@ -1,7 +1,7 @@
 """Catalog: sliding-window attention masks (Mistral, Gemma-2) and tanh soft-capping (Gemma-2).
 
 The case builders take the shapes as arguments: the built-in catalog calls them at fixed odd shapes,
-`verify-ops --model` at a model's own (catalog_model.py).
+`verify-ops --model` at a model's own (catalog/model.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 callable by its dotted name, a stdlib or torch import, or the helper's own source text (top-level
 functions, classes and module constants verbatim; a nested function or lambda through a factory that
 receives its closure cells and default values). Anything it cannot express raises NotExpressible; the
-caller then reports the case instead of writing a misleading file. `repro_check.py` proves the result.
+caller then reports the case instead of writing a misleading file. repro/check.py proves the result.
 """
 
 from __future__ import annotations

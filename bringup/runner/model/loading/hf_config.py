@@ -1,5 +1,5 @@
 """A Hugging Face `config.json` read into a ModelConfig: the settings every family shares here, then what only the
-architecture's family reads (its file says: llama.py, qwen2.py, ... through families.py). Each error is one line
+architecture's family reads (its file in families/ says: llama.py, qwen2.py, ...). Each error is one line
 naming the file and the field."""
 
 from __future__ import annotations
