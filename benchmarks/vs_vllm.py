@@ -72,7 +72,7 @@ TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")  # built for anot
 SERVED_NAME = "bench-model"
 START_TIMEOUT_S = 900.0
 MIXED_REQUESTS = 48
-ROUND_SEEDS = 1000  # round r's prompts come from seed + r * ROUND_SEEDS: new prompts each round
+ROUND_SEEDS = 1000  # seeds apart between rounds (per_round)
 Workload = Callable[[int], list[tuple[str, int]]]  # round index -> (prompt, output tokens) requests
 
 
@@ -215,8 +215,9 @@ def chat_workload(concurrency: int, output_len: int, seed: int) -> list[tuple[st
     return [(words(rng, 24), output_len) for _ in range(max(4, 3 * concurrency))]
 
 
-def round_chats(concurrency: int, output_len: int, seed: int, round_index: int) -> list[tuple[str, int]]:
-    return chat_workload(concurrency, output_len, seed + ROUND_SEEDS * round_index)
+def per_round(build: Callable[[int], list[tuple[str, int]]], seed: int) -> Workload:
+    """The workload `build(seed)` makes, with new prompts each round: round r uses seed + r * ROUND_SEEDS."""
+    return lambda round_index: build(seed + ROUND_SEEDS * round_index)
 
 
 def mixed_workload(seed: int) -> list[tuple[str, int]]:
@@ -357,10 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     if not levels or min(levels) < 1 or args.rounds < 1 or args.output_len < 1:
         parser.error("--concurrency, --rounds and --output-len must be positive")
     workloads: dict[str, tuple[Workload, int]] = {
-        f"chat x{c}": (functools.partial(round_chats, c, args.output_len, args.seed), c) for c in levels}
+        f"chat x{c}": (per_round(functools.partial(chat_workload, c, args.output_len), args.seed), c) for c in levels}
     if not args.no_mixed:
-        workloads["mixed (48)"] = (lambda round_index: mixed_workload(args.seed + ROUND_SEEDS * round_index),
-                                   MIXED_REQUESTS)
+        workloads["mixed (48)"] = (per_round(mixed_workload, args.seed), MIXED_REQUESTS)
     model = model_dir(args.model)
     header = [*header_lines(machine_facts("cpu")), f"model:   {model.name}, {args.dtype}, both sides",
               f"client:  {args.client} (benchmarks/lean_client.py)" if args.client == "lean" else "client:  httpx"]
