@@ -23,6 +23,7 @@ from bringup.runner.eval.settings import EvalSettings
 from tests.cli.eval_references import Tensors, poisoned
 from tests.cli.run_cli import CliResult, run_cli
 
+SAME_RUN_KLD = 1e-9  # float32 rounding of a different summation order: ~1e-13 measured
 REFUSAL_SECONDS = 10.0  # a refusal comes before the model runs; a run here takes about a second
 
 
@@ -179,10 +180,13 @@ def test_poisoned_arrays_are_refused_where_the_file_is_read(saved, tmp_path, cas
 
 
 def test_the_saved_reference_itself_passes_every_check(saved, tmp_path):
+    """The two runs plan separately, each from its own start-up timings; on a busy machine they can take different
+    (equally checked) weight paths, whose sums differ in float32 rounding only: KL within SAME_RUN_KLD."""
     result = evaluate(saved, tmp_path)
     assert result.code == 0, result.stderr
     entry = next(iter(load_profile(tmp_path / "p.yaml").eval.values()))
-    assert entry.reference is not None and entry.reference.kld_max == 0.0 and entry.reference.top1_agreement == 1.0
+    assert entry.reference is not None and entry.reference.top1_agreement == 1.0
+    assert 0.0 <= entry.reference.kld_max <= SAME_RUN_KLD, entry.reference
 
 
 def test_a_figure_that_overflows_is_not_recorded(saved, tmp_path):
