@@ -31,9 +31,9 @@ from benchmarks.machine import header_lines, machine_facts, plan_facts, plan_lin
 from benchmarks.quantized_decode import bringup_decode_tps, llama_decode_tps
 from bringup.backends.registry import backend_for
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN, PANELS
 from bringup.runner.plan.layout import LayoutTimings
 from bringup.runner.plan.measurements import StartupMeasurements
+from bringup.runner.weights.kinds import IN_OUT, OUT_IN, PANELS
 
 PLANS = ("planned", "kernels")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from bringup.backends.cpu import cpuinfo_field, isa_level
-from bringup.backends.select import resolve_explicit
+from bringup.backends.selection.select import resolve_explicit
 from bringup.errors import BringupError
 
 # the x86 features that decide how fast bfloat16 / int8 matmuls and the host kernels can be

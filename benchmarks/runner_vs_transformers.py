@@ -42,8 +42,8 @@ if str(REPO) not in sys.path:
 
 from benchmarks.machine import header_lines, machine_facts, plan_facts, plan_line  # noqa: E402
 from bringup.runner.engine.engine import EngineOptions, LLMEngine  # noqa: E402
-from bringup.runner.model.linear_kinds import storage_key  # noqa: E402
 from bringup.runner.sampling_params import SamplingParams  # noqa: E402
+from bringup.runner.weights.layouts import storage_key  # noqa: E402
 
 PROMPT, NEW = 64, 64
 CONFIG = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import torch
 
 from benchmarks.machine import header_lines, machine_facts
-from bringup.runner.host import quantized as quantized_kernel
+from bringup.runner.weights.kernels import quantized as quantized_kernel
 
 SHAPE = (3072, 576)
 

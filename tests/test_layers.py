@@ -29,26 +29,39 @@ LAYERS: dict[str, set[str]] = {
                     "bringup.backends"},
     "bringup.serve": {"bringup.runner", "bringup.profiles", "bringup.backends"},
     "bringup.report": {"bringup.probes.fleet", "bringup.runner.plan.plan", "bringup.runner.plan.profile_facts",
-                       "bringup.runner.model.config.builtin", "bringup.profiles"},
-    "bringup.probes": {"bringup.runner.model", "bringup.runner.throughput", "bringup.runner.serving_latency",
-                       "bringup.profiles", "bringup.backends"},
+                       "bringup.runner.plan.settings", "bringup.runner.model.config.builtin", "bringup.profiles"},
+    "bringup.probes": {"bringup.runner.model", "bringup.runner.sources.builtin_model", "bringup.runner.model_files",
+                       "bringup.runner.throughput", "bringup.runner.serving_latency", "bringup.profiles",
+                       "bringup.backends"},
     "bringup.runner": {"bringup.profiles", "bringup.backends"},
     "bringup.profiles": {"bringup.backends.device_info"},  # the one device record type, which backends fill
     "bringup.backends": set(),
 }
 # inside the runner, top to bottom: eval (over selftest's float64 reference), start-up and the step loop, the plan
-# (from the profile and start-up measurements, and every host-kernel choice), the host kernels, the model, the
-# sampling parameters
+# (from the profile and start-up measurements, and every host-kernel choice), the model's host kernels, where a model
+# comes from (sources: the built-in model, a directory, a GGUF file), the text side (tokenizer, chat template), the
+# model's forward math, how its linear weights are stored and applied (weights), the model-file jail, the sampling
+# parameters
 RUNNER_LAYERS: dict[str, set[str]] = {
-    "bringup.runner.eval": {"bringup.runner.selftest", "bringup.runner.engine", "bringup.runner.model"},
-    "bringup.runner.selftest": {"bringup.runner.engine", "bringup.runner.plan", "bringup.runner.model"},
+    "bringup.runner.eval": {"bringup.runner.selftest", "bringup.runner.engine", "bringup.runner.sources",
+                            "bringup.runner.model"},
+    "bringup.runner.selftest": {"bringup.runner.engine", "bringup.runner.plan", "bringup.runner.sources",
+                                "bringup.runner.model", "bringup.runner.weights"},
     "bringup.runner.throughput": {"bringup.runner.engine", "bringup.runner.sampling_params"},
     "bringup.runner.serving_latency": {"bringup.runner.engine", "bringup.runner.sampling_params"},
-    "bringup.runner.engine": {"bringup.runner.plan", "bringup.runner.host", "bringup.runner.model",
+    "bringup.runner.engine": {"bringup.runner.plan", "bringup.runner.host", "bringup.runner.sources",
+                              "bringup.runner.text", "bringup.runner.model", "bringup.runner.weights",
                               "bringup.runner.sampling_params"},
-    "bringup.runner.plan": {"bringup.runner.host", "bringup.runner.model", "bringup.runner.sampling_params"},
-    "bringup.runner.host": {"bringup.runner.model", "bringup.runner.sampling_params"},
-    "bringup.runner.model": {"bringup.runner.sampling_params"},
+    "bringup.runner.plan": {"bringup.runner.host", "bringup.runner.model", "bringup.runner.weights",
+                            "bringup.runner.sampling_params"},
+    "bringup.runner.host": {"bringup.runner.model", "bringup.runner.weights", "bringup.runner.sampling_params"},
+    "bringup.runner.sources": {"bringup.runner.text", "bringup.runner.model", "bringup.runner.weights",
+                               "bringup.runner.model_files"},
+    "bringup.runner.text": {"bringup.runner.model.config", "bringup.runner.model_files",
+                            "bringup.runner.sampling_params"},
+    "bringup.runner.model": {"bringup.runner.weights", "bringup.runner.sampling_params"},
+    "bringup.runner.weights": set(),
+    "bringup.runner.model_files": set(),
     "bringup.runner.sampling_params": set(),
 }
 

@@ -13,13 +13,13 @@ from bringup.cli.lazy_group import MARKUP_MODE, LazyCommand, LazyGroup
 from bringup.errors import BringupError
 
 COMMANDS = (
-    LazyCommand("devices", "bringup.cli.commands.devices", "command",
+    LazyCommand("devices", "bringup.cli.commands.stages.devices", "command",
                 "Which devices torch can use and the OS has, and which one is chosen and why."),
-    LazyCommand("probe", "bringup.cli.commands.probe", "command",
+    LazyCommand("probe", "bringup.cli.commands.stages.probe", "command",
                 "What the device can really do: executed capability checks with evidence."),
-    LazyCommand("verify-ops", "bringup.cli.commands.verify_ops", "command",
+    LazyCommand("verify-ops", "bringup.cli.commands.stages.verify_ops", "command",
                 "Every op, dtype by dtype, against float64 on the CPU; --compiled adds torch.compile."),
-    LazyCommand("bench", "bringup.cli.commands.bench", "command",
+    LazyCommand("bench", "bringup.cli.commands.stages.bench", "command",
                 "Baseline microbenchmarks: matmul, bandwidth, transfers, latency, attention, ops, e2e."),
     LazyCommand("selftest", "bringup.cli.commands.selftest", "command",
                 "The runner end to end on the device against float64 on the CPU."),
@@ -33,7 +33,7 @@ COMMANDS = (
                 "Generate text for a prompt with the runner, planned from the profile."),
     LazyCommand("serve", "bringup.cli.commands.serve", "command",
                 "Serve a model over an OpenAI-compatible HTTP API, planned from the profile."),
-    LazyCommand("verify-collectives", "bringup.cli.commands.verify_collectives", "command",
+    LazyCommand("verify-collectives", "bringup.cli.commands.stages.verify_collectives", "command",
                 "torch.distributed collectives: exact results, bandwidth, faults named."),
     LazyCommand("fleet", "bringup.cli.commands.fleet", "command",
                 "The stages on every rank's device through torch.distributed; the ranks unlike the others named."),

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import torch
 
     from bringup.backends.base import DeviceInfo
-    from bringup.backends.select import Selection
+    from bringup.backends.selection.select import Selection
 
 DeviceOption = Annotated[
     Optional[str],
@@ -106,7 +106,7 @@ def stage_context(
     strict: bool = False,
     force: bool = False,
 ) -> StageContext:
-    from bringup.backends.select import select_device
+    from bringup.backends.selection.select import select_device
     from bringup.log import configure_logging, get_logger
     from bringup.profiles.store import default_profile_path, ensure_profile_matches
 

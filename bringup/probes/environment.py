@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 
 from bringup import __version__
-from bringup.backends.reconcile import visibility_variables
 from bringup.backends.registry import registered
+from bringup.backends.selection.reconcile import visibility_variables
 from bringup.probes.env_facts.accelerators import accelerator_facts, legacy_driver
 from bringup.probes.env_facts.compilers import compiler_facts
 from bringup.probes.env_facts.host import cpu_facts, system_facts

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from bringup.backends.base import DeviceInfo
-from bringup.backends.reconcile import PhysicalDevice, order_warnings, reconcile, visibility_variables
 from bringup.backends.registry import all_backends
-from bringup.backends.system import SystemScan, scan_system
+from bringup.backends.selection.reconcile import PhysicalDevice, order_warnings, reconcile, visibility_variables
+from bringup.backends.selection.system import SystemScan, scan_system
 
 
 @dataclass

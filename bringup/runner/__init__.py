@@ -12,7 +12,7 @@ Reading order (each package imports only the ones after it; tests/test_layers.py
   host/    optional CPU-only kernels (panels linear, paged decode, fused decode layers) and their checks.
   model/   what runs: families/ (llama.py, qwen2.py, ..., each declaring what differs, config.json's fields
            included) over decoder.py's modules (the decoder over a paged KV cache), attention_layer.py and
-           attention.py, rope.py, layout_linear.py (weight layouts), loading/loader.py (safetensors), gguf/ or
+           attention.py, rope.py, layout_linear.py (weight layouts), directory/loader.py (safetensors), gguf/ or
            builtin.py, text/tokenizer.py and text/detokenizer.py.
 sampling_params.py: a request's sampling parameters (the engine's, and the defaults a model's generation config
 gives). selftest.py compares the device against float64 on the CPU; throughput.py times a plan end to end.

@@ -40,6 +40,20 @@ def _in(value: Any, low: float, high: float) -> bool:
     return is_number(value) and low <= value <= high
 
 
+TEMPERATURE_RULE = (f"must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]; smaller values overflow "
+                    "the sampler's float32 logits")
+
+
+def temperature_allowed(value: Any) -> bool:
+    """The request rule for temperature (TEMPERATURE_RULE), the server's and the CLI's."""
+    return value == 0.0 or _in(value, MIN_TEMPERATURE, MAX_TEMPERATURE)
+
+
+def refusal(name: str, why: str, value: Any) -> ValueError:
+    """The error for a refused value: "<field>: <why> (got <value>)"."""
+    return ValueError(f"{name}: {why} (got {_shown(value)})")
+
+
 @dataclass
 class SamplingParams:
     """temperature 0 means greedy; top_k 0 means off; logprobs = number of top alternatives per token.
@@ -107,9 +121,7 @@ class SamplingParams:
         return [
             ("max_tokens", is_integer(self.max_tokens) and (1 <= self.max_tokens <= MAX_TOKENS or self._scoring_only),
              f"must be an integer in [1, {MAX_TOKENS}]"),
-            ("temperature", self.temperature == 0.0 or _in(self.temperature, MIN_TEMPERATURE, MAX_TEMPERATURE),
-             f"must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]; smaller values overflow the "
-             "sampler's float32 logits"),
+            ("temperature", temperature_allowed(self.temperature), TEMPERATURE_RULE),
             ("top_p", _in(self.top_p, MIN_TOP_P, 1.0), f"must be in [{MIN_TOP_P:g}, 1]"),
             ("top_k", is_integer(self.top_k) and 0 <= self.top_k <= MAX_TOP_K,
              f"must be an integer in [0, {MAX_TOP_K}] (0 = off)"),
@@ -125,7 +137,7 @@ class SamplingParams:
     def _raise_first(self, checks: list[Check]) -> None:
         for name, ok, why in checks:
             if not ok:
-                raise ValueError(f"{name}: {why} (got {_shown(getattr(self, name))})")
+                raise refusal(name, why, getattr(self, name))
 
 
 def token_budget(prompt_len: int, max_model_len: int, requested: int | None) -> int:

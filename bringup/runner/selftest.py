@@ -13,10 +13,10 @@ from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
-from bringup.runner.model.layout_linear import WEIGHT_PREFIX
-from bringup.runner.model.linear_kinds import DEQUANT_KINDS, QUANTIZED_KINDS
-from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
+from bringup.runner.sources.model_source import model_source
+from bringup.runner.weights.kinds import DEQUANT_KINDS, QUANTIZED_KINDS
+from bringup.runner.weights.layout_linear import WEIGHT_PREFIX
 
 FIXED_PROMPT = "The quick brown fox jumps over the lazy dog. Bringing up a new accelerator, step by step:"
 

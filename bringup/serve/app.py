@@ -9,7 +9,8 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from bringup.serve.context import ServerConfig, ServerContext
+from bringup.serve.config import ServerConfig
+from bringup.serve.context import ServerContext
 from bringup.serve.endpoints.chat import create_chat_completion
 from bringup.serve.endpoints.completions import create_completion
 from bringup.serve.endpoints.tokenization import detokenize, tokenize

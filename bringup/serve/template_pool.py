@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from bringup.runner.model.text.template_limits import TemplateLimits, run_with_limits
+from bringup.runner.text.template_limits import TemplateLimits, run_with_limits
 from bringup.serve.errors import APIError
 
 

@@ -5,9 +5,9 @@ the machine."""
 
 import pytest
 
-from bringup.backends import select
 from bringup.backends.base import Backend, DeviceInfo
 from bringup.backends.cpu import CpuBackend
+from bringup.backends.selection import select
 
 
 class TwoDeviceFamily(Backend):

@@ -6,9 +6,9 @@ import torch
 
 from bringup.backends.base import Hardware, SmiTool
 from bringup.backends.module_backend import ModuleBackend
-from bringup.backends.reconcile import build_support, reconcile, visibility_variables
 from bringup.backends.registry import registered
-from bringup.backends.system import scan_system
+from bringup.backends.selection.reconcile import build_support, reconcile, visibility_variables
+from bringup.backends.selection.system import scan_system
 from bringup.errors import StrictFallbackError
 from bringup.fallbacks import FallbackRecorder
 from bringup.probes.env_facts.accelerators import accelerator_facts

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from bringup.backends.base import DeviceInfo
-from bringup.backends.select import choose_automatically, select_device
+from bringup.backends.selection.select import choose_automatically, select_device
 from bringup.errors import BringupError
 
 

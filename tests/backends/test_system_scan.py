@@ -1,9 +1,9 @@
 import torch
 
 from bringup.backends.base import DeviceInfo
-from bringup.backends.reconcile import build_support, order_warnings, reconcile
 from bringup.backends.registry import all_backends
-from bringup.backends.system import scan_system
+from bringup.backends.selection.reconcile import build_support, order_warnings, reconcile
+from bringup.backends.selection.system import scan_system
 from tests.backends.sysfs import add_nodes, add_pci, amd_accelerator, intel_igpu_nvidia_dgpu, no_display
 
 CPU_ONLY_TORCH = torch.version.cuda is None and getattr(torch.version, "hip", None) is None

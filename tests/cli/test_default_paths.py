@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bringup.backends.registry import device_info
 from bringup.profiles.store import default_profile_path, load_profile
-from bringup.runner.host import build as host_build
+from bringup.runner.weights.kernels import build as host_build
 from tests.cli.run_cli import run_cli
 from tests.conftest import RUN_DIR
 

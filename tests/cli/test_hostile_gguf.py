@@ -3,7 +3,7 @@ traceback, within seconds and a few hundred MB.
 
 Metadata that claims more than the file holds, or more than a cap (a 10^9-item array in a 436 KB file, a real 10^7
 item array, a vocabulary past 2^20 tokens, 2 x 10^6 empty strings), is refused by the pre-scan
-(runner/model/gguf/prescan.py) before gguf's reader would have built gigabytes of objects; these run in a child
+(runner/sources/gguf/prescan.py) before gguf's reader would have built gigabytes of objects; these run in a child
 process so its peak RSS and Rust's own stderr are seen. Tensors outside the file or sharing bytes are refused by
 name; a tokenizer the tokenizers library would reject (a merge of tokens the vocabulary lacks, a token twice) is
 refused where the tokenizer is built, naming the merge or the token, by generate, selftest and eval alike."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.runner.model.gguf.prescan import MAX_VOCABULARY
+from bringup.runner.sources.gguf.prescan import MAX_VOCABULARY
 from tests.cli.child_cli import assert_one_error_line, measured_cli
 from tests.cli.run_cli import run_cli
 from tests.runner.gguf_bytes import ARRAY, STRING, UINT8, array, kv, write

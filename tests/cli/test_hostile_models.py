@@ -1,4 +1,4 @@
-"""Hostile model directories through the real CLI: a model directory is a jail (runner/model/loading/model_files.py).
+"""Hostile model directories through the real CLI: a model directory is a jail (bringup/runner/model_files.py).
 
 Every file the loader reads must resolve inside the directory (or, for a Hugging Face hub cache snapshot, inside its
 repository's blobs/) and be a regular file, read under a cap; JSON must be UTF-8 and shallow; the weights must fit

@@ -5,7 +5,7 @@ Unchecked, a merge whose result is not a token makes the library panic (about 20
 process's stderr, then a PanicException that `except Exception` lets through), and a continuing_subword_prefix cut
 that splits a character aborts the process; those two run in a child process, where that output would be seen.
 A token twice or an id twice the library took silently, leaving a hole or renumbering a token. The rules live in
-runner/model/text/vocabulary.py (shared with GGUF files), applied where tokenizer.json is read (tokenizer_json.py).
+bringup/runner/text/vocabulary.py (shared with GGUF files), applied where tokenizer.json is read (tokenizer_json.py).
 """
 
 from __future__ import annotations

@@ -149,9 +149,9 @@ def test_a_record_whose_sweep_the_cache_cannot_hold_now_is_timed_afresh(tuned, t
     import torch
 
     from bringup.runner.engine.decode_timing import sweep_limit
-    from bringup.runner.model.builtin import builtin_config, load_builtin
     from bringup.runner.model.kv_cache import bytes_per_block
     from bringup.runner.plan.kv_sizing import MEMORY_FRACTION, activation_estimate
+    from bringup.runner.sources.builtin_model import builtin_config, load_builtin
 
     def swept_to_64(record: dict[str, Any]) -> None:
         sizes = (1, 2, 4, 8, 16, 32, 64)

@@ -148,8 +148,8 @@ def test_a_command_whose_module_is_missing_is_one_line_error():
 
 
 def test_names_spelled_out_for_help_match_their_sources():
-    from bringup.cli.commands.bench import GROUP_NAMES
-    from bringup.cli.commands.verify_collectives import DEFAULT_DTYPES
+    from bringup.cli.commands.stages.bench import GROUP_NAMES
+    from bringup.cli.commands.stages.verify_collectives import DEFAULT_DTYPES
     from bringup.probes.bench.stage import GROUPS
     from bringup.probes.collectives.patterns import DEFAULT_DTYPES as PATTERN_DTYPES
 

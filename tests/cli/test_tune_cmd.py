@@ -10,7 +10,7 @@ import pytest
 from bringup.profiles.store import load_profile, render_yaml
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.plan.measurements import StartupMeasurements
-from bringup.runner.plan.recorded import MEASURED_SETTINGS
+from bringup.runner.plan.record.recorded import MEASURED_SETTINGS
 from tests.cli.run_cli import run_cli
 
 

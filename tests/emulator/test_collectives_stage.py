@@ -51,7 +51,7 @@ def test_results_are_exact(clean):
 
 
 def test_the_terminal_and_the_report_label_the_bandwidth_host_staged(clean, capsys):
-    from bringup.cli.commands.verify_collectives import print_report
+    from bringup.cli.commands.stages.verify_collectives import print_report
     from bringup.profiles.sections.collectives import CollectivesSection
     from bringup.report.sections.runs import collectives_view
 

@@ -57,7 +57,7 @@ def test_the_summary_shows_memory_and_kind_and_a_bare_type_takes_the_discrete_de
 def test_an_index_still_names_the_device_and_the_environment_variable_follows_the_rule():
     seen = emu_results("""
 import os
-from bringup.backends.select import select_device
+from bringup.backends.selection.select import select_device
 indexed = select_device("emu:0")
 os.environ["BRINGUP_DEVICE"] = "emu"
 bare = select_device(None)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bringup.runner.model.builtin import builtin_config
 from bringup.runner.model.kv_cache import bytes_per_block
 from bringup.runner.plan.kv_sizing import MEMORY_FRACTION
+from bringup.runner.sources.builtin_model import builtin_config
 from tests.emulator.emu_process import emu_results
 from tests.emulator.runner_children import MiB, bringup_cli
 

@@ -11,9 +11,9 @@ import httpx
 import pytest
 import torch
 
-from bringup.runner.model.builtin import builtin_config
 from bringup.runner.model.kv_cache import bytes_per_block
 from bringup.runner.plan.kv_sizing import MEMORY_FRACTION
+from bringup.runner.sources.builtin_model import builtin_config
 from tests.emulator.emu_process import emu_results
 from tests.emulator.runner_children import CLI, REFUSED_BF16, REFUSING_BF16, SERVE_CAP, serve_cli, stage_profile
 from tests.runner.hf_fixtures import make_hf_model

@@ -16,11 +16,14 @@ REPO = REFERENCE.parents[1]
 # what the draft plan needs from the runner: plain data and rules, no torch
 TORCH_FREE_RUNNER = {"bringup.runner", "bringup.runner.plan", "bringup.runner.plan.plan",
                      "bringup.runner.plan.profile_facts", "bringup.runner.plan.choice",
-                     "bringup.runner.plan.host_fallbacks", "bringup.runner.model", "bringup.runner.model.config",
-                     "bringup.runner.model.config.fields", "bringup.runner.model.config.moe",
+                     "bringup.runner.plan.settings", "bringup.runner.plan.host_fallbacks", "bringup.runner.model",
+                     "bringup.runner.model.config",
+                     "bringup.runner.model.config.fields", "bringup.runner.model.config.moe_settings",
                      "bringup.runner.model.config.builtin", "bringup.runner.model.attention_kinds",
-                     "bringup.runner.model.stored_quantization", "bringup.runner.model.ignore_rules",
-                     "bringup.runner.sampling_params"}
+                     "bringup.runner.weights", "bringup.runner.weights.formats",
+                     "bringup.runner.weights.formats.compressed_tensors",
+                     "bringup.runner.weights.formats.compressed_tensors.scheme",
+                     "bringup.runner.weights.formats.compressed_tensors.ignore_rules", "bringup.runner.sampling_params"}
 
 READ_ONLY_SCRIPT = """
 import sys

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.runner.host import build as host_build
+from bringup.runner.weights.kernels import build as host_build
 
 
 def compiler() -> str | None:

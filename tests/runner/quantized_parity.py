@@ -14,11 +14,11 @@ from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
-from bringup.runner.model.linear_kinds import DEQUANT_KINDS, FP8, OUT_IN
-from bringup.runner.model.quantized_weights import quantize_activations
-from bringup.runner.model.source import model_source
 from bringup.runner.plan.plan import Choice
 from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.sources.model_source import model_source
+from bringup.runner.weights.formats.integer import quantize_activations
+from bringup.runner.weights.kinds import DEQUANT_KINDS, FP8, OUT_IN
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.stated import stated
 

@@ -11,8 +11,8 @@ import torch
 
 from bringup.runner.engine.sampling import sample
 from bringup.runner.engine.sequence import Sequence
-from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
 from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.text.tokenizer import ByteTokenizer, HFTokenizer
 from tests.runner.hf_fixtures import save_tokenizer
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

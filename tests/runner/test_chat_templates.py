@@ -18,9 +18,9 @@ import pytest
 
 from bringup.errors import BringupError, StrictFallbackError
 from bringup.fallbacks import FallbackRecorder
-from bringup.runner.model.text import chat_template as ours
-from bringup.runner.model.text.chat_template import ChatTemplate, ChatTemplateError, render_chat
-from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
+from bringup.runner.text import chat_template as ours
+from bringup.runner.text.chat_template import ChatTemplate, ChatTemplateError, render_chat
+from bringup.runner.text.tokenizer import ByteTokenizer, HFTokenizer
 from tests.runner.hf_fixtures import save_tokenizer
 
 TEMPLATES = Path(__file__).parent / "chat_templates"

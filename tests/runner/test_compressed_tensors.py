@@ -12,8 +12,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.model.linear_kinds import FP8, to_out_in
 from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.weights.kinds import FP8
+from bringup.runner.weights.registry import to_out_in
 from tests.cli.run_cli import run_cli
 from tests.runner.compressed_tensors_files import (
     DYNAMIC_TOKENS,

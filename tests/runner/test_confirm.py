@@ -9,7 +9,6 @@ import pytest
 from bringup.runner.engine import decode_timing
 from bringup.runner.engine.decode_timing import alternated
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.model.builtin import builtin_config
 from bringup.runner.plan.confirm import (
     COMPILED,
     EXPERTS,
@@ -22,6 +21,7 @@ from bringup.runner.plan.confirm import (
 from bringup.runner.plan.host_kernels import LAYOUT, PAGED
 from bringup.runner.plan.plan import Choice, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.sources.builtin_model import builtin_config
 from tests.runner.stated import stated
 
 HOW = "stated as data"
@@ -212,7 +212,7 @@ def test_the_second_pass_times_the_knee_and_larger_batches_only_when_the_knee_is
 
 
 def test_tune_combines_runs_into_their_fastest_with_the_floor_noise_across_runs():
-    from bringup.runner.plan.tune_runs import combine
+    from bringup.runner.plan.record.tune_runs import combine
     from tests.runner.stated import layout_times, stated
 
     runs = [stated(layouts=layout_times(in_out=us, out_in=1.0),

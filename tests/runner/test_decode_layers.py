@@ -11,12 +11,12 @@ import torch
 from bringup.errors import StrictFallbackError
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.host import decode_layers
-from bringup.runner.host.build import HostKernelInputError
 from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
-from bringup.runner.model.builtin import load_builtin
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.sources.builtin_model import load_builtin
+from bringup.runner.weights.kernels.build import HostKernelInputError
 from tests.runner.hf_dense_fixtures import make_family_model
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.host_compiler import needs_compiler

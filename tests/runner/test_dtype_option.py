@@ -10,9 +10,9 @@ import pytest
 from bringup.errors import BringupError
 from bringup.profiles.schema import Capabilities, Capability
 from bringup.profiles.store import load_profile
-from bringup.runner.model.builtin import builtin_config
 from bringup.runner.plan.plan import build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.sources.builtin_model import builtin_config
 from tests.runner.test_cli import assert_one_line_error, run_cli
 from tests.runner.test_plan_fallbacks import _op, write_profile
 

@@ -12,9 +12,9 @@ import torch
 from bringup.errors import BringupError
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
-from bringup.runner.model.loading.hf_config import read_hf_config
-from bringup.runner.model.loading.loader import read_config
 from bringup.runner.plan.plan import SOFTCAP_OPS, WINDOW_OPS, model_ops
+from bringup.runner.sources.directory.hf_config import read_hf_config
+from bringup.runner.sources.directory.loader import read_config
 from tests.runner.hf_dense_fixtures import make_family_model, reload_without_window
 from tests.runner.parity_check import assert_matches_transformers
 from tests.runner.stated import stated
@@ -52,7 +52,7 @@ def test_the_window_changes_the_answer(tmp_path, family):
 def test_decode_steps_and_a_ragged_batch_keep_the_window(tmp_path, family):
     """Prefill in two chunks and then decode one token at a time (contexts past the window), two sequences of
     different lengths in one step: every position's logits match transformers."""
-    from bringup.runner.model.loading.loader import load_model
+    from bringup.runner.sources.directory.loader import load_model
 
     hf = make_family_model(tmp_path, family)
     config = read_config(tmp_path)

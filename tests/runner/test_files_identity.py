@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bringup.runner.model import files_identity
-from bringup.runner.model.files_identity import END_BYTES, directory_sha256, ends_sha256, gguf_sha256
+from bringup.runner.sources import identity as files_identity
+from bringup.runner.sources.identity import END_BYTES, directory_sha256, ends_sha256, gguf_sha256
 
 SIZE = 8 * END_BYTES
 

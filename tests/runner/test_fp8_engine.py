@@ -13,9 +13,9 @@ import torch
 from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.engine.engine import LLMEngine
-from bringup.runner.model.fp8_weights import FP8_DTYPE, dequantize_fp8, quantize_fp8
-from bringup.runner.model.linear_kinds import FP8
-from bringup.runner.plan.quantization import requested_scheme, scheme_why_not
+from bringup.runner.plan.quantize.scheme import requested_scheme, scheme_why_not
+from bringup.runner.weights.formats.fp8 import FP8_DTYPE, dequantize_fp8, quantize_fp8
+from bringup.runner.weights.kinds import FP8
 from tests.cli.run_cli import run_cli
 from tests.runner.quantized_parity import assert_decode_matches_reference, start_quantized, tiny_quantizable_model
 

@@ -1,4 +1,4 @@
-"""The GGUF pre-scan (runner/model/gguf/prescan.py, tensor_index.py): a file gguf's own writer made reads exactly as
+"""The GGUF pre-scan (runner/sources/gguf/prescan.py, tensor_index.py): a file gguf's own writer made reads exactly as
 gguf's own reader reads it; every count, length and offset that claims more than the file holds, or more than a
 cap, is refused in one line before anything is built; tensors outside the data section, wrapping around, unaligned
 or sharing bytes are refused by name."""
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from bringup.errors import BringupError
-from bringup.runner.model.gguf.prescan import MAX_ARRAY, MAX_ARRAY_ITEMS, MAX_KEYS, MAX_VOCABULARY
-from bringup.runner.model.gguf.reader import open_gguf
+from bringup.runner.sources.gguf.prescan import MAX_ARRAY, MAX_ARRAY_ITEMS, MAX_KEYS, MAX_VOCABULARY
+from bringup.runner.sources.gguf.reader import open_gguf
 from tests.runner.gguf_bytes import (
     ARRAY,
     F32,

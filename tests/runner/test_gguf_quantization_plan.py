@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from bringup.runner.engine.auto_quantization.held_candidates import load_held_candidates
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.held_candidates import load_held_candidates
 from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.model.linear_kinds import INT4, INT8, OUT_IN
-from bringup.runner.model.quantized_weights import dequantize_int8
-from bringup.runner.model.source import model_source
-from bringup.runner.plan.held_blocks import auto_candidates_for
+from bringup.runner.plan.quantize.held_blocks import auto_candidates_for
+from bringup.runner.sources.model_source import model_source
+from bringup.runner.weights.formats.integer import dequantize_int8
+from bringup.runner.weights.kinds import INT4, INT8, OUT_IN
 from tests.cli.run_cli import run_cli
 from tests.runner.gguf_files import T, write_gguf
 from tests.runner.hf_fixtures import make_hf_model

@@ -13,10 +13,10 @@ import torch
 
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
-from bringup.runner.model.gguf.reader import open_gguf
-from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, OUT_IN
-from bringup.runner.model.quantized_weights import dequantize_int4, dequantize_int8, unpack_int8
-from bringup.runner.model.source import model_source
+from bringup.runner.sources.gguf.reader import open_gguf
+from bringup.runner.sources.model_source import model_source
+from bringup.runner.weights.formats.integer import dequantize_int4, dequantize_int8, unpack_int8
+from bringup.runner.weights.kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT, OUT_IN
 from tests.runner.gguf_files import T, gguf, write_gguf
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.host_compiler import needs_compiler

@@ -12,10 +12,10 @@ import torch
 
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.host import paged_decode
-from bringup.runner.host import panels as panel_kernel
-from bringup.runner.host.build import HostKernelInputError
 from bringup.runner.host.paged_decode import DecodeAttention
 from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.weights.kernels import panels as panel_kernel
+from bringup.runner.weights.kernels.build import HostKernelInputError
 from tests.runner.host_compiler import needs_compiler
 
 HEADS, KV_HEADS, HEAD_DIM, BATCH, LENGTH, SLOTS = 12, 4, 64, 3, 20, 64
@@ -124,7 +124,7 @@ def test_the_original_crash_bfloat16_into_paged_decode_raises_instead(tmp_path):
     script = textwrap.dedent("""
         import torch
         from bringup.runner.host import paged_decode
-        from bringup.runner.host.build import HostKernelInputError
+        from bringup.runner.weights.kernels.build import HostKernelInputError
         args = paged_decode._case(8, 4, 32, 5, 130, 256, 0, torch.device("cpu"))
         q, k, v = (t.to(torch.bfloat16) for t in args[:3])
         try:

@@ -12,8 +12,13 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bringup.errors import BringupError
-from bringup.runner.model.loading import ignore_patterns
-from bringup.runner.model.loading.ignore_patterns import MAX_PATTERNS, MAX_TOTAL_WAYS, MAX_WAYS, read_ignore
+from bringup.runner.sources.directory import ignore_patterns
+from bringup.runner.weights.formats.compressed_tensors.ignore_patterns import (
+    MAX_PATTERNS,
+    MAX_TOTAL_WAYS,
+    MAX_WAYS,
+    read_ignore,
+)
 from tests.cli.run_cli import CliResult
 from tests.runner.compressed_tensors_files import (
     edit_config,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from bringup.runner.model.builtin import builtin_config
 from bringup.runner.model.kv_cache import bytes_per_block
 from bringup.runner.plan.kv_sizing import MEMORY_FRACTION, activation_estimate, size_kv_cache
+from bringup.runner.sources.builtin_model import builtin_config
 
 CONFIG = builtin_config()
 BLOCK = 16

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from bringup.runner.model.builtin import builtin_config
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.host_kernels import choose_layout
 from bringup.runner.plan.layout import LayoutTimings, linear_weight_bytes
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.sources.builtin_model import builtin_config
 from tests.runner.stated import GIB, ROWS, layout_times
 
 CONFIG = builtin_config()

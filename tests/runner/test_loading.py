@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from bringup.errors import BringupError
-from bringup.runner.model.builtin import builtin_config, builtin_tensors
-from bringup.runner.model.loading.hf_config import read_hf_config
-from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
+from bringup.runner.sources.builtin_model import builtin_config, builtin_tensors
+from bringup.runner.sources.directory.hf_config import read_hf_config
+from bringup.runner.text.tokenizer import ByteTokenizer, HFTokenizer
 from tests.runner.hf_fixtures import save_tokenizer
 
 

@@ -1,4 +1,4 @@
-"""The model directory's jail (bringup/runner/model/loading/model_files.py) and the free-memory check, on real files."""
+"""The model directory's jail (bringup/runner/model_files.py) and the free-memory check, on real files."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from bringup.errors import BringupError
 from bringup.json_depth import json_depth
-from bringup.runner.model.loading.model_files import (
+from bringup.runner.model_files import (
     MAX_JSON_DEPTH,
     decode_json,
     model_file,
@@ -19,7 +19,7 @@ from bringup.runner.model.loading.model_files import (
     read_json,
     read_text,
 )
-from bringup.runner.model.loading.validate import TensorSpec, check_fits, weight_bytes
+from bringup.runner.sources.directory.validate import TensorSpec, check_fits, weight_bytes
 
 
 def test_json_depth_counts_brackets_outside_strings_only() -> None:

@@ -6,12 +6,12 @@ import dataclasses
 
 import torch
 
-from bringup.runner.model.builtin import builtin_config, builtin_tensors, load_builtin
 from bringup.runner.model.checkpoint import hf_tensor_names
 from bringup.runner.model.families import FAMILIES, SUPPORTED_ARCHITECTURES, build_model
 from bringup.runner.model.families.llama import LlamaDecoder
 from bringup.runner.model.families.qwen2 import Qwen2Decoder
-from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
+from bringup.runner.sources.builtin_model import builtin_config, builtin_tensors, load_builtin
+from bringup.runner.weights.layout_linear import LayoutLinear, WeightLayout
 
 
 def test_every_supported_architecture_has_a_family():

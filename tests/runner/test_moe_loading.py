@@ -8,7 +8,7 @@ from safetensors.torch import load_file, save_file
 
 from bringup.errors import BringupError
 from bringup.runner.model.families import hf_tensor_shapes
-from bringup.runner.model.loading.hf_config import read_hf_config
+from bringup.runner.sources.directory.hf_config import read_hf_config
 from tests.runner.hf_moe_fixtures import make_hf_moe_model, mixtral_config, qwen3_moe_config
 from tests.runner.test_cli import assert_one_line_error, run_cli
 

@@ -10,12 +10,12 @@ from bringup.errors import StrictFallbackError
 from bringup.profiles.schema import Capabilities, Capability, Profile
 from bringup.profiles.sections.ops import OpCaseRecord
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.model.builtin import builtin_config
-from bringup.runner.model.loading.hf_config import read_hf_config
 from bringup.runner.model.moe import DENSE, GROUPED, sparse_blocks
 from bringup.runner.plan.plan import GROUPED_EXPERT_OPS, RUNNER_OPS, build_plan, choose_experts
 from bringup.runner.plan.profile_facts import ProfileFacts
 from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.sources.builtin_model import builtin_config
+from bringup.runner.sources.directory.hf_config import read_hf_config
 from tests.runner.hf_moe_fixtures import make_hf_moe_model, mixtral_config, ops_profile, qwen3_moe_config, write_profile
 from tests.runner.stated import stated
 
@@ -108,8 +108,8 @@ def test_strict_refuses_the_fallback(tmp_path, monkeypatch):
 @pytest.mark.parametrize("config", [mixtral_config(), qwen3_moe_config(decoder_sparse_step=1, mlp_only_layers=[1])],
                          ids=["mixtral", "qwen3_moe"])
 def test_the_layout_plan_counts_every_expert_when_it_sizes_a_second_weight_copy(tmp_path, config):
-    from bringup.runner.model.loading.loader import load_model, read_config
     from bringup.runner.plan.layout import linear_weight_bytes
+    from bringup.runner.sources.directory.loader import load_model, read_config
 
     make_hf_moe_model(tmp_path, config)
     ours = read_config(tmp_path)

@@ -13,10 +13,10 @@ from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.runner.engine import decode_timing
 from bringup.runner.engine.decode_timing import timed_pair
 from bringup.runner.engine.reconfirm import why_reconfirm
-from bringup.runner.plan.cleaner_record import cleaner_record
 from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.host_kernels import FUSED_LAYERS, PAGED
 from bringup.runner.plan.noise import contended, floor_noise, kept
+from bringup.runner.plan.record.cleaner import cleaner_record
 
 
 class BusyMachine:

@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bringup.runner.host import build as host_build
-from bringup.runner.host import panels as panel_kernel
-from bringup.runner.model.builtin import load_builtin
 from bringup.runner.model.decoder import WeightLayout
+from bringup.runner.sources.builtin_model import load_builtin
+from bringup.runner.weights.kernels import build as host_build
+from bringup.runner.weights.kernels import panels as panel_kernel
 from tests.runner.host_compiler import needs_compiler
 
 

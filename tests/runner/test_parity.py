@@ -37,11 +37,11 @@ def test_dual_layout_matches_transformers_in_prefill_and_decode(tmp_path, small,
     """Weights kept in two layouts: prefill (many rows) uses `large`, decode (one row) `small`."""
     from bringup.runner.model.batch_inputs import build_inputs
     from bringup.runner.model.decoder import WeightLayout
-    from bringup.runner.model.loading.loader import load_model, read_config
+    from bringup.runner.sources.directory.loader import load_model, read_config
 
     hf = make_hf_model(tmp_path, arch="qwen2", tied=True)
     config = read_config(tmp_path)
-    from bringup.runner.model.linear_kinds import packed_check
+    from bringup.runner.weights.registry import packed_check
 
     if "panels" in (small, large) and compiler() is None:
         pytest.skip("no C++ compiler (CXX, g++, c++ or clang++) found to build the host panel kernel")

@@ -10,8 +10,6 @@ from bringup.errors import StrictFallbackError
 from bringup.profiles.schema import Capabilities, Capability, Profile
 from bringup.profiles.sections.ops import OpCaseRecord
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.model.builtin import builtin_config
-from bringup.runner.model.loading.hf_config import read_hf_config
 from bringup.runner.plan.plan import (
     GROUPED_EXPERT_OPS,
     RUNNER_OPS,
@@ -21,6 +19,8 @@ from bringup.runner.plan.plan import (
     choose_experts,
 )
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.sources.builtin_model import builtin_config
+from bringup.runner.sources.directory.hf_config import read_hf_config
 from tests.runner.hf_moe_fixtures import mixtral_config
 from tests.runner.stated import stated
 

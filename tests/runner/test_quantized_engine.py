@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 
 from bringup.runner.engine.engine import LLMEngine
-from bringup.runner.host import build as host_build
-from bringup.runner.model.linear_kinds import INT4, INT4_G64, INT4_G128, INT8
+from bringup.runner.host.paged_decode import HOST_KERNELS
+from bringup.runner.weights.kernels import build as host_build
+from bringup.runner.weights.kinds import INT4, INT4_G64, INT4_G128, INT8
 from tests.cli.run_cli import run_cli
 from tests.runner.host_compiler import needs_compiler
 from tests.runner.quantized_parity import assert_decode_matches_reference, start_quantized, tiny_quantizable_model
 
 PROMPT = [0, 5, 9, 33, 80, 7, 120, 64, 12]
-KERNEL_SOURCES = ("panel_linear.cpp", "paged_decode.cpp", "decode_layers.cpp", "quantized_linear.cpp")
+KERNEL_SOURCES = (("panel_linear.cpp", host_build.KERNELS), ("paged_decode.cpp", HOST_KERNELS),
+                  ("decode_layers.cpp", HOST_KERNELS), ("quantized_linear.cpp", host_build.KERNELS))
 # the faults, at the dispatch every instruction-set path shares: int8 results scaled by 1.5, int4 results halved
 SCALED = "for (int r = 0; r < ROWS; ++r) for (int t = 0; t < NT; ++t) for (int i = 0; i < QTILE; ++i) " \
          "out[r][t][i] *= {};"
@@ -117,9 +119,9 @@ def faulty_kernel_cache(tmp_path: Path, faults: dict[str, str]) -> Path:
     in a cache looks like."""
     cache = tmp_path / "kernels"
     cache.mkdir()
-    for name in KERNEL_SOURCES:
-        host_build.load(name)
-        shutil.copy(host_build.library_path(name), cache / host_build.library_path(name).name)
+    for name, folder in KERNEL_SOURCES:
+        host_build.load(name, folder)
+        shutil.copy(host_build.library_path(name, folder), cache / host_build.library_path(name, folder).name)
     header = (host_build.KERNELS / "quantized_tile.h").read_text()
     for sound, wrong in faults.items():
         assert sound in header  # the fault is real: the line it corrupts exists
@@ -128,8 +130,7 @@ def faulty_kernel_cache(tmp_path: Path, faults: dict[str, str]) -> Path:
     wrong_source = tmp_path / "quantized_linear.cpp"
     shutil.copy(host_build.KERNELS / "quantized_linear.cpp", wrong_source)
     target = cache / host_build.library_path("quantized_linear.cpp").name
-    subprocess.run([host_build._compiler(), *host_build.FLAGS, str(wrong_source), "-o", str(target)], check=True,
-                   timeout=host_build.BUILD_TIMEOUT_S)
+    subprocess.run(host_build.compile_args(wrong_source, target), check=True, timeout=host_build.BUILD_TIMEOUT_S)
     return cache
 
 

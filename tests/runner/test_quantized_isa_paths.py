@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from bringup.runner.host import build as host_build
-from bringup.runner.host import quantized as quantized_kernel
-from bringup.runner.model.linear_kinds import INT4, INT4_G64, INT4_G128, INT8
-from bringup.runner.model.quantized_weights import reference_linear
+from bringup.runner.weights.formats.integer import KERNEL_FORMATS, reference_linear
+from bringup.runner.weights.kernels import build as host_build
+from bringup.runner.weights.kernels import quantized as quantized_kernel
+from bringup.runner.weights.kinds import INT4, INT4_G64, INT4_G128, INT8
 from tests.runner.host_compiler import needs_compiler
 
 # -march targets and the CPU features running their code needs
@@ -40,15 +40,15 @@ def test_each_instruction_set_path_matches_the_reference(tmp_path, target):
     if missing:
         pytest.skip(f"this CPU cannot run -march={target} code (no {', '.join(missing)})")
     library = tmp_path / f"quantized_{target}.so"
-    flags = [f if f != "-march=native" else f"-march={target}" for f in host_build.FLAGS]
-    subprocess.run([host_build._compiler(), *flags, str(host_build.KERNELS / "quantized_linear.cpp"), "-o",
-                    str(library)], check=True, timeout=host_build.BUILD_TIMEOUT_S)
+    command = host_build.compile_args(host_build.KERNELS / "quantized_linear.cpp", library)
+    command = [f if f != "-march=native" else f"-march={target}" for f in command]
+    subprocess.run(command, check=True, timeout=host_build.BUILD_TIMEOUT_S)
     lib = ctypes.CDLL(str(library))
     built = {"x86-64": 0, "haswell": 256, "alderlake": 256}[target]
     assert lib.bringup_quantized_vector_bits() == built
+    entry = getattr(lib, quantized_kernel.ENTRY_POINT)
+    entry.argtypes, entry.restype = [ctypes.c_int64, *host_build.LINEAR_ARGTYPES], None
     for scheme in (INT8, INT4, INT4_G64, INT4_G128):
-        entry = getattr(lib, quantized_kernel.ENTRY_POINTS[scheme])
-        entry.argtypes, entry.restype = host_build.LINEAR_ARGTYPES, None
         for n, k, m in SHAPES:
             if k % {INT4_G64: 64, INT4_G128: 128}.get(scheme, 32):
                 continue
@@ -56,6 +56,6 @@ def test_each_instruction_set_path_matches_the_reference(tmp_path, target):
             w, bias = torch.randn(n, k, generator=gen), torch.randn(n, generator=gen)
             x = torch.randn(m, k, generator=gen)
             stored, y = quantized_kernel.QUANTIZE[scheme](w), torch.empty(m, n)
-            entry(x.data_ptr(), m, k, stored.data_ptr(), k, n, bias.data_ptr(), y.data_ptr(), n)
+            entry(KERNEL_FORMATS[scheme], x.data_ptr(), m, k, stored.data_ptr(), k, n, bias.data_ptr(), y.data_ptr(), n)
             want = reference_linear(x, quantized_kernel.DEQUANTIZE[scheme](stored), bias)
             assert (y - want).abs().max().item() <= 1e-4 * want.abs().max().item(), (scheme, n, k, m)

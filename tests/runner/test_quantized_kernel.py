@@ -7,19 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bringup.runner.host import quantized as quantized_kernel
-from bringup.runner.model.linear_kinds import (
-    INT4,
-    INT4_DEQUANT,
-    INT4_G64,
-    INT4_G128,
-    INT8,
-    INT8_DEQUANT,
-    apply,
-    place,
-    to_out_in,
-)
-from bringup.runner.model.quantized_weights import (
+from bringup.runner.weights.formats.integer import (
     dequantize_int4,
     dequantize_int8,
     pack_int4,
@@ -30,6 +18,16 @@ from bringup.runner.model.quantized_weights import (
     unpack_int4,
     unpack_int8,
 )
+from bringup.runner.weights.kernels import quantized as quantized_kernel
+from bringup.runner.weights.kinds import (
+    INT4,
+    INT4_DEQUANT,
+    INT4_G64,
+    INT4_G128,
+    INT8,
+    INT8_DEQUANT,
+)
+from bringup.runner.weights.registry import apply, place, to_out_in
 from tests.runner.host_compiler import needs_compiler
 
 DEQUANTIZE = {INT8: dequantize_int8, INT4: dequantize_int4}

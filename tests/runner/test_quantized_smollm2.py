@@ -13,13 +13,13 @@ import torch
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.model.gguf.reader import open_gguf
-from bringup.runner.model.gguf.tensors import TensorValues
-from bringup.runner.model.held_weights import LinearWeightTypes
-from bringup.runner.model.linear_kinds import INT4, INT4_DEQUANT, INT8
-from bringup.runner.model.quantized_weights import dequantize_int4
-from bringup.runner.model.source import model_source
-from bringup.runner.plan.held_blocks import origin, record_requantized
+from bringup.runner.plan.quantize.held_blocks import origin, record_requantized
+from bringup.runner.sources.gguf.reader import open_gguf
+from bringup.runner.sources.gguf.tensors import TensorValues
+from bringup.runner.sources.model_source import model_source
+from bringup.runner.weights.formats.integer import dequantize_int4
+from bringup.runner.weights.held import LinearWeightTypes
+from bringup.runner.weights.kinds import INT4, INT4_DEQUANT, INT8
 from tests.cli.run_cli import run_cli
 from tests.real_model import smollm2_gguf, smollm2_hf_dir
 from tests.runner.host_compiler import needs_compiler

@@ -15,11 +15,11 @@ from bringup.runner.engine.decode_timing import TimingInterrupted
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.engine.reconfirm import Reconfirmation
 from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.model.linear_kinds import OUT_IN, PANELS
 from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.host_kernels import FUSED_LAYERS, PAGED
 from bringup.runner.plan.plan import FUSED, Choice
 from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.weights.kinds import OUT_IN, PANELS
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.host_compiler import needs_compiler
 from tests.runner.stated import layout_times, stated

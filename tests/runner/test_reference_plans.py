@@ -15,13 +15,13 @@ import torch
 
 from bringup.profiles.schema import Profile
 from bringup.profiles.store import load_profile
-from bringup.runner.model.builtin import builtin_config
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.kv_cache import bytes_per_block
 from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.layout import linear_weight_bytes
 from bringup.runner.plan.plan import LOW_PRECISION, PLAIN_ATTENTION, PLAIN_OPS, RUNNER_OPS, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.sources.builtin_model import builtin_config
 
 REFERENCE = Path(__file__).resolve().parents[2] / "reference" / "profiles"
 PROFILES = sorted(REFERENCE.glob("*.yaml"))

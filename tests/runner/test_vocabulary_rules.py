@@ -1,4 +1,4 @@
-"""The vocabulary rules (runner/model/text/vocabulary.py) and tokenizer.json's use of them, on small data: what is
+"""The vocabulary rules (bringup/runner/text/vocabulary.py) and tokenizer.json's use of them, on small data: what is
 refused and its words, and what a sound vocabulary of each kind keeps. The CLI cases are in
 tests/cli/test_hostile_tokenizer_json.py (directories) and tests/cli/test_hostile_gguf.py (GGUF files)."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from bringup.runner.model.text.tokenizer_json import check_tokenizer_document, keep_repeated_keys
-from bringup.runner.model.text.vocabulary import (
+from bringup.runner.text.tokenizer_json import check_tokenizer_document, keep_repeated_keys
+from bringup.runner.text.vocabulary import (
     RepeatedEntry,
     VocabularyError,
     merge_pairs,

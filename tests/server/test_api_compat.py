@@ -141,7 +141,7 @@ def test_the_table_of_ignored_names_is_bounded_and_names_cannot_forge_log_lines(
 
 
 def test_the_runner_tokenizers_offer_what_the_server_asks(tmp_path) -> None:
-    from bringup.runner.model.text.tokenizer import ByteTokenizer, HFTokenizer
+    from bringup.runner.text.tokenizer import ByteTokenizer, HFTokenizer
     from bringup.serve.protocol import Tokenizer
 
     for cls in (ByteTokenizer, HFTokenizer):

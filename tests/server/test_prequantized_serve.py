@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 
 from bringup.runner.engine.engine import LLMEngine
-from bringup.runner.model.linear_kinds import FP8
 from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.weights.kinds import FP8
 from tests.runner.compressed_tensors_files import DYNAMIC_TOKENS, write_compressed
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.stated import stated

@@ -176,7 +176,7 @@ def command(
     import sys
 
     from bringup.backends.registry import backend_for
-    from bringup.backends.select import select_device
+    from bringup.backends.selection.select import select_device
     from bringup.fallbacks import FallbackRecorder
     from bringup.log import configure_logging
     from bringup.probes.collectives.backend_choice import choose_backend

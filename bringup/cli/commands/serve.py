@@ -22,6 +22,8 @@ from bringup.cli.common import (
 from bringup.cli.output import console, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
+from bringup.serve.config import ServerConfig
+from bringup.serve.http.body import MIB
 from bringup.terminal_text import markup_safe, shown
 
 if TYPE_CHECKING:
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 log = get_logger("serve")
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+DEFAULTS = ServerConfig()
 
 
 def command(
@@ -43,7 +46,7 @@ def command(
                                                    help="Require 'Authorization: Bearer <key>' on /v1, "
                                                    "/tokenize and /detokenize (else 401).")] = None,
     max_queue: Annotated[int, typer.Option(help="Most generation requests held at once (running and "
-                                           "waiting); more get 429.", min=1)] = 64,
+                                           "waiting); more get 429.", min=1)] = DEFAULTS.max_queue,
     max_num_seqs: Annotated[Optional[int], typer.Option(help="Cap on sequences per batch (default: "
                                                          "the plan's).", min=1)] = None,
     max_model_len: Annotated[Optional[int], typer.Option(help="Cap on prompt + generated tokens (default: "
@@ -52,26 +55,27 @@ def command(
                                                               "the model's own).")] = None,
     drain_timeout: Annotated[float, typer.Option(help="Seconds SIGTERM waits for in-flight requests; those "
                                                  "still running then end with an error and the exit status is "
-                                                 "1.", min=0.0)] = 60.0,
+                                                 "1.", min=0.0)] = DEFAULTS.drain_timeout_s,
     stream_write_timeout: Annotated[float, typer.Option(help="Seconds a stream may wait on a client that reads "
                                                         "nothing; then its request is aborted and its queue slot "
-                                                        "freed.", min=0.001)] = 30.0,
+                                                        "freed.", min=0.001)] = DEFAULTS.stream_write_timeout_s,
     max_body_mb: Annotated[float, typer.Option(help="Largest request body in MiB, whatever its transfer "
                                                "encoding; larger ones get 413 and are not read further.",
-                                               min=0.001)] = 64.0,
+                                               min=0.001)] = DEFAULTS.max_body_bytes / MIB,
     header_timeout: Annotated[float, typer.Option(help="Seconds a request's line and headers may take to "
                                                   "arrive, from the connection opening (or a kept-alive one's "
                                                   "first byte); slower ones get 408 and are closed.",
-                                                  min=0.01)] = 10.0,
+                                                  min=0.01)] = DEFAULTS.header_timeout_s,
     body_timeout: Annotated[float, typer.Option(help="Seconds a request body may take to arrive after its "
-                                                "headers; slower ones get 408 and are closed.", min=0.01)] = 60.0,
+                                                "headers; slower ones get 408 and are closed.",
+                                                min=0.01)] = DEFAULTS.body_timeout_s,
     max_connections: Annotated[int, typer.Option(help="Most open client connections (lowered to what ulimit -n "
                                                  "allows). Past it the longest-silent connection is closed; "
                                                  "if every one has a request in progress, the new one gets 503.",
-                                                 min=1)] = 1000,
+                                                 min=1)] = DEFAULTS.max_connections,
     template_timeout: Annotated[float, typer.Option(help="Seconds one rendering of the model's chat template may "
                                                     "take; past it (or past its output and value-size limits) "
-                                                    "the request gets 400.", min=0.01)] = 10.0,
+                                                    "the request gets 400.", min=0.01)] = DEFAULTS.template_timeout_s,
     reconfirm: Annotated[bool, typer.Option(help="When the start's timings ran on a busy machine (or a candidate lost "
                                                  "only inside the noise), re-time the plan while no request runs "
                                                  "and switch only on clean timings; shown at /v1/plan.")] = True,
@@ -102,7 +106,6 @@ def command(
     sock = bind(host, port)
     from bringup.runner.engine.engine import EngineOptions, LLMEngine
     from bringup.serve.app import create_app
-    from bringup.serve.context import ServerConfig
     from bringup.serve.engine_thread import EngineThread
     from bringup.serve.http.runtime import make_server
     from bringup.serve.plan_info import profile_path_in_use

@@ -60,7 +60,7 @@ def command(
     from bringup.profiles.store import update_profile
     from bringup.runner.engine.options import EngineOptions
     from bringup.runner.engine.tuning import tune
-    from bringup.runner.plan.cleaner_record import cleaner_record
+    from bringup.runner.plan.record.cleaner import cleaner_record
 
     stage = stage_context(device, profile, json, verbose, strict, force)
     options = EngineOptions(model_dir=model, profile_path=stage.profile_path, device=str(stage.device),
@@ -104,12 +104,13 @@ def print_summary(key: str, record: ModelPlanRecord) -> None:
     from rich.table import Table
 
     from bringup.runner.plan.noise import contended
+    from bringup.runner.plan.settings import TUNE_ORDER
 
     table = Table(title=plain(f"tune — {key} on {record.device} ({record.dtype}), {record.runs} runs"),
                   title_justify="left")
     table.add_column("setting")
     table.add_column("choice", overflow="fold")
-    for setting in ("weight_layout", "attention", "compiled", "decode_layers", "experts", "max_num_seqs"):
+    for setting in TUNE_ORDER:
         table.add_row(plain(setting), plain(str(record.plan[setting].value)))
     console.print(table)
     if record.noise:

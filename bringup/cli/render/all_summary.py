@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bringup.profiles.schema import Profile
 
-SHORT_SETTING = {"weight_layout": "weights", "kv_blocks": "kv", "max_num_batched_tokens": "batch_tokens"}
-
 
 def counts_text(counts: dict[str, int], order: tuple[str, ...]) -> str:
     """`940 pass · 15 unsupported`: the statuses in `order` first, zero counts left out."""
@@ -109,11 +107,11 @@ def soak_figure(profile: Profile) -> str:
 
 def plan_line(rows: list[tuple[str, str, str]]) -> str:
     """`dtype bfloat16 · attention sdpa_flash > sdpa_math · compiled eager · kv 256 × 16 tokens · ...`."""
+    from bringup.runner.plan.settings import QUIET_VALUES, SHORT_SETTING
+
     def shown(setting: str, value: str) -> str:
         short = SHORT_SETTING.get(setting, setting)
         return value if value.startswith(short) or value == "eager" else f"{short} {value}"  # "compiled (inductor)"
 
     # a dense model, the plain path, every op on the device, no global fallback: nothing to say
-    defaults = {("experts", "none"), ("decode_layers", "modules"), ("host_fallbacks", "none"),
-                ("global_fallback", "none")}
-    return " · ".join(shown(setting, value) for setting, value, _ in rows if (setting, value) not in defaults)
+    return " · ".join(shown(setting, value) for setting, value, _ in rows if (setting, value) not in QUIET_VALUES)

@@ -110,7 +110,7 @@ def run_bench(ctx: RankContext) -> StageResult:
         try:
             import torch
 
-            from bringup.backends.select import select_device
+            from bringup.backends.selection.select import select_device
             from bringup.probes.fleet import quick_bench
             from bringup.profiles.store import now_iso
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BringupError
-from bringup.runner.model.loading.model_files import has_entry, read_json
+from bringup.runner.model_files import has_entry, read_json
 
 DEFAULT_MAX_POSITIONS = 4096
 

@@ -11,6 +11,7 @@ from bringup.profiles.schema import Profile
 from bringup.runner.model.config.builtin import builtin_config
 from bringup.runner.plan.plan import build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.plan.settings import UNDRAFTED
 
 DRAFT_NOTE = ("draft for the built-in model, from this profile alone; at start-up the runner also measures the "
               "weight layout and sizes the KV cache from free memory")
@@ -38,7 +39,7 @@ def draft_rows(profile: Profile) -> tuple[list[PlanRow], list[str]]:
     device = profile.device.id if profile.device else "?"
     plan = build_plan(ProfileFacts(profile), "report", device, builtin_config(), None, None)
     rows = [PlanRow(name, str(value), evidence) for name, value, evidence in plan.rows()
-            if name not in ("weight_layout", "kv_blocks")]
+            if name not in UNDRAFTED]
     return rows, list(plan.warnings)
 
 

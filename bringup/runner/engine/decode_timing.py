@@ -16,13 +16,13 @@ from bringup.log import get_logger
 from bringup.runner.engine.executor import Executor
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.model.linear_kinds import CONVERTIBLE, OUT_IN
 from bringup.runner.model.moe import DENSE, GROUPED, sparse_blocks, use_expert_path
 from bringup.runner.plan.confirm import COMPILED, EXPERTS, KNEE_GAIN, MAX_BATCH, DecodeTimings, kept, knee
 from bringup.runner.plan.cpu_share import CpuShare
 from bringup.runner.plan.host_kernels import FUSED_LAYERS, LAYOUT, PAGED
 from bringup.runner.plan.noise import floor_noise
 from bringup.runner.plan.plan import FUSED, ExecutionPlan
+from bringup.runner.weights.kinds import CONVERTIBLE, OUT_IN
 
 log = get_logger("runner.confirm")  # the decode steps timed to confirm the plan
 

@@ -16,8 +16,6 @@ from bringup.runner.model.attention import AttentionDispatcher
 from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.batch_inputs import BatchInputs, SeqChunk, build_inputs
 from bringup.runner.model.decoder import DecoderModel
-from bringup.runner.model.linear_kinds import OUT_IN
-from bringup.runner.model.linear_kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
 from bringup.runner.model.moe import (
     DENSE,
     EXPERT_PATHS,
@@ -28,6 +26,8 @@ from bringup.runner.model.moe import (
 )
 from bringup.runner.plan.host_kernels import every_step_attention
 from bringup.runner.plan.plan import ExecutionPlan
+from bringup.runner.weights.kinds import OUT_IN
+from bringup.runner.weights.kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
 
 if TYPE_CHECKING:
     from bringup.runner.host.decode_layers import FusedDecode

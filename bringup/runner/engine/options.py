@@ -21,7 +21,7 @@ class EngineOptions:
     weight_layout: str | None = None  # "in_out" | "out_in" to override the measured choice (benchmarks)
     measurements: StartupMeasurements | None = None  # given as data (tests, replays) instead of timed here
     dtype: str | None = None  # None or "auto": the plan's choice; else a dtype name (--dtype)
-    quantization: str = "none"  # none | int8 | int4 | fp8 | auto: quantized linear layers (plan/quantization.py)
+    quantization: str = "none"  # none | int8 | int4 | fp8 | auto: quantized linear layers (quantize/scheme.py)
     force: bool = False  # run a --dtype the profile marks broken, and load weights holding NaN/Inf
     use_record: bool = True  # replay the plan `bringup tune` recorded for this model, if any (tune itself: False)
     on_measured: Callable[[StartupMeasurements], None] | None = None  # given what start-up timed (tune collects it)

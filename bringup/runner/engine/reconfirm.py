@@ -26,11 +26,11 @@ from bringup.runner.host.decode_layers import FusedDecode
 from bringup.runner.host.paged_decode import DecodeAttention
 from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.model.linear_kinds import CONVERTIBLE
 from bringup.runner.plan.confirm import PLAN_FIELD, DecodeTimings, confirm_plan
 from bringup.runner.plan.host_kernels import choose_decode_layers, every_step_attention
 from bringup.runner.plan.noise import CONTENDED_SHARE, contended, kept, percent
 from bringup.runner.plan.plan import FUSED, Choice, ExecutionPlan
+from bringup.runner.weights.kinds import CONVERTIBLE
 
 log = get_logger("runner.reconfirm")
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import torch
 
 from bringup.runner.engine.outputs import FinishReason, PromptLogprobs, TokenLogprob
-from bringup.runner.model.text.detokenizer import Detokenizer
 from bringup.runner.sampling_params import SamplingParams
+from bringup.runner.text.detokenizer import Detokenizer
 
 
 class SeqStatus(enum.Enum):

@@ -13,28 +13,23 @@ import torch
 
 from bringup.backends.host import HOST, HOST_DEVICE_TYPE, is_host
 from bringup.backends.registry import backend_for
-from bringup.backends.select import select_device
+from bringup.backends.selection.select import select_device
 from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.profiles.schema import DeviceSection, Profile
 from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.profiles.store import default_profile_path, load_profile, same_device
+from bringup.runner.engine.auto_quantization.held_candidates import load_held_candidates
+from bringup.runner.engine.auto_quantization.measure import auto_quantization
 from bringup.runner.engine.decode_timing import apply_confirmed, measure_decode, sweep_limit, sweep_room
 from bringup.runner.engine.executor import Executor
-from bringup.runner.engine.held_candidates import load_held_candidates
 from bringup.runner.engine.options import EngineOptions
-from bringup.runner.engine.quantize_auto import auto_quantization
 from bringup.runner.engine.reconfirm import Reconfirmation, why_reconfirm
 from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
-from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN
-from bringup.runner.model.loading.validate import WeightsDoNotFit
-from bringup.runner.model.source import ModelSource, model_source
-from bringup.runner.plan.checkpoint_quantization import checkpoint_scheme
 from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
-from bringup.runner.plan.held_blocks import none_choice, origin, record_requantized
 from bringup.runner.plan.host_fallbacks import fallbacks_choice, hot_path_fallbacks
 from bringup.runner.plan.host_kernels import (
     choose_decode_layers,
@@ -46,9 +41,14 @@ from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.measurements import StartupMeasurements, measure
 from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, build_plan, planned_ops
 from bringup.runner.plan.profile_facts import ProfileFacts
-from bringup.runner.plan.quantization import AUTO, SCHEMES, auto_candidates, check_requested, requested_scheme
-from bringup.runner.plan.record_bounds import beyond_this_start, record_problem
-from bringup.runner.plan.recorded import find_record, marked, model_key, replayed
+from bringup.runner.plan.quantize.checkpoint import checkpoint_scheme
+from bringup.runner.plan.quantize.held_blocks import none_choice, origin, record_requantized
+from bringup.runner.plan.quantize.scheme import AUTO, SCHEMES, auto_candidates, check_requested, requested_scheme
+from bringup.runner.plan.record.bounds import beyond_this_start, record_problem
+from bringup.runner.plan.record.recorded import find_record, marked, model_key, replayed
+from bringup.runner.sources.directory.validate import WeightsDoNotFit
+from bringup.runner.sources.model_source import ModelSource, model_source
+from bringup.runner.weights.kinds import IN_OUT, OUT_IN
 
 Engine = TypeVar("Engine")  # the engine class start_engine builds (LLMEngine; kept generic to avoid a cycle)
 

@@ -15,9 +15,9 @@ from bringup.runner.engine.options import EngineOptions
 from bringup.runner.plan.host_kernels import paged_decode_verdict
 from bringup.runner.plan.layout import time_layouts
 from bringup.runner.plan.measurements import StartupMeasurements
-from bringup.runner.plan.quantization import check_requested
-from bringup.runner.plan.recorded import model_key, plan_record
-from bringup.runner.plan.tune_runs import combine
+from bringup.runner.plan.quantize.scheme import check_requested
+from bringup.runner.plan.record.recorded import model_key, plan_record
+from bringup.runner.plan.record.tune_runs import combine
 
 RUNS = 3
 

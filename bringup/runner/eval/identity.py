@@ -1,5 +1,5 @@
 """Fingerprints that say what was evaluated: the text, its token ids, the tokenizer (the model's files:
-runner/model/files_identity.py)."""
+runner/sources/identity.py)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from typing import Any
 from bringup.profiles.sections.eval import EvalRecord, EvalReferenceRecord
 from bringup.runner.eval.reference_header import ReferenceHeader
 from bringup.runner.eval.run import EvalResult, NonFiniteScores
-from bringup.runner.model.files_identity import model_files_sha256
+from bringup.runner.sources.identity import model_files_sha256
 
 KEY_HASH_CHARS = 8
 

@@ -16,18 +16,18 @@ import functools
 import torch
 
 from bringup.backends.host import is_host
-from bringup.runner.host.build import HostKernelInputError, load, require_host_tensor
 from bringup.runner.host.huge_pages import HugePageBlock
-from bringup.runner.host.paged_decode import check_context
-from bringup.runner.host.panels import PANEL
+from bringup.runner.host.paged_decode import HOST_KERNELS, check_context
 from bringup.runner.model.attention_layer import AttentionMetadata
 from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import MLP, DecoderLayer, DecoderModel
-from bringup.runner.model.layout_linear import LayoutLinear
-from bringup.runner.model.linear_kinds import PANELS
 from bringup.runner.model.norm import RMSNorm
-from bringup.runner.model.quantized_weights import GROUP, INT4_GROUPS, KERNEL_FORMATS, group_why_not, row_bytes
+from bringup.runner.weights.formats.integer import GROUP, INT4_GROUPS, KERNEL_FORMATS, group_why_not, row_bytes
+from bringup.runner.weights.kernels.build import HostKernelInputError, load, require_host_tensor
+from bringup.runner.weights.kinds import PANELS
+from bringup.runner.weights.layout_linear import LayoutLinear
+from bringup.runner.weights.layouts import PANEL
 
 WEIGHTS_PER_LAYER, DIMS = 12, 12  # the kernel's Weight and Dim enums
 FORMATS = {PANELS: 0, **KERNEL_FORMATS}  # the weight kinds the kernel reads, as its dims[WEIGHT_FORMAT]
@@ -48,7 +48,7 @@ ENTRY_POINTS = {torch.float32: "bringup_decode_layers", torch.bfloat16: "bringup
 
 @functools.lru_cache(maxsize=1)
 def library() -> ctypes.CDLL:
-    lib = load("decode_layers.cpp")
+    lib = load("decode_layers.cpp", HOST_KERNELS)
     if lib.bringup_decode_layers_abi() != WEIGHTS_PER_LAYER * 100 + DIMS:
         raise HostKernelInputError(f"decode_layers.cpp has ABI {lib.bringup_decode_layers_abi()}, expected "
                                    f"{WEIGHTS_PER_LAYER * 100 + DIMS}")

@@ -12,19 +12,22 @@ from __future__ import annotations
 import ctypes
 import functools
 import time
+from pathlib import Path
 
 import torch
 
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
-from bringup.runner.host.build import HostKernelInputError, check_host_kernel, load, require_host_tensor
 from bringup.runner.model.attention_kinds import PAGED_DECODE as NAME
 from bringup.runner.model.attention_layer import matmul_softmax_attention
+from bringup.runner.weights.kernels.build import HostKernelInputError, check_host_kernel, load, require_host_tensor
+
+HOST_KERNELS = Path(__file__).parent / "kernels"  # the model's own host kernels (the weights' are in weights/kernels)
 
 
 @functools.lru_cache(maxsize=1)
 def library() -> ctypes.CDLL:
-    lib = load("paged_decode.cpp")
+    lib = load("paged_decode.cpp", HOST_KERNELS)
     fn = lib.bringup_paged_decode
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     fn.argtypes = [ptr, i64, i64, i64, i64, ptr, ptr, i64, ptr, i64, ptr, ctypes.c_float, ptr]

@@ -1,4 +1,4 @@
-"""Hugging Face tensor names of a decoder checkpoint and the reader that fuses projections at load time.
+"""Hugging Face tensor names of a decoder checkpoint (weights/reader.py reads them, fusing projections at load).
 
 Llama, Mistral and Qwen2 checkpoints share these names; a family (llama.py, qwen2.py) declares only which
 projections carry biases. Others add to them (CheckpointNames): Qwen3 per-head q/k norms, Gemma-2 two more
@@ -8,16 +8,12 @@ norms per layer, Phi-3 stores qkv_proj and gate_up_proj already fused. q, k and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import torch
-
 from bringup.runner.model.config import ModelConfig
-from bringup.runner.model.held_weights import StoredGetter, held_rows
-from bringup.runner.model.layout_linear import LayoutLinear
+from bringup.runner.weights.reader import EMBED, LM_HEAD
 
-EMBED, FINAL_NORM, LM_HEAD = "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"
+FINAL_NORM = "model.norm.weight"  # EMBED and LM_HEAD: the head's names, which the weights reader reads too
 LAYER_NORMS = ("input_layernorm", "post_attention_layernorm")
 # our projection -> the checkpoint's projections fused into it (in order), under self_attn. and mlp.
 ATTENTION_PROJECTIONS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "o_proj": ("o_proj",)}
@@ -27,9 +23,6 @@ SANDWICH_NORMS = (*LAYER_NORMS, "pre_feedforward_layernorm", "post_feedforward_l
 QK_NORMS = ("self_attn.q_norm", "self_attn.k_norm")  # Qwen3: RMSNorm over head_dim
 FUSED_ATTENTION_PROJECTIONS = {"qkv_proj": ("qkv_proj",), "o_proj": ("o_proj",)}  # Phi-3
 FUSED_MLP_PROJECTIONS = {"gate_up_proj": ("gate_up_proj",), "down_proj": ("down_proj",)}
-
-TensorGetter = Callable[[str], "torch.Tensor | None"]  # a checkpoint tensor by name, None when absent
-
 
 @dataclass(frozen=True)
 class CheckpointNames:
@@ -108,61 +101,3 @@ def hf_tensor_names(config: ModelConfig) -> list[str]:
     """Hugging Face names of every weight matrix and norm the model reads, in checkpoint order (lm_head only
     when untied; biases are not listed)."""
     return [name for name in hf_tensor_shapes(config) if not name.endswith(".bias")]
-
-
-class CheckpointReader:
-    """Reads tensors by name and converts them to the model's device and dtype; `stored` gives the linear weights
-    the checkpoint holds pre-quantized (held_weights.py), None when it holds none."""
-
-    def __init__(self, get: TensorGetter, device: torch.device, dtype: torch.dtype,
-                 stored: StoredGetter | None = None) -> None:
-        self.get, self.device, self.dtype, self.stored = get, device, dtype, stored
-
-    def tensor(self, name: str) -> torch.Tensor:
-        """The tensor `name` on the model's device and dtype; KeyError when the checkpoint lacks it."""
-        return self._raw(name).to(self.device, self.dtype).contiguous()
-
-    def optional(self, name: str) -> torch.Tensor | None:
-        t = self.get(name)
-        return None if t is None else t.to(self.device, self.dtype).contiguous()
-
-    def fused(self, names: Iterable[str]) -> torch.Tensor:
-        """The tensors `names` concatenated along their first dimension, on the model's device and dtype."""
-        parts = [self._raw(name) for name in names]
-        joined = parts[0] if len(parts) == 1 else torch.cat(parts, 0)
-        return joined.to(self.device, self.dtype).contiguous()
-
-    def fill(self, linear: LayoutLinear, prefix: str, parts: Iterable[str], kinds: Iterable[str]) -> None:
-        """Load `linear` from the checkpoint projections `prefix + part` (fused when several)."""
-        parts = [prefix + part for part in parts]
-        bias = self.fused(p + ".bias" for p in parts) if linear.has_bias else None
-        names = [p + ".weight" for p in parts]
-        self.load_linear(linear, names, bias, kinds, lambda: self.fused(names))
-
-    def load_linear(self, linear: LayoutLinear, names: list[str], bias: torch.Tensor | None, kinds: Iterable[str],
-                    weight: Callable[[], torch.Tensor]) -> None:
-        """Store `linear`'s weight (the checkpoint's `names`, fused) for each kind: a kind whose storage the checkpoint
-        holds it in already takes those bytes as they are (held_weights.py); the others are placed from `weight()`,
-        read only when one of them needs it."""
-        held = {kind: held_rows(names, kind, self.stored, self.tensor) for kind in kinds}
-        rest = [kind for kind, rows in held.items() if rows is None]
-        linear.load(weight() if rest else None, bias, rest)
-        for kind, rows in held.items():
-            if rows is not None:
-                linear.keep(kind, rows.to(self.device))
-
-    def fill_head(self, head: LayoutLinear, embed: torch.Tensor, kinds: Iterable[str], tied: bool) -> None:
-        """Load the output head: the checkpoint's lm_head, or the embedding table when tied (or absent); a head the
-        file holds pre-quantized (a tied GGUF token_embd's blocks) is kept as it is."""
-
-        def weight() -> torch.Tensor:
-            untied = None if tied else self.optional(LM_HEAD)
-            return embed if untied is None else untied  # out_in shares the table
-
-        self.load_linear(head, [EMBED if tied else LM_HEAD], None, kinds, weight)
-
-    def _raw(self, name: str) -> torch.Tensor:
-        t = self.get(name)
-        if t is None:
-            raise KeyError(name)
-        return t

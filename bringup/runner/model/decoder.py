@@ -31,9 +31,7 @@ from bringup.runner.model.checkpoint import (
     FUSED_MLP_PROJECTIONS,
     MLP_PROJECTIONS,
     CheckpointNames,
-    CheckpointReader,
     ProjectionBiases,
-    TensorGetter,
     dense_mlp_shapes,
     layer_prefix,
     layer_shapes,
@@ -42,13 +40,14 @@ from bringup.runner.model.checkpoint import (
 from bringup.runner.model.checkpoint import hf_tensor_names as hf_tensor_names  # re-exported
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.config.fields import Fields
-from bringup.runner.model.held_weights import StoredGetter
 from bringup.runner.model.kv_cache import PagedKVCache, cache_shape
-from bringup.runner.model.layout_linear import LayoutLinear, WeightLayout
-from bringup.runner.model.linear_kinds import storage_key
 from bringup.runner.model.norm import RMSNorm
 from bringup.runner.model.rope import inverse_frequencies, rope_tables
-from bringup.runner.model.stored_reader import checkpoint_reader
+from bringup.runner.weights.formats.compressed_tensors.reader import checkpoint_reader
+from bringup.runner.weights.held import StoredGetter
+from bringup.runner.weights.layout_linear import LayoutLinear, WeightLayout
+from bringup.runner.weights.layouts import storage_key
+from bringup.runner.weights.reader import CheckpointReader, TensorGetter
 
 ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
 
@@ -208,8 +207,8 @@ class DecoderModel(nn.Module):
     # ---------------------------------------------------------------- weights
     def load_hf_tensors(self, get: TensorGetter, stored: StoredGetter | None = None) -> None:
         """Fill the weights from Hugging Face tensor names; `get(name)` returns None when absent, `stored(name,
-        scheme)` a linear weight the checkpoint holds pre-quantized (held_weights.py)."""
-        reader = checkpoint_reader(get, self.device, self.dtype, self.config, stored)
+        scheme)` a linear weight the checkpoint holds pre-quantized (weights/held.py)."""
+        reader = checkpoint_reader(get, self.device, self.dtype, self.config.stored_quantization, stored)
         kinds = self.layout.kinds
         for i, layer in enumerate(self.layers):
             layer.load_hf(reader, layer_prefix(i), kinds)

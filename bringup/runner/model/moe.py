@@ -19,9 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bringup.runner.model.checkpoint import MLP_PROJECTIONS, CheckpointReader
+from bringup.runner.model.checkpoint import MLP_PROJECTIONS
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import MLP, DecoderModel
+from bringup.runner.weights.reader import CheckpointReader
 
 DENSE, GROUPED = "dense", "grouped"
 EXPERT_PATHS = (DENSE, GROUPED)

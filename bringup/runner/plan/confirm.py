@@ -17,16 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bringup.runner.model.moe import DENSE
-from bringup.runner.plan.host_kernels import FUSED_LAYERS, LAYOUT, PAGED, not_confirmed, not_timed
+from bringup.runner.plan.host_kernels import not_confirmed, not_timed
 from bringup.runner.plan.noise import beyond_noise, kept, percent
 from bringup.runner.plan.plan import FUSED, Choice, ExecutionPlan
+from bringup.runner.plan.settings import PLAN_FIELD  # candidate -> the setting it decides
 
 KNEE_GAIN = 1.15  # doubling the batch is worth it while decode tokens/s grows by at least 15 %
 MAX_BATCH = 256  # the largest batch the start-up sweep times (engine/decode_timing.py); a record holds no larger
 
 COMPILED, EXPERTS = "compiled", "experts"
-PLAN_FIELD = {COMPILED: "compiled", PAGED: "attention", LAYOUT: "weight_layout", EXPERTS: "experts",
-              FUSED_LAYERS: "decode_layers"}
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,16 @@ import functools
 import torch
 
 from bringup.runner.host import decode_layers, paged_decode
-from bringup.runner.host import panels as panel_kernel
-from bringup.runner.host.build import HostKernelInputError, KernelUnavailable
 from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
-from bringup.runner.model.linear_kinds import IN_OUT, OUT_IN, PLAIN_KINDS
 from bringup.runner.plan.layout import STREAM_BYTES, LayoutTimings, linear_weight_bytes
 from bringup.runner.plan.noise import kept
 from bringup.runner.plan.plan import FUSED, MARGIN, MODULES, Choice
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.weights.kernels import panels as panel_kernel
+from bringup.runner.weights.kernels.build import HostKernelInputError, KernelUnavailable
+from bringup.runner.weights.kinds import IN_OUT, OUT_IN, PLAIN_KINDS
 
 # the confirmation's names for the host-kernel candidates it times on the served model
 PAGED, LAYOUT, FUSED_LAYERS = PAGED_DECODE, "weight_layout", "fused"

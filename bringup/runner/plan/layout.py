@@ -19,8 +19,9 @@ import torch
 
 from bringup.backends.registry import synchronize
 from bringup.runner.model.config import ModelConfig, mlp_weight_elements
-from bringup.runner.model.linear_kinds import OUT_IN, PLAIN_KINDS, SLICES, place
-from bringup.runner.model.linear_kinds import apply as linear
+from bringup.runner.weights.kinds import OUT_IN, PLAIN_KINDS, SLICES
+from bringup.runner.weights.registry import apply as linear
+from bringup.runner.weights.registry import place
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 256)
 SLOW_PASS_S = 0.3  # a pass this slow is measured once, and larger row counts are not timed

@@ -13,10 +13,11 @@ import torch
 
 from bringup.backends.registry import backend_for
 from bringup.runner.model.config import ModelConfig
-from bringup.runner.model.linear_kinds import PACKED, PANELS, packed_check
 from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.host_kernels import paged_decode_verdict, panels_why_not
 from bringup.runner.plan.layout import LayoutTimings, measure_layouts
+from bringup.runner.weights.kinds import PACKED, PANELS
+from bringup.runner.weights.registry import packed_check
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from bringup.runner.plan.host_fallbacks import (
     runs_where,
 )
 from bringup.runner.plan.profile_facts import ProfileFacts
+from bringup.runner.plan.settings import SETTINGS
 
 log = get_logger("runner.plan")
 
@@ -86,11 +87,8 @@ class ExecutionPlan:
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(setting, value, evidence) for the start-up table."""
-        names = ["dtype", "attention", "compiled", "decode_layers", "experts", "weight_layout", "quantization",
-                 "kv_blocks", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "host_fallbacks",
-                 "global_fallback"]
         rows = []
-        for name in names:
+        for name in (setting.name for setting in SETTINGS):
             choice: Choice = getattr(self, name)
             value = choice.value
             if name in ("host_fallbacks", "global_fallback"):

@@ -13,6 +13,7 @@ from typing import Any
 from bringup.runner.sampling_params import MAX_STOP_STRINGS, MAX_TOKEN_ID
 
 MAX_PROMPTS = 64  # texts or token-id lists in one completion request
+MAX_CHOICES = 16  # n (and best_of): answers to one prompt
 MAX_PROMPT_CHARS = 1_000_000
 MAX_PROMPT_TOKEN_IDS = 1_000_000
 TOKEN_ID_MAX = MAX_TOKEN_ID

@@ -13,28 +13,31 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Discriminator,
     Field,
     StrictBool,
     Tag,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
-    create_model,
     field_validator,
     model_validator,
 )
 
 from bringup.runner.sampling_params import (
     MAX_LOGPROBS,
+    MAX_REPETITION_PENALTY,
     MAX_STOP_TOKEN_IDS,
     MAX_TEMPERATURE,
     MAX_TOKENS,
-    MIN_TEMPERATURE,
+    MAX_TOP_K,
+    MIN_REPETITION_PENALTY,
     MIN_TOP_P,
+    TEMPERATURE_RULE,
+    refusal,
+    temperature_allowed,
 )
 from bringup.serve.requests.rules import (
+    MAX_CHOICES,
     MAX_PROMPT_CHARS,
     MAX_PROMPT_TOKEN_IDS,
     MAX_PROMPTS,
@@ -43,62 +46,22 @@ from bringup.serve.requests.rules import (
     check_prompt,
     check_stop,
 )
+from bringup.serve.requests.strict import Int, StrictModel
 from bringup.serve.requests.unimplemented import (
-    CHAT_ONLY,
-    CHAT_TEMPLATE,
-    GENERATION,
-    MESSAGE,
-    Unimplemented,
-    check,
-    schema_type,
+    ChatNotImplemented,
+    ChatTemplateNotImplemented,
+    CompletionNotImplemented,
+    GenerationNotImplemented,
+    MessageNotImplemented,
 )
 
 INT64_MAX = 2**63 - 1
-
-
-def _integral_float_to_int(value: Any) -> Any:
-    """JSON does not tell 3 from 3.0 (JSON Schema calls both "integer"); a string stays an error."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def Int(ge: int, le: int) -> Any:
-    """A JSON integer in [ge, le]: 3.0 counts as 3, "3" and true are errors (constraints stay in the schema)."""
-    return Annotated[Annotated[int, Field(ge=ge, le=le)], BeforeValidator(_integral_float_to_int)]
-
 
 Seed = Int(0, INT64_MAX)
 TokenId = Int(0, TOKEN_ID_MAX)
 MaxTokens = Int(1, MAX_TOKENS)
 Logprobs = Int(0, MAX_LOGPROBS)
 StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_STOP_STRINGS)]
-
-
-class StrictModel(BaseModel):
-    """No type coercion ("1" is not a number, 1 is not a bool), no NaN or Infinity (which Python's JSON parser
-    accepts and the JSON standard does not). Unknown fields are kept aside in `model_extra`, unvalidated, for
-    the server to log and ignore."""
-
-    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
-
-
-def not_implemented(name: str, table: dict[str, Unimplemented]) -> type[StrictModel]:
-    """A base model declaring every field of `table`: null or its neutral value, else a 400 naming it."""
-
-    def refuse(cls, value: Any, info) -> Any:
-        return check(info.field_name, value, table)
-
-    # the validator's name is unique per base: a model with two such bases keeps both
-    return create_model(name, __base__=StrictModel,
-                        __validators__={f"refuse_{name}": field_validator(*table)(refuse)},
-                        **{field: (schema_type(rule), None) for field, rule in table.items()})
-
-
-GenerationNotImplemented = not_implemented("GenerationNotImplemented", GENERATION)
-ChatTemplateNotImplemented = not_implemented("ChatTemplateNotImplemented", CHAT_TEMPLATE)
-MessageNotImplemented = not_implemented("MessageNotImplemented", MESSAGE)
-ChatNotImplemented = not_implemented("ChatNotImplemented", CHAT_ONLY)
 
 
 class StreamOptions(StrictModel):
@@ -109,7 +72,7 @@ class SamplingFields(GenerationNotImplemented):
     """Fields shared by both generation endpoints (OpenAI fields plus the runner's extras)."""
 
     model: Annotated[str, Field(min_length=1, max_length=256)]
-    n: Int(1, 16) = 1
+    n: Int(1, MAX_CHOICES) = 1
     temperature: Annotated[float, Field(ge=0.0, le=MAX_TEMPERATURE)] | None = None
     # the lower bounds keep float32 sampling finite (top_p below ~1e-45 rounds to 0 and masks every
     # token; logits / a tiny temperature or penalty overflow): 0 < x < bound is a 400, not a crash
@@ -120,27 +83,21 @@ class SamplingFields(GenerationNotImplemented):
     stream_options: StreamOptions | None = None
     user: Annotated[str, Field(max_length=256)] | None = None
     # runner extras (vLLM-style): -1 or 0 disables top_k
-    top_k: Int(-1, 1_000_000) | None = None
+    top_k: Int(-1, MAX_TOP_K) | None = None
     min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
-    repetition_penalty: Annotated[float, Field(ge=0.01, le=10.0)] | None = None
+    repetition_penalty: Annotated[float, Field(ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY)] | None = None
     ignore_eos: StrictBool = False
     stop_token_ids: Annotated[list[TokenId], Field(max_length=MAX_STOP_TOKEN_IDS)] | None = None
-    # OpenAI fields accepted only at their neutral value
-    presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
-    frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
-    logit_bias: dict[str, float] | None = None
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature(cls, value: float | None) -> float | None:
+        if value is not None and not temperature_allowed(value):
+            raise refusal("temperature", TEMPERATURE_RULE, value)
+        return value
 
     @model_validator(mode="after")
-    def _unsupported_at_neutral(self) -> SamplingFields:
-        if self.temperature is not None and 0.0 < self.temperature < MIN_TEMPERATURE:
-            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}; smaller values "
-                             "overflow the sampler's float32 logits")
-        for name in ("presence_penalty", "frequency_penalty"):
-            value = getattr(self, name)
-            if value not in (None, 0.0):
-                raise ValueError(f"{name} is not supported by this server; use repetition_penalty")
-        if self.logit_bias:
-            raise ValueError("logit_bias is not supported by this server")
+    def _stream_options(self) -> SamplingFields:
         if self.stream_options is not None and not self.stream:
             raise ValueError("stream_options is only allowed when stream is true")
         return self
@@ -162,7 +119,8 @@ PromptText = Annotated[str, Field(max_length=MAX_PROMPT_CHARS)]
 PromptIds = Annotated[list[TokenId], Field(min_length=1, max_length=MAX_PROMPT_TOKEN_IDS)]
 
 
-class CompletionRequest(SamplingFields):
+# CompletionNotImplemented first puts its fields after SamplingFields', so that best_of's rule can read n
+class CompletionRequest(CompletionNotImplemented, SamplingFields):
     """POST /v1/completions."""
 
     prompt: PromptText | Annotated[list[PromptText], Field(min_length=1, max_length=MAX_PROMPTS)] | PromptIds | \
@@ -177,8 +135,6 @@ class CompletionRequest(SamplingFields):
     max_tokens: MaxTokens | None = Field(16, description="tokens to generate; 0 only with echo true or "
                                                          "prompt_logprobs: the prompt is scored, nothing is generated")
     logprobs: Logprobs | None = None
-    best_of: Int(1, 16) | None = None
-    suffix: str | None = None
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -199,11 +155,7 @@ class CompletionRequest(SamplingFields):
         return handler(value)
 
     @model_validator(mode="after")
-    def _completion_unsupported(self) -> CompletionRequest:
-        if self.best_of is not None and self.best_of != self.n:
-            raise ValueError("best_of other than n is not supported by this server")
-        if self.suffix:
-            raise ValueError("suffix is not supported by this server")
+    def _prompt_logprobs_not_streamed(self) -> CompletionRequest:
         if self.stream and self.prompt_logprobs is not None:
             raise ValueError("prompt_logprobs are not available with stream true (as in vLLM); leave stream out, or "
                              "use echo with logprobs, which streams the prompt's logprobs in the first chunk")

@@ -11,7 +11,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from bringup.cli.commands import bench
+from bringup.cli.commands.stages import bench
 from bringup.errors import BringupError
 from bringup.profiles.store import load_profile
 

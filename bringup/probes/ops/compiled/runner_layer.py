@@ -18,7 +18,7 @@ TOKENS = 37
 
 
 def inputs(g: torch.Generator) -> list[Any]:
-    from bringup.runner.model.builtin import builtin_config
+    from bringup.runner.sources.builtin_model import builtin_config
 
     vocab = builtin_config().vocab_size
     return [torch.randint(0, vocab, (TOKENS,), generator=g), torch.arange(TOKENS)]
@@ -27,8 +27,8 @@ def inputs(g: torch.Generator) -> list[Any]:
 def build(dtype: torch.dtype, device: torch.device) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """fn(input_ids [T], positions [T]) -> hidden [T, hidden] through one runner decoder layer."""
     from bringup.runner.model.attention_layer import AttentionMetadata
-    from bringup.runner.model.builtin import builtin_config, builtin_tensors
     from bringup.runner.model.families import build_model
+    from bringup.runner.sources.builtin_model import builtin_config, builtin_tensors
 
     full = builtin_config()
     config = dataclasses.replace(full, num_layers=1)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bringup.runner.model.config.moe import MoESettings
-from bringup.runner.model.stored_quantization import StoredQuantization
+from bringup.runner.model.config.moe_settings import MoESettings
+from bringup.runner.weights.formats.compressed_tensors.scheme import StoredQuantization
 
 
 @dataclass
@@ -40,7 +40,7 @@ class ModelConfig:
     attn_logit_softcap: float | None = None  # scores -> cap * tanh(scores / cap) before the softmax
     final_logit_softcap: float | None = None  # logits -> cap * tanh(logits / cap)
     partial_rotary_factor: float = 1.0  # the share of each head's dims that rope rotates
-    moe: MoESettings | None = None  # the sparse layers' experts (config/moe.py); None: a dense model
+    moe: MoESettings | None = None  # the sparse layers' experts (config/moe_settings.py); None: a dense model
     stored_quantization: StoredQuantization | None = None  # a pre-quantized checkpoint's own (compressed-tensors)
 
     @property

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.config.fields import Fields
-from bringup.runner.model.config.moe import MAX_EXPERTS, ExpertNames, MoESettings, read_top_k
+from bringup.runner.model.config.moe_settings import MAX_EXPERTS, ExpertNames, MoESettings, read_top_k
 from bringup.runner.model.decoder import ProjectionBiases
 from bringup.runner.model.moe import SparseLayers
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.config.fields import Fields
-from bringup.runner.model.config.moe import MAX_EXPERTS, ExpertNames, MoESettings, read_layer_list, read_top_k
+from bringup.runner.model.config.moe_settings import MAX_EXPERTS, ExpertNames, MoESettings, read_layer_list, read_top_k
 from bringup.runner.model.families.qwen3 import Qwen3Decoder
 from bringup.runner.model.moe import SparseLayers
 

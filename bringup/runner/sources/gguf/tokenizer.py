@@ -1,0 +1,147 @@
+"""The tokenizer a GGUF file describes in its metadata, built with the tokenizers library, as TokenizerData.
+
+Only byte-level BPE (`tokenizer.ggml.model` "gpt2": GPT-2, SmolLM, Qwen, Llama 3 vocabularies): the tokens
+(ids are their positions), the merges, the split `tokenizer.ggml.pre` names, control tokens (type 3) as special
+tokens and user-defined ones (type 4) as added tokens matched whole, BOS/EOS added when `add_bos_token` /
+`add_eos_token` say so, and `tokenizer.chat_template` (plus named `tokenizer.chat_template.<name>` ones).
+SentencePiece vocabularies ("llama") and the others are refused in one line.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from bringup.errors import BringupError
+from bringup.fallbacks import FallbackRecorder
+from bringup.runner.model_files import MAX_TEMPLATE_BYTES
+from bringup.runner.sources.gguf import metadata
+from bringup.runner.sources.gguf.pre_tokenizers import IGNORES_MERGES, pre_tokenizer, split_kind
+from bringup.runner.sources.gguf.reader import GGUFFile
+from bringup.runner.text.chat_template import ChatTemplate
+from bringup.runner.text.tokenizer import TokenizerData
+from bringup.runner.text.vocabulary import RepeatedEntry, TokenList, VocabularyError, merge_pairs, token_list
+from bringup.terminal_text import quoted, shown
+
+CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
+SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_token": "unknown_token_id",
+               "pad_token": "padding_token_id"}
+STOP_IDS = ("eos_token_id", "eot_token_id", "eom_token_id")  # llama.cpp ends generation at any of these
+TEMPLATE_KEY = "tokenizer.chat_template"
+TOKENS_KEY, MERGES_KEY = "tokenizer.ggml.tokens", "tokenizer.ggml.merges"
+
+
+def gguf_tokenizer_data(file: GGUFFile, fallbacks: FallbackRecorder | None = None) -> TokenizerData:
+    where = str(file.path)
+    model = metadata.text(file, "tokenizer.ggml.model")
+    if model != "gpt2":
+        kind = "SentencePiece ('llama')" if model == "llama" else repr(shown(model)[:40])
+        raise BringupError(f"{where}: its tokenizer is {kind}; bringup builds only byte-level BPE ('gpt2') "
+                           "tokenizers from GGUF metadata: load the model's Hugging Face directory instead")
+    tokens = metadata.texts(file, TOKENS_KEY)
+    ids = {name: _token_id(file, key, len(tokens)) for name, key in SPECIAL_IDS.items()}
+    config: dict[str, Any] = {name: tokens[i] for name, i in ids.items() if i is not None}
+    stops = [i for key in STOP_IDS if (i := _token_id(file, key, len(tokens))) is not None]
+    return TokenizerData(
+        tokenizer_json=_tokenizer_json(file, tokens, ids["bos_token"], ids["eos_token"], fallbacks),
+        config=config, generation={"eos_token_id": stops} if stops else {},
+        chat_templates=_chat_templates(file), source=where, tokenizer_source=f"{where} (tokenizer.ggml.*)",
+        config_source=f"{where} (tokenizer.ggml.*)", generation_source=f"{where} (tokenizer.ggml.*_token_id)",
+        template_places=f"{where} has no chat template ({TEMPLATE_KEY} in its metadata)")
+
+
+def _tokenizer_json(file: GGUFFile, tokens: list[str], bos: int | None, eos: int | None,
+                    fallbacks: FallbackRecorder | None) -> str:
+    from tokenizers import AddedToken, Tokenizer, decoders, models, processors
+
+    types = metadata.integers(file, "tokenizer.ggml.token_type", [])
+    if types and len(types) != len(tokens):
+        raise BringupError(f"{file.path}: tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} "
+                           "tokens; the file is corrupt: re-convert it")
+    kind = split_kind(metadata.text(file, "tokenizer.ggml.pre", None), str(file.path), fallbacks)
+    vocabulary = _vocabulary(file, tokens, types)
+    tok = Tokenizer(models.BPE(vocab=vocabulary.ids, merges=_merges(file, vocabulary),
+                               ignore_merges=kind in IGNORES_MERGES))
+    tok.pre_tokenizer = pre_tokenizer(kind)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
+                            for i, t in enumerate(types) if t == CONTROL])
+    tok.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
+                    for i, t in enumerate(types) if t == USER_DEFINED])
+    added = [(tokens[bos], bos)] if bos is not None and metadata.flag(file, "tokenizer.ggml.add_bos_token", False) \
+        else []
+    appended = [(tokens[eos], eos)] if eos is not None and metadata.flag(file, "tokenizer.ggml.add_eos_token", False) \
+        else []
+    if added or appended:
+        before, after = [t for t, _ in added], [t for t, _ in appended]
+        tok.post_processor = processors.TemplateProcessing(
+            single=[*before, "$A", *after], pair=[*before, "$A", *after, *before, "$B:1", *after],
+            special_tokens=added + appended)
+    return tok.to_str()
+
+
+def _vocabulary(file: GGUFFile, tokens: list[str], types: list[int]) -> TokenList:
+    """Each token as the BPE model spells it (control and user-defined tokens as they are, the others in the
+    byte-level alphabet) and its id (its position), checked by the vocabulary rules."""
+    spelled = [token if types and types[i] in (CONTROL, USER_DEFINED) else _byte_level(token)
+               for i, token in enumerate(tokens)]
+    try:
+        return token_list(TOKENS_KEY, spelled, range(len(tokens)))
+    except RepeatedEntry as exc:  # ids are positions, so this is one token spelled twice
+        first, second = (tokens[i] for i in exc.ids)
+        alike = "" if first == second else \
+            f" once spelled in the byte-level alphabet (written {quoted(first)} and {quoted(second)})"
+        raise BringupError(f"{file.path}: {exc}{alike}; the file is corrupt: re-convert it") from None
+
+
+def _merges(file: GGUFFile, vocabulary: TokenList) -> list[tuple[str, str]]:
+    """The merges as pairs, each checked by the vocabulary rules (its parts and what it makes are tokens)."""
+    try:
+        return merge_pairs(MERGES_KEY, metadata.texts(file, MERGES_KEY), vocabulary)
+    except VocabularyError as exc:
+        raise BringupError(f"{file.path}: {exc}; the file is corrupt: re-convert it") from None
+
+
+def _token_id(file: GGUFFile, key: str, count: int) -> int | None:
+    value = metadata.integer(file, f"tokenizer.ggml.{key}", None)
+    if value is not None and not 0 <= value < count:
+        raise BringupError(f"{file.path}: tokenizer.ggml.{key} is {value}, outside the {count} tokens; the file is "
+                           "corrupt: re-convert it")
+    return value
+
+
+def _chat_templates(file: GGUFFile) -> dict[str, ChatTemplate]:
+    """'default' from tokenizer.chat_template, and each tokenizer.chat_template.<name>."""
+    templates = {}
+    for key in file.metadata:
+        if key == TEMPLATE_KEY or key.startswith(TEMPLATE_KEY + "."):
+            name = key.removeprefix(TEMPLATE_KEY).removeprefix(".") or "default"
+            text = metadata.text(file, key)
+            if len(text.encode("utf-8")) > MAX_TEMPLATE_BYTES:  # the cap a directory's template file has
+                raise BringupError(f"{file.path}: {key} is {len(text.encode('utf-8'))} bytes, more than the "
+                                   f"{MAX_TEMPLATE_BYTES} a chat template may be; the file is corrupt: re-convert it")
+            templates[name] = ChatTemplate(text, f"{file.path} ({key})")
+    return templates
+
+
+def _byte_level(token: str) -> str:
+    """A token in the byte-level alphabet (GPT-2's printable stand-ins for bytes), as BPE vocabularies spell
+    them; a token a converter wrote as plain text is re-spelled from its UTF-8 bytes."""
+    alphabet = _alphabet()
+    if all(ch in alphabet for ch in token):
+        return token
+    return "".join(_stand_ins()[b] for b in token.encode("utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _stand_ins() -> dict[int, str]:
+    """Byte -> its character in the byte-level alphabet: printable Latin-1 bytes stand for themselves, the rest
+    are shifted above 255 in order."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    shifted = [b for b in range(256) if b not in kept]
+    return {**{b: chr(b) for b in kept}, **{b: chr(256 + n) for n, b in enumerate(shifted)}}
+
+
+@lru_cache(maxsize=1)
+def _alphabet() -> frozenset[str]:
+    return frozenset(_stand_ins().values())

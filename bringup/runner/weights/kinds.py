@@ -1,0 +1,34 @@
+"""The kinds of linear-weight storage by name (plain data, no torch: registry.py builds the table of what each does).
+
+`[in, out]` for `x @ W`, `[out, in]` for F.linear, pre-packed for the device's oneDNN inner product, as column slices
+summed by `embedding_bag`, 16-column panels for bringup's own host kernel (layouts.py, kernels/panels.py); int8 /
+int4 blocks of 32 applied by the host kernel or, their fallback, dequantized and applied by F.linear
+(formats/integer.py, kernels/quantized.py); float8 with a scale per output channel (formats/fp8.py). The layout
+chooser times them; the model uses the faster.
+"""
+
+from __future__ import annotations
+
+IN_OUT, OUT_IN, PACKED, SLICES, PANELS = "in_out", "out_in", "packed", "slices", "panels"
+PLAIN_KINDS = (IN_OUT, OUT_IN)
+INT8, INT4 = "int8", "int4"
+# the int4 kinds' input features per d and m, each a multiple of the activations' block of 32: the first is "int4"
+# (GGUF's Q4_1), the others "int4_g<size>". Every int4 table, the kernels' formats and their dispatch follow this.
+INT4_GROUP_SIZES = (32, 64, 128)
+
+
+def int4_kind(group: int) -> str:
+    return INT4 if group == INT4_GROUP_SIZES[0] else f"int4_g{group}"
+
+
+INT4_KINDS = tuple(int4_kind(group) for group in INT4_GROUP_SIZES)
+INT4_G64, INT4_G128 = int4_kind(64), int4_kind(128)
+# each kernel kind's module-level reference: the same storage, dequantized and applied by F.linear
+DEQUANT_KINDS = {kind: f"{kind}_dequant" for kind in (INT8, *INT4_KINDS)}
+INT8_DEQUANT, INT4_DEQUANT = DEQUANT_KINDS[INT8], DEQUANT_KINDS[INT4]
+INTEGER_KINDS = (*DEQUANT_KINDS, *DEQUANT_KINDS.values())
+FP8 = "fp8"
+QUANTIZED_KINDS = (*INTEGER_KINDS, FP8)
+CONVERTIBLE = (OUT_IN, IN_OUT, PANELS, PACKED)  # kinds whose storage turns back into [out, in] unchanged
+
+ANY_DEVICE, HOST_MEMORY = "any device", "host memory"  # where a kind's storage can be applied

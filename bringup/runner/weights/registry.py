@@ -1,0 +1,134 @@
+"""Every kind of linear-weight storage (kinds.py), in one table built here from the modules that implement them:
+the plain layouts (layouts.py), the panels kernel (kernels/panels.py), the int8 / int4 blocks with their kernel and
+its dequantizing fallback (formats/integer.py, kernels/quantized.py), and fp8 (formats/fp8.py). Nothing registers
+itself on import: a kind exists because it is listed here. Host kernels build at their first use, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from bringup.runner.weights import layouts
+from bringup.runner.weights.formats import fp8
+from bringup.runner.weights.formats.integer import reference_linear
+from bringup.runner.weights.kernels import panels, quantized
+from bringup.runner.weights.kinds import (
+    ANY_DEVICE,
+    DEQUANT_KINDS,
+    FP8,
+    HOST_MEMORY,
+    IN_OUT,
+    OUT_IN,
+    PACKED,
+    PANELS,
+    SLICES,
+)
+
+Apply = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One way to store and apply a linear weight given as [out, in]."""
+
+    name: str
+    placement: str  # ANY_DEVICE, or HOST_MEMORY: a host kernel reads it
+    place: Callable[[torch.Tensor], torch.Tensor]  # [out, in] (on its device, in its dtype) -> the stored form
+    to_out_in: Callable[[torch.Tensor], torch.Tensor] | None  # the stored form back as [out, in]; None: it cannot
+    apply: Apply  # x [T, in] times the stored weight, plus the bias, in x's dtype
+    reference: Apply  # the same product in float64, from the stored weight: what `apply` is checked against
+
+
+def _reference_through(to_out_in) -> Apply:
+    return lambda x, w, b: layouts.float64_linear(x, to_out_in(w), b)
+
+
+def _slices_reference(x: torch.Tensor, table: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    return layouts.float64_linear(x, layouts.slices_to_out_in(table, x.shape[-1]), b)
+
+
+def _panels_reference(x: torch.Tensor, stored: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    out = stored.shape[0] * panels.PANEL if b is None else b.numel()
+    return layouts.float64_linear(x, panels.unpack(stored)[:out], b)
+
+
+def _integer_reference(scheme: str) -> Apply:
+    """x's blocks quantized as the kernel does, then the dequantized weight's product in float64."""
+    return lambda x, w, b: reference_linear(x.detach().cpu().double(), quantized.DEQUANTIZE[scheme](w.cpu()),
+                                            None if b is None else b.cpu())
+
+
+def _integer_kinds() -> dict[str, Kind]:
+    found = {}
+    for scheme, fallback in DEQUANT_KINDS.items():
+        common = dict(placement=HOST_MEMORY, place=quantized.QUANTIZE[scheme], to_out_in=quantized.DEQUANTIZE[scheme],
+                      reference=_integer_reference(scheme))
+        found[scheme] = Kind(scheme, apply=quantized.kernel_linear(scheme), **common)
+        found[fallback] = Kind(fallback, apply=quantized.dequantized_linear(scheme), **common)
+    return found
+
+
+def _out_in_apply(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    return torch.nn.functional.linear(x, w, b)
+
+
+KINDS: dict[str, Kind] = {
+    IN_OUT: Kind(IN_OUT, ANY_DEVICE, layouts.in_out_place, layouts.in_out_place, layouts.in_out_apply,
+                 _reference_through(lambda w: w.t())),
+    OUT_IN: Kind(OUT_IN, ANY_DEVICE, layouts.out_in_place, lambda w: w, _out_in_apply, _reference_through(lambda w: w)),
+    PACKED: Kind(PACKED, ANY_DEVICE, layouts.packed_place, lambda w: w.to_dense(), layouts.packed_apply,
+                 _reference_through(lambda w: w.to_dense())),
+    SLICES: Kind(SLICES, ANY_DEVICE, layouts.slices_place, None, layouts.slices_apply, _slices_reference),
+    PANELS: Kind(PANELS, HOST_MEMORY, panels.pack, panels.unpack, panels.apply, _panels_reference),
+    **_integer_kinds(),
+    FP8: Kind(FP8, ANY_DEVICE, fp8.quantize_fp8, fp8.dequantize_fp8, fp8.fp8_linear,
+              _reference_through(fp8.dequantize_fp8)),
+}
+
+
+def kind(name: str) -> Kind:
+    found = KINDS.get(name)
+    if found is None:
+        raise ValueError(f"no linear-weight kind {name!r}; the kinds are {', '.join(KINDS)}")
+    return found
+
+
+def place(w: torch.Tensor, name: str) -> torch.Tensor:
+    """Store a weight given as [out, in] (already on its device and dtype) for kind `name`."""
+    return kind(name).place(w)
+
+
+def to_out_in(w: torch.Tensor, name: str) -> torch.Tensor:
+    """A weight stored for kind `name` back as [out, in] (panels keep their zero padding rows)."""
+    back = kind(name).to_out_in
+    if back is None:
+        raise ValueError(f"weights stored as {name!r} cannot be converted back to [out, in]")
+    return back(w)
+
+
+def apply(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, name: str) -> torch.Tensor:
+    """x [T, in] times a weight stored for kind `name`, plus the bias."""
+    return kind(name).apply(x, w, b)
+
+
+def packed_check(device: torch.device, dtype: torch.dtype) -> str | None:
+    """None when pre-packed weights run here and match F.linear; otherwise why not."""
+    from bringup.errors import exception_line
+
+    if dtype != torch.float32:
+        return f"packed weights are only tried for float32, not {dtype}"
+    try:
+        gen = torch.Generator().manual_seed(0)
+        w, x = torch.randn(48, 40, generator=gen), torch.randn(5, 40, generator=gen)
+        b = torch.randn(48, generator=gen)
+        with torch.inference_mode():
+            got = apply(x.to(device), place(w.to(device), PACKED), b.to(device), PACKED).cpu()
+        err = (got - torch.nn.functional.linear(x, w, b)).abs().max().item()
+    except Exception as exc:  # no oneDNN in this build, or not for this device
+        return exception_line(exc, 120)
+    return None if err <= 1e-4 else f"packed result differs from F.linear by {err:.2g}"
+
+
