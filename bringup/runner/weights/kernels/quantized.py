@@ -23,6 +23,7 @@ from collections.abc import Callable
 import torch
 
 from bringup.runner.weights.formats.integer import (
+    GROUP,
     INT4_GROUPS,
     KERNEL_FORMATS,
     dequantize_int4,
@@ -113,11 +114,12 @@ def check(device: torch.device, scheme: str) -> str | None:
 
     def worst_error() -> float:
         gen = torch.Generator().manual_seed(0)
-        w, b = torch.randn(40, 128, generator=gen), torch.randn(40, generator=gen)
+        k = max(128, INT4_GROUPS.get(scheme, GROUP))  # whole groups of the scheme
+        w, b = torch.randn(40, k, generator=gen), torch.randn(40, generator=gen)
         stored = QUANTIZE[scheme](w)
         worst = 0.0
         for rows in (1, 2, 3, 5, 11):
-            x = torch.randn(rows, 128, generator=gen)
+            x = torch.randn(rows, k, generator=gen)
             want = reference_linear(x, DEQUANTIZE[scheme](stored), b)
             worst = max(worst, (run(x, stored, b, scheme) - want).abs().max().item() / want.abs().max().item())
         return worst
