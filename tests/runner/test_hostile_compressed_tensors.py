@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bringup.errors import BringupError
-from bringup.runner.sources.directory import ignore_patterns
+from bringup.runner.weights.formats.compressed_tensors import ignore_patterns
 from bringup.runner.weights.formats.compressed_tensors.ignore_patterns import (
     MAX_PATTERNS,
     MAX_TOTAL_WAYS,
