@@ -13,7 +13,7 @@ from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.moe import DENSE, EXPERT_PATHS, GROUPED, SparseMoE, route, sparse_blocks
 from bringup.runner.plan.plan import GROUPED_EXPERT_OPS
 from bringup.runner.sources.directory.hf_config import read_hf_config
-from bringup.runner.weights.reader import CheckpointReader
+from bringup.runner.weights.checkpoint_reader import CheckpointReader
 from tests.runner.hf_moe_fixtures import (
     make_hf_moe_model,
     mixtral_config,

@@ -20,8 +20,8 @@ from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.kv_cache import PagedKVCache
 from bringup.runner.model.norm import RMSNorm
 from bringup.runner.model.rope import apply_rope
+from bringup.runner.weights.checkpoint_reader import CheckpointReader
 from bringup.runner.weights.layout_linear import LayoutLinear
-from bringup.runner.weights.reader import CheckpointReader
 
 # attend(q [kvH, B, G*Q, hd], k [kvH, B, L, hd], v [kvH, B, L, hd], mask [1, B, G*Q, L] | None, scale,
 #        softcap | None): softcap, when given, maps the scores to cap * tanh(scores / cap) before the mask

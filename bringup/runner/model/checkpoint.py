@@ -1,4 +1,4 @@
-"""Hugging Face tensor names of a decoder checkpoint (weights/reader.py reads them, fusing projections at load).
+"""Hugging Face tensor names of a decoder checkpoint (weights/checkpoint_reader.py reads them, fusing projections).
 
 Llama, Mistral and Qwen2 checkpoints share these names; a family (llama.py, qwen2.py) declares only which
 projections carry biases. Others add to them (CheckpointNames): Qwen3 per-head q/k norms, Gemma-2 two more
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bringup.runner.model.config import ModelConfig
-from bringup.runner.weights.reader import EMBED, LM_HEAD
+from bringup.runner.weights.checkpoint_reader import EMBED, LM_HEAD
 
 FINAL_NORM = "model.norm.weight"  # EMBED and LM_HEAD: the head's names, which the weights reader reads too
 LAYER_NORMS = ("input_layernorm", "post_attention_layernorm")

@@ -43,11 +43,11 @@ from bringup.runner.model.config.fields import Fields
 from bringup.runner.model.kv_cache import PagedKVCache, cache_shape
 from bringup.runner.model.norm import RMSNorm
 from bringup.runner.model.rope import inverse_frequencies, rope_tables
-from bringup.runner.weights.formats.compressed_tensors.reader import checkpoint_reader
+from bringup.runner.weights.checkpoint_reader import CheckpointReader, TensorGetter
+from bringup.runner.weights.formats.compressed_tensors.stored_reader import checkpoint_reader
 from bringup.runner.weights.held import StoredGetter
 from bringup.runner.weights.layout_linear import LayoutLinear, WeightLayout
 from bringup.runner.weights.layouts import storage_key
-from bringup.runner.weights.reader import CheckpointReader, TensorGetter
 
 ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
 

@@ -22,7 +22,7 @@ from torch import nn
 from bringup.runner.model.checkpoint import MLP_PROJECTIONS
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import MLP, DecoderModel
-from bringup.runner.weights.reader import CheckpointReader
+from bringup.runner.weights.checkpoint_reader import CheckpointReader
 
 DENSE, GROUPED = "dense", "grouped"
 EXPERT_PATHS = (DENSE, GROUPED)

@@ -17,7 +17,7 @@ from bringup.runner.model.families import build_model
 from bringup.runner.model_files import has_entry, model_file, read_json
 from bringup.runner.sources.directory.hf_config import read_hf_config
 from bringup.runner.sources.directory.validate import check_fits, check_model_dir, check_values
-from bringup.runner.weights.formats.compressed_tensors.config import WHAT_USE, read_quantization_config
+from bringup.runner.weights.formats.compressed_tensors.quantization_config import WHAT_USE, read_quantization_config
 from bringup.terminal_text import shown
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")

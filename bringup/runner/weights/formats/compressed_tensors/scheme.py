@@ -1,7 +1,7 @@
 """What a pre-quantized checkpoint (compressed-tensors, as vLLM reads it) holds, as plain data, and the tensors it
 stores in place of each quantized linear weight.
 
-compressed-tensors replaces a Linear module M's `M.weight` by (compressed_tensors/config.py reads which format):
+compressed-tensors replaces a Linear module M's `M.weight` by (quantization_config.py reads which format):
   float-quantized (fp8):  M.weight [out, in] F8_E4M3 and M.weight_scale, [out, 1] per channel or [1] per tensor;
   int-quantized (int8):   M.weight [out, in] I8 and M.weight_scale [out, 1];
   pack-quantized (int8):  M.weight_packed [out, in / 4] I32 (four codes per word, code j of a word in bits 8j..8j+7,

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import torch
 
 from bringup.errors import BringupError
+from bringup.runner.weights.checkpoint_reader import LM_HEAD, CheckpointReader, StoredGetter, TensorGetter
 from bringup.runner.weights.formats.compressed_tensors.scheme import (
     GROUP,
     PACK_QUANTIZED,
@@ -22,7 +23,6 @@ from bringup.runner.weights.formats.compressed_tensors.scheme import (
 from bringup.runner.weights.formats.fp8 import FP8_DTYPE, pack_fp8
 from bringup.runner.weights.kinds import FP8
 from bringup.runner.weights.layout_linear import LayoutLinear
-from bringup.runner.weights.reader import LM_HEAD, CheckpointReader, StoredGetter, TensorGetter
 
 
 def checkpoint_reader(get: TensorGetter, device: torch.device, dtype: torch.dtype, stored: StoredQuantization | None,
