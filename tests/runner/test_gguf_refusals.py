@@ -21,7 +21,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> tuple[torch.nn.Module, Path, Path]:
-    """A tiny llama (intermediate 256, so a row of down_proj is one Q5_K block), its tokenizer, a valid file."""
+    """A tiny llama (intermediate 256, so a row of down_proj is one 256-value block), its tokenizer, a valid file."""
     where = tmp_path_factory.mktemp("tiny")
     hf = make_hf_model(where / "hf", "llama", tied=True, intermediate=256)
     return hf, where / "hf", write_gguf(where / "good.gguf", hf, where / "hf", "llama")
@@ -49,11 +49,11 @@ def test_a_valid_tiny_file_generates(tmp_path, tiny):
 def test_an_unsupported_tensor_type_is_named(tmp_path, tiny):
     hf, tokenizer, _ = tiny
 
-    def q5_k_down(name: str, tensor: torch.Tensor) -> object:
-        return T.Q5_K if name == "blk.1.ffn_down.weight" else mixed_types(name, tensor)
+    def iq2_xxs_down(name: str, tensor: torch.Tensor) -> object:
+        return T.IQ2_XXS if name == "blk.1.ffn_down.weight" else mixed_types(name, tensor)
 
-    path = write_gguf(tmp_path / "q5k.gguf", hf, tokenizer, "llama", q5_k_down)
-    assert_refused(generate(tmp_path, path), "blk.1.ffn_down.weight", "Q5_K", "Q4_1")
+    path = write_gguf(tmp_path / "iq2.gguf", hf, tokenizer, "llama", iq2_xxs_down)
+    assert_refused(generate(tmp_path, path), "blk.1.ffn_down.weight", "IQ2_XXS", "Q4_1", "Q6_K")
 
 
 @pytest.mark.parametrize(("option", "value", "words"), [

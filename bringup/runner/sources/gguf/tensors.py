@@ -18,7 +18,9 @@ from bringup.runner.sources.gguf.reader import GGUFFile, gguf_package
 from bringup.runner.sources.gguf.tensor_names import hf_name, rope_permuted
 from bringup.runner.weights.formats.gguf_blocks import HELD_BLOCKS, repacked
 
-LOADED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")  # dequantized at load (gguf.quants.dequantize)
+# dequantized at load by gguf.quants.dequantize: the float types, the legacy blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0,
+# Q5_1) and the K-quants' super-blocks of 256 (what Q4_K_M / Q5_K_M files mix); IQ* and the rest are refused by name
+LOADED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 
 
 def tensor_specs(file: GGUFFile) -> dict[str, TensorSpec]:
