@@ -65,7 +65,7 @@ def llama_file(f32: Path, kind: str, threads: int) -> Path:
         return f32
     import llama_cpp
 
-    out = f32.with_name(f"smollm2-{kind}.gguf")
+    out = f32.with_name(f"{f32.stem}-{kind}.gguf")
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype, params.nthread = LLAMA_FTYPES[kind], threads
     if llama_cpp.llama_model_quantize(str(f32).encode(), str(out).encode(), ctypes.byref(params)) != 0:

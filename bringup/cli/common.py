@@ -61,7 +61,7 @@ ForceRunnerOption = Annotated[
 ]
 AllowCpuFallbackOption = Annotated[bool, typer.Option(help="Run on the CPU if the device fails.")]
 MODEL_HELP = ("Hugging Face style model directory (config.json, *.safetensors, tokenizer.json), or a GGUF file "
-              "(FILE.gguf: llama, qwen2, qwen3; F32/F16/BF16, Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 and Q2_K-Q6_K tensors, "
+              "(FILE.gguf: llama, qwen2, qwen3, gemma3; F32/F16/BF16, Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 and Q2_K-Q6_K tensors, "
               "dequantized at load); default: "
               "the built-in reference model.")
 ModelOption = Annotated[Optional[Path], typer.Option("--model", "-m", help=MODEL_HELP)]

@@ -23,7 +23,7 @@ HF_TO_GGUF = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_n
 TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 PRE = {"llama": "gpt-2", "qwen2": "qwen2", "qwen3": "qwen2"}
 
-QUANTIZABLE = (T.BF16, T.Q8_0, T.Q4_0, T.Q4_1)
+QUANTIZABLE = (T.BF16, T.Q8_0, T.Q5_0, T.Q4_0, T.Q4_1)
 TypeFor = Callable[[str, torch.Tensor], Any]  # the GGML type a tensor is written in, by its GGUF name
 Vocabulary = Callable[[list[str], list[str]], tuple[list[str], list[str]]]  # (tokens, merges) -> what is written
 

@@ -50,7 +50,7 @@ def plan_and_fallbacks(model: Path, work: Path, quantization: str) -> tuple[dict
 
 
 @needs_compiler
-@pytest.mark.parametrize("name, scheme", [("q8_0", INT8), ("q4_0", INT4)])
+@pytest.mark.parametrize("name, scheme", [("q8_0", INT8), ("q4_0", INT4), ("q4_0", INT8)])
 def test_the_matching_scheme_uses_the_files_blocks_and_says_so(files, tmp_path, name, scheme):
     plan, fallbacks, stderr = plan_and_fallbacks(files[name], tmp_path, scheme)
     row = plan["quantization"]
@@ -69,14 +69,14 @@ def test_none_dequantizes_the_blocks_and_says_so(files, tmp_path):
 
 @needs_compiler
 def test_a_scheme_that_rounds_the_blocks_again_is_a_recorded_fallback(files, tmp_path):
-    plan, fallbacks, stderr = plan_and_fallbacks(files["q4_0"], tmp_path, INT8)
-    assert plan["quantization"]["value"] == INT8
-    assert "its Q4_0 blocks dequantized and quantized again (a second rounding: a recorded fallback)" in \
+    plan, fallbacks, stderr = plan_and_fallbacks(files["q8_0"], tmp_path, INT4)
+    assert plan["quantization"]["value"] == INT4
+    assert "its Q8_0 blocks dequantized and quantized again (a second rounding: a recorded fallback)" in \
         plan["quantization"]["evidence"]
-    [event] = [e for e in fallbacks["events"] if e["what"] == "int8 weights"]
-    assert event["instead"] == "them dequantized and quantized again to int8 (a second rounding)"
-    assert "--quantization int4 loads them straight" in event["why"]
-    assert "fallback[op] int8 weights: wanted the file's Q4_0 blocks kept as they are" in " ".join(stderr.split())
+    [event] = [e for e in fallbacks["events"] if e["what"] == "int4 weights"]
+    assert event["instead"] == "them dequantized and quantized again to int4 (a second rounding)"
+    assert "--quantization int8 loads them straight" in event["why"]
+    assert "fallback[op] int4 weights: wanted the file's Q8_0 blocks kept as they are" in " ".join(stderr.split())
 
 
 def test_strict_refuses_rounding_the_blocks_again_in_one_line(files, tmp_path):

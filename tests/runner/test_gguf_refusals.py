@@ -1,7 +1,7 @@
 """A GGUF file bringup cannot serve is refused through the real CLI in one line naming what is wrong, exit 2,
-before any weight is used: an unsupported tensor type, an unknown architecture, a SentencePiece vocabulary, an
-unknown text split, a missing tensor, an oversized chat template, NaN weights in each tensor type (loaded with
---force), a truncated or garbage file."""
+before any weight is used: an unsupported tensor type, an unknown architecture, a tokenizer model bringup does not
+build ('t5'), an unknown text split, a missing tensor, an oversized chat template, NaN weights in each tensor type
+(loaded with --force), a truncated or garbage file."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_an_unsupported_tensor_type_is_named(tmp_path, tiny):
 
 @pytest.mark.parametrize(("option", "value", "words"), [
     ("written_arch", "falcon", ("architecture 'falcon'", "llama, qwen2, qwen3")),
-    ("tokenizer_model", "llama", ("SentencePiece",)),
+    ("tokenizer_model", "t5", ("tokenizer is 't5'", "SentencePiece ('llama')")),
     ("pre", "mystery-split", ("tokenizer.ggml.pre", "mystery-split")),
     ("skip", ("blk.0.ffn_up.weight",), ("model.layers.0.mlp.up_proj.weight", "missing from the GGUF file")),
     ("texts", {"tokenizer.chat_template.huge": "x" * (4 * 2**20 + 1)}, ("tokenizer.chat_template.huge", "more than")),

@@ -1,7 +1,8 @@
-"""GGUF Q8_0, Q4_0 and Q4_1 linear weights loaded straight into the int8 / int4 kinds: the file's blocks re-packed bit
-for bit (the stored rows dequantize to gguf's own dequantization; codes a re-quantization would have changed are
-kept), q/k rows unpermuted as whole rows, fused projections concatenated, the tied head from token_embd; and the
-engine's greedy tokens on such a file equal the module-level reference of the same weights."""
+"""GGUF Q8_0, Q5_0, Q4_0 and Q4_1 linear weights loaded straight into the int8 / int4 kinds that hold them exactly:
+the file's blocks re-packed bit for bit (the stored rows dequantize to gguf's own dequantization; codes a
+re-quantization would have changed are kept), q/k rows unpermuted as whole rows, fused projections concatenated, the
+tied head from token_embd; and the engine's greedy tokens on such a file equal the module-level reference of the same
+weights."""
 
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ def file_values(path: Path) -> DecoderModel:
     (all_in(T.Q4_1), "llama", True, INT4_DEQUANT),
     (q4_0_layers_q4_1_embedding, "qwen2", True, INT4_DEQUANT),
     (all_in(T.Q4_0), "llama", False, INT4_DEQUANT),
+    (all_in(T.Q4_0), "llama", False, INT8_DEQUANT),
+    (all_in(T.Q5_0), "qwen2", True, INT8_DEQUANT),
 ])
 def test_stored_rows_dequantize_to_ggufs_own_values(tmp_path, types, arch, tied, kind):
     path = tiny_gguf(tmp_path, types, arch=arch, tied=tied)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from bringup.runner.engine.auto_quantization.measure import auto_quantization
 from bringup.runner.engine.decode_timing import apply_confirmed, measure_decode, sweep_limit, sweep_room
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.options import EngineOptions
+from bringup.runner.engine.quantized_activations import versus_unquantized, with_quantized_activations
 from bringup.runner.engine.reconfirm import Reconfirmation, why_reconfirm
 from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.config import ModelConfig
@@ -43,7 +45,7 @@ from bringup.runner.plan.plan import Choice, ExecutionPlan, attention_limits, bu
 from bringup.runner.plan.profile_facts import ProfileFacts
 from bringup.runner.plan.quantize.checkpoint import checkpoint_scheme
 from bringup.runner.plan.quantize.held_blocks import none_choice, origin, record_requantized
-from bringup.runner.plan.quantize.scheme import AUTO, SCHEMES, auto_candidates, check_requested, requested_scheme
+from bringup.runner.plan.quantize.scheme import AUTO, NONE, SCHEMES, auto_candidates, check_requested, requested_scheme
 from bringup.runner.plan.record.bounds import beyond_this_start, record_problem
 from bringup.runner.plan.record.recorded import find_record, marked, model_key, replayed
 from bringup.runner.sources.directory.validate import WeightsDoNotFit
@@ -121,12 +123,18 @@ def _profile_device(path: Path | None) -> str | None:
 
 def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelSource, device: torch.device,
               info: Any, config: ModelConfig, tokenizer: Any, recorder: FallbackRecorder,
-              fell_back: Choice | None = None) -> Engine:
-    """The engine on `device`; `fell_back`: the global fallback that brought it there, shown in the plan."""
+              fell_back: Choice | None = None, withdrawn: Choice | None = None) -> Engine:
+    """The engine on `device`; `fell_back`: the global fallback that brought it there, shown in the plan;
+    `withdrawn`: the quantization row of a start whose auto-chosen scheme lost to the unquantized plan."""
     profile, label = read_profile(options.profile_path, device, info)
     facts = ProfileFacts(profile)
     plan = build_plan(facts, label, str(device), config, options.max_num_seqs, options.max_model_len,
                       options.dtype, options.force)
+    asked, quantization = plan.dtype.value, check_requested(options.quantization)
+    plan = with_quantized_activations(plan, quantization, device, config, _free_before_weights(device, options),
+                                      config.stored_quantization is not None, partial(
+                                          build_plan, facts, label, str(device), config, options.max_num_seqs,
+                                          options.max_model_len, force=options.force))
     if fell_back is not None:
         plan = replace(plan, global_fallback=fell_back, warnings=[*plan.warnings, f"global fallback: "
                                                                                   f"{fell_back.evidence}"])
@@ -149,9 +157,8 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
         layout_choice = Choice(options.weight_layout, "forced by the caller, not measured")
     else:
         raise BringupError(f"weight layout {options.weight_layout!r} is not one of {IN_OUT}, {OUT_IN}")
-    quantization = check_requested(options.quantization)
     weights = source.linear_weight_types()
-    quantization_choice = none_choice(weights)
+    quantization_choice = withdrawn or none_choice(weights)
     if config.stored_quantization is not None:
         layout, layout_choice, quantization_choice = checkpoint_scheme(config.stored_quantization, quantization,
                                                                        device, layout, layout_choice)
@@ -196,6 +203,13 @@ def _start_on(cls: Callable[..., Engine], options: EngineOptions, source: ModelS
     apply_confirmed(executor, plan)
     executor.plan = plan
     executor.warm_up_decode_shapes()
+    plan, withdrawn = versus_unquantized(plan, executor, source, quantization, asked, options.measurements,
+                                         record is not None)
+    if withdrawn is not None:  # auto's scheme lost to the unquantized plan: start again with none, saying why
+        del model, executor
+        return _start_on(cls, replace(options, quantization=NONE), source, device, info, config, tokenizer, recorder,
+                         fell_back, withdrawn)
+    executor.plan = plan
     _log_plan(plan)
     eos = sorted(set(tokenizer.eos_token_ids) | set(config.eos_token_ids))
     reconfirmation = Reconfirmation(draft, draft_layout, why_reconfirm(timings, replayed=record is not None))
@@ -239,6 +253,13 @@ def _sweep_fits(key: str, record: ModelPlanRecord, plan: ExecutionPlan, recorder
                         instead="the decode steps and batch sizes timed at this start (the layout timings replayed)",
                         why=f"{why}; re-run `bringup tune` as this start runs (memory, --max-model-len)")
     return why is None
+
+
+def _free_before_weights(device: torch.device, options: EngineOptions) -> int | None:
+    """Free device memory before the weights are loaded: given as data, or read from the device."""
+    if options.measurements is not None:
+        return options.measurements.free_bytes
+    return backend_for(device).memory(device.index or 0)[1]
 
 
 def _free_after_weights(device: torch.device, given: StartupMeasurements | None, weight_bytes: int) -> int | None:

@@ -18,7 +18,7 @@ from torch import nn
 from bringup.runner.model.checkpoint import ATTENTION_PROJECTIONS
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.kv_cache import PagedKVCache
-from bringup.runner.model.norm import RMSNorm
+from bringup.runner.model.norm import OffsetRMSNorm, RMSNorm
 from bringup.runner.model.rope import apply_rope
 from bringup.runner.weights.checkpoint_reader import CheckpointReader
 from bringup.runner.weights.layout_linear import LayoutLinear
@@ -72,6 +72,7 @@ class AttentionSpec:
     qkv_bias: bool = False
     o_bias: bool = False
     qk_norm: bool = False  # RMSNorm over head_dim on q and k before rope (Qwen3: q_norm, k_norm)
+    qk_norm_offset: float = 0.0  # those norms scale by (offset + weight) (Gemma 3: 1)
     scale: float | None = None  # None: head_dim ** -0.5
     window: int | None = None  # a query at p attends to keys in (p - window, p]; None: every earlier key
     softcap: float | None = None  # attention scores -> cap * tanh(scores / cap)
@@ -89,8 +90,8 @@ class Attention(nn.Module):
         self.ops = ops
         self.qkv_proj = LayoutLinear(c.hidden_size, (c.num_heads + 2 * c.num_kv_heads) * c.head_dim, spec.qkv_bias)
         self.o_proj = LayoutLinear(c.num_heads * c.head_dim, c.hidden_size, spec.o_bias)
-        self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps) if spec.qk_norm else None
-        self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps) if spec.qk_norm else None
+        self.q_norm = _head_norm(c, spec) if spec.qk_norm else None
+        self.k_norm = _head_norm(c, spec) if spec.qk_norm else None
         self.cache = PagedKVCache()
 
     def load_hf(self, reader: CheckpointReader, prefix: str, kinds: list[str]) -> None:
@@ -134,3 +135,10 @@ class Attention(nn.Module):
                               self.spec.softcap)
         out = out.view(KV, B, G, Q, D).permute(1, 3, 0, 2, 4).reshape(B * Q, H * D)
         return out if meta.output_index is None else out[meta.output_index]
+
+
+def _head_norm(config: ModelConfig, spec: AttentionSpec) -> RMSNorm:
+    """The RMSNorm over head_dim that q or k goes through before rope."""
+    if spec.qk_norm_offset:
+        return OffsetRMSNorm(config.head_dim, config.rms_norm_eps, offset=spec.qk_norm_offset)
+    return RMSNorm(config.head_dim, config.rms_norm_eps)

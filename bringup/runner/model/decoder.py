@@ -3,15 +3,16 @@
 Tokens of all sequences in a step are flattened into one [T] batch (see attention_layer.py). Linear
 weights may be stored `[out, in]` (F.linear), `[in, out]` (`x @ W`), pre-packed (oneDNN) and more; the
 execution plan picks the layout that measured faster on the device, per step size (layout_linear.py).
-A family (llama.py, qwen2.py, qwen3.py, phi3.py, gemma2.py) declares what differs as data and small hooks:
-projection biases, its checkpoint's names, its attention per layer (AttentionSpec: q/k norms, scale, window,
+A family (llama.py, qwen2.py, qwen3.py, phi3.py, gemma2.py, gemma3.py) declares what differs as data and small
+hooks: projection biases, its checkpoint's names, its attention per layer (AttentionSpec: q/k norms, scale, window,
 soft-cap), its MLP per layer (`make_mlp`), its norm, its layer class, an embedding scale and a final logit
-soft-cap; families/ builds the right one.
+soft-cap; families/ builds the right one. Rope is one table, or two when the config gives some layers their own
+base (`local_rope_layers`: Gemma 3's sliding layers), each layer handed its own.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -164,10 +165,17 @@ class DecoderModel(nn.Module):
         self.lm_head = LayoutLinear(c.hidden_size, c.vocab_size, bias=False)
         # transformers rounds the scale to the model dtype before multiplying (Gemma: sqrt(3072) is 55.5 in bf16)
         self.embed_scale = torch.tensor(c.hidden_size**0.5, dtype=dtype).item() if self.scales_embeddings else None
-        cos, sin = rope_tables(inverse_frequencies(c.rotary_dim, c.rope_theta, c.rope_scaling),
-                               c.max_position_embeddings)
-        self.register_buffer("rope_cos", cos.to(self.device, dtype), persistent=False)
-        self.register_buffer("rope_sin", sin.to(self.device, dtype), persistent=False)
+        self._rope_table("rope", c.rope_theta, c.rope_scaling)
+        self.local_rope = tuple(c.local_rope_layers) or (False,) * c.num_layers  # per layer: the second table
+        if any(self.local_rope):
+            self._rope_table("local_rope", c.local_rope_theta, None)
+
+    def _rope_table(self, name: str, theta: float, scaling: dict[str, Any] | None) -> None:
+        """Buffers `{name}_cos` and `{name}_sin` [max_positions, rotary_dim // 2] in the model's dtype."""
+        c = self.config
+        cos, sin = rope_tables(inverse_frequencies(c.rotary_dim, theta, scaling), c.max_position_embeddings)
+        self.register_buffer(f"{name}_cos", cos.to(self.device, self.dtype), persistent=False)
+        self.register_buffer(f"{name}_sin", sin.to(self.device, self.dtype), persistent=False)
 
     # ---------------------------------------------------------------- attention implementations (executor's)
     @property
@@ -264,9 +272,11 @@ class DecoderModel(nn.Module):
         x = self.embed[input_ids]
         if self.embed_scale is not None:
             x = x * self.embed_scale
-        cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
-        for layer in self.layers:
-            x = layer(x, kind, cos, sin, meta)
+        rope = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
+        local = (self.local_rope_cos[positions].unsqueeze(1), self.local_rope_sin[positions].unsqueeze(1)) \
+            if any(self.local_rope) else rope
+        for i, layer in enumerate(self.layers):
+            x = layer(x, kind, *(local if self.local_rope[i] else rope), meta)
         return self.norm(x)
 
     def logits(self, hidden: torch.Tensor, kind: str | None = None) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Rotary position embedding tables, including Llama 3 frequency scaling."""
+"""Rotary position embedding tables, with linear (positions divided by `factor`) or Llama 3 frequency scaling."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ def inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any] | N
     inv_freq = 1.0 / (theta**exponents)
     if scaling is None:
         return inv_freq
+    if scaling["rope_type"] == "linear":
+        return inv_freq / float(scaling["factor"])
     return _llama3_scale(inv_freq, scaling)
 
 

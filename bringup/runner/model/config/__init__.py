@@ -40,6 +40,8 @@ class ModelConfig:
     attn_logit_softcap: float | None = None  # scores -> cap * tanh(scores / cap) before the softmax
     final_logit_softcap: float | None = None  # logits -> cap * tanh(logits / cap)
     partial_rotary_factor: float = 1.0  # the share of each head's dims that rope rotates
+    local_rope_layers: list[bool] = field(default_factory=list)  # per layer: rotates by local_rope_theta instead
+    local_rope_theta: float = 10000.0  # those layers' rope base, never scaled (Gemma 3's sliding layers)
     moe: MoESettings | None = None  # the sparse layers' experts (config/moe_settings.py); None: a dense model
     stored_quantization: StoredQuantization | None = None  # a pre-quantized checkpoint's own (compressed-tensors)
 

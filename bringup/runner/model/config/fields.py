@@ -113,8 +113,11 @@ class Fields:
 
 def sliding_layers(fields: Fields, layers: int, window: int | None, rule: Callable[[int], bool]) -> list[bool]:
     """Which layers slide: config.json's layer_types when given, else the family's rule; none without a window."""
-    if window is None:
-        return []
+    return [] if window is None else sliding_kind_layers(fields, layers, rule)
+
+
+def sliding_kind_layers(fields: Fields, layers: int, rule: Callable[[int], bool]) -> list[bool]:
+    """Which layers are of the sliding kind, window or not: config.json's layer_types, else the family's rule."""
     if not fields.has("layer_types"):
         return [rule(i) for i in range(layers)]
     types = fields.get("layer_types", None)

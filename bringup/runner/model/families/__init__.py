@@ -7,6 +7,7 @@ import torch
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.families.gemma2 import Gemma2Decoder
+from bringup.runner.model.families.gemma3 import Gemma3Decoder
 from bringup.runner.model.families.llama import LlamaDecoder
 from bringup.runner.model.families.mixtral import MixtralDecoder
 from bringup.runner.model.families.phi3 import Phi3Decoder
@@ -15,8 +16,8 @@ from bringup.runner.model.families.qwen3 import Qwen3Decoder
 from bringup.runner.model.families.qwen3_moe import Qwen3MoeDecoder
 
 FAMILIES: dict[str, type[DecoderModel]] = {arch: family for family in (LlamaDecoder, Qwen2Decoder, Qwen3Decoder,
-                                                                       Phi3Decoder, Gemma2Decoder, MixtralDecoder,
-                                                                       Qwen3MoeDecoder)
+                                                                       Phi3Decoder, Gemma2Decoder, Gemma3Decoder,
+                                                                       MixtralDecoder, Qwen3MoeDecoder)
                                            for arch in family.architectures}
 SUPPORTED_ARCHITECTURES = tuple(FAMILIES)
 MODEL_TYPES = {model_type: arch for family in dict.fromkeys(FAMILIES.values())

@@ -43,12 +43,7 @@ class Gemma2Decoder(DecoderModel):
     @classmethod
     def read_config(cls, fields: Fields, c: ModelConfig) -> None:
         """Alternating sliding layers (even indices slide), attention scale from query_pre_attn_scalar, soft-caps."""
-        if fields.flag("use_bidirectional_attention", False):
-            raise BringupError(f"{fields.source}: use_bidirectional_attention true is not supported (the runner "
-                               "decodes causally); set it to false or null")
-        c.tie_word_embeddings = fields.flag("tie_word_embeddings", True)
-        c.sliding_window = None if fields.is_null("sliding_window") else \
-            fields.size("sliding_window", 4096, limit=MAX_POSITIONS)
+        read_shared(fields, c)
         c.sliding_layers = sliding_layers(fields, c.num_layers, c.sliding_window, lambda i: i % 2 == 0)
         c.attention_scale = fields.positive_number("query_pre_attn_scalar", 256.0) ** -0.5
         c.attn_logit_softcap = fields.optional_number("attn_logit_softcapping", 50.0)
@@ -61,3 +56,18 @@ class Gemma2Decoder(DecoderModel):
     @classmethod
     def make_norm(cls, config: ModelConfig) -> RMSNorm:
         return OffsetRMSNorm(config.hidden_size, config.rms_norm_eps, offset=1.0)
+
+
+def refuse_bidirectional(fields: Fields) -> None:
+    """Gemma's `use_bidirectional_attention` (an encoder's attention) refused: the runner decodes causally."""
+    if fields.flag("use_bidirectional_attention", False):
+        raise BringupError(f"{fields.source}: use_bidirectional_attention true is not supported (the runner "
+                           "decodes causally); set it to false or null")
+
+
+def read_shared(fields: Fields, c: ModelConfig) -> None:
+    """What Gemma 2 and Gemma 3 read alike: causal attention only, the tied head, the sliding window (null: none)."""
+    refuse_bidirectional(fields)
+    c.tie_word_embeddings = fields.flag("tie_word_embeddings", True)
+    c.sliding_window = None if fields.is_null("sliding_window") else \
+        fields.size("sliding_window", 4096, limit=MAX_POSITIONS)

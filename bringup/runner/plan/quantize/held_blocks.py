@@ -1,7 +1,8 @@
-"""The quantization row's account of a checkpoint whose linear weights are quantized already (a GGUF file's Q8_0, Q4_0
-or Q4_1 blocks): the blocks a scheme stores as they are (re-packed, weights/formats/gguf_blocks.py), the blocks it
-must dequantize and round again (a recorded fallback: WARNING, counted, refused by --strict), and what
---quantization none does with them (dequantizes them, as always).
+"""The quantization row's account of a checkpoint whose linear weights are quantized already (a GGUF file's blocks),
+per block type: the blocks a scheme stores exactly (re-packed, weights/formats/gguf_blocks.py), the blocks it must
+round again although another scheme stores them exactly (a recorded fallback: WARNING, counted, refused by --strict),
+the blocks no storage here holds exactly (the K-quants, Q5_1: dequantized, then quantized for the scheme as an F16
+weight would be, and said so), and what --quantization none does with them (dequantizes them, as always).
 
 The layers' weights decide what is a fallback. llama.cpp's quantizer picks the head's type apart from the layers' (a
 Q4_1 file keeps token_embd, the tied head, in Q8_0): a head the scheme cannot hold as it is gets quantized from its
@@ -12,7 +13,7 @@ from __future__ import annotations
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.quantize.scheme import QUANTIZED_AT_LOAD, plain_choice
-from bringup.runner.weights.formats.gguf_blocks import HELD_BLOCKS
+from bringup.runner.weights.formats.gguf_blocks import ROUTES, holds, is_quantized_type
 from bringup.runner.weights.held import LinearWeightTypes
 
 
@@ -25,38 +26,47 @@ def _types(weights: LinearWeightTypes) -> list[str]:
 
 
 def has_blocks(weights: LinearWeightTypes) -> bool:
-    return any(t in HELD_BLOCKS for t in _types(weights))
+    return any(is_quantized_type(t) for t in _types(weights))
 
 
 def requantized(scheme: str, weights: LinearWeightTypes) -> list[str]:
-    """The layers' block types `scheme` cannot store as they are: dequantized and rounded again to load them."""
-    return sorted(t for t in weights.layers if t in HELD_BLOCKS and HELD_BLOCKS[t] != scheme)
+    """The layers' block types that another scheme stores exactly but `scheme` must dequantize and round again."""
+    return sorted(t for t in weights.layers if t in ROUTES and not holds(scheme, t))
+
+
+def _unheld(types: list[str]) -> list[str]:
+    """Quantized types no storage here holds exactly (the K-quants, Q5_1)."""
+    return [t for t in types if is_quantized_type(t) and t not in ROUTES]
 
 
 def origin(scheme: str, weights: LinearWeightTypes) -> str:
-    """How `scheme`'s stored weights are made from the checkpoint's, for its plan row."""
+    """How `scheme`'s stored weights are made from the checkpoint's, per type, for its plan row."""
     if not has_blocks(weights):
         return QUANTIZED_AT_LOAD
     types, again = _types(weights), requantized(scheme, weights)
-    held = [t for t in types if HELD_BLOCKS.get(t) == scheme]
-    floats = [t for t in types if t not in HELD_BLOCKS]
+    held = [t for t in types if holds(scheme, t)]
+    floats = [t for t in types if not is_quantized_type(t)]
+    unheld = _unheld(types)
     head = weights.head
     phrases = [f"from the file's {_names(held)} blocks, re-packed (no re-quantization)"] if held else []
     if again:
         phrases.append(f"its {_names(again)} blocks dequantized and quantized again (a second rounding: a recorded "
                        "fallback)")
-    if head in HELD_BLOCKS and HELD_BLOCKS[head] != scheme and head not in weights.layers:
+    if head in ROUTES and not holds(scheme, head) and head not in weights.layers:
         phrases.append(f"the head's {head} blocks dequantized and {QUANTIZED_AT_LOAD}")
+    if unheld:
+        phrases.append(f"its {_names(unheld)} blocks dequantized and {QUANTIZED_AT_LOAD} (no storage here holds "
+                       f"{'them' if len(unheld) > 1 else 'it'} exactly)")
     if floats:
         phrases.append(f"its {_names(floats)} weights {QUANTIZED_AT_LOAD}")
     return "; ".join(phrases)
 
 
 def record_requantized(scheme: str, weights: LinearWeightTypes, recorder: FallbackRecorder) -> None:
-    """A fallback when the layers hold blocks `scheme` must round again (a Q4_0 file served as int8)."""
+    """A fallback when the layers hold blocks `scheme` must round again (a Q8_0 file served as int4)."""
     again = requantized(scheme, weights)
     if again:
-        straight = sorted({HELD_BLOCKS[t] for t in again})
+        straight = sorted({s for t in again for s in ROUTES[t]})
         recorder.record("op", f"{scheme} weights", wanted=f"the file's {_names(again)} blocks kept as they are",
                         instead=f"them dequantized and quantized again to {scheme} (a second rounding)",
                         why=f"{scheme} storage cannot hold {_names(again)} blocks as they are; --quantization "
@@ -66,15 +76,15 @@ def record_requantized(scheme: str, weights: LinearWeightTypes, recorder: Fallba
 def none_choice(weights: LinearWeightTypes) -> Choice:
     """--quantization none's row: the plan dtype's weights, the file's blocks dequantized to them where it has any."""
     plain = plain_choice()
-    blocks = [t for t in _types(weights) if t in HELD_BLOCKS]
+    blocks = [t for t in _types(weights) if is_quantized_type(t)]
     if not blocks:
         return plain
     return Choice(plain.value, f"{plain.evidence}, the file's {_names(blocks)} blocks dequantized at load")
 
 
 def auto_candidates_for(candidates: list[str], notes: list[str], weights: LinearWeightTypes) -> list[str]:
-    """The candidates --quantization auto may time on this checkpoint: none that would round the layers' blocks again
-    (a note says why each other is not tried)."""
+    """The candidates --quantization auto may time on this checkpoint: none that would round again blocks another
+    scheme stores exactly (a note says why each other is not tried)."""
     kept = []
     for scheme in candidates:
         again = requantized(scheme, weights)
@@ -88,7 +98,7 @@ def auto_candidates_for(candidates: list[str], notes: list[str], weights: Linear
 
 def held_schemes(candidates: list[str], weights: LinearWeightTypes) -> list[str]:
     """The candidates that store some of the checkpoint's blocks as they are (loaded from the file for auto)."""
-    return [s for s in candidates if any(HELD_BLOCKS.get(t) == s for t in _types(weights))]
+    return [s for s in candidates if any(holds(s, t) for t in _types(weights))]
 
 
 def origins(candidates: list[str], weights: LinearWeightTypes) -> dict[str, str]:

@@ -5,7 +5,9 @@ dequantize + F.linear reference on a check here, else that reference itself (a r
 `auto` considers a scheme only where its kernel checked out here; the engine then measures each on the served
 model (auto_quantization/measure.py): decode steps faster than the unquantized path (under MARGIN of its time) and the
 KL divergence of its next-token distributions from the unquantized model's, over a short text, at most
-KLD_BUDGET; otherwise `none`, with the reason.
+KLD_BUDGET; otherwise `none`, with the reason. An int8 / int4 scheme asked for a bfloat16 or float16 plan is served
+with float32 activations where it can be, and every scheme served is timed against the unquantized plan once the plan
+is confirmed (activations.py).
 
 The token embedding and the norms stay in the plan dtype. The lm_head is quantized with the other linear layers:
 it is the largest single weight of a small model (SmolLM2-135M: 28 M of 135 M parameters) and streaming it is a

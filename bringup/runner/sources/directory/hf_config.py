@@ -10,6 +10,7 @@ from bringup.errors import BringupError
 from bringup.profiles.store import printable
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.config.fields import MAX_LAYERS, MAX_POSITIONS, Fields, json_type
+from bringup.runner.model.config.rope_settings import read_rope_scaling
 from bringup.runner.model.families import FAMILIES, MODEL_TYPES, SUPPORTED_ARCHITECTURES
 
 
@@ -93,17 +94,4 @@ def _rope(fields: Fields) -> tuple[float, dict[str, Any] | None]:
     in_params = Fields(params, f"{fields.source}: rope_parameters")
     theta = in_params.positive_number("rope_theta") if in_params.has("rope_theta") else \
         fields.positive_number("rope_theta", 10000.0)
-    rope_type = scaling.get("rope_type", scaling.get("type", "default"))
-    if rope_type in (None, "default"):
-        return theta, None
-    if rope_type != "llama3":
-        raise BringupError(f"{fields.source}: rope scaling type {str(rope_type)[:40]!r} is not supported "
-                           "(only 'llama3')")
-    where = Fields(scaling, f"{fields.source}: rope scaling")
-    where.positive_number("factor")
-    low, high = where.positive_number("low_freq_factor", 1.0), where.positive_number("high_freq_factor", 4.0)
-    where.positive_number("original_max_position_embeddings", 8192.0)
-    if low == high:
-        raise BringupError(f"{fields.source}: rope scaling has high_freq_factor equal to low_freq_factor, which "
-                           "divides by zero; fix the file")
-    return theta, {**scaling, "rope_type": "llama3"}
+    return theta, read_rope_scaling(scaling, fields.source)

@@ -49,7 +49,24 @@ def config_dict(file: GGUFFile) -> dict[str, Any]:
     scaling = metadata.text(file, f"{a}.rope.scaling.type", "none")
     if scaling != "none":  # read_hf_config names the types it cannot run
         cfg["rope_scaling"] = {"rope_type": scaling, "factor": metadata.number(file, f"{a}.rope.scaling.factor", 1.0)}
+    if a == "gemma3":
+        del cfg["hidden_act"]  # Gemma's config.json names it hidden_activation
+        cfg |= _gemma3(file, cfg)
     return cfg
+
+
+def _gemma3(file: GGUFFile, cfg: dict[str, Any]) -> dict[str, Any]:
+    """What a Gemma 3 file adds, and what it leaves out: the converter writes no layer pattern, no local rope base
+    and no attention scale, so these are llama.cpp's (src/llama-model.cpp, LLM_ARCH_GEMMA3) and transformers'
+    (its GGUF reader and Gemma3TextConfig) defaults: every 6th layer global, the local layers' rope base 10000
+    unscaled. The attention scale is llama.cpp's 1/sqrt(head_dim), and 1/sqrt(hidden / heads) for the 27B (62
+    layers) as in Google's config; transformers always takes query_pre_attn_scalar 256: head_dim but for the 27B.
+    rope.scaling (linear 8 in the 4B and up) applies to the global layers, as llama.cpp applies it."""
+    heads = cfg["num_attention_heads"]
+    per_head = cfg["hidden_size"] // heads if heads > 0 else 0  # 0 heads: read_hf_config refuses the count first
+    return {"hidden_activation": "gelu_pytorch_tanh", "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0,
+            "sliding_window": metadata.integer(file, "gemma3.attention.sliding_window"),
+            "query_pre_attn_scalar": per_head if cfg["num_hidden_layers"] == 62 else cfg.get("head_dim", per_head)}
 
 
 def _head_dim(file: GGUFFile, a: str) -> int | None:

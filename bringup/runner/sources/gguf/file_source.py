@@ -16,11 +16,13 @@ from bringup.runner.sources.directory.validate import CheckpointWords, check_fit
 from bringup.runner.sources.gguf.architectures import architecture
 from bringup.runner.sources.gguf.config import read_gguf_config
 from bringup.runner.sources.gguf.reader import GGUFFile, open_gguf
+from bringup.runner.sources.gguf.tensor_names import by_hf_names
 from bringup.runner.sources.gguf.tensors import TensorValues, tensor_specs
 from bringup.runner.sources.gguf.tokenizer import gguf_tokenizer_data
 from bringup.runner.sources.gguf.weight_types import linear_weight_types
 from bringup.runner.sources.identity import gguf_sha256
 from bringup.runner.text.tokenizer import HFTokenizer
+from bringup.runner.weights.checkpoint_reader import TensorGetter
 from bringup.runner.weights.held import LinearWeightTypes
 
 WORDS = CheckpointWords(settings="the file's metadata", weights="the GGUF file", these_settings="the file's metadata")
@@ -37,6 +39,11 @@ class GGUFSource:
     def file(self) -> GGUFFile:
         return open_gguf(self.path)
 
+    @cached_property
+    def weights(self) -> GGUFFile:
+        """The file with its tensors named as tensors.py reads them (tensor_names.by_hf_names)."""
+        return by_hf_names(self.file, architecture(self.file).in_layer)
+
     def config(self) -> ModelConfig:
         return read_gguf_config(self.file)
 
@@ -47,14 +54,14 @@ class GGUFSource:
         return HFTokenizer(gguf_tokenizer_data(self.file, fallbacks), config.eos_token_ids)
 
     def check(self, config: ModelConfig) -> None:
-        check_specs(self.path, config, tensor_specs(self.file), WORDS)
+        check_specs(self.path, config, tensor_specs(self.weights), WORDS)
 
     def linear_weight_types(self) -> LinearWeightTypes:
         return linear_weight_types(self.file)
 
     def check_weights(self, config: ModelConfig, dtype: torch.dtype, device: torch.device | str,
                       allow_nonfinite: bool) -> None:
-        specs = list(tensor_specs(self.file).values())
+        specs = list(tensor_specs(self.weights).values())
         device = torch.device(device)
         _, free = backend_for(device).memory(device.index or 0)
         check_fits(self.path, specs, dtype, free, str(device))
@@ -67,8 +74,22 @@ class GGUFSource:
             self.check_weights(config, dtype, device, allow_nonfinite=False)
         model = build_model(config, dtype, device, layout)
         values = self._values(config)
-        model.load_hf_tensors(values.get, values.stored)  # Q8_0 / Q4 blocks re-packed for the int8 / int4 kinds
+        get = without_offset(values.get, architecture(self.file).norm_offset)
+        model.load_hf_tensors(get, values.stored)  # Q8_0 / Q4 blocks re-packed for the int8 / int4 kinds
         return model
 
     def _values(self, config: ModelConfig) -> TensorValues:
-        return TensorValues(self.file, config, architecture(self.file).rope_permuted)
+        return TensorValues(self.weights, config, architecture(self.file).rope_permuted)
+
+
+def without_offset(get: TensorGetter, offset: float) -> TensorGetter:
+    """`get`, with the offset llama.cpp's converter added to every norm weight taken off again (Gemma's 1, which
+    the family's OffsetRMSNorm adds back, as transformers' GGUF loader does)."""
+    if not offset:
+        return get
+
+    def read(name: str) -> torch.Tensor | None:
+        tensor = get(name)
+        return tensor - offset if tensor is not None and name.endswith("norm.weight") else tensor
+
+    return read

@@ -15,7 +15,7 @@ def integer(file: GGUFFile, key: str, default: Any = REQUIRED) -> Any:
 
 
 def number(file: GGUFFile, key: str, default: Any = REQUIRED) -> Any:
-    return _typed(file, key, default, lambda v: _is_integer(v) or isinstance(v, float), "a number")
+    return _typed(file, key, default, _is_number, "a number")
 
 
 def text(file: GGUFFile, key: str, default: Any = REQUIRED) -> Any:
@@ -36,6 +36,11 @@ def integers(file: GGUFFile, key: str, default: Any = REQUIRED) -> Any:
                   "an array of integers")
 
 
+def numbers(file: GGUFFile, key: str, default: Any = REQUIRED) -> Any:
+    return _typed(file, key, default, lambda v: isinstance(v, list) and set(map(type, v)) <= {int, float},
+                  "an array of numbers")
+
+
 def _typed(file: GGUFFile, key: str, default: Any, ok: Any, what: str) -> Any:
     if key not in file.metadata:
         if default is REQUIRED:
@@ -52,3 +57,7 @@ def _typed(file: GGUFFile, key: str, default: Any, ok: Any, what: str) -> Any:
 
 def _is_integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return _is_integer(value) or isinstance(value, float)

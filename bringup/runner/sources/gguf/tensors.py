@@ -1,7 +1,7 @@
 """A GGUF file's tensors: described as the loader's TensorSpecs (Hugging Face names and shapes, checked before any
 value is read) and read as torch tensors, dequantized, with llama's rope permutation of q and k undone; or, for the
-int8/int4 kinds, a linear weight's Q8_0 / Q4 blocks re-packed as they are (weights/formats/gguf_blocks.py), its rows
-unpermuted alike."""
+int8/int4 kinds, a linear weight's blocks re-packed as they are where the kind holds them exactly
+(weights/formats/gguf_blocks.py), its rows unpermuted alike."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from bringup.runner.sources.directory.validate import TensorSpec
 from bringup.runner.sources.gguf.finite import nonfinite_count
 from bringup.runner.sources.gguf.reader import GGUFFile, gguf_package
 from bringup.runner.sources.gguf.tensor_names import hf_name, rope_permuted
-from bringup.runner.weights.formats.gguf_blocks import HELD_BLOCKS, repacked
+from bringup.runner.weights.formats.gguf_blocks import holds, repacked
 
 # dequantized at load by gguf.quants.dequantize: the float types, the legacy blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0,
 # Q5_1) and the K-quants' super-blocks of 256 (what Q4_K_M / Q5_K_M files mix); IQ* and the rest are refused by name
@@ -52,15 +52,15 @@ class TensorValues:
 
     def stored(self, name: str, scheme: str) -> torch.Tensor | None:
         """The weight `name` as `scheme` ("int8", "int4") stores it, re-packed from the file's blocks, when the file
-        holds it in blocks that scheme stores as they are (held_weights.StoredGetter); else None."""
+        holds it in blocks that scheme stores exactly (weights/held.py's StoredGetter); else None."""
         gguf_name = self.by_hf_name.get(name)
         if gguf_name is None:
             return None
         tensor = self.file.tensors[gguf_name]
         kind = tensor.tensor_type.name
-        if HELD_BLOCKS.get(kind) != scheme:
+        if not holds(scheme, kind):
             return None
-        return self._in_hf_order(gguf_name, repacked(kind, tensor.data))
+        return self._in_hf_order(gguf_name, repacked(kind, tensor.data, scheme))
 
     def nonfinite(self, specs: list[TensorSpec]) -> Iterator[tuple[TensorSpec, int]]:
         """Each spec's NaN/Inf count (validate.check_values' `counts`), from the blocks' scales where it can."""

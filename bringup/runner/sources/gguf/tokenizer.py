@@ -1,10 +1,12 @@
 """The tokenizer a GGUF file describes in its metadata, built with the tokenizers library, as TokenizerData.
 
-Only byte-level BPE (`tokenizer.ggml.model` "gpt2": GPT-2, SmolLM, Qwen, Llama 3 vocabularies): the tokens
-(ids are their positions), the merges, the split `tokenizer.ggml.pre` names, control tokens (type 3) as special
-tokens and user-defined ones (type 4) as added tokens matched whole, BOS/EOS added when `add_bos_token` /
-`add_eos_token` say so, and `tokenizer.chat_template` (plus named `tokenizer.chat_template.<name>` ones).
-SentencePiece vocabularies ("llama") and the others are refused in one line.
+Two kinds, by `tokenizer.ggml.model`: byte-level BPE ("gpt2": GPT-2, SmolLM, Qwen, Llama 3 vocabularies), built
+here from the tokens (ids are their positions), the merges and the split `tokenizer.ggml.pre` names; and
+SentencePiece ("llama": Llama 2, Mistral v1, Gemma), built in sentencepiece.py from the tokens and their scores. Both
+get the same rest: the vocabulary rules, control tokens (type 3; for SentencePiece unknown ones, type 2, too) as
+special tokens and user-defined ones (type 4) as added tokens matched whole, BOS/EOS added when `add_bos_token` /
+`add_eos_token` say so (absent: BOS for SentencePiece, as llama.cpp), and `tokenizer.chat_template` (plus named
+`tokenizer.chat_template.<name>` ones). Other models ("bert", "t5", "rwkv", ...) are refused in one line.
 """
 
 from __future__ import annotations
@@ -18,73 +20,98 @@ from bringup.runner.model_files import MAX_TEMPLATE_BYTES
 from bringup.runner.sources.gguf import metadata
 from bringup.runner.sources.gguf.pre_tokenizers import IGNORES_MERGES, pre_tokenizer, split_kind
 from bringup.runner.sources.gguf.reader import GGUFFile
+from bringup.runner.sources.gguf.sentencepiece import sentencepiece_tokenizer
 from bringup.runner.text.chat_template import ChatTemplate
 from bringup.runner.text.tokenizer import TokenizerData
 from bringup.runner.text.vocabulary import RepeatedEntry, TokenList, VocabularyError, merge_pairs, token_list
 from bringup.terminal_text import quoted, shown
 
-CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
+UNKNOWN, CONTROL, USER_DEFINED = 2, 3, 4  # llama.cpp's token types
+BYTE_LEVEL_BPE, SENTENCEPIECE = "gpt2", "llama"  # tokenizer.ggml.model
+SPECIAL_TYPES = {BYTE_LEVEL_BPE: (CONTROL,), SENTENCEPIECE: (UNKNOWN, CONTROL)}  # added as special tokens
+ADDS_BOS = {BYTE_LEVEL_BPE: False, SENTENCEPIECE: True}  # when add_bos_token is absent (SentencePiece: as llama.cpp)
 SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_token": "unknown_token_id",
                "pad_token": "padding_token_id"}
 STOP_IDS = ("eos_token_id", "eot_token_id", "eom_token_id")  # llama.cpp ends generation at any of these
 TEMPLATE_KEY = "tokenizer.chat_template"
 TOKENS_KEY, MERGES_KEY = "tokenizer.ggml.tokens", "tokenizer.ggml.merges"
+BOS_KEY, EOS_KEY = "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token"
 
 
 def gguf_tokenizer_data(file: GGUFFile, fallbacks: FallbackRecorder | None = None) -> TokenizerData:
     where = str(file.path)
     model = metadata.text(file, "tokenizer.ggml.model")
-    if model != "gpt2":
-        kind = "SentencePiece ('llama')" if model == "llama" else repr(shown(model)[:40])
-        raise BringupError(f"{where}: its tokenizer is {kind}; bringup builds only byte-level BPE ('gpt2') "
-                           "tokenizers from GGUF metadata: load the model's Hugging Face directory instead")
+    if model not in SPECIAL_TYPES:
+        raise BringupError(f"{where}: its tokenizer is {shown(model)[:40]!r}; bringup builds byte-level BPE "
+                           "('gpt2') and SentencePiece ('llama') tokenizers from GGUF metadata: load the model's "
+                           "Hugging Face directory instead")
     tokens = metadata.texts(file, TOKENS_KEY)
     ids = {name: _token_id(file, key, len(tokens)) for name, key in SPECIAL_IDS.items()}
     config: dict[str, Any] = {name: tokens[i] for name, i in ids.items() if i is not None}
     stops = [i for key in STOP_IDS if (i := _token_id(file, key, len(tokens))) is not None]
     return TokenizerData(
-        tokenizer_json=_tokenizer_json(file, tokens, ids["bos_token"], ids["eos_token"], fallbacks),
+        tokenizer_json=_tokenizer_json(file, model, tokens, ids, fallbacks),
         config=config, generation={"eos_token_id": stops} if stops else {},
         chat_templates=_chat_templates(file), source=where, tokenizer_source=f"{where} (tokenizer.ggml.*)",
         config_source=f"{where} (tokenizer.ggml.*)", generation_source=f"{where} (tokenizer.ggml.*_token_id)",
         template_places=f"{where} has no chat template ({TEMPLATE_KEY} in its metadata)")
 
 
-def _tokenizer_json(file: GGUFFile, tokens: list[str], bos: int | None, eos: int | None,
+def _tokenizer_json(file: GGUFFile, model: str, tokens: list[str], ids: dict[str, int | None],
                     fallbacks: FallbackRecorder | None) -> str:
-    from tokenizers import AddedToken, Tokenizer, decoders, models, processors
+    from tokenizers import AddedToken
 
     types = metadata.integers(file, "tokenizer.ggml.token_type", [])
     if types and len(types) != len(tokens):
         raise BringupError(f"{file.path}: tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} "
                            "tokens; the file is corrupt: re-convert it")
+    special = [i for i, t in enumerate(types) if t in SPECIAL_TYPES[model]]
+    user_defined = [i for i, t in enumerate(types) if t == USER_DEFINED]
+    if model == SENTENCEPIECE:
+        whole = {*special, *user_defined}
+        pieces = [i for i in range(len(tokens)) if i not in whole]
+        tok = sentencepiece_tokenizer(file, tokens, _vocabulary(file, tokens, tokens), pieces, ids["unk_token"])
+    else:
+        tok = _byte_level_bpe(file, tokens, types, fallbacks)
+    tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in special])
+    tok.add_tokens([AddedToken(tokens[i], special=False, normalized=False) for i in user_defined])
+    _add_bos_eos(file, tok, tokens, ids, ADDS_BOS[model])
+    return tok.to_str()
+
+
+def _byte_level_bpe(file: GGUFFile, tokens: list[str], types: list[int], fallbacks: FallbackRecorder | None) -> Any:
+    """The tokenizers-library Tokenizer of a byte-level BPE vocabulary, without its added tokens and
+    post-processor."""
+    from tokenizers import Tokenizer, decoders, models
+
     kind = split_kind(metadata.text(file, "tokenizer.ggml.pre", None), str(file.path), fallbacks)
-    vocabulary = _vocabulary(file, tokens, types)
+    spelled = [token if types and types[i] in (CONTROL, USER_DEFINED) else _byte_level(token)
+               for i, token in enumerate(tokens)]
+    vocabulary = _vocabulary(file, tokens, spelled)
     tok = Tokenizer(models.BPE(vocab=vocabulary.ids, merges=_merges(file, vocabulary),
                                ignore_merges=kind in IGNORES_MERGES))
     tok.pre_tokenizer = pre_tokenizer(kind)
     tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
-                            for i, t in enumerate(types) if t == CONTROL])
-    tok.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
-                    for i, t in enumerate(types) if t == USER_DEFINED])
-    added = [(tokens[bos], bos)] if bos is not None and metadata.flag(file, "tokenizer.ggml.add_bos_token", False) \
-        else []
-    appended = [(tokens[eos], eos)] if eos is not None and metadata.flag(file, "tokenizer.ggml.add_eos_token", False) \
-        else []
+    return tok
+
+
+def _add_bos_eos(file: GGUFFile, tok: Any, tokens: list[str], ids: dict[str, int | None], adds_bos: bool) -> None:
+    """The post-processor that puts BOS before and EOS after the text, as add_bos_token / add_eos_token say."""
+    from tokenizers import processors
+
+    bos, eos = ids["bos_token"], ids["eos_token"]
+    added = [(tokens[bos], bos)] if bos is not None and metadata.flag(file, BOS_KEY, adds_bos) else []
+    appended = [(tokens[eos], eos)] if eos is not None and metadata.flag(file, EOS_KEY, False) else []
     if added or appended:
         before, after = [t for t, _ in added], [t for t, _ in appended]
         tok.post_processor = processors.TemplateProcessing(
             single=[*before, "$A", *after], pair=[*before, "$A", *after, *before, "$B:1", *after],
             special_tokens=added + appended)
-    return tok.to_str()
 
 
-def _vocabulary(file: GGUFFile, tokens: list[str], types: list[int]) -> TokenList:
-    """Each token as the BPE model spells it (control and user-defined tokens as they are, the others in the
-    byte-level alphabet) and its id (its position), checked by the vocabulary rules."""
-    spelled = [token if types and types[i] in (CONTROL, USER_DEFINED) else _byte_level(token)
-               for i, token in enumerate(tokens)]
+def _vocabulary(file: GGUFFile, tokens: list[str], spelled: list[str]) -> TokenList:
+    """Each token as the model spells it (`spelled[i]`, tokens[i] re-spelled or as it is) and its id (its
+    position), checked by the vocabulary rules."""
     try:
         return token_list(TOKENS_KEY, spelled, range(len(tokens)))
     except RepeatedEntry as exc:  # ids are positions, so this is one token spelled twice
