@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One-shot accelerator check for a lent GPU machine: run from the repo root with OUT set (the device tool sets it).
-# Wheels the image lacks (pydantic) travel in .whl/. Each step has its own time limit; logs go to $OUT.
+# Wheels the image lacks (pydantic and its needs) travel in .whl/. Each step has its own time limit, so one stuck
+# stage cannot spend the lease; the profile is saved after each stage. Logs, the profile, the report and the
+# environment go to $OUT.
 set -u
 OUT=${OUT:-/tmp/bringup-device-check}
 mkdir -p "$OUT"
@@ -22,9 +24,18 @@ step() {  # step SECONDS NAME ARGS...
 }
 nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total --format=csv >>"$LOG" 2>&1
 python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)" >>"$LOG" 2>&1
+timeout 30 python3 -m bringup env --json >"$OUT/env.json" 2>>"$LOG"
 step 30 devices devices
-step 70 probe probe --timeout 60
-step 45 verify-ops verify-ops --dtype bfloat16 --dtype float32 --timeout 20
-step 45 bench bench --quick --only matmul,bandwidth,transfer,dispatch,attention
-step 30 selftest selftest --steps 16
-tail -c 20000 "$LOG"
+step 90 probe probe --timeout 60
+step 150 verify-ops verify-ops --compiled --timeout 30
+step 60 bench bench --quick
+step 45 selftest selftest
+step 45 generate generate --max-tokens 32 "The capital of France is"
+step 45 generate-int8 generate --quantization int8 --max-tokens 32 "The capital of France is"
+timeout 20 python3 -m bringup profile show "$P" >"$OUT/profile-show.txt" 2>&1
+timeout 20 python3 -m bringup report -p "$P" -o "$OUT/report.html" >>"$LOG" 2>&1
+echo "=== collectives rank machinery" | tee -a "$LOG"
+timeout 40 python3 scripts/collectives_device_check.py >>"$LOG" 2>&1
+echo "=== collectives: exit $?" | tee -a "$LOG"
+grep -E "^=== " "$LOG"
+cat "$OUT/profile-show.txt" | head -120

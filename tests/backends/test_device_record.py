@@ -21,7 +21,8 @@ def test_the_profile_section_is_the_backend_record():
 @pytest.mark.parametrize("path", REFERENCE, ids=lambda p: p.name)
 def test_reference_profiles_load_and_write_their_device_section_unchanged(path):
     profile = load_profile(path)
-    assert isinstance(profile.device, DeviceInfo) and profile.device.id == "cpu"
+    assert isinstance(profile.device, DeviceInfo)
+    assert profile.device.id == ("cuda:0" if path.name.startswith("nvidia-") else "cpu")
     written = yaml.safe_load(render_yaml(profile))["device"]
     recorded = yaml.safe_load(path.read_text())["device"]
     assert list(written.items()) == list(recorded.items())  # same keys, same order, same values

@@ -1,4 +1,5 @@
-"""The verdict from real profiles: reference profiles recorded on CPUs are READY; a wrong or partial result is not."""
+"""The verdict from real profiles: reference profiles recorded on CPUs are READY, the H200's names what it got wrong;
+a wrong or partial result is not READY."""
 
 from pathlib import Path
 
@@ -8,7 +9,9 @@ from bringup.profiles.schema import Profile
 from bringup.profiles.store import load_profile
 from bringup.profiles.verdict import verdict_of
 
-REFERENCE = sorted((Path(__file__).parents[2] / "reference" / "profiles").glob("*.yaml"))
+REFERENCE_DIR = Path(__file__).parents[2] / "reference" / "profiles"
+REFERENCE = sorted(REFERENCE_DIR.glob("cpu-*.yaml"))
+H200 = REFERENCE_DIR / "nvidia-h200-sxm-torch2.11-cu130.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +27,27 @@ def test_reference_profiles_are_ready_with_what_a_cpu_lacks_skipped(path):
     skipped = {c.name: c.reason for c in verdict.of("skip")}
     assert {"dtypes.float8_e4m3fn", "attention.sdpa_cudnn", "features.graphs", "features.peer_access"} <= set(skipped)
     assert all(reason.startswith("not applicable") for reason in skipped.values())
+
+
+def test_the_h200_is_not_ready_for_its_half_precision_scans_and_bfloat16_sampling_alone():
+    """Recorded on a real H200: its float8 products pass at a float16 accumulator's tolerance, the kernels that refuse
+    decode shapes or float32 activations are unsupported, and what fails are real wrong results."""
+    profile = load_profile(H200)
+    verdict = verdict_of(profile)
+    assert verdict.status == "NOT READY" and verdict.exit_code == 1
+    failed = {(r.op, r.dtype, r.case) for r in profile.ops if r.status == "fail"}
+    assert failed == {("cumsum", "bfloat16", "odd [37,131] dim=0"), ("cumsum", "float16", "odd [37,131] dim=0"),
+                      ("cumsum", "float16", "[65,33] transposed dim=-1"),
+                      ("multinomial", "bfloat16", "with zeros [16] samples=200000 replacement=yes"),
+                      ("multinomial", "bfloat16", "per row [4,33] samples=50000 replacement=yes")}
+    by_op = {}
+    for record in profile.ops:
+        by_op.setdefault((record.op, record.dtype), set()).add(record.status)
+    assert by_op[("_scaled_mm", "float8_e4m3fn")] == {"pass"}
+    assert by_op[("_int_mm", "int8")] == {"pass", "unsupported"}  # M <= 16 refused by the CUDA kernel
+    assert by_op[("_weight_int4pack_mm", "float32")] == {"unsupported"}  # bfloat16 activations only
+    fp8 = next(c for c in verdict.checks if c.name == "features.fp8_scaled_mm")
+    assert fp8.result == "pass"
 
 
 def test_a_dtype_unsupported_while_its_ops_pass_is_explained(reference):

@@ -76,12 +76,15 @@ def pages(browser, tmp_path_factory) -> dict[str, str]:  # noqa: F811
     return found
 
 
-def test_the_verdict_is_on_top_and_reads_ready(pages):
+def test_the_verdict_is_on_top_and_reads_what_the_profile_found(pages):
     for name in (p.stem for p in REFERENCE):
         dom = pages[name]
         assert dom.index('id="verdict-line"') < dom.index('id="summary"') < dom.index("<main>"), name
         line = re.sub(r"<[^>]+>", "", re.search(r'<p id="verdict-line"[^>]*>(.*?)</p>', dom).group(1))
-        assert line.startswith("READY: ") and "not applicable to this device" in line, (name, line)
+        if name.startswith("nvidia-"):  # its recorded wrong results, named (tests/profiles/test_verdict.py)
+            assert line.startswith("NOT READY (5 failures): look at verify-ops cumsum[bfloat16]"), (name, line)
+        else:
+            assert line.startswith("READY: ") and "not applicable to this device" in line, (name, line)
 
 
 def test_no_figure_above_its_ceiling_and_no_unit_mix_up(pages):
@@ -100,7 +103,11 @@ def test_no_figure_above_its_ceiling_and_no_unit_mix_up(pages):
                     assert 0.0 <= float(cell.rstrip("%")) <= 100.0, (name, tid, cell)
             if tid == "bench-table-bandwidth":
                 assert all(rate.endswith(" GB/s") for rate in column(table, "rate")), (name, column(table, "rate"))
-        assert named_ceilings > 0 or name == "vs-baseline" or "2core-zen3" in name  # the roofs these CPUs beat
+        # the roofs these CPUs beat (M=1 matmuls from cache); the H200 beats none once float64's is its tensor cores'
+        if name.startswith("nvidia-"):
+            assert named_ceilings == 0, name
+        else:
+            assert named_ceilings > 0 or name == "vs-baseline" or "2core-zen3" in name, name
         text = re.sub(r"<[^>]+>", " ", dom)
         assert not re.search(r"\{'[a-z_]+': ", text), name  # no Python dict repr anywhere on the page
         assert "fallbacks-table" not in dom and "No fallback happened." in text, name
@@ -117,7 +124,7 @@ def test_no_roofline_point_is_drawn_above_its_roof(pages):
         assert all(re.search(r"\d (GB|TFLOP)/s, (measured in this run|datasheet)", n) for n in named), (name, named)
         listed = re.search(r'<details id="roofline-above-roof"><summary>(\d+) point', dom)
         assert (int(listed.group(1)) if listed else 0) == len(named), name  # each one listed under the chart
-        assert named or name == "vs-baseline", name  # the M=1 matmuls these CPUs run from cache beat the roof
+        assert bool(named) != name.startswith("nvidia-") or name == "vs-baseline", name  # CPUs' M=1 matmuls do
 
 
 def test_baseline_changes_separate_new_cases_from_changed_results(pages):

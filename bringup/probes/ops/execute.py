@@ -41,7 +41,11 @@ def _short(exc: BaseException, limit: int = 400) -> str:
 def _tolerance_for_output(case: CaseSpec, out: torch.Tensor, ref: torch.Tensor) -> Tolerance:
     if case.judge == "exact" or not out.is_floating_point():
         return exact()
-    return tolerance_for(str(out.dtype).removeprefix("torch."), case.accum, rms(ref), case.step_rounding)
+    judged_as = case.accumulator or str(out.dtype).removeprefix("torch.")
+    tol = tolerance_for(judged_as, case.accum, rms(ref), case.step_rounding)
+    if case.accumulator:
+        return Tolerance(tol.rtol, tol.atol, f"{case.accumulator_reason}; {tol.reason}")
+    return tol
 
 
 def judge_outputs(case: CaseSpec, result: Any, reference: Any) -> tuple[Comparison, Tolerance | None]:

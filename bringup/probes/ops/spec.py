@@ -55,6 +55,10 @@ class CaseSpec:
     dtypes: tuple[str, ...] | None = None  # overrides the op's dtypes for this case
     keep_dtype: tuple[int, ...] = ()  # argument positions whose floating tensors are NOT cast
     step_rounding: bool = False  # every partial result is rounded to the dtype (read-modify-write)
+    # the dtype whose tolerance row judges a floating result, when the kernel's contract allows an accumulator
+    # coarser than the result's dtype (None: the result's own dtype)
+    accumulator: str | None = None
+    accumulator_reason: str = ""
 
     @property
     def label(self) -> str:

@@ -62,7 +62,8 @@ def test_the_rename_table_points_at_current_labels_and_never_renames_one():
 def test_every_label_in_a_reference_profile_maps_to_a_catalog_case(path):
     raw = _raw(path)
     old_labels = {(r["op"], r["case"]) for r in raw["ops"]}
-    assert any(current_case(op, case) != case for op, case in old_labels), "the profile has no old labels"
+    if path.name.startswith("cpu-"):  # recorded before the labels were derived; later profiles hold only new ones
+        assert any(current_case(op, case) != case for op, case in old_labels), "the profile has no old labels"
     unmapped = {(op, case) for op, case in old_labels if current_case(op, case) not in CATALOG.get(op, [])}
     assert not unmapped
     profile = load_profile(path)

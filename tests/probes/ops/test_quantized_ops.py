@@ -130,3 +130,42 @@ def test_model_cases_run_at_the_models_width(tmp_path):
     assert result.code == 0, result.stderr
     assert {(c["op"], c["status"]) for c in doc["cases"]} == {("_weight_int8pack_mm", "pass"),
                                                                 ("_weight_int4pack_mm_for_cpu", "pass")}
+
+
+def _scaled_product(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None, use_fast_accum=False):
+    return (a.to(torch.float64) * scale_a.double()) @ (b.to(torch.float64) * scale_b.double())
+
+
+@pytest.mark.parametrize("error, status", [(2**-11, "pass"), (1e-2, "fail")])
+def test_float8_products_are_judged_at_a_float16_accumulator(tmp_path, override_cpu_kernel, error, status):
+    """A float32 result off by float16's rounding (as Hopper's float8 tensor cores give) passes; 1 % does not."""
+    def coarse(*args, **kwargs):
+        exact = _scaled_product(*args, **kwargs)
+        signs = torch.where(torch.arange(exact.numel()).reshape(exact.shape) % 2 == 0, 1.0, -1.0)
+        return (exact * (1 + error * signs)).to(torch.float32)
+
+    override_cpu_kernel("_scaled_mm", coarse)
+    result, doc = _verify(tmp_path, "--op", "_scaled_mm", "--dtype", "float8_e4m3fn", "-k", r"^_scaled_mm\[\w+\] \[")
+    cases = doc["cases"]
+    assert cases and {c["status"] for c in cases} == {status}, [(c["case"], c["message"]) for c in cases]
+    for case in cases:  # float16's row (1e-3) scaled by the accumulation, not float32's 1.3e-6
+        assert 1e-3 <= case["rtol"] < 2e-3
+    assert result.code == (0 if status == "pass" else 1)
+
+
+@pytest.mark.parametrize("message, status", [
+    ("self.size(0) needs to be greater than 16, but got 1", "unsupported"),  # CUDA's _int_mm at decode shapes
+    ("Expected A.dtype() == at::kBFloat16 to be true, but got false.", "unsupported"),  # CUDA's int4 kernel
+    ("the kernel computed garbage", "error"),
+])
+def test_a_kernel_refusing_a_shape_or_dtype_is_unsupported_and_other_errors_are_not(tmp_path, override_cpu_kernel,
+                                                                                    message, status):
+    def refuses(a, b):
+        raise RuntimeError(message)
+
+    override_cpu_kernel("_int_mm", refuses)
+    result, doc = _verify(tmp_path, "--op", "_int_mm", "--dtype", "int8", "-k", "decode")
+    cases = doc["cases"]
+    assert cases and {c["status"] for c in cases} == {status}
+    assert all(message in c["message"] for c in cases)
+    assert result.code == 1

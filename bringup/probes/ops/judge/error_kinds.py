@@ -8,7 +8,9 @@ import re
 _UNSUPPORTED = re.compile(
     r"not implemented for|no viable backend|not have support|no support for|not supported|unsupported|"
     r"no available kernel|does not support|"
-    r"could not run '|is not available|only supports|not compiled with|no kernel|not enabled",
+    r"could not run '|is not available|only supports|not compiled with|no kernel|not enabled|"
+    # TORCH_CHECK's argument checks: a kernel refusing a dtype or a shape before it computes anything
+    r"to be true, but got false|needs to be (greater|less|at least|a multiple|divisible)",
     re.IGNORECASE,
 )
 
