@@ -42,23 +42,39 @@ def sources() -> Path:
     return sorted(CACHE.glob("llama_cpp_python-*/vendor/llama.cpp"))[-1]
 
 
-def llama_bench() -> Path:
-    """The built `llama-bench` binary (built now when absent, a few minutes on 2 cores)."""
+def llama_tool(target: str) -> Path:
+    """A built llama.cpp program (`llama-bench`, `llama-quantize`, `llama-server`), built now when absent (the
+    first build takes 10-20 minutes on 2 cores, a further target a minute or two)."""
     root = sources()
-    binary = root / "build" / "bin" / "llama-bench"
+    binary = root / "build" / "bin" / target
     if binary.exists():
         return binary
     steps = [["cmake", "-B", "build", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF",
-              "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF"],
-             ["cmake", "--build", "build", "--target", "llama-bench", f"-j{os.cpu_count() or 1}"]]
+              "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=ON"],
+             ["cmake", "--build", "build", "--target", target, f"-j{os.cpu_count() or 1}"]]
     for step in steps:
         try:
-            done = subprocess.run(step, cwd=root, capture_output=True, text=True, timeout=1800)
+            done = subprocess.run(step, cwd=root, capture_output=True, text=True, timeout=3600)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise Unavailable(f"{step[0]} failed: {exc}") from None
         if done.returncode != 0:
             raise Unavailable(f"{' '.join(step[:3])} failed: {(done.stderr or done.stdout).strip()[-300:]}")
     return binary
+
+
+def llama_bench() -> Path:
+    return llama_tool("llama-bench")
+
+
+def quantized_file(source: Path, kind: str, threads: int) -> Path:
+    """`source` quantized by `llama-quantize --pure` to `kind` (Q8_0, Q4_0, ...): every tensor in that type, the
+    output head too (without --pure llama.cpp keeps the head at Q6_K)."""
+    out = source.with_name(f"{source.stem}-{kind}.gguf")
+    done = subprocess.run([str(llama_tool("llama-quantize")), "--pure", str(source), str(out), kind, str(threads)],
+                          capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise Unavailable(f"llama-quantize to {kind} failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    return out
 
 
 def rotary_rows(weight: torch.Tensor, heads: int) -> torch.Tensor:

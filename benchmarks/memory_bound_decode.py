@@ -1,10 +1,13 @@
 """Batch-1 decode where the weights leave the cache: a random Llama of TinyLlama-1.1B's shape (22 layers, hidden 2048,
 MLP 5632, 32/4 heads, vocab 32000), bringup int8 / int4 / bfloat16 against llama.cpp Q8_0 / Q4_0 / BF16 of the same
-weights, same threads, the rounds alternated; each figure also as a share of the machine's read bandwidth.
+weights, same threads, the rounds alternated (the best of each runner, and the range of the rounds' ratios); each
+figure also as a share of the machine's read bandwidth.
 
 The model is random (seeded, std 0.02) and saved once as bfloat16 safetensors in a cache folder, with a byte-level
 tokenizer of its vocabulary (only token ids are fed). llama.cpp gets it as a BF16 GGUF (benchmarks/llama_cpp.py's
-writer) quantized to Q8_0 and Q4_0 by its own `llama_model_quantize`, through the installed llama-cpp-python. The
+writer) quantized to Q8_0 and Q4_0 by its own `llama-quantize --pure` (every tensor in that type, the head too),
+and is timed by `llama-bench` (its tg rate, one run per round); both programs are built from the llama-cpp-python
+sources (benchmarks/llama_cpp.py), so the Python bindings need not be installed. The
 read bandwidth is `bringup bench --only bandwidth`'s dot kernel (two arrays read, nothing written) on this machine in
 this run. Share of bandwidth = bytes of weights a decode step streams (every linear layer and the head as stored by
 that runner, plus one embedding row) x tokens/s / read bandwidth.
@@ -24,9 +27,9 @@ from pathlib import Path
 import torch
 
 from benchmarks.llama_cpp import CACHE as LLAMA_CACHE
-from benchmarks.llama_cpp import write_gguf
+from benchmarks.llama_cpp import decode_tokens_per_s, quantized_file, write_gguf
 from benchmarks.machine import header_lines, machine_facts
-from benchmarks.quantized_decode import bringup_decode_tps, llama_decode_tps, llama_file
+from benchmarks.quantized_decode import bringup_decode_tps
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 
 SHAPE = {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
@@ -114,21 +117,23 @@ def main() -> int:
             engine = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", profile_path=work / "p.yaml",
                                                     max_model_len=256, max_num_seqs=1, dtype=dtype,
                                                     quantization=quantization))
-            path = bf16 if kind == "BF16" else llama_file(bf16, kind, args.threads)
+            path = bf16 if kind == "BF16" else quantized_file(bf16, kind, args.threads)
             ours, theirs = [], []
             for _ in range(args.rounds):
                 ours.append(bringup_decode_tps(engine, prompt, args.tokens, 1))
-                theirs.append(llama_decode_tps(path, args.tokens, args.threads, 1))
-            rows.append((scheme, kind, max(ours), max(theirs), streamed_bytes(engine), gguf_streamed_bytes(kind),
-                         engine.plan.weight_layout.value, engine.plan.decode_layers.value))
+                theirs.append(decode_tokens_per_s(path, args.tokens, args.threads, reps=1))
+            per_round = [a / b for a, b in zip(ours, theirs, strict=True)]
+            rows.append((scheme, kind, max(ours), max(theirs), min(per_round), max(per_round), streamed_bytes(engine),
+                         gguf_streamed_bytes(kind), engine.plan.weight_layout.value, engine.plan.decode_layers.value))
             print(f"measured {scheme} vs {kind}", flush=True)
             del engine
         print(f"{'bringup':9} {'llama.cpp':9} {'bringup tok/s':>13} {'llama.cpp tok/s':>15} {'ratio':>6} "
-              f"{'bringup % bw':>12} {'llama.cpp % bw':>14}")
-        for scheme, kind, ours, theirs, our_bytes, their_bytes, layout, layers in rows:
+              f"{'per round':>11} {'bringup % bw':>12} {'llama.cpp % bw':>14}")
+        for scheme, kind, ours, theirs, low, high, our_bytes, their_bytes, layout, layers in rows:
             our_share = our_bytes * ours / (bandwidth * 1e9)
             their_share = their_bytes * theirs / (bandwidth * 1e9)
-            print(f"{scheme:9} {kind:9} {ours:13.2f} {theirs:15.2f} {ours / theirs:5.2f}x {our_share:12.0%} "
+            print(f"{scheme:9} {kind:9} {ours:13.2f} {theirs:15.2f} {ours / theirs:5.2f}x {low:5.2f}-{high:4.2f}x "
+                  f"{our_share:12.0%} "
                   f"{their_share:14.0%}  (bringup: {our_bytes / 2**30:.2f} GiB per step, weights {layout}, "
                   f"decode layers {layers}; llama.cpp {their_bytes / 2**30:.2f} GiB)")
     return 0

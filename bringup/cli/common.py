@@ -48,6 +48,13 @@ QuantizationOption = Annotated[
                  "KL divergence stayed under its budget). int8/int4: host (CPU) kernels. A compressed-tensors "
                  "checkpoint is served in its own scheme."),
 ]
+ChatTemplateOption = Annotated[
+    Optional[Path],
+    typer.Option("--chat-template", metavar="FILE", help="A Jinja chat template to render chats with, in place of "
+                 "the model's (a GGUF file or a directory without one gets bringup's plain 'role: content' "
+                 "fallback, recorded as a fallback). It sees messages, add_generation_prompt, tools and the "
+                 "special tokens, as transformers' templates do."),
+]
 ForceDtypeOption = Annotated[
     bool, typer.Option("--force", help="Run a --dtype the profile marks broken, and load weights with non-finite "
                        "values (NaN/Inf; each such tensor is logged).")

@@ -11,6 +11,7 @@ from bringup.runner.weights.formats.integer import (
     dequantize_int4,
     dequantize_int8,
     pack_int4,
+    pack_int8,
     quantize_activations,
     quantize_int4,
     quantize_int8,
@@ -34,19 +35,39 @@ DEQUANTIZE = {INT8: dequantize_int8, INT4: dequantize_int4}
 
 
 def test_int8_is_symmetric_per_block_of_32_rounded_to_nearest():
+    step = 2.0**-7  # max / 127 for the first block: a float16 value, so the codes below are the exact quotients
     block = torch.zeros(32)
-    block[:4] = torch.tensor([1.0, -0.5, 0.25, 0.0])
+    block[:4] = torch.tensor([127, -63.5, 31.75, 0.0]) * step
     w = torch.stack([torch.cat([block, 3 * block]), torch.zeros(64), torch.cat([torch.zeros(32), -block])])
     stored = quantize_int8(w)
-    assert stored.dtype == torch.uint8 and stored.shape == (3, 64 + 2 * 4)  # codes and a float32 scale per block
+    assert stored.dtype == torch.uint8 and stored.shape == (3, 64 + 2 * 2)  # codes and a float16 scale per block
     scales, codes = unpack_int8(stored)
     assert codes[0, :4].tolist() == [127, -64, 32, 0]  # -63.5 and 31.75 round to nearest (-64 is even)
-    assert codes[0, 32:36].tolist() == [127, -64, 32, 0]  # the second block has its own scale (3 / 127)
+    assert codes[0, 32:36].tolist() == [127, -64, 32, 0]  # the second block has its own scale (3 * step)
     assert codes[1].abs().sum().item() == 0 and codes[2, :32].abs().sum().item() == 0  # zero blocks: scale 0, no NaN
-    assert scales[0].tolist() == [torch.tensor(1 / 127).item(), torch.tensor(3 / 127).item()]
+    assert scales[0].tolist() == [step, 3 * step]
     assert scales[1].tolist() == [0.0, 0.0]
-    assert torch.allclose(dequantize_int8(stored)[0, 32:34], torch.tensor([3.0, -64 * 3 / 127]))
+    assert torch.equal(dequantize_int8(stored)[0, 32:34], torch.tensor([3 * 127 * step, -64 * 3 * step]))
     assert torch.equal(dequantize_int8(stored)[1], torch.zeros(64))
+
+
+def test_int8_scales_round_up_to_float16_so_no_code_passes_127():
+    w = torch.randn(64, 256, generator=torch.Generator().manual_seed(3)) * torch.logspace(-6, 3, 64)[:, None]
+    scales, codes = unpack_int8(quantize_int8(w))
+    exact = w.reshape(64, -1, 32).abs().amax(-1) / 127
+    assert torch.equal(scales.half().float(), scales) and (scales >= exact).all()
+    normal = exact >= 2.0**-14  # float16's normal range: one step is at most 2^-10 of the value
+    assert (scales[normal] < exact[normal] * (1 + 2**-10)).all() and not normal.all()
+    assert codes.abs().max().item() == 127  # the largest weight of some block still reaches the top code
+    error = (dequantize_int8(quantize_int8(w)) - w).abs().reshape(64, -1, 32)
+    assert (error <= scales.unsqueeze(-1) / 2).all()  # round to nearest, never clamped
+
+
+def test_int8_refuses_what_float16_scales_cannot_hold():
+    with pytest.raises(ValueError, match="float16"):
+        quantize_int8(torch.full((1, 32), 1e7))  # 1e7 / 127 > 65504
+    with pytest.raises(ValueError, match="not float16 values"):
+        pack_int8(torch.full((1, 1), 1 / 3), torch.zeros(1, 32, dtype=torch.int8))
 
 
 def test_activations_are_quantized_per_block_of_32_as_the_kernels_do():
@@ -83,12 +104,12 @@ def test_the_tiles_interleave_16_rows_four_codes_at_a_time():
     w = torch.randn(19, 64, generator=gen)
     stored = quantize_int8(w).reshape(-1)
     scales, codes = unpack_int8(quantize_int8(w))
-    assert torch.equal(stored[:64].view(torch.float32), scales[:16, 0])  # block 0 of tile 0: 16 scales
-    group_1 = (stored[64 + 64: 64 + 128] ^ 128).view(torch.int8).reshape(16, 4)  # features 4..7, stored as q + 128
+    assert torch.equal(stored[:32].view(torch.float16).float(), scales[:16, 0])  # block 0 of tile 0: 16 scales
+    group_1 = (stored[32 + 64: 32 + 128] ^ 128).view(torch.int8).reshape(16, 4)  # features 4..7, stored as q + 128
     assert torch.equal(group_1, codes[:16, 4:8])
-    last = stored[16 * 72:].reshape(2, -1)[0]  # tile 1 (3 rows), block 0: 3 scales, then 12 bytes per group
-    assert torch.equal(last[:12].view(torch.float32), scales[16:, 0])
-    assert torch.equal((last[12:24] ^ 128).view(torch.int8).reshape(3, 4), codes[16:, 0:4])
+    last = stored[16 * 68:].reshape(2, -1)[0]  # tile 1 (3 rows), block 0: 3 scales, then 12 bytes per group
+    assert torch.equal(last[:6].view(torch.float16).float(), scales[16:, 0])
+    assert torch.equal((last[6:18] ^ 128).view(torch.int8).reshape(3, 4), codes[16:, 0:4])
     nibbles = quantize_int4(w).reshape(-1)[64: 128].reshape(16, 4)  # tile 0, block 0, after 16 d and 16 m
     q = unpack_int4(quantize_int4(w))[2]
     assert torch.equal(nibbles, q[:16, 0, 0:4] | (q[:16, 0, 16:20] << 4))  # codes c and 16 + c share a byte

@@ -10,6 +10,7 @@ import typer
 
 from bringup.cli.common import (
     AllowCpuFallbackOption,
+    ChatTemplateOption,
     DeviceOption,
     DtypeOption,
     ForceDtypeOption,
@@ -50,6 +51,7 @@ def command(
     allow_cpu_fallback: AllowCpuFallbackOption = False,
     dtype: DtypeOption = "auto",
     quantization: QuantizationOption = "none",
+    chat_template: ChatTemplateOption = None,
     force: ForceDtypeOption = False,
     device: DeviceOption = None,
     profile: ProfileOption = None,
@@ -72,7 +74,7 @@ def command(
     engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
                                             allow_cpu_fallback=allow_cpu_fallback, max_model_len=max_model_len,
                                             max_num_seqs=1, dtype=dtype, force=force,
-                                            quantization=quantization))
+                                            quantization=quantization, chat_template=chat_template))
     text = prompt
     try:
         if chat:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from bringup.cli.common import (
+    ChatTemplateOption,
     DeviceOption,
     DtypeOption,
     ForceDtypeOption,
@@ -83,6 +84,7 @@ def command(
                                                      "instead of refusing (a global fallback).")] = False,
     dtype: DtypeOption = "auto",
     quantization: QuantizationOption = "none",
+    chat_template: ChatTemplateOption = None,
     force: ForceDtypeOption = False,
     strict: StrictOption = False,
     json: JsonOption = False,
@@ -113,7 +115,7 @@ def command(
     options = EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
                             allow_cpu_fallback=allow_cpu_fallback, max_num_seqs=max_num_seqs,
                             max_model_len=max_model_len, dtype=dtype, force=force,
-                            quantization=quantization)
+                            quantization=quantization, chat_template=chat_template)
     engine_thread = EngineThread()  # builds the engine and runs every step of it (engine_thread.py says why)
     engine = engine_thread.call(LLMEngine.create, options)
     profile_used = profile_path_in_use(engine, profile)

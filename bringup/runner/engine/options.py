@@ -25,3 +25,4 @@ class EngineOptions:
     force: bool = False  # run a --dtype the profile marks broken, and load weights holding NaN/Inf
     use_record: bool = True  # replay the plan `bringup tune` recorded for this model, if any (tune itself: False)
     on_measured: Callable[[StartupMeasurements], None] | None = None  # given what start-up timed (tune collects it)
+    chat_template: Path | None = None  # a Jinja file rendering chats in place of the model's template (--chat-template)

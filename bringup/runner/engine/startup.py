@@ -50,6 +50,7 @@ from bringup.runner.plan.record.bounds import beyond_this_start, record_problem
 from bringup.runner.plan.record.recorded import find_record, marked, model_key, replayed
 from bringup.runner.sources.directory.validate import WeightsDoNotFit
 from bringup.runner.sources.model_source import ModelSource, model_source
+from bringup.runner.text.chat_template import template_from_file
 from bringup.runner.weights.kinds import IN_OUT, OUT_IN
 
 Engine = TypeVar("Engine")  # the engine class start_engine builds (LLMEngine; kept generic to avoid a cycle)
@@ -88,6 +89,9 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     config = source.config()
     tokenizer = source.tokenizer(config, recorder)
     tokenizer.fallbacks = recorder
+    if options.chat_template is not None:
+        tokenizer.use_chat_template(template_from_file(options.chat_template))
+        log.info("chat template: %s (--chat-template), in place of the model's", options.chat_template)
     source.check(config)  # headers, names and shapes checked before anything is timed or loaded
     selection = select_device(options.device, _profile_device(options.profile_path))
     device = selection.device

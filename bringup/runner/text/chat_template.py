@@ -26,6 +26,7 @@ from jinja2.ext import Extension, loopcontrols
 from bringup.errors import BringupError
 from bringup.runner.model_files import MAX_TEMPLATE_BYTES, files_in, has_entry, read_text
 from bringup.runner.text.template_limits import BoundedSandbox, TemplateLimitExceeded, render_bounded
+from bringup.terminal_text import quoted
 
 RESERVED_VARIABLES = ("messages", "tools", "documents", "add_generation_prompt")
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")  # the first is the one templates read
@@ -67,6 +68,24 @@ def compile_template(template: ChatTemplate) -> jinja2.Template:
     except jinja2.TemplateSyntaxError as exc:
         raise ChatTemplateError(f"the chat template in {template.source} does not compile (line {exc.lineno}: "
                                 f"{_one_line(exc)}); fix the template") from None
+
+
+def template_from_file(path: Path) -> ChatTemplate:
+    """A Jinja chat template the user gives (--chat-template FILE), in place of the model's: a regular file of at most
+    MAX_TEMPLATE_BYTES of UTF-8 that compiles; BringupError (one line) otherwise."""
+    what = f"--chat-template {quoted(path)}"
+    if not path.is_file():
+        raise BringupError(f"{what}: no such file; give the path of a Jinja chat template")
+    size = path.stat().st_size
+    if size > MAX_TEMPLATE_BYTES:
+        raise BringupError(f"{what} is {size} bytes; chat templates are capped at {MAX_TEMPLATE_BYTES} bytes")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BringupError(f"{what} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    template = ChatTemplate(text, str(path))
+    compile_template(template)
+    return template
 
 
 def pick_template(templates: Mapping[str, ChatTemplate], tools: list[dict] | None,

@@ -83,6 +83,10 @@ class ByteTokenizer:
         """Incremental decode of generated ids (special tokens skipped), equal to decode() once flushed."""
         return ByteDetokenizer(self.offset)
 
+    def use_chat_template(self, template: ChatTemplate) -> None:
+        """Render chats with `template` (--chat-template) instead of the built-in one."""
+        self.CHAT_TEMPLATE = template
+
     def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True,
                             tools: list[dict] | None = None, documents: list[dict] | None = None,
                             template_kwargs: dict | None = None) -> str:
@@ -174,6 +178,10 @@ class HFTokenizer:
     def detokenizer(self) -> WindowDetokenizer:
         """Incremental decode of generated ids (special tokens skipped) over a short window of tokens."""
         return WindowDetokenizer(self.decode, skipped=self.special_token_ids)
+
+    def use_chat_template(self, template: ChatTemplate) -> None:
+        """Render every chat with `template` (--chat-template), in place of the model's own (named or not)."""
+        self.chat_templates = {"default": template}
 
     def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True,
                             tools: list[dict] | None = None, documents: list[dict] | None = None,

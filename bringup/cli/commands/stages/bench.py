@@ -46,6 +46,7 @@ def render_rows(fmt: str, section: BenchSection, groups: list[str]) -> str:
 
 if TYPE_CHECKING:  # these import torch: loaded when the command runs, not for --help
     from rich.table import Table
+    from rich.text import Text
 
     from bringup.profiles.schema import Profile
     from bringup.profiles.sections.bench import BenchGroup, BenchRecord, BenchSection
@@ -113,19 +114,22 @@ def fmt_peak(record: BenchRecord) -> str:
     return " / ".join(parts) if record.pct_measured is not None or record.pct_datasheet is not None else ""
 
 
-def record_note(record: BenchRecord) -> str:
-    notes = []
+def record_note(record: BenchRecord) -> Text:
+    """The note cell: styled words of our own (a record's text is never read as markup)."""
+    from rich.text import Text
+
+    notes: list[tuple[str, str]] = []
     if record.noisy:
-        notes.append("[red]noisy[/]")
+        notes.append(("noisy", "red"))
     if record.verified is False:
-        notes.append("[yellow]unverified[/]")
+        notes.append(("unverified", "yellow"))
     if record.runs_on == "host_fallback":
-        notes.append("host fallback")
+        notes.append(("host fallback", ""))
     if record.speedup is not None:
-        notes.append(f"{record.speedup:.2f}x vs plain")
+        notes.append((f"{record.speedup:.2f}x vs plain", ""))
     if record.bound:
-        notes.append("mem" if record.bound == "memory" else "compute")
-    return " ".join(notes)
+        notes.append(("mem" if record.bound == "memory" else "compute", ""))
+    return Text(" ").join(Text(word, style=style) for word, style in notes)
 
 
 def group_table(name: str, group: BenchGroup, check: Check) -> Table:
@@ -142,7 +146,7 @@ def group_table(name: str, group: BenchGroup, check: Check) -> Table:
             continue
         rel = f" ±{100 * r.iqr_s / r.median_s:.0f}%" if r.median_s and r.iqr_s is not None else ""
         table.add_row(plain(r.key), fmt_time(r.median_s) + rel, str(r.reps), fmt_rate(r), fmt_peak(r),
-                      plain(record_note(r)))
+                      record_note(r))
     if group.notes:
         table.caption = plain("; ".join(group.notes))
         table.caption_justify = "left"

@@ -16,6 +16,7 @@ from typing import Any
 
 from bringup.errors import BringupError
 from bringup.fallbacks import FallbackRecorder
+from bringup.log import get_logger
 from bringup.runner.model_files import MAX_TEMPLATE_BYTES
 from bringup.runner.sources.gguf import metadata
 from bringup.runner.sources.gguf.pre_tokenizers import IGNORES_MERGES, pre_tokenizer, split_kind
@@ -26,6 +27,8 @@ from bringup.runner.text.tokenizer import TokenizerData
 from bringup.runner.text.vocabulary import RepeatedEntry, TokenList, VocabularyError, merge_pairs, token_list
 from bringup.terminal_text import quoted, shown
 
+log = get_logger("runner.gguf.tokenizer")
+
 UNKNOWN, CONTROL, USER_DEFINED = 2, 3, 4  # llama.cpp's token types
 BYTE_LEVEL_BPE, SENTENCEPIECE = "gpt2", "llama"  # tokenizer.ggml.model
 SPECIAL_TYPES = {BYTE_LEVEL_BPE: (CONTROL,), SENTENCEPIECE: (UNKNOWN, CONTROL)}  # added as special tokens
@@ -33,6 +36,10 @@ ADDS_BOS = {BYTE_LEVEL_BPE: False, SENTENCEPIECE: True}  # when add_bos_token is
 SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_token": "unknown_token_id",
                "pad_token": "padding_token_id"}
 STOP_IDS = ("eos_token_id", "eot_token_id", "eom_token_id")  # llama.cpp ends generation at any of these
+# control tokens llama.cpp also ends generation at by their text, when the file names no end-of-turn id (Gemma's
+# files carry only <eos>, while its chat turns end with <end_of_turn>)
+END_OF_TURN_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+                     "<|end_of_text|>", "<end_of_utterance>")
 TEMPLATE_KEY = "tokenizer.chat_template"
 TOKENS_KEY, MERGES_KEY = "tokenizer.ggml.tokens", "tokenizer.ggml.merges"
 BOS_KEY, EOS_KEY = "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token"
@@ -49,12 +56,30 @@ def gguf_tokenizer_data(file: GGUFFile, fallbacks: FallbackRecorder | None = Non
     ids = {name: _token_id(file, key, len(tokens)) for name, key in SPECIAL_IDS.items()}
     config: dict[str, Any] = {name: tokens[i] for name, i in ids.items() if i is not None}
     stops = [i for key in STOP_IDS if (i := _token_id(file, key, len(tokens))) is not None]
+    by_text = _end_of_turn_by_text(file, tokens, stops)
+    generation_source = f"{where} (tokenizer.ggml.*_token_id)"
+    if by_text:
+        named = ", ".join(quoted(tokens[i]) for i in by_text)
+        generation_source += f"; {named} by text, as llama.cpp ends a turn at them"
+        log.info("%s names no end-of-turn token: generation also ends at %s, taken by text as llama.cpp does",
+                 where, named)
+    stops += by_text
     return TokenizerData(
         tokenizer_json=_tokenizer_json(file, model, tokens, ids, fallbacks),
         config=config, generation={"eos_token_id": stops} if stops else {},
         chat_templates=_chat_templates(file), source=where, tokenizer_source=f"{where} (tokenizer.ggml.*)",
-        config_source=f"{where} (tokenizer.ggml.*)", generation_source=f"{where} (tokenizer.ggml.*_token_id)",
+        config_source=f"{where} (tokenizer.ggml.*)", generation_source=generation_source,
         template_places=f"{where} has no chat template ({TEMPLATE_KEY} in its metadata)")
+
+
+def _end_of_turn_by_text(file: GGUFFile, tokens: list[str], stops: list[int]) -> list[int]:
+    """Control tokens whose text ends a turn (END_OF_TURN_TEXTS), when the file names no end-of-turn id."""
+    if _token_id(file, "eot_token_id", len(tokens)) is not None:
+        return []
+    types = metadata.integers(file, "tokenizer.ggml.token_type", [])
+    wanted = set(END_OF_TURN_TEXTS)
+    return [i for i, (text, kind) in enumerate(zip(tokens, types)) if kind == CONTROL and text in wanted
+            and i not in stops]
 
 
 def _tokenizer_json(file: GGUFFile, model: str, tokens: list[str], ids: dict[str, int | None],

@@ -7,18 +7,19 @@ activations too: each row of x, per block of 32, to int8 codes with one float32 
 `vpdpbusd` computes). This is llama.cpp's own arithmetic for these files.
 
 The values:
-int8: w = d * q per block of 32, d = max|w over the block| / 127 (float32), q = round(w / d) clamped to
-      [-127, 127]. GGUF's Q8_0 exactly, its float16 d widened to float32 (exact).
+int8: w = d * q per block of 32, d = max|w over the block| / 127 rounded up to a float16 value (so no code
+      passes 127), q = round(w / d) clamped to [-127, 127], computed from d as stored. GGUF's Q8_0 exactly (its d
+      is float16), in its 34 bytes per 32 weights.
 int4: w = d * q + m per group of 32 (or 64, 128: the int4_g64 / int4_g128 kinds), d = (max - min) / 15 and m = min,
       both float16, q = round((w - m) / d) clamped to [0, 15], computed from d and m as stored. With groups of 32,
       GGUF's Q4_1 exactly, and Q4_0 with m = -8d (w = d * (q - 8)).
 Rounding is to nearest, ties to even (torch.round), in float32; codes are value * (1 / scale), as the kernels do.
 
-The bytes: a weight [out, in] is stored as uint8 [out, row bytes] (int8: in + in / 8; int4: in / 32 * 20), the rows
+The bytes: a weight [out, in] is stored as uint8 [out, row bytes] (int8: in + in / 16; int4: in / 32 * 20), the rows
 in tiles of TILE = 16 (the last tile holds what is left), each tile's bytes interleaved so that one 64-byte load
 holds the same 4 input features of 16 output rows: one `vpdpbusd` lane per output row, fed one broadcast 32-bit
 word of x's codes. Per tile of r rows, per block of 32 input features, in turn:
-int8: r float32 scales; then 8 groups (features 4g..4g+3), each the 4 codes of every row of the tile, stored
+int8: r float16 scales; then 8 groups (features 4g..4g+3), each the 4 codes of every row of the tile, stored
       as q + 128 (unsigned: the kernel takes 128 * sum(x's codes) off; `vpdpbusd` multiplies unsigned by signed).
 int4: per group of G inputs: r float16 d; r float16 m; then, per block of 32 of the group, 4 groups of 4 bytes of
       every row: byte c of group h holds code 4h + c of the block in its low nibble and code 16 + 4h + c in its
@@ -35,7 +36,7 @@ from bringup.runner.weights.kinds import INT4_GROUP_SIZES, INT4_KINDS, INT8
 GROUP = 32  # input features per block, for weights and activations alike
 TILE = 16  # output rows interleaved in one tile
 WORD = 4  # the bytes of one row side by side in a group: what one 32-bit lane of `vpdpbusd` sums
-INT8_SCALE_BYTES = 4  # one float32 scale per row per block
+INT8_SCALE_BYTES = 2  # one float16 scale per row per block
 INT4_SCALE_BYTES = 2  # float16 d and float16 m per row per block
 INT4_GROUPS = dict(zip(INT4_KINDS, INT4_GROUP_SIZES, strict=True))  # each int4 kind's inputs per d and m
 # each scheme's parts per row per block, in stored order: (groups, bytes per group)
@@ -140,28 +141,45 @@ def _bytes_of(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t.to(dtype).contiguous().view(torch.uint8).reshape(*t.shape, 1, -1)
 
 
+def _float16_values(name: str, scheme: str, t: torch.Tensor) -> None:
+    if not torch.equal(t.half().float(), t.float()):
+        raise ValueError(f"{scheme} stores each block's {name} as float16; these values are not float16 values")
+
+
 def pack_int8(scale: torch.Tensor, codes: torch.Tensor, tiled: bool = True) -> torch.Tensor:
-    """Scales [out, in / 32] (float32) and codes [out, in] (int8) as stored int8 tiles [out, in + in / 8] (uint8), or
-    as untiled rows (tile_rows tiles them)."""
+    """Scales [out, in / 32] (float16 values) and codes [out, in] (int8) as stored int8 tiles [out, in + in / 16]
+    (uint8), or as untiled rows (tile_rows tiles them). ValueError for a scale that is not a float16 value."""
+    _float16_values("scale", "int8", scale)
     offset = (codes.contiguous().view(torch.uint8) ^ INT8_OFFSET).reshape(codes.shape[0], -1, GROUP // WORD, WORD)
-    parts = [_bytes_of(scale, torch.float32), offset]
+    parts = [_bytes_of(scale, torch.float16), offset]
     return _interleave(parts) if tiled else _joined(parts)
 
 
+def _float16_at_least(value: torch.Tensor) -> torch.Tensor:
+    """The least float16 value >= each float32 `value` (inf beyond float16's range)."""
+    nearest = value.half()
+    below = nearest.float() < value
+    return torch.where(below, torch.nextafter(nearest, torch.full_like(nearest, float("inf"))), nearest)
+
+
 def quantize_int8(w: torch.Tensor) -> torch.Tensor:
-    """W [out, in] (in a multiple of 32) as int8 tiles: [out, in + in / 8] uint8."""
+    """W [out, in] (in a multiple of 32) as int8 tiles: [out, in + in / 16] uint8."""
     _require_groups(w)
     groups = w.detach().float().reshape(w.shape[0], -1, GROUP)
-    scale = groups.abs().amax(dim=-1) / 127
+    scale = _float16_at_least(groups.abs().amax(dim=-1) / 127)
+    if not scale.isfinite().all():
+        raise ValueError("int8 stores each block's scale as float16; this weight's blocks exceed its range "
+                         "(65504 x 127)")
+    scale = scale.float()
     codes = torch.round(groups * _inverse(scale).unsqueeze(-1)).clamp(-127, 127).to(torch.int8)
     return pack_int8(scale, codes.reshape(w.shape[0], -1))
 
 
 def unpack_int8(stored: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The scales [out, in / 32] (float32) and codes [out, in] (int8) that int8 tiles hold."""
+    """The scales [out, in / 32] (float32, float16 values) and codes [out, in] (int8) that int8 tiles hold."""
     scale, offset = _deinterleave(stored, INT8_PARTS)
     codes = (offset ^ INT8_OFFSET).contiguous().view(torch.int8).reshape(stored.shape[0], -1)
-    return scale.contiguous().view(torch.float32).reshape(stored.shape[0], -1), codes
+    return scale.contiguous().view(torch.float16).float().reshape(stored.shape[0], -1), codes
 
 
 def dequantize_int8(stored: torch.Tensor) -> torch.Tensor:
@@ -181,8 +199,7 @@ def pack_int4_nibbles(scale: torch.Tensor, minimum: torch.Tensor, nibbles: torch
     """As pack_int4, the codes already two to a byte: nibbles [out, in / 32, 16] (code j low, code j + 16 high);
     tiled=False: untiled rows. d and m must be float16 values (ValueError otherwise: they are stored as float16)."""
     for name, t in (("scale", scale), ("minimum", minimum)):
-        if not torch.equal(t.half().float(), t.float()):
-            raise ValueError(f"int4 stores each block's {name} as float16; these values are not float16 values")
+        _float16_values(name, "int4", t)
     group = GROUP * nibbles.shape[1] // scale.shape[1]
     quads = nibbles.reshape(nibbles.shape[0], scale.shape[1], group // 2 // WORD, WORD)
     parts = [_bytes_of(scale, torch.float16), _bytes_of(minimum, torch.float16), quads]

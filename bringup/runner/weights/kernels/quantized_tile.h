@@ -49,12 +49,6 @@ static inline int32_t word_at(const int8_t* p) {
   return v;
 }
 
-static inline float read_f32(const uint8_t* p) {
-  float f;
-  std::memcpy(&f, p, sizeof f);
-  return f;
-}
-
 static inline float read_f16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, sizeof h);
@@ -157,7 +151,7 @@ SCALAR_LOOPS static inline void tile_in_c(int format, const QuantizedRows& a, co
           for (int g = 0; g < QGROUP / QWORD; ++g)
             for (int c = 0; c < QWORD; ++c)
               dot += int(int8_t(codes[(g * height + i) * QWORD + c] ^ 0x80)) * int(x[g * QWORD + c]);
-          s += float(dot) * (read_f32(weights + i * INT8_SCALE_BYTES) * dx);
+          s += float(dot) * (read_f16(weights + i * INT8_SCALE_BYTES) * dx);
         } else {
           const uint8_t* codes = weights + 2 * height * INT4_SCALE_BYTES + b % sub * height * (QGROUP / 2);
           for (int h = 0; h < QGROUP / 2 / QWORD; ++h)
@@ -193,7 +187,7 @@ static inline void tiles_512(const QuantizedRows& a, const uint8_t* w, int64_t s
       __m512i even[ROWS], odd[ROWS];
       if constexpr (FORMAT == FORMAT_INT8) {
         const int64_t b = wg;
-        const __m512 dw = _mm512_maskz_loadu_ps(lanes, weights);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, weights));
         const uint8_t* codes = weights + height * INT8_SCALE_BYTES;
         for (int r = 0; r < ROWS; ++r) {
           even[r] = _mm512_set1_epi32(-128 * a.sums[r * blocks + b]);
@@ -283,7 +277,7 @@ static inline void tile_256(const QuantizedRows& a, const uint8_t* tile, float o
       __m256i sums[ROWS];
       __m256 dw, mw = _mm256_setzero_ps();
       if constexpr (FORMAT == FORMAT_INT8) {
-        dw = _mm256_loadu_ps(reinterpret_cast<const float*>(weights) + half * 8);
+        dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(weights + half * 16)));
         const uint8_t* codes = weights + QTILE * INT8_SCALE_BYTES + half * 32;
         for (int r = 0; r < ROWS; ++r)
           sums[r] = _mm256_set1_epi32(-128 * INT8_STARTS_AT_OFFSET * a.sums[r * blocks + b]);
