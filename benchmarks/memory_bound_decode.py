@@ -9,8 +9,9 @@ writer) quantized to Q8_0 and Q4_0 by its own `llama-quantize --pure` (every ten
 and is timed by `llama-bench` (its tg rate, one run per round); both programs are built from the llama-cpp-python
 sources (benchmarks/llama_cpp.py), so the Python bindings need not be installed. The
 read bandwidth is `bringup bench --only bandwidth`'s dot kernel (two arrays read, nothing written) on this machine in
-this run. Share of bandwidth = bytes of weights a decode step streams (every linear layer and the head as stored by
-that runner, plus one embedding row) x tokens/s / read bandwidth.
+this run, measured before each pair of runners (a shared machine's bandwidth moves by a third within minutes here),
+the highest of them taken. Share of bandwidth = bytes of weights a decode step streams (every linear layer and the
+head as stored by that runner, plus one embedding row) x tokens/s / read bandwidth.
 
 Run:  python -m benchmarks.memory_bound_decode [--tokens 32] [--rounds 3] [--threads N]
 (as a module from the repository root). Not a test: the figures are this machine's; run it on an idle machine.
@@ -107,12 +108,13 @@ def main() -> int:
           f"decode {args.tokens} tokens at batch 1, best of {args.rounds} alternating rounds")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        bandwidth = read_bandwidth_gbps(work)
-        print(f"read bandwidth: {bandwidth:.1f} GB/s (bringup bench, dot kernel, this run)", flush=True)
+        bandwidths = []
         bf16 = write_gguf(model_dir, work / "tiny-BF16.gguf", "bfloat16", vendored=False)
         prompt = [0, 5, 9, 33, 80, 7, 120, 64]
         rows = []
         for scheme, kind in PAIRS:
+            bandwidths.append(read_bandwidth_gbps(work))
+            print(f"read bandwidth before {scheme}: {bandwidths[-1]:.1f} GB/s (bringup bench, dot kernel)", flush=True)
             dtype, quantization = ("bfloat16", "none") if scheme == "bfloat16" else ("float32", scheme)
             engine = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", profile_path=work / "p.yaml",
                                                     max_model_len=256, max_num_seqs=1, dtype=dtype,
@@ -127,6 +129,9 @@ def main() -> int:
                          gguf_streamed_bytes(kind), engine.plan.weight_layout.value, engine.plan.decode_layers.value))
             print(f"measured {scheme} vs {kind}", flush=True)
             del engine
+        bandwidth = max(bandwidths)
+        print(f"read bandwidth: {bandwidth:.1f} GB/s, the highest of {len(bandwidths)} measurements "
+              f"({', '.join(f'{b:.1f}' for b in bandwidths)})")
         print(f"{'bringup':9} {'llama.cpp':9} {'bringup tok/s':>13} {'llama.cpp tok/s':>15} {'ratio':>6} "
               f"{'per round':>11} {'bringup % bw':>12} {'llama.cpp % bw':>14}")
         for scheme, kind, ours, theirs, low, high, our_bytes, their_bytes, layout, layers in rows:
