@@ -53,7 +53,7 @@ class Recipe:
     layout: Callable[..., Any] | None = None
     out: Callable[..., Any] | None = None
     keep_dtype: tuple[int, ...] = ()
-    facts: dict[str, Any] | None = None  # judge, accum, step_rounding of an op case
+    facts: dict[str, Any] | None = None  # judge, accum, step_rounding, accumulator (and why) of an op case
 
 
 def op_recipe(record: OpCaseRecord, catalog: Catalog) -> Recipe:
@@ -61,7 +61,8 @@ def op_recipe(record: OpCaseRecord, catalog: Catalog) -> Recipe:
         raise NotExpressible(f"op {record.op!r} is not in this process's catalog (a plugin that is not loaded?)")
     spec = catalog.get(record.op)
     case = spec.case(record.case)
-    facts = {"judge": case.judge, "accum": case.accum, "step_rounding": case.step_rounding}
+    facts = {"judge": case.judge, "accum": case.accum, "step_rounding": case.step_rounding,
+             "accumulator": case.accumulator, "accumulator_reason": case.accumulator_reason}
     return Recipe(spec.seed_parts(case), case.inputs, case.fn, case.ref or case.fn, case.layout, case.out,
                   case.keep_dtype, facts)
 
@@ -133,7 +134,9 @@ def _constants(record: OpCaseRecord | CompiledRecord, recipe: Recipe, device: st
         lines += [f"OP = {record.op!r}", f"CASE = {record.case!r}"]
         facts = recipe.facts or {}
         lines += [f"JUDGE = {facts['judge']!r}", f"ACCUM = {facts['accum']!r}",
-                  f"STEP_ROUNDING = {facts['step_rounding']!r}"]
+                  f"STEP_ROUNDING = {facts['step_rounding']!r}",
+                  f"ACCUMULATOR = {facts['accumulator']!r}  # the dtype whose tolerance judges it (None: the result's)",
+                  f"ACCUMULATOR_REASON = {facts['accumulator_reason']!r}"]
     else:
         lines += [f"TARGET = {record.target!r}", f"CASE = {record.case!r}", f"BACKEND = {record.backend!r}"]
     lines += [

@@ -24,6 +24,8 @@ class CaseFacts:
     accum: int = 1
     step_rounding: bool = False
     out: object = None
+    accumulator: str | None = None
+    accumulator_reason: str = ""
 
 
 def _fmt(value: object) -> str:
@@ -119,7 +121,8 @@ if __name__ == "__main__":
 '''
 
 OP_RUN = '''
-CASE_FACTS = CaseFacts(label=CASE, judge=JUDGE, accum=ACCUM, step_rounding=STEP_ROUNDING, out=out_variant)
+CASE_FACTS = CaseFacts(label=CASE, judge=JUDGE, accum=ACCUM, step_rounding=STEP_ROUNDING, out=out_variant,
+                       accumulator=ACCUMULATOR, accumulator_reason=ACCUMULATOR_REASON)
 
 
 def run(device: torch.device) -> int:
