@@ -85,12 +85,13 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
         raise BringupError(f"max_num_seqs {options.max_num_seqs} must be at least 1")
     check_requested(options.quantization)
     recorder = FallbackRecorder(strict=options.strict)
+    template = None if options.chat_template is None else template_from_file(options.chat_template)
     source = model_source(options.model_dir)
     config = source.config()
     tokenizer = source.tokenizer(config, recorder)
     tokenizer.fallbacks = recorder
-    if options.chat_template is not None:
-        tokenizer.use_chat_template(template_from_file(options.chat_template))
+    if template is not None:
+        tokenizer.use_chat_template(template)
         log.info("chat template: %s (--chat-template), in place of the model's", options.chat_template)
     source.check(config)  # headers, names and shapes checked before anything is timed or loaded
     selection = select_device(options.device, _profile_device(options.profile_path))

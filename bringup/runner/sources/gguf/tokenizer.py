@@ -55,8 +55,9 @@ def gguf_tokenizer_data(file: GGUFFile, fallbacks: FallbackRecorder | None = Non
     tokens = metadata.texts(file, TOKENS_KEY)
     ids = {name: _token_id(file, key, len(tokens)) for name, key in SPECIAL_IDS.items()}
     config: dict[str, Any] = {name: tokens[i] for name, i in ids.items() if i is not None}
-    stops = [i for key in STOP_IDS if (i := _token_id(file, key, len(tokens))) is not None]
-    by_text = _end_of_turn_by_text(file, tokens, stops)
+    named_stops = {key: _token_id(file, key, len(tokens)) for key in STOP_IDS}
+    stops = [i for i in named_stops.values() if i is not None]
+    by_text = [] if named_stops["eot_token_id"] is not None else _end_of_turn_by_text(file, tokens, stops)
     generation_source = f"{where} (tokenizer.ggml.*_token_id)"
     if by_text:
         named = ", ".join(quoted(tokens[i]) for i in by_text)
@@ -73,9 +74,7 @@ def gguf_tokenizer_data(file: GGUFFile, fallbacks: FallbackRecorder | None = Non
 
 
 def _end_of_turn_by_text(file: GGUFFile, tokens: list[str], stops: list[int]) -> list[int]:
-    """Control tokens whose text ends a turn (END_OF_TURN_TEXTS), when the file names no end-of-turn id."""
-    if _token_id(file, "eot_token_id", len(tokens)) is not None:
-        return []
+    """Control tokens whose text ends a turn (END_OF_TURN_TEXTS), not already among `stops`."""
     types = metadata.integers(file, "tokenizer.ggml.token_type", [])
     wanted = set(END_OF_TURN_TEXTS)
     return [i for i, (text, kind) in enumerate(zip(tokens, types)) if kind == CONTROL and text in wanted
