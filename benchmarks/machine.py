@@ -109,3 +109,22 @@ def plan_line(facts: dict[str, Any]) -> str:
     compiled = f"compiled ({facts['compiled']})" if facts["compiled"] else "eager"
     return (f"plan:    dtype {facts['dtype']}, weight layout {facts['weight_layout']}, "
             f"attention {attention_text}, {compiled}, decode layers {facts.get('decode_layers')}")
+
+
+def cpu_times() -> list[int] | None:
+    """The machine's CPU time counters from /proc/stat (user, nice, system, idle, iowait, irq, softirq, steal),
+    in clock ticks; None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            return [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+
+
+def steal_share(before: list[int] | None, after: list[int] | None) -> float | None:
+    """The share of the CPU time between two cpu_times() readings that the hypervisor gave to other guests (steal):
+    0 on a machine of one's own; a share above a few percent means a neighbour ran on these cores."""
+    if before is None or after is None or len(before) < 8 or len(after) < 8:
+        return None
+    elapsed = sum(after) - sum(before)
+    return (after[7] - before[7]) / elapsed if elapsed > 0 else None

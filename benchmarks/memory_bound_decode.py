@@ -1,7 +1,8 @@
 """Batch-1 decode where the weights leave the cache: a random Llama of TinyLlama-1.1B's shape (22 layers, hidden 2048,
-MLP 5632, 32/4 heads, vocab 32000), bringup int8 / int4 / bfloat16 against llama.cpp Q8_0 / Q4_0 / BF16 of the same
-weights, same threads, the rounds alternated (the best of each runner, and the range of the rounds' ratios); each
-figure also as a share of the machine's read bandwidth.
+MLP 5632, 32/4 heads, vocab 32000), bringup int8 / int4 / int4_g64 / bfloat16 against llama.cpp Q8_0 / Q4_0 / Q4_0 /
+BF16 of the same weights (int4_g64: the int4 kind that streams Q4_0's bytes per weight), same threads, the rounds
+alternated (the best of each runner, and the range of the rounds' ratios); each figure also as a share of the
+machine's read bandwidth.
 
 The model is random (seeded, std 0.02) and saved once as bfloat16 safetensors in a cache folder, with a byte-level
 tokenizer of its vocabulary (only token ids are fed). llama.cpp gets it as a BF16 GGUF (benchmarks/llama_cpp.py's
@@ -11,7 +12,10 @@ sources (benchmarks/llama_cpp.py), so the Python bindings need not be installed.
 read bandwidth is `bringup bench --only bandwidth`'s dot kernel (two arrays read, nothing written) on this machine in
 this run, measured before each pair of runners (a shared machine's bandwidth moves by a third within minutes here),
 the highest of them taken. Share of bandwidth = bytes of weights a decode step streams (every linear layer and the
-head as stored by that runner, plus one embedding row) x tokens/s / read bandwidth.
+head as stored by that runner, plus one embedding row) x tokens/s / read bandwidth. `steal` is the share of the
+CPU time during a pair's rounds that the hypervisor gave to other guests (/proc/stat): how idle the machine was.
+On a shared VM both runners slow down while it is above a few percent (bringup's int8 here: 36-41 tok/s at none,
+21-30 tok/s while 7-20 % was stolen); llama.cpp's Q8_0, which stays at ~63 % of the bandwidth, is less affected.
 
 Run:  python -m benchmarks.memory_bound_decode [--tokens 32] [--rounds 3] [--threads N]
 (as a module from the repository root). Not a test: the figures are this machine's; run it on an idle machine.
@@ -29,13 +33,14 @@ import torch
 
 from benchmarks.llama_cpp import CACHE as LLAMA_CACHE
 from benchmarks.llama_cpp import decode_tokens_per_s, quantized_file, write_gguf
-from benchmarks.machine import header_lines, machine_facts
+from benchmarks.machine import cpu_times, header_lines, machine_facts, steal_share
 from benchmarks.quantized_decode import bringup_decode_tps
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 
 SHAPE = {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
          "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 2048}
-PAIRS = (("int8", "Q8_0"), ("int4", "Q4_0"), ("bfloat16", "BF16"))
+# int4 keeps a minimum per group of 32 (Q4_1's 20 bytes); int4_g64 (a scale and minimum per 64) streams Q4_0's 18
+PAIRS = (("int8", "Q8_0"), ("int4", "Q4_0"), ("int4_g64", "Q4_0"), ("bfloat16", "BF16"))
 GGUF_BYTES_PER_VALUE = {"Q8_0": 34 / 32, "Q4_0": 18 / 32, "BF16": 2.0}
 MODEL_DIR = LLAMA_CACHE.parent / "tinyllama-shape-random"
 
@@ -111,7 +116,7 @@ def main() -> int:
         bandwidths = []
         bf16 = write_gguf(model_dir, work / "tiny-BF16.gguf", "bfloat16", vendored=False)
         prompt = [0, 5, 9, 33, 80, 7, 120, 64]
-        rows = []
+        rows, files = [], {}
         for scheme, kind in PAIRS:
             bandwidths.append(read_bandwidth_gbps(work))
             print(f"read bandwidth before {scheme}: {bandwidths[-1]:.1f} GB/s (bringup bench, dot kernel)", flush=True)
@@ -119,28 +124,32 @@ def main() -> int:
             engine = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", profile_path=work / "p.yaml",
                                                     max_model_len=256, max_num_seqs=1, dtype=dtype,
                                                     quantization=quantization))
-            path = bf16 if kind == "BF16" else quantized_file(bf16, kind, args.threads)
-            ours, theirs = [], []
+            if kind not in files:
+                files[kind] = bf16 if kind == "BF16" else quantized_file(bf16, kind, args.threads)
+            path = files[kind]
+            ours, theirs, began = [], [], cpu_times()
             for _ in range(args.rounds):
                 ours.append(bringup_decode_tps(engine, prompt, args.tokens, 1))
                 theirs.append(decode_tokens_per_s(path, args.tokens, args.threads, reps=1))
+            steal = steal_share(began, cpu_times())
             per_round = [a / b for a, b in zip(ours, theirs, strict=True)]
             rows.append((scheme, kind, max(ours), max(theirs), min(per_round), max(per_round), streamed_bytes(engine),
-                         gguf_streamed_bytes(kind), engine.plan.weight_layout.value, engine.plan.decode_layers.value))
+                         gguf_streamed_bytes(kind), engine.plan.weight_layout.value, engine.plan.decode_layers.value,
+                         steal))
             print(f"measured {scheme} vs {kind}", flush=True)
             del engine
         bandwidth = max(bandwidths)
         print(f"read bandwidth: {bandwidth:.1f} GB/s, the highest of {len(bandwidths)} measurements "
               f"({', '.join(f'{b:.1f}' for b in bandwidths)})")
         print(f"{'bringup':9} {'llama.cpp':9} {'bringup tok/s':>13} {'llama.cpp tok/s':>15} {'ratio':>6} "
-              f"{'per round':>11} {'bringup % bw':>12} {'llama.cpp % bw':>14}")
-        for scheme, kind, ours, theirs, low, high, our_bytes, their_bytes, layout, layers in rows:
+              f"{'per round':>11} {'bringup % bw':>12} {'llama.cpp % bw':>14} {'steal':>5}")
+        for scheme, kind, ours, theirs, low, high, our_bytes, their_bytes, layout, layers, steal in rows:
             our_share = our_bytes * ours / (bandwidth * 1e9)
             their_share = their_bytes * theirs / (bandwidth * 1e9)
+            stolen = "—" if steal is None else f"{steal:.0%}"
             print(f"{scheme:9} {kind:9} {ours:13.2f} {theirs:15.2f} {ours / theirs:5.2f}x {low:5.2f}-{high:4.2f}x "
-                  f"{our_share:12.0%} "
-                  f"{their_share:14.0%}  (bringup: {our_bytes / 2**30:.2f} GiB per step, weights {layout}, "
-                  f"decode layers {layers}; llama.cpp {their_bytes / 2**30:.2f} GiB)")
+                  f"{our_share:12.0%} {their_share:14.0%} {stolen:>5}  (bringup: {our_bytes / 2**30:.2f} GiB per step, "
+                  f"weights {layout}, decode layers {layers}; llama.cpp {their_bytes / 2**30:.2f} GiB)")
     return 0
 
 

@@ -22,14 +22,17 @@ CORE = {"bringup", "bringup.errors", "bringup.log", "bringup.fallbacks", "bringu
 # e2e and serve bench groups run the runner through throughput.py and serving_latency.py); runner -> backends,
 # profiles. The runner never imports probes; backends never import profiles (profiles store the device record
 # backends fill). report reads profiles, fleet results (probes/fleet) and drafts a plan from a profile through the
-# runner's torch-free planning modules.
+# runner's torch-free planning modules; export (other engines' launch flags from a profile) reads profiles and the
+# same planning modules, and report shows its result.
 LAYERS: dict[str, set[str]] = {
     "bringup.__main__": {"bringup.cli"},
-    "bringup.cli": {"bringup.serve", "bringup.report", "bringup.probes", "bringup.runner", "bringup.profiles",
-                    "bringup.backends"},
+    "bringup.cli": {"bringup.serve", "bringup.report", "bringup.export", "bringup.probes", "bringup.runner",
+                    "bringup.profiles", "bringup.backends"},
     "bringup.serve": {"bringup.runner", "bringup.profiles", "bringup.backends"},
-    "bringup.report": {"bringup.probes.fleet", "bringup.runner.plan.plan", "bringup.runner.plan.profile_facts",
-                       "bringup.runner.plan.settings", "bringup.runner.model.config.builtin", "bringup.profiles"},
+    "bringup.report": {"bringup.export", "bringup.probes.fleet", "bringup.runner.plan.plan",
+                       "bringup.runner.plan.profile_facts", "bringup.runner.plan.settings",
+                       "bringup.runner.model.config.builtin", "bringup.profiles"},
+    "bringup.export": {"bringup.runner.plan.plan", "bringup.runner.plan.profile_facts", "bringup.profiles"},
     "bringup.probes": {"bringup.runner.model", "bringup.runner.sources.builtin_model", "bringup.runner.model_files",
                        "bringup.runner.throughput", "bringup.runner.serving_latency", "bringup.profiles",
                        "bringup.backends"},

@@ -44,6 +44,8 @@ COMMANDS = (
                 "packages, visibility variables, CPU flags, OS."),
     LazyCommand("report", "bringup.cli.commands.report_cmd", "command",
                 "One self-contained HTML page (or Markdown) from a profile, optionally against a baseline."),
+    LazyCommand("export", "bringup.cli.commands.export_cmd", "command",
+                "The vLLM or llama-server command line the profile's evidence supports, each flag with its reason."),
     LazyCommand("profile", "bringup.cli.commands.profile_cmd", "app",
                 "Read, check and compare capability profiles (show, validate, diff)."),
 )

@@ -159,6 +159,24 @@ def plan_lines(report: Report) -> list[str]:
     return lines
 
 
+def deploy_lines(report: Report) -> list[str]:
+    if not report.deploy:
+        return []
+    lines = ["### Deploy with", "_`bringup export --engine E` from this profile; it shows the evidence behind each "
+             "flag_"]
+    for view in report.deploy:
+        if view.refused:
+            lines.append(f"- {md(view.engine)}: no configuration: {md(view.refused)}")
+            continue
+        kept = [r for r in view.rows if r.value != "left out"]
+        left = [r.name for r in view.rows if r.value == "left out"]
+        lines += [f"- {md(view.engine)} ({md(view.version, 80)}): `{md(view.command, 400)}`",
+                  *(f"  - {md(r.name)} {md(r.value)}: {md(r.reason, 120)}" for r in kept[:MAX_ROWS])]
+        if left:
+            lines.append(f"  - left out: {md(', '.join(left), 300)}")
+    return lines
+
+
 def baseline_lines(report: Report) -> list[str]:
     comparison = report.baseline
     if comparison is None:
@@ -181,5 +199,5 @@ def render_markdown(report: Report) -> str:
     headline = f"**{md(verdict.headline())}**{md(verdict.line()[len(verdict.headline()):])}"
     sections = [[f"## {md(report.title)}", headline], identity_lines(report), capability_lines(report),
                 failing_lines(report), bench_lines(report), eval_lines(report), plan_lines(report),
-                baseline_lines(report)]
+                deploy_lines(report), baseline_lines(report)]
     return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"

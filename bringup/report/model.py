@@ -10,6 +10,7 @@ from bringup.report.baseline import BaselineComparison, compare_to_baseline
 from bringup.report.sections.bench_tables import BenchTable, bench_tables
 from bringup.report.sections.capabilities import CapabilityRow, capability_rows
 from bringup.report.sections.compiled import CompiledRow, compiled_rows
+from bringup.report.sections.deploy import DeployView, deploy_views
 from bringup.report.sections.evals import EvalRow, eval_rows
 from bringup.report.sections.identity import Fact, device_facts, environment_facts, stage_facts
 from bringup.report.sections.ops_matrix import OpMatrix, op_matrix
@@ -48,6 +49,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     soak: list[Fact] = field(default_factory=list)
     evals: list[EvalRow] = field(default_factory=list)
+    deploy: list[DeployView] = field(default_factory=list)
 
 
 def report_title(profile: Profile) -> str:
@@ -88,4 +90,5 @@ def build_report(profile: Profile, source: str, baseline: Profile | None = None,
         baseline=comparison,
         soak=soak_facts(profile.soak),
         evals=eval_rows(profile.eval),
+        deploy=deploy_views(profile),
     )

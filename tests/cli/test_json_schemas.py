@@ -71,6 +71,7 @@ def test_stages_and_profile_commands(tmp_path):
         "profile-validate": ["profile", "validate", str(path)],
         "profile-diff": ["profile", "diff", str(path), str(path)],
         "report": ["report", "--profile", str(path), "-o", str(tmp_path / "r.html")],
+        "export": ["export", "--engine", "vllm", "--profile", str(path)],
     }
     for name, args in runs.items():
         result = run_cli([*args, "--json"])

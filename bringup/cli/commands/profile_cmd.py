@@ -1,7 +1,9 @@
 """`bringup profile show | validate | diff`: read, check and compare capability profiles."""
 
+from __future__ import annotations
+
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -9,6 +11,9 @@ from bringup.cli.common import JsonOption
 from bringup.cli.lazy_group import MARKUP_MODE
 from bringup.cli.output import console, format_bytes, plain, print_json
 from bringup.terminal_text import markup_safe as safe
+
+if TYPE_CHECKING:
+    from bringup.profiles.schema import Profile
 
 app = typer.Typer(help="Read, check and compare capability profiles.", no_args_is_help=True,
                   rich_markup_mode=MARKUP_MODE)
@@ -18,7 +23,8 @@ ProfileArg = Annotated[Path, typer.Argument(help="Profile YAML file.")]
 @app.command("show")
 def show(path: ProfileArg, json_out: JsonOption = False) -> None:
     """Summarise a profile: device, environment, capabilities, each section's checks in one line
-    (`verify-ops: 1042 pass, 0 warn, 0 fail, 36 skip`), stages, and the verdict."""
+    (`verify-ops: 1042 pass, 0 warn, 0 fail, 36 skip`), stages, how to deploy vLLM and llama.cpp on it (`bringup
+    export` shows each flag's evidence), and the verdict."""
     from bringup.cli.render.check_results import capabilities_table, print_section_lines
     from bringup.cli.render.verdict_line import verdict_markup
     from bringup.profiles.store import load_profile
@@ -43,7 +49,28 @@ def show(path: ProfileArg, json_out: JsonOption = False) -> None:
     print_section_lines([c for c in verdict.checks if c.stage != "stages"])
     for stage, stamp in profile.stages.items():
         console.print(plain(f"stage {stage}: {stamp.status}, finished {stamp.finished} (bringup {stamp.bringup})"))
+    for line in deploy_lines(profile):
+        console.print(plain(line))
     console.print(verdict_markup(verdict), highlight=False)
+
+
+def deploy_lines(profile: Profile) -> list[str]:
+    """The "deploy with" part: each engine's command and settings (`bringup export` has their evidence)."""
+    from bringup.report.sections.deploy import deploy_views
+    from bringup.report.text import one_line
+
+    lines = []
+    for view in deploy_views(profile):
+        if view.refused:
+            lines.append(f"deploy with {view.engine}: no configuration: {view.refused}")
+            continue
+        left = [r.name for r in view.rows if r.value == "left out"]
+        lines += [f"deploy with {view.engine} ({view.version}):", f"  {view.command}",
+                  *(f"    {r.name}{f' {r.value}' if r.value else ''}: {one_line(r.reason, 110)}" for r in view.rows
+                    if r.value != "left out")]
+        if left:
+            lines.append(f"    left out: {', '.join(left)} (`bringup export --engine {view.engine}` says why)")
+    return lines
 
 
 @app.command("validate")

@@ -10,6 +10,7 @@ from bringup.report.html.checks import (
     ops_section,
 )
 from bringup.report.html.css import STYLE
+from bringup.report.html.deploy import deploy_section
 from bringup.report.html.evals import eval_section
 from bringup.report.html.parts import Html, e
 from bringup.report.html.perf import bench_section, plan_section, roofline_section
@@ -28,7 +29,8 @@ from bringup.report.text import MISSING, number
 
 SECTIONS = (("baseline", "Baseline"), ("speed", "LLM speed"), ("device", "Device"), ("environment", "Environment"),
             ("capabilities", "Capabilities"), ("ops", "Ops × dtypes"), ("compiled", "Eager vs compiled"),
-            ("roofline", "Roofline"), ("bench", "Benchmarks"), ("plan", "Plan"), ("fallbacks", "Fallbacks"),
+            ("roofline", "Roofline"), ("bench", "Benchmarks"), ("plan", "Plan"), ("deploy", "Deploy with"),
+            ("fallbacks", "Fallbacks"),
             ("selftest", "Selftest"), ("evals", "Model evals"), ("soak", "Soak"), ("collectives", "Collectives"))
 # opens a <details> drill-down when a matrix link targets it; without JavaScript the link still scrolls there
 OPEN_TARGET = ("<script>function openTarget(){var t=location.hash&&document.getElementById(location.hash.slice(1));"
@@ -82,6 +84,7 @@ def render_html(report: Report) -> str:
         roofline_section(report.roofline),
         bench_section(report.bench, with_baseline),
         plan_section(report.plan, with_baseline),
+        deploy_section(report.deploy),
         fallback_section(report.fallbacks),
         selftest_section(report.selftest),
         eval_section(report.evals),

@@ -38,6 +38,7 @@ table.matrix td.empty { color: #afb8c1; }
 td.changed, tr.changed td { outline: 2px solid #d4a72c; outline-offset: -2px; background: var(--changed); }
 tr.slower td { background: #ffebe9; }
 tr.faster td { background: #dafbe1; }
+tr.left-out td { color: var(--muted); }
 details { margin: .3rem 0; }
 details.case { border-left: 3px solid var(--bad); padding-left: .6rem; }
 details:target, details.case:target { background: #fff8c5; }
