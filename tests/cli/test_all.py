@@ -58,6 +58,8 @@ def test_all_ends_with_a_verdict_and_a_fault_makes_it_not_ready(tmp_path, wrong_
     assert ops.code == 1, ops.stderr[-2000:]
     result = run_cli(["all", "--device", "cpu", "--profile", str(path), "--skip", "verify-ops", "--skip", "bench"])
     assert result.code == 1, result.stderr[-2000:]
-    verdict = " ".join(result.stdout.split()).rpartition("verdict: ")[2]  # the last line(s), as wrapped
+    flat = " ".join(result.stdout.split())
+    assert "deploy: bringup export --engine vllm|llama.cpp --profile " in flat
+    verdict = flat.rpartition("verdict: ")[2]  # the last line(s), as wrapped
     assert verdict.startswith("NOT READY (7 failures): look at verify-ops softmax[float32] (6 cases); selftest ")
     assert load_profile(path).selftest.status == "fail"  # the runner's softmax is the faulty one too

@@ -9,23 +9,11 @@ from bringup.export import export_config
 from bringup.export.config import EngineConfig
 from bringup.profiles.sections.ops import OpCaseRecord
 from tests.export.built import gguf_file, host_device, tuned, unsupported, verified, with_plan
+from tests.export.lookups import reason_left_out, value
 
 
 def llama(profile, model=None) -> EngineConfig:
     return export_config(profile, "llama.cpp", None if model is None else str(model))
-
-
-def value(config: EngineConfig, name: str) -> str | None:
-    found = config.setting(name)
-    assert found is not None, f"{name} not set; left out: {config.left_out(name)}"
-    return found.value
-
-
-def reason_left_out(config: EngineConfig, name: str) -> str:
-    assert config.setting(name) is None, f"{name} set: {config.setting(name)}"
-    omitted = config.left_out(name)
-    assert omitted is not None and omitted.reason, f"{name} neither set nor left out with a reason"
-    return omitted.reason
 
 
 def test_the_command_is_llama_server_on_the_gguf_file(tmp_path):

@@ -18,23 +18,11 @@ from tests.export.built import (
     verified,
     with_plan,
 )
+from tests.export.lookups import reason_left_out, value
 
 
 def vllm(profile, model=None) -> EngineConfig:
     return export_config(profile, "vllm", None if model is None else str(model))
-
-
-def value(config: EngineConfig, name: str) -> str | None:
-    found = config.setting(name)
-    assert found is not None, f"{name} not set; left out: {config.left_out(name)}"
-    return found.value
-
-
-def reason_left_out(config: EngineConfig, name: str) -> str:
-    assert config.setting(name) is None, f"{name} set: {config.setting(name)}"
-    omitted = config.left_out(name)
-    assert omitted is not None and omitted.reason, f"{name} neither set nor left out with a reason"
-    return omitted.reason
 
 
 def test_the_command_starts_the_openai_server_module_with_the_model(tmp_path):

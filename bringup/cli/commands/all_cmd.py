@@ -347,4 +347,6 @@ def render_end(profile_path: Path, log_path: Path | None, plan: list[tuple[str, 
     more = f"; {suppressed} more warning(s) there" if suppressed else ""
     console.print(plain(f"log:     {log_path} (each stage's full output{more})"), highlight=False)
     console.print(plain("details: bringup profile show " + str(profile_path)), highlight=False)
+    console.print(plain(f"deploy:  bringup export --engine vllm|llama.cpp --profile {profile_path} (after bringup tune "
+                        "--model M: the plan's sizes too)"), highlight=False)
     sys.stdout.flush()
