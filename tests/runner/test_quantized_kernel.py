@@ -21,17 +21,16 @@ from bringup.runner.weights.formats.integer import (
 )
 from bringup.runner.weights.kernels import quantized as quantized_kernel
 from bringup.runner.weights.kinds import (
+    DEQUANT_KINDS,
     INT4,
-    INT4_DEQUANT,
     INT4_G64,
     INT4_G128,
     INT8,
-    INT8_DEQUANT,
 )
 from bringup.runner.weights.registry import apply, place, to_out_in
 from tests.runner.host_compiler import needs_compiler
 
-DEQUANTIZE = {INT8: dequantize_int8, INT4: dequantize_int4}
+DEQUANTIZE = quantized_kernel.DEQUANTIZE
 
 
 def test_int8_is_symmetric_per_block_of_32_rounded_to_nearest():
@@ -122,19 +121,21 @@ def test_rows_that_are_not_whole_blocks_are_refused(quantize):
 
 
 @needs_compiler
-@pytest.mark.parametrize("scheme", [INT8, INT4])
+@pytest.mark.parametrize("scheme", [INT8, INT4, INT4_G64, INT4_G128])
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9, 16, 17, 40])  # 4-row passes, remainders, and past PLAIN_C_ROWS
 def test_the_kernel_matches_dequantize_then_f_linear(scheme, rows):
     gen = torch.Generator().manual_seed(rows)
-    w, bias = torch.randn(37, 96, generator=gen), torch.randn(37, generator=gen)  # 37: a partial group of rows
+    # 133 rows: 8 whole tiles (passes of STREAMS tiles on each of 2 threads) and a partial one; 256 inputs: whole
+    # groups of every kind
+    w, bias = torch.randn(133, 256, generator=gen), torch.randn(133, generator=gen)
     stored = place(w, scheme)
-    x = torch.randn(rows, 192, generator=gen)[:, ::2]  # strided rows
+    x = torch.randn(rows, 512, generator=gen)[:, ::2]  # strided rows
     x[0, :32] = 0  # an all-zero block: scale 0
     want = reference_linear(x, DEQUANTIZE[scheme](stored), bias)
     got = apply(x, stored, bias, scheme)
-    assert got.dtype == torch.float32 and got.shape == (rows, 37)
+    assert got.dtype == torch.float32 and got.shape == (rows, 133)
     assert (got - want).abs().max().item() <= 1e-4 * want.abs().max().item()
-    assert torch.equal(apply(x, stored, bias, INT8_DEQUANT if scheme == INT8 else INT4_DEQUANT), want)
+    assert torch.equal(apply(x, stored, bias, DEQUANT_KINDS[scheme]), want)
     assert torch.equal(to_out_in(stored, scheme), DEQUANTIZE[scheme](stored))
 
 
