@@ -10,14 +10,17 @@ writer) quantized to Q8_0 and Q4_0 by its own `llama-quantize --pure` (every ten
 and is timed by `llama-bench` (its tg rate, one run per round); both programs are built from the llama-cpp-python
 sources (benchmarks/llama_cpp.py), so the Python bindings need not be installed. The
 read bandwidth is `bringup bench --only bandwidth`'s dot kernel (two arrays read, nothing written) on this machine in
-this run, measured before each pair of runners (a shared machine's bandwidth moves by a third within minutes here),
-the highest of them taken. Share of bandwidth = bytes of weights a decode step streams (every linear layer and the
-head as stored by that runner, plus one embedding row) x tokens/s / read bandwidth. `steal` is the share of the
-CPU time during a pair's rounds that the hypervisor gave to other guests (/proc/stat): how idle the machine was.
-On a shared VM both runners slow down while it is above a few percent (bringup's int8 here: 36-41 tok/s at none,
-21-30 tok/s while 7-20 % was stolen); llama.cpp's Q8_0, which stays at ~63 % of the bandwidth, is less affected.
+this run, measured before and after each pair of runners (a shared machine's bandwidth moves by a third within
+minutes here), the highest of them taken. Share of bandwidth = bytes of weights a decode step streams (every linear
+layer and the head as stored by that runner, plus one embedding row) x tokens/s / read bandwidth. `steal` is the
+share of the CPU time during a pair's rounds that the hypervisor gave to other guests (/proc/stat). On a shared VM
+both runners slow down while it is above a few percent (bringup's int8 on a Zen 4: 36-41 tok/s at none, 21-30 tok/s
+while 7-20 % was stolen). A neighbour that holds the memory shows as `GB/s before/after` well below the run's
+highest (here 45-51 against 75-81 GB/s): there both runners are bound by what is left, so a pair's ratio falls
+toward the ratio of their bytes per weight (int4 20 against Q4_0's 18 per 32). `--quiet-gbps X` waits before each
+pair until the read bandwidth is back to X, the machine's quiet level.
 
-Run:  python -m benchmarks.memory_bound_decode [--tokens 32] [--rounds 3] [--threads N]
+Run:  python -m benchmarks.memory_bound_decode [--tokens 32] [--rounds 3] [--threads N] [--quiet-gbps X]
 (as a module from the repository root). Not a test: the figures are this machine's; run it on an idle machine.
 """
 
@@ -27,6 +30,7 @@ import argparse
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -84,6 +88,23 @@ def read_bandwidth_gbps(work: Path) -> float:
     return float(dot.gbps)
 
 
+def quiet_bandwidth_gbps(work: Path, quiet_gbps: float | None, max_wait_s: float) -> float:
+    """The read bandwidth now; with `quiet_gbps`, measured again every 15 s until it reaches that (or max_wait_s
+    passed: then said, and the pair runs anyway)."""
+    began = time.monotonic()
+    gbps = read_bandwidth_gbps(work)
+    while quiet_gbps is not None and gbps < quiet_gbps and time.monotonic() - began < max_wait_s:
+        time.sleep(15)
+        gbps = read_bandwidth_gbps(work)
+    waited = time.monotonic() - began
+    if quiet_gbps is not None and gbps < quiet_gbps:
+        print(f"read bandwidth still {gbps:.1f} GB/s after {waited:.0f} s, below --quiet-gbps {quiet_gbps:g}: "
+              "this pair runs on a busy machine", flush=True)
+    elif quiet_gbps is not None:
+        print(f"read bandwidth {gbps:.1f} GB/s >= {quiet_gbps:g} after {waited:.0f} s", flush=True)
+    return gbps
+
+
 def streamed_bytes(engine: LLMEngine) -> int:
     """Bytes a batch-1 decode step reads: every linear layer's weight as stored for one-row steps, one embedding row."""
     model = engine.executor.model
@@ -105,6 +126,10 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=32, help="decode steps timed per round")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the two runners per pair")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--quiet-gbps", type=float, default=None,
+                        help="before each pair, wait until the read bandwidth is at least this (this machine's "
+                             "quiet level, e.g. the highest an earlier run printed): neighbours come and go")
+    parser.add_argument("--max-wait-s", type=float, default=900, help="the longest wait for --quiet-gbps, per pair")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model_dir = random_model_dir()
@@ -118,8 +143,6 @@ def main() -> int:
         prompt = [0, 5, 9, 33, 80, 7, 120, 64]
         rows, files = [], {}
         for scheme, kind in PAIRS:
-            bandwidths.append(read_bandwidth_gbps(work))
-            print(f"read bandwidth before {scheme}: {bandwidths[-1]:.1f} GB/s (bringup bench, dot kernel)", flush=True)
             dtype, quantization = ("bfloat16", "none") if scheme == "bfloat16" else ("float32", scheme)
             engine = LLMEngine.create(EngineOptions(model_dir=model_dir, device="cpu", profile_path=work / "p.yaml",
                                                     max_model_len=256, max_num_seqs=1, dtype=dtype,
@@ -127,29 +150,35 @@ def main() -> int:
             if kind not in files:
                 files[kind] = bf16 if kind == "BF16" else quantized_file(bf16, kind, args.threads)
             path = files[kind]
+            before = quiet_bandwidth_gbps(work, args.quiet_gbps, args.max_wait_s)
+            bandwidths.append(before)
             ours, theirs, began = [], [], cpu_times()
             for _ in range(args.rounds):
                 ours.append(bringup_decode_tps(engine, prompt, args.tokens, 1))
                 theirs.append(decode_tokens_per_s(path, args.tokens, args.threads, reps=1))
             steal = steal_share(began, cpu_times())
+            after = read_bandwidth_gbps(work)
+            bandwidths.append(after)
             per_round = [a / b for a, b in zip(ours, theirs, strict=True)]
             rows.append((scheme, kind, max(ours), max(theirs), min(per_round), max(per_round), streamed_bytes(engine),
                          gguf_streamed_bytes(kind), engine.plan.weight_layout.value, engine.plan.decode_layers.value,
-                         steal))
-            print(f"measured {scheme} vs {kind}", flush=True)
+                         steal, before, after))
+            print(f"measured {scheme} vs {kind}; read bandwidth {before:.1f} GB/s before, {after:.1f} after "
+                  "(bringup bench, dot kernel)", flush=True)
             del engine
         bandwidth = max(bandwidths)
         print(f"read bandwidth: {bandwidth:.1f} GB/s, the highest of {len(bandwidths)} measurements "
               f"({', '.join(f'{b:.1f}' for b in bandwidths)})")
         print(f"{'bringup':9} {'llama.cpp':9} {'bringup tok/s':>13} {'llama.cpp tok/s':>15} {'ratio':>6} "
-              f"{'per round':>11} {'bringup % bw':>12} {'llama.cpp % bw':>14} {'steal':>5}")
-        for scheme, kind, ours, theirs, low, high, our_bytes, their_bytes, layout, layers, steal in rows:
+              f"{'per round':>11} {'bringup % bw':>12} {'llama.cpp % bw':>14} {'steal':>5} {'GB/s before/after':>17}")
+        for scheme, kind, ours, theirs, low, high, our_bytes, their_bytes, layout, layers, steal, before, after in rows:
             our_share = our_bytes * ours / (bandwidth * 1e9)
             their_share = their_bytes * theirs / (bandwidth * 1e9)
             stolen = "—" if steal is None else f"{steal:.0%}"
             print(f"{scheme:9} {kind:9} {ours:13.2f} {theirs:15.2f} {ours / theirs:5.2f}x {low:5.2f}-{high:4.2f}x "
-                  f"{our_share:12.0%} {their_share:14.0%} {stolen:>5}  (bringup: {our_bytes / 2**30:.2f} GiB per step, "
-                  f"weights {layout}, decode layers {layers}; llama.cpp {their_bytes / 2**30:.2f} GiB)")
+                  f"{our_share:12.0%} {their_share:14.0%} {stolen:>5} {before:8.1f}/{after:<8.1f}  "
+                  f"(bringup: {our_bytes / 2**30:.2f} GiB per step, weights {layout}, decode layers {layers}; "
+                  f"llama.cpp {their_bytes / 2**30:.2f} GiB)")
     return 0
 
 
