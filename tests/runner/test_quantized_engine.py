@@ -86,7 +86,7 @@ def test_none_and_int8_plans_differ_only_in_the_weights(engines):
     none, int8 = rows["none"], rows[INT8]
     assert none["quantization"] == ("none", "not requested (--quantization none): the plan dtype's weights")
     assert int8["quantization"][0] == INT8
-    assert "int8 weights with a scale per block of 32 (Q8_0's values, a float32 scale)" in int8["quantization"][1]
+    assert "int8 weights with a scale per block of 32 (Q8_0's values and float16 scale)" in int8["quantization"][1]
     assert "bringup's host kernel matched dequantize + F.linear on a check here" in int8["quantization"][1]
     assert int8["weight_layout"][0] == INT8 and none["weight_layout"][0] != INT8
     for name in set(none) - {"quantization", "weight_layout", "kv_blocks", "decode_layers"}:

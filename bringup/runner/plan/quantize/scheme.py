@@ -41,7 +41,7 @@ CHOICES = (NONE, *SCHEMES, AUTO)
 DEQUANT = DEQUANT_KINDS  # the reference kind each scheme falls back to
 QUANTIZED_AT_LOAD = "quantized at load (round to nearest)"  # the weights' origin, unless a file's (held_blocks.py)
 KLD_BUDGET = 0.05  # nats per token, mean over the check text: llama.cpp's Q4_0 on 1B-class models is about this
-DESCRIPTION = {INT8: f"int8 weights with a scale per block of {GROUP} (Q8_0's values, a float32 scale), activations "
+DESCRIPTION = {INT8: f"int8 weights with a scale per block of {GROUP} (Q8_0's values and float16 scale), activations "
                      "int8 per block",
                **{kind: f"int4 weights with a scale and a minimum per group of {group} ("
                         + ("Q4_1's values, " if group == GROUP else "") + "float16 d and m), activations int8 per "
