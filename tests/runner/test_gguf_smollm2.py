@@ -87,7 +87,12 @@ def test_the_tokenizer_matches_transformers_and_llama_cpp_on_the_same_file(engin
         assert ours == tokenizer.encode(text, add_special_tokens=True), text
         assert ours == vocab.tokenize(text.encode(), add_bos=False, special=True), text
         assert engine.tokenizer.decode(ours, skip_special_tokens=False) == text
-    assert engine.tokenizer.eos_token_ids == [2] and engine.tokenizer.bos_token_id == 1
+    # generation ends at the named eos (<|im_end|>, 2) and, by its text as llama.cpp does, the control token
+    # <|endoftext|> (0): both in llama.cpp's own end-of-generation set (which 0.3.36 widens with <reponame>, a
+    # fill-in-the-middle marker of code models, not the end of a turn)
+    assert engine.tokenizer.eos_token_ids == [0, 2] and engine.tokenizer.bos_token_id == 1
+    llama_vocab = llama_cpp.llama_model_get_vocab(vocab.model)
+    assert all(llama_cpp.llama_vocab_is_eog(llama_vocab, i) for i in engine.tokenizer.eos_token_ids)
 
 
 def test_selftest_passes_on_the_gguf_file(gguf_path, tmp_path):
