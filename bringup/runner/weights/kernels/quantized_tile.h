@@ -213,7 +213,8 @@ static inline void int8_tiles_512(const QuantizedRows& a, const uint8_t* w, int6
 }
 
 // The int4 form, the tiles innermost: each 32-bit word of x is broadcast once per block and meets every tile, and
-// a code byte's high nibble is masked in place (16 times its value, undone by one exact shift of its sums)
+// a code byte's high nibble is masked in place (16 times its value, undone by one exact shift of its sums). Each
+// row and tile keeps two sums and a total: one row of x takes up to 4 tiles at once, several rows one tile
 template <int ROWS, int NT, int FORMAT>
 static inline void int4_tiles_512(const QuantizedRows& a, const uint8_t* w, int64_t stride, int height,
                                   float out[ROWS][NT][QTILE]) {
@@ -357,8 +358,17 @@ template <int ROWS, int NT, int FORMAT>
 static inline void quantized_tiles(const QuantizedRows& a, const uint8_t* w, int64_t stride, int height,
                                    float out[ROWS][NT][QTILE]) {
 #if defined(QUANTIZED_512)
-  if constexpr (FORMAT == FORMAT_INT8) int8_tiles_512<ROWS, NT>(a, w, stride, height, out);
-  else int4_tiles_512<ROWS, NT, FORMAT>(a, w, stride, height, out);
+  if constexpr (FORMAT == FORMAT_INT8) {
+    int8_tiles_512<ROWS, NT>(a, w, stride, height, out);
+  } else if constexpr (ROWS == 1) {
+    int4_tiles_512<ROWS, NT, FORMAT>(a, w, stride, height, out);
+  } else {  // a tile at a time: several rows' sums for several tiles would not fit the 32 registers
+    for (int t = 0; t < NT; ++t) {
+      float one[ROWS][1][QTILE];
+      int4_tiles_512<ROWS, 1, FORMAT>(a, w + t * stride, stride, height, one);
+      for (int r = 0; r < ROWS; ++r) std::memcpy(out[r][t], one[r][0], sizeof one[r][0]);
+    }
+  }
 #else
   for (int t = 0; t < NT; ++t) {
     float one[ROWS][QTILE];
