@@ -113,9 +113,9 @@ def _listener(sndbuf: int | None) -> socket.socket:
     return sock
 
 
-def spawn_cli(args: list[str], cwd: Path, **popen) -> subprocess.Popen:
-    """`python -m bringup <args>` as a child process with this checkout on its path (popen: more Popen
-    arguments, such as a preexec_fn that lowers a resource limit)."""
+def spawn_cli(args: list[str], cwd: Path, module: str = "bringup", **popen) -> subprocess.Popen:
+    """`python -m bringup <args>` (or another `module`: tests.server.slow_steps) as a child process with this checkout
+    on its path (popen: more Popen arguments, such as a preexec_fn that lowers a resource limit)."""
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.Popen([sys.executable, "-m", "bringup", *args], cwd=cwd, env=env,
+    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)

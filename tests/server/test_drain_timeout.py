@@ -15,15 +15,19 @@ from tests.server.serve_live import free_port, spawn_cli, wait_healthy
 
 STREAMS = 4
 DRAIN_TIMEOUT_S = 2
-MAX_TOKENS = 1000  # 4 × 1000 tokens: far more than the drain timeout allows on any CPU
+MAX_TOKENS = 1000
+# each engine step 20 ms longer: 1000 steps outlast the drain timeout tenfold on any CPU (a fast one generated the
+# 4 x 1000 tokens of the built-in model in 0.9 s)
+STEP_DELAY_S = 0.02
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     port = free_port()
     workdir = tmp_path_factory.mktemp("serve-drain")
-    proc = spawn_cli(["serve", "--port", str(port), "--device", "cpu", "--profile", str(workdir / "absent.yaml"),
-                      "--max-model-len", "1024", "--drain-timeout", str(DRAIN_TIMEOUT_S)], cwd=workdir)
+    proc = spawn_cli([str(STEP_DELAY_S), "serve", "--port", str(port), "--device", "cpu", "--profile",
+                      str(workdir / "absent.yaml"), "--max-model-len", "1024", "--drain-timeout", str(DRAIN_TIMEOUT_S)],
+                     cwd=workdir, module="tests.server.slow_steps")
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, timeout=90, proc=proc)
