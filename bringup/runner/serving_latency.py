@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
-from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.engine import LLMEngine
+from bringup.runner.engine.options import batch_one_options
 from bringup.runner.sampling_params import SamplingParams
 
 
@@ -45,9 +46,7 @@ def timed_request(engine: LLMEngine, request_id: str, prompt: list[int], params:
 def serving_run(device: str, profile_path: Path | None, model_dir: Path | None, requests: int = 8,
                 prompt_tokens: int = 64, new_tokens: int = 32, dtype: str | None = None) -> ServingRun:
     """`requests` timed requests after one warm-up request (not counted)."""
-    engine = LLMEngine.create(EngineOptions(model_dir=model_dir, profile_path=profile_path, device=device,
-                                            max_num_seqs=1, max_model_len=prompt_tokens + new_tokens + 1,
-                                            dtype=dtype))
+    engine = LLMEngine.create(batch_one_options(device, profile_path, model_dir, prompt_tokens + new_tokens + 1, dtype))
     params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
     run = ServingRun(engine.model_name, prompt_tokens, new_tokens)
     for index in range(requests + 1):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.engine import LLMEngine
+from bringup.runner.engine.options import batch_one_options
 from bringup.runner.sampling_params import SamplingParams
 
 
@@ -15,9 +16,7 @@ def measure_throughput(device: str, profile_path: Path | None = None, model_dir:
 
     Best of `reps` runs after one warm-up; the plan the runner used is returned with the numbers.
     """
-    engine = LLMEngine.create(EngineOptions(model_dir=model_dir, profile_path=profile_path, device=device,
-                                            max_num_seqs=1, max_model_len=prompt_tokens + new_tokens + 1,
-                                            dtype=dtype))
+    engine = LLMEngine.create(batch_one_options(device, profile_path, model_dir, prompt_tokens + new_tokens + 1, dtype))
     prompt = [(7 * i) % (engine.vocab_size - 1) + 1 for i in range(prompt_tokens)]
     params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
     best_prefill = best_decode = 0.0

@@ -99,8 +99,11 @@ for args in {commands!r}:
         main()
     except SystemExit:
         pass
-heavy = ("torch", "transformers", "fastapi", "bringup.runner", "bringup.profiles.schema")
+heavy = ("torch", "transformers", "fastapi", "bringup.profiles.schema")
 heavy = sorted(m for m in heavy if m in sys.modules)
+# of the runner, only the engine options' one definition (plain dataclasses: every command's flags come from it)
+light = {{"bringup.runner", "bringup.runner.engine", "bringup.runner.engine.options"}}
+heavy += sorted(m for m in sys.modules if m.startswith("bringup.runner") and m not in light)
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 """
 

@@ -23,7 +23,9 @@ TORCH_FREE_RUNNER = {"bringup.runner", "bringup.runner.plan", "bringup.runner.pl
                      "bringup.runner.weights", "bringup.runner.weights.formats",
                      "bringup.runner.weights.formats.compressed_tensors",
                      "bringup.runner.weights.formats.compressed_tensors.scheme",
-                     "bringup.runner.weights.formats.compressed_tensors.ignore_rules", "bringup.runner.sampling_params"}
+                     "bringup.runner.weights.formats.compressed_tensors.ignore_rules", "bringup.runner.sampling_params",
+                     # the engine options' one definition: every command's flags are generated from it
+                     "bringup.runner.engine", "bringup.runner.engine.options"}
 
 READ_ONLY_SCRIPT = """
 import sys

@@ -31,6 +31,7 @@ from bringup.cli.common import (
     VerboseOption,
     stage_context,
 )
+from bringup.cli.engine_flags import engine_options
 from bringup.cli.output import CompactWarnings, console, err_console, print_json
 from bringup.cli.render.all_summary import plan_line, stage_figure
 from bringup.cli.run_levels import DEFAULT_LEVEL, DEFAULT_SOAK_MINUTES, LEVEL_HELP, STAGE_NAMES, Stage, stages_for
@@ -124,7 +125,7 @@ def summary_facts(profile: Profile | None) -> dict[str, Any]:
 def runner_plan(profile_path: Path, device: str, model: Path | None) -> list[tuple[str, str, str]]:
     """The plan the runner would use; none (said once) when the runner's extra is not installed."""
     try:
-        from bringup.runner.engine.engine import EngineOptions, LLMEngine
+        from bringup.runner.engine.engine import LLMEngine
     except ModuleNotFoundError as exc:
         from bringup.cli.extras import missing_extra_message
 
@@ -135,8 +136,8 @@ def runner_plan(profile_path: Path, device: str, model: Path | None) -> list[tup
         return []
 
     try:
-        engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile_path, device=device,
-                                                max_num_seqs=8, max_model_len=512))
+        engine = LLMEngine.create(engine_options({"model_dir": model, "profile_path": profile_path, "device": device,
+                                                  "max_num_seqs": 8, "max_model_len": 512}))
     except BringupError as exc:  # the profile allows no plan (every attention path failed, say): the verdict says why
         log.error("no execution plan: %s", exc)
         return [("plan", "none", f"the runner refuses to start: {exc}")]

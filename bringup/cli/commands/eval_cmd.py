@@ -3,34 +3,25 @@ agreement against a reference run (float64 on the CPU here, or a file saved on a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from bringup.cli.common import (
-    AllowCpuFallbackOption,
-    DetailsOption,
-    DeviceOption,
-    DtypeOption,
-    ForceRunnerOption,
-    JsonOption,
-    ModelOption,
-    ProfileOption,
-    QuantizationOption,
-    StrictOption,
-    VerboseOption,
-    stage_context,
-)
+from bringup.cli.common import OVERWRITES_TOO, DetailsOption, JsonOption, VerboseOption, stage_context
+from bringup.cli.engine_flags import ENGINE_OPTIONS, takes_engine_options
 from bringup.cli.output import console, plain, print_json, progress
+from bringup.runner.engine.options import CPU_FALLBACK, MODEL, TARGET, EngineOptions
 
 if TYPE_CHECKING:
     from bringup.profiles.sections.eval import EvalRecord
     from bringup.runner.eval.run import ReferenceSpec
 
 
+@takes_engine_options(MODEL, CPU_FALLBACK, TARGET, more_help={"force": OVERWRITES_TOO})
 def command(
-    model: ModelOption = None,
+    options: EngineOptions = ENGINE_OPTIONS,
     text: Annotated[Optional[Path], typer.Option(
         "--text", help="UTF-8 text file to score (default: bringup's own docs, shipped with it).")] = None,
     ctx: Annotated[Optional[int], typer.Option(
@@ -49,13 +40,6 @@ def command(
         "given as --reference on another machine or in another dtype.")] = None,
     top_k: Annotated[int, typer.Option("--top-k", min=1, help="Log-probabilities kept per position by "
                                        "--save-reference.")] = 32,
-    allow_cpu_fallback: AllowCpuFallbackOption = False,
-    dtype: DtypeOption = "auto",
-    quantization: QuantizationOption = "none",
-    device: DeviceOption = None,
-    profile: ProfileOption = None,
-    strict: StrictOption = False,
-    force: ForceRunnerOption = False,
     json: JsonOption = False,
     verbose: VerboseOption = False,
     details: DetailsOption = False,
@@ -66,14 +50,15 @@ def command(
     section. Example: bringup eval --model ./SmolLM2 --reference float64 --max-tokens 2048
     """
     from bringup.profiles.store import update_profile
-    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    from bringup.runner.engine.engine import LLMEngine
     from bringup.runner.eval.record import eval_key, eval_record
     from bringup.runner.eval.reference_file import check_writable
     from bringup.runner.eval.run import eval_tokens, run_eval
     from bringup.runner.eval.settings import resolve_settings
     from bringup.runner.eval.text import read_text
 
-    stage = stage_context(device, profile, json, verbose, strict, force)
+    model, force = options.model_dir, options.force
+    stage = stage_context(options.device, options.profile_path, json, verbose, options.strict, force)
     spec = reference_spec(reference)
     header = spec.header if spec is not None else None
     settings = resolve_settings(ctx, stride, max_tokens, header)
@@ -81,10 +66,8 @@ def command(
         reads = [stage.profile_path, *(Path(p) for p in (text, reference) if p is not None and p != "float64")]
         check_writable(save_reference, reads)
     eval_text = read_text(text)
-    engine = LLMEngine.create(EngineOptions(
-        model_dir=model, profile_path=stage.profile_path, device=str(stage.device), strict=strict,
-        allow_cpu_fallback=allow_cpu_fallback, max_model_len=settings.ctx, max_num_seqs=1, dtype=dtype, force=force,
-        quantization=quantization))
+    engine = LLMEngine.create(replace(options, profile_path=stage.profile_path, device=str(stage.device),
+                                      max_model_len=settings.ctx, max_num_seqs=1))
     tokens = eval_tokens(engine, eval_text, settings, spec)
     if not json:
         print_run_plan(engine, eval_text.source, spec, details)

@@ -3,40 +3,31 @@
 from __future__ import annotations
 
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from bringup.cli.common import (
-    AllowCpuFallbackOption,
-    ChatTemplateOption,
-    DeviceOption,
-    DtypeOption,
-    ForceDtypeOption,
-    JsonOption,
-    ModelOption,
-    ProfileOption,
-    QuantizationOption,
-    StrictOption,
-    VerboseOption,
-)
+from bringup.cli.common import JsonOption, VerboseOption
+from bringup.cli.engine_flags import ENGINE_OPTIONS, takes_engine_options
 from bringup.cli.output import console, err_console, plain, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging
+from bringup.runner.engine.options import CHAT, CONTEXT, CPU_FALLBACK, MODEL, TARGET, EngineOptions
 from bringup.terminal_text import shown
 
 if TYPE_CHECKING:  # the runner imports torch: loaded when the command runs, not for --help
     from bringup.runner.engine.engine import LLMEngine
     from bringup.runner.sampling_params import SamplingParams
 
-__all__ = ["ModelOption", "command", "print_plan"]
+__all__ = ["command", "print_plan"]
 BUILT_IN_DEFAULTS: dict[str, Any] = {"max_tokens": 64, "temperature": 0.0}
 
 
+@takes_engine_options(MODEL, CONTEXT, CPU_FALLBACK, CHAT, TARGET)
 def command(
     prompt: Annotated[str, typer.Argument(help="The prompt text.")],
-    model: ModelOption = None,
+    options: EngineOptions = ENGINE_OPTIONS,
     max_tokens: Annotated[Optional[int], typer.Option(help="Tokens to generate (default 64).")] = None,
     temperature: Annotated[Optional[float], typer.Option(help="0 = greedy (the default).")] = None,
     top_p: Annotated[Optional[float], typer.Option(help="Nucleus sampling mass, (0, 1].")] = None,
@@ -47,15 +38,6 @@ def command(
     stop: Annotated[Optional[list[str]], typer.Option(help="Stop string (repeatable).")] = None,
     ignore_eos: Annotated[bool, typer.Option(help="Keep generating past end-of-sequence tokens.")] = False,
     chat: Annotated[bool, typer.Option(help="Wrap the prompt as a user message with the chat template.")] = False,
-    max_model_len: Annotated[Optional[int], typer.Option(help="Cap the context length.")] = None,
-    allow_cpu_fallback: AllowCpuFallbackOption = False,
-    dtype: DtypeOption = "auto",
-    quantization: QuantizationOption = "none",
-    chat_template: ChatTemplateOption = None,
-    force: ForceDtypeOption = False,
-    device: DeviceOption = None,
-    profile: ProfileOption = None,
-    strict: StrictOption = False,
     json: JsonOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -64,17 +46,14 @@ def command(
     Prints the plan (each choice with its evidence), the text, time to first token and decode
     tokens/s. Example: bringup generate "The capital of France is" --max-tokens 32
     """
-    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    from bringup.runner.engine.engine import LLMEngine
 
     configure_logging(verbose, quiet=json)
     given = {name: value for name, value in dict(
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
         repetition_penalty=repetition_penalty, seed=seed, stop=stop).items() if value is not None}
     check_flags(given)  # before the model loads: a bad flag costs nothing
-    engine = LLMEngine.create(EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
-                                            allow_cpu_fallback=allow_cpu_fallback, max_model_len=max_model_len,
-                                            max_num_seqs=1, dtype=dtype, force=force,
-                                            quantization=quantization, chat_template=chat_template))
+    engine = LLMEngine.create(replace(options, max_num_seqs=1))
     text = prompt
     try:
         if chat:

@@ -8,21 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from bringup.cli.common import (
-    ChatTemplateOption,
-    DeviceOption,
-    DtypeOption,
-    ForceDtypeOption,
-    JsonOption,
-    ModelOption,
-    ProfileOption,
-    QuantizationOption,
-    StrictOption,
-    VerboseOption,
-)
+from bringup.cli.common import JsonOption, VerboseOption
+from bringup.cli.engine_flags import ENGINE_OPTIONS, takes_engine_options
 from bringup.cli.output import console, print_json
 from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
+from bringup.runner.engine.options import BATCH, CHAT, CONTEXT, CPU_FALLBACK, MODEL, TARGET, EngineOptions
 from bringup.serve.config import ServerConfig
 from bringup.serve.http.body import MIB
 from bringup.terminal_text import markup_safe, shown
@@ -36,10 +27,9 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 DEFAULTS = ServerConfig()
 
 
+@takes_engine_options(MODEL, TARGET, CPU_FALLBACK, BATCH, CONTEXT, CHAT)
 def command(
-    model: ModelOption = None,
-    profile: ProfileOption = None,
-    device: DeviceOption = None,
+    options: EngineOptions = ENGINE_OPTIONS,
     host: Annotated[str, typer.Option(help="Address to bind. The default serves this machine only; "
                                       "binding wider without --api-key is warned about.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0 picks a free one).", min=0, max=65535)] = 8000,
@@ -48,10 +38,6 @@ def command(
                                                    "/tokenize and /detokenize (else 401).")] = None,
     max_queue: Annotated[int, typer.Option(help="Most generation requests held at once (running and "
                                            "waiting); more get 429.", min=1)] = DEFAULTS.max_queue,
-    max_num_seqs: Annotated[Optional[int], typer.Option(help="Cap on sequences per batch (default: "
-                                                         "the plan's).", min=1)] = None,
-    max_model_len: Annotated[Optional[int], typer.Option(help="Cap on prompt + generated tokens (default: "
-                                                          "the plan's).", min=1)] = None,
     served_model_name: Annotated[Optional[str], typer.Option(help="Model name clients must send (default: "
                                                               "the model's own).")] = None,
     drain_timeout: Annotated[float, typer.Option(help="Seconds SIGTERM waits for in-flight requests; those "
@@ -80,13 +66,6 @@ def command(
     reconfirm: Annotated[bool, typer.Option(help="When the start's timings ran on a busy machine (or a candidate lost "
                                                  "only inside the noise), re-time the plan while no request runs "
                                                  "and switch only on clean timings; shown at /v1/plan.")] = True,
-    allow_cpu_fallback: Annotated[bool, typer.Option(help="If the device cannot run the model, run on the CPU "
-                                                     "instead of refusing (a global fallback).")] = False,
-    dtype: DtypeOption = "auto",
-    quantization: QuantizationOption = "none",
-    chat_template: ChatTemplateOption = None,
-    force: ForceDtypeOption = False,
-    strict: StrictOption = False,
     json: JsonOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -106,19 +85,15 @@ def command(
     if host not in LOOPBACK and not api_key:
         log.warning("binding %s without --api-key: anyone who can reach this address can use the server", host)
     sock = bind(host, port)
-    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    from bringup.runner.engine.engine import LLMEngine
     from bringup.serve.app import create_app
     from bringup.serve.engine_thread import EngineThread
     from bringup.serve.http.runtime import make_server
     from bringup.serve.plan_info import profile_path_in_use
 
-    options = EngineOptions(model_dir=model, profile_path=profile, device=device, strict=strict,
-                            allow_cpu_fallback=allow_cpu_fallback, max_num_seqs=max_num_seqs,
-                            max_model_len=max_model_len, dtype=dtype, force=force,
-                            quantization=quantization, chat_template=chat_template)
     engine_thread = EngineThread()  # builds the engine and runs every step of it (engine_thread.py says why)
     engine = engine_thread.call(LLMEngine.create, options)
-    profile_used = profile_path_in_use(engine, profile)
+    profile_used = profile_path_in_use(engine, options.profile_path)
     config = ServerConfig(served_model_name=served_model_name, api_key=api_key, max_queue=max_queue,
                           drain_timeout_s=drain_timeout, stream_write_timeout_s=stream_write_timeout,
                           max_body_bytes=int(max_body_mb * 1024 * 1024), profile_path=profile_used,

@@ -4,25 +4,16 @@ that model reuse it without timing."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Optional
+import dataclasses
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bringup.cli.common import (
-    DetailsOption,
-    DeviceOption,
-    DtypeOption,
-    ForceRunnerOption,
-    JsonOption,
-    ModelOption,
-    ProfileOption,
-    QuantizationOption,
-    StrictOption,
-    VerboseOption,
-    stage_context,
-)
+from bringup.cli.common import OVERWRITES_TOO, DetailsOption, JsonOption, VerboseOption, stage_context
+from bringup.cli.engine_flags import ENGINE_OPTIONS, takes_engine_options
 from bringup.cli.output import console, plain, print_json, progress
 from bringup.log import get_logger
+from bringup.runner.engine.options import CONTEXT, MODEL, TARGET, EngineOptions
 
 log = get_logger("tune")
 
@@ -30,18 +21,11 @@ if TYPE_CHECKING:
     from bringup.profiles.sections.models import ModelPlanRecord
 
 
+@takes_engine_options(MODEL, CONTEXT, TARGET, more_help={"force": OVERWRITES_TOO})
 def command(
-    model: ModelOption = None,
+    options: EngineOptions = ENGINE_OPTIONS,
     runs: Annotated[int, typer.Option("--runs", min=2, max=20, help="Start-ups to measure and combine: more runs "
                                       "show the machine's noise better.")] = 3,
-    max_model_len: Annotated[Optional[int], typer.Option(
-        "--max-model-len", help="Context limit to plan for (default: the model's, capped at 4096).")] = None,
-    dtype: DtypeOption = "auto",
-    quantization: QuantizationOption = "none",
-    device: DeviceOption = None,
-    profile: ProfileOption = None,
-    strict: StrictOption = False,
-    force: ForceRunnerOption = False,
     replace: Annotated[bool, typer.Option(
         "--replace", help="Record this run's timings even when they ran on a contended machine (its timed threads "
                           "got under 85% of the CPU) and the profile holds a record of this model timed on a quiet "
@@ -58,14 +42,12 @@ def command(
     quiet one (see --replace). Example: bringup tune --model ./SmolLM2-135M-Instruct
     """
     from bringup.profiles.store import update_profile
-    from bringup.runner.engine.options import EngineOptions
     from bringup.runner.engine.tuning import tune
     from bringup.runner.plan.record.cleaner import cleaner_record
 
-    stage = stage_context(device, profile, json, verbose, strict, force)
-    options = EngineOptions(model_dir=model, profile_path=stage.profile_path, device=str(stage.device),
-                            strict=strict, max_model_len=max_model_len, dtype=dtype, force=force,
-                            quantization=quantization)
+    force = options.force
+    stage = stage_context(options.device, options.profile_path, json, verbose, options.strict, force)
+    options = dataclasses.replace(options, profile_path=stage.profile_path, device=str(stage.device))
     with progress(json) as bar:
         task = bar.add_task("tune: start-ups timed", total=runs)
         engine, key, record = tune(options, runs, on_run=lambda done: bar.update(task, completed=done))
