@@ -48,6 +48,8 @@ if TYPE_CHECKING:  # these import torch: loaded when the command runs, not for -
     from rich.table import Table
     from rich.text import Text
 
+    from bringup.cli.common import StageContext
+    from bringup.probes.bench.stage import BenchRun
     from bringup.profiles.schema import Profile
     from bringup.profiles.sections.bench import BenchGroup, BenchRecord, BenchSection
     from bringup.profiles.verdict import Check
@@ -275,21 +277,11 @@ def command(
     Example: bringup bench --quick --only matmul,bandwidth --baseline profiles/last-week.yaml
     --fail-on-regression 10; bringup bench --only serve --model ./SmolLM2-135M
     """
-    from bringup.probes.bench.export import rows as export_rows
-    from bringup.probes.bench.export import to_csv
     from bringup.probes.bench.stage import BenchOptions, run_bench_stage, select_groups
     from bringup.profiles.bench_diff import diff_bench, regressions
     from bringup.profiles.sections.bench import BenchSection
 
-    if fail_on_regression is not None and baseline is None:
-        raise BringupError("--fail-on-regression needs --baseline OTHER.yaml to compare against")
-    if output_format is not None and json and output_format != OutputFormat.json:
-        raise BringupError(f"--json and -o {output_format.value} both choose stdout's format; give one of them")
-    fmt = output_format.value if output_format is not None else ("json" if json else None)
-    if csv_path is not None and str(csv_path) == "-" and fmt is not None:
-        raise BringupError(f"--csv - and {'--json' if json else '-o ' + fmt} both write to stdout; give --csv a "
-                           "file path")
-    json = fmt == "json"
+    fmt = stdout_format(output_format, json, csv_path, fail_on_regression is not None and baseline is None)
     if threshold is not None and not 0 < threshold < 1:
         raise BringupError(f"--threshold {threshold} must be between 0 and 1 (a fraction, e.g. 0.05)")
     options = BenchOptions(quick=quick, only=tuple(only or ()), skip=tuple(skip or ()), flush_cache=flush_cache,
@@ -304,58 +296,90 @@ def command(
         run = run_bench_stage(ctx.device, ctx.info, ctx.profile_path, found, options, force=force,
                               on_step=lambda text: bar.update(task, description=text),
                               on_group_done=lambda _name, _group: bar.advance(task))
-    section, chosen, left_out, settings = run.section, run.chosen, run.left_out, run.settings
-    current = run.current
-
-    compared = diff_bench(BenchSection(groups={n: g for n, g in base_section.groups.items() if n in chosen}),
-                          current) if base_section else []
+    compared = diff_bench(BenchSection(groups={n: g for n, g in base_section.groups.items() if n in run.chosen}),
+                          run.current) if base_section else []
     failed = regressions(compared, fail_on_regression) if fail_on_regression is not None else []
-
     if csv_path is not None:
-        text = to_csv(section, chosen)
-        if str(csv_path) == "-":
-            print(text, end="")
-        else:
-            csv_path.write_text(text, encoding="utf-8")
-            log.info("wrote %s", csv_path)
-    if json:
-        print_json("bench", {
-            "device": ctx.info.to_dict(), "profile": str(ctx.profile_path), "preset": options.preset.name,
-            "settings": settings.model_dump(), "groups": {n: current.groups[n].model_dump() for n in chosen},
-            "left_out": left_out, "ceilings": section.ceilings.model_dump() if section.ceilings else None,
-            "datasheet": section.datasheet.model_dump() if section.datasheet else None,
-            "datasheet_reason": section.datasheet_reason, "measurements": len(export_rows(current)),
-            "baseline": {"path": str(baseline), "rows": compared} if baseline else None,
-            "regressions": failed,
-        })
+        write_csv(csv_path, run.section, run.chosen)
+    if fmt == "json":
+        print_json("bench", json_document(ctx, options.preset.name, run, baseline, compared, failed))
     elif fmt is not None:
-        print(render_rows(fmt, section, chosen), end="")
+        print(render_rows(fmt, run.section, run.chosen), end="")
     elif not (csv_path is not None and str(csv_path) == "-"):
-        from bringup.profiles.verdict.run_checks import bench_checks
-
-        checks = {c.name: c for c in bench_checks(current) if c.name in chosen}
-        console.print(plain(f"measured on {ctx.info.id} ({ctx.info.name}), preset {options.preset.name}"),
-                      highlight=False)
-        if details:
-            for name in chosen:
-                print_group(name, current.groups[name], checks[name])
-            for name, why in left_out.items():
-                console.print(f"[dim]{name}: left out — {safe(why)}[/]")
-        else:
-            print_summary(chosen, current.groups, left_out, checks)
-        if section.ceilings:
-            tf = ", ".join(f"{d} {v:.3g} TFLOP/s" for d, v in section.ceilings.tflops.items()) or "none"
-            gbps = section.ceilings.gbps
-            bw = f"{gbps:.3g} GB/s ({section.ceilings.gbps_kernel})" if gbps else "none"
-            console.print(f"measured ceilings: matmul {tf}; bandwidth {bw}")
-        console.print(plain(f"datasheet: {section.datasheet.name} — {section.datasheet.source}" if section.datasheet
-                            else f"datasheet: {section.datasheet_reason}"))
-        if compared:
-            console.print(baseline_table(compared))
-        console.print(plain(f"profile: {ctx.profile_path}" + ("" if details else " (--details: every measurement)")),
-                      highlight=False)
-        print_section_line("bench", [checks[name] for name in chosen])
+        print_run(ctx, options.preset.name, run, compared, details)
     if failed:
         log.error("%d measurement(s) slower than the baseline by more than %g%% beyond noise: %s", len(failed),
                   fail_on_regression, "; ".join(f"{r['group']}/{r['key']} {r['change_pct']:+.1f}%" for r in failed))
         raise typer.Exit(1)
+
+
+def stdout_format(output_format: OutputFormat | None, json: bool, csv_path: Path | None,
+                  regression_without_baseline: bool) -> str | None:
+    """What stdout gets instead of the summary (md, csv, json, jsonl, or None); BringupError for flags that
+    contradict each other."""
+    if regression_without_baseline:
+        raise BringupError("--fail-on-regression needs --baseline OTHER.yaml to compare against")
+    if output_format is not None and json and output_format != OutputFormat.json:
+        raise BringupError(f"--json and -o {output_format.value} both choose stdout's format; give one of them")
+    fmt = output_format.value if output_format is not None else ("json" if json else None)
+    if csv_path is not None and str(csv_path) == "-" and fmt is not None:
+        raise BringupError(f"--csv - and {'--json' if json else '-o ' + fmt} both write to stdout; give --csv a "
+                           "file path")
+    return fmt
+
+
+def write_csv(csv_path: Path, section: BenchSection, chosen: list[str]) -> None:
+    """--csv: every measurement of this run, to the file or ('-') to stdout."""
+    from bringup.probes.bench.export import to_csv
+
+    text = to_csv(section, chosen)
+    if str(csv_path) == "-":
+        print(text, end="")
+    else:
+        csv_path.write_text(text, encoding="utf-8")
+        log.info("wrote %s", csv_path)
+
+
+def json_document(ctx: StageContext, preset: str, run: BenchRun, baseline: Path | None,
+                  compared: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict[str, Any]:
+    from bringup.probes.bench.export import rows as export_rows
+
+    section, chosen, current = run.section, run.chosen, run.current
+    return {
+        "device": ctx.info.to_dict(), "profile": str(ctx.profile_path), "preset": preset,
+        "settings": run.settings.model_dump(), "groups": {n: current.groups[n].model_dump() for n in chosen},
+        "left_out": run.left_out, "ceilings": section.ceilings.model_dump() if section.ceilings else None,
+        "datasheet": section.datasheet.model_dump() if section.datasheet else None,
+        "datasheet_reason": section.datasheet_reason, "measurements": len(export_rows(current)),
+        "baseline": {"path": str(baseline), "rows": compared} if baseline else None,
+        "regressions": failed,
+    }
+
+
+def print_run(ctx: StageContext, preset: str, run: BenchRun, compared: list[dict[str, Any]], details: bool) -> None:
+    """The terminal's account: the groups (a line each, or --details' tables), the ceilings, the datasheet, the
+    baseline comparison, and the section's checks line."""
+    from bringup.profiles.verdict.run_checks import bench_checks
+
+    section, chosen, current = run.section, run.chosen, run.current
+    checks = {c.name: c for c in bench_checks(current) if c.name in chosen}
+    console.print(plain(f"measured on {ctx.info.id} ({ctx.info.name}), preset {preset}"), highlight=False)
+    if details:
+        for name in chosen:
+            print_group(name, current.groups[name], checks[name])
+        for name, why in run.left_out.items():
+            console.print(f"[dim]{name}: left out — {safe(why)}[/]")
+    else:
+        print_summary(chosen, current.groups, run.left_out, checks)
+    if section.ceilings:
+        tf = ", ".join(f"{d} {v:.3g} TFLOP/s" for d, v in section.ceilings.tflops.items()) or "none"
+        gbps = section.ceilings.gbps
+        bw = f"{gbps:.3g} GB/s ({section.ceilings.gbps_kernel})" if gbps else "none"
+        console.print(f"measured ceilings: matmul {tf}; bandwidth {bw}")
+    console.print(plain(f"datasheet: {section.datasheet.name} — {section.datasheet.source}" if section.datasheet
+                        else f"datasheet: {section.datasheet_reason}"))
+    if compared:
+        console.print(baseline_table(compared))
+    console.print(plain(f"profile: {ctx.profile_path}" + ("" if details else " (--details: every measurement)")),
+                  highlight=False)
+    print_section_line("bench", [checks[name] for name in chosen])

@@ -23,6 +23,9 @@ from bringup.cli.render.check_results import capabilities_table, print_not_passi
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from bringup.cli.common import StageContext
+    from bringup.fallbacks import FallbackRecorder
+    from bringup.profiles.schema import Profile
     from bringup.profiles.verdict import Check
 
 
@@ -68,13 +71,8 @@ def command(
 
     Example: `bringup probe`, `bringup probe --only dtypes --json`, `bringup probe --skip compile`.
     """
-    from bringup.backends.registry import backend_for
     from bringup.fallbacks import FallbackRecorder
     from bringup.probes.capabilities.registry import all_check_ids, select_checks
-    from bringup.probes.capabilities.stage import merge_into, record_fallback, run_probe
-    from bringup.profiles.schema import Profile
-    from bringup.profiles.store import now_iso, update_profile
-    from bringup.profiles.verdict.capability_checks import capability_result
 
     if list_checks:
         ids = all_check_ids()
@@ -82,32 +80,9 @@ def command(
         return
     check_ids = select_checks(only, skip)
     ctx = stage_context(device, profile, json_out, verbose, strict=strict, force=force)
-    started = now_iso()
-    status = "partial" if (only or skip) else "complete"
-    declared_absent = dict(backend_for(ctx.info.id).not_applicable)
     fallbacks = FallbackRecorder(strict=strict)
-
-    def checkpoint(results: dict[str, dict[str, Any]], stage_status: str) -> None:
-        def record(p: Profile) -> None:
-            p.capabilities = merge_into(p.capabilities, results)
-            p.capabilities.not_applicable = declared_absent
-
-        update_profile(ctx.profile_path, ctx.info, record, stage="probe", status=stage_status,  # type: ignore[arg-type]
-                       force=force, started=started)
-
-    done: dict[str, dict[str, Any]] = {}
-    with progress(json_out) as bar:
-        task = bar.add_task(f"probing {ctx.info.id}", total=len(check_ids))
-
-        def on_result(check_id: str, result: dict[str, Any]) -> None:
-            done[check_id] = result
-            checkpoint({check_id: result}, "partial")
-            record_fallback(check_id, result, fallbacks)
-            graded = capability_result(result["status"], check_id in declared_absent)
-            bar.update(task, advance=1, description=f"probing {ctx.info.id}: {check_id} {graded}")
-
-        run_probe(check_ids, ctx.info.id, isolate=isolate, timeout_s=timeout, on_result=on_result)
-    checkpoint({}, status)
+    done = probe_into_profile(ctx, check_ids, "partial" if (only or skip) else "complete", fallbacks,
+                              isolate=isolate, timeout_s=timeout)
     if json_out:
         print_json("probe", {"device": ctx.info.id, "profile": str(ctx.profile_path), "capabilities": done,
                              "fallbacks": fallbacks.summary()})
@@ -120,3 +95,39 @@ def command(
     console.print(plain(f"written to {ctx.profile_path}" + ("" if details else " (--details: evidence per check)")),
                   highlight=False)
     print_section_line("probe", checks)
+
+
+def probe_into_profile(ctx: StageContext, check_ids: list[str], status: str, fallbacks: FallbackRecorder, *,
+                       isolate: bool, timeout_s: float) -> dict[str, dict[str, Any]]:
+    """Run the checks, writing each result into the profile as it arrives (stage partial), then stamp the stage
+    `status`; a check's fallback is recorded in `fallbacks`. Returns the results by check id."""
+    from bringup.backends.registry import backend_for
+    from bringup.probes.capabilities.stage import merge_into, record_fallback, run_probe
+    from bringup.profiles.store import now_iso, update_profile
+    from bringup.profiles.verdict.capability_checks import capability_result
+
+    started = now_iso()
+    declared_absent = dict(backend_for(ctx.info.id).not_applicable)
+
+    def checkpoint(results: dict[str, dict[str, Any]], stage_status: str) -> None:
+        def record(p: Profile) -> None:
+            p.capabilities = merge_into(p.capabilities, results)
+            p.capabilities.not_applicable = declared_absent
+
+        update_profile(ctx.profile_path, ctx.info, record, stage="probe", status=stage_status,  # type: ignore[arg-type]
+                       force=ctx.force, started=started)
+
+    done: dict[str, dict[str, Any]] = {}
+    with progress(ctx.json) as bar:
+        task = bar.add_task(f"probing {ctx.info.id}", total=len(check_ids))
+
+        def on_result(check_id: str, result: dict[str, Any]) -> None:
+            done[check_id] = result
+            checkpoint({check_id: result}, "partial")
+            record_fallback(check_id, result, fallbacks)
+            graded = capability_result(result["status"], check_id in declared_absent)
+            bar.update(task, advance=1, description=f"probing {ctx.info.id}: {check_id} {graded}")
+
+        run_probe(check_ids, ctx.info.id, isolate=isolate, timeout_s=timeout_s, on_result=on_result)
+    checkpoint({}, status)
+    return done

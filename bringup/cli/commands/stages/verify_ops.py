@@ -24,6 +24,7 @@ from bringup.errors import BringupError
 from bringup.log import configure_logging, get_logger
 
 if TYPE_CHECKING:  # the stage's modules import torch: they load when the command runs, not for --help
+    from bringup.probes.ops.stage import Plan
     from bringup.profiles.schema import Profile
     from bringup.profiles.sections.ops import VerifyOpsRecord
     from bringup.profiles.verdict import Check
@@ -129,38 +130,13 @@ def command(
 def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catalog: bool, op, dtype, pattern,
          timeout: float, isolate: bool, resume: bool, compiled: bool, compile_backend: str, compile_cache,
          checkpoint_every: float, details: bool, repro_dir, *, model_only: bool, skip: list[str] | None) -> None:
-    from bringup.cli.render.verify_ops import catalog_json, catalog_tables
-    from bringup.probes.ops.catalog import load_catalog
-    from bringup.probes.ops.stage import STAGE, drop_recorded, key_of, merge_results, plan_tasks, records_for, summarize
+    from bringup.probes.ops.stage import STAGE, drop_recorded, key_of, merge_results, records_for, summarize
     from bringup.profiles.store import load_profile_or_none, now_iso, update_profile
 
     if list_catalog:
-        configure_logging(verbose)
-        try:
-            catalog = load_catalog()
-        except ValueError as exc:
-            raise BringupError(str(exc)) from None
-        if model_only:
-            from bringup.probes.ops.catalog import model_only_catalog
-
-            catalog = model_only_catalog(catalog)
-        if json_out:
-            print_json("verify-ops-list", catalog_json(catalog))
-        else:
-            for table in catalog_tables(catalog, verbose):
-                console.print(table)
+        _list_catalog(json_out, verbose, model_only)
         return
-    try:
-        plan = plan_tasks(op, dtype, pattern, compiled=compiled, backend=compile_backend, model_only=model_only,
-                          skip=skip)
-    except ValueError as exc:
-        raise BringupError(str(exc)) from None
-    if not plan.tasks and model_only:
-        raise BringupError("no cases at the model's shapes match the filters (--only/--skip/--dtype/-k); `bringup "
-                           "verify-ops --model DIR --list` shows them")
-    if not plan.tasks:
-        raise BringupError("no cases match the filters (--only/--skip/--dtype/-k); `bringup verify-ops --list` shows "
-                           "the catalog")
+    plan = _planned(op, dtype, pattern, compiled, compile_backend, model_only=model_only, skip=skip)
     if repro_dir is not None:  # a bad directory is a usage error before any case runs
         from bringup.probes.ops.repro import check_directory
 
@@ -205,6 +181,46 @@ def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catal
         if not json_out:
             console.print(plain(repro.line()))
     raise typer.Exit(summary.exit_code)
+
+
+def _list_catalog(json_out: bool, verbose: bool, model_only: bool) -> None:
+    """--list: the catalog's cases (at the model's shapes with --model), as tables or JSON."""
+    from bringup.cli.render.verify_ops import catalog_json, catalog_tables
+    from bringup.probes.ops.catalog import load_catalog
+
+    configure_logging(verbose)
+    try:
+        catalog = load_catalog()
+    except ValueError as exc:
+        raise BringupError(str(exc)) from None
+    if model_only:
+        from bringup.probes.ops.catalog import model_only_catalog
+
+        catalog = model_only_catalog(catalog)
+    if json_out:
+        print_json("verify-ops-list", catalog_json(catalog))
+    else:
+        for table in catalog_tables(catalog, verbose):
+            console.print(table)
+
+
+def _planned(op: list[str] | None, dtype: list[str] | None, pattern: str | None, compiled: bool,
+             compile_backend: str, *, model_only: bool, skip: list[str] | None) -> Plan:
+    """The cases the filters choose; BringupError when they choose none."""
+    from bringup.probes.ops.stage import plan_tasks
+
+    try:
+        plan = plan_tasks(op, dtype, pattern, compiled=compiled, backend=compile_backend, model_only=model_only,
+                          skip=skip)
+    except ValueError as exc:
+        raise BringupError(str(exc)) from None
+    if not plan.tasks and model_only:
+        raise BringupError("no cases at the model's shapes match the filters (--only/--skip/--dtype/-k); `bringup "
+                           "verify-ops --model DIR --list` shows them")
+    if not plan.tasks:
+        raise BringupError("no cases match the filters (--only/--skip/--dtype/-k); `bringup verify-ops --list` shows "
+                           "the catalog")
+    return plan
 
 
 def _cache_dir(option: Path | None, profile_path: Path) -> Path:
