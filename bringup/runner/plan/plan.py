@@ -39,6 +39,7 @@ from bringup.runner.plan.host_fallbacks import (
 )
 from bringup.runner.plan.profile_facts import ProfileFacts
 from bringup.runner.plan.settings import SETTINGS
+from bringup.runner.plan.shown import shown as shown_value
 
 log = get_logger("runner.plan")
 
@@ -57,6 +58,7 @@ BLOCK_SIZE = 16
 STEP_TOKENS_FOR_SEVERAL_PROMPTS = 2048
 # a decode step's layers: the model's modules, or every layer in one host-kernel call (host/decode_layers.py)
 MODULES, FUSED = "modules", "fused"
+SETTING_NAMES = tuple(setting.name for setting in SETTINGS)  # in the order of the plan's rows
 MARGIN = 0.9  # a measured candidate (a weight layout, a host kernel) is kept when it takes under 90 % of the plain path
 
 
@@ -86,25 +88,18 @@ class ExecutionPlan:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field as data; each setting {value, evidence} with its value as the plan table shows it (`shown`)."""
+        data = asdict(self)
+        for name in SETTING_NAMES:
+            data[name]["shown"] = self.shown(name)
+        return data
+
+    def shown(self, setting: str) -> str:
+        return shown_value(setting, getattr(self, setting).value, self.block_size)
 
     def rows(self) -> list[tuple[str, str, str]]:
-        """(setting, value, evidence) for the start-up table."""
-        rows = []
-        for name in (setting.name for setting in SETTINGS):
-            choice: Choice = getattr(self, name)
-            value = choice.value
-            if name in ("host_fallbacks", "global_fallback"):
-                value = ", ".join(value) if isinstance(value, list) else value
-                value = value or "none"
-            elif isinstance(value, list):
-                value = " > ".join(value)
-            elif name == "compiled":
-                value = f"compiled ({value})" if value else "eager"
-            elif name == "kv_blocks":
-                value = f"{value} × {self.block_size} tokens"
-            rows.append((name, str(value), choice.evidence))
-        return rows
+        """(setting, value as shown, evidence) for the start-up table."""
+        return [(name, self.shown(name), getattr(self, name).evidence) for name in SETTING_NAMES]
 
 
 def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: ModelConfig,
