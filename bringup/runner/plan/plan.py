@@ -6,6 +6,9 @@ implementations whose capability and op cases are verified; compiled only when t
 passed the blocks and measured a speed-up. A path whose ops the profile records running through the host
 (host_fallbacks.py) ranks after a verified alternative that does not. Without a usable profile: float32, plain
 attention, eager — said at WARNING.
+
+Op names come from profiles/hot_path.py and attention implementations from profiles/attention_kinds.py (each
+spelled there once); the plan's values are data, and their text is written only by shown.py.
 """
 
 from __future__ import annotations
