@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SMOKE_OPS = ("matmul", "linear", "softmax", "rms_norm", "silu", "embedding", "rotary", "sdpa_math")
+from bringup.profiles.attention_kinds import SDPA_MATH
+
+SMOKE_OPS = ("matmul", "linear", "softmax", "rms_norm", "silu", "embedding", "rotary", SDPA_MATH)
 QUICK_BENCH_GROUPS = "matmul,bandwidth,transfer,dispatch,attention,ops,e2e,serve"
 DEFAULT_LEVEL = 2
 DEFAULT_SOAK_MINUTES = 10.0

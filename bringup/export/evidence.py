@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from bringup.export.tuned import TunedPlan
+from bringup.profiles.attention_kinds import FUSED_SDPA
 from bringup.profiles.schema import Capability, Profile
 from bringup.profiles.sections.ops import OpCaseRecord
-from bringup.runner.plan.plan import RUNNER_OPS, SDPA_OPS, choose_dtype
+from bringup.runner.plan.plan import RUNNER_OPS, choose_dtype
 from bringup.runner.plan.profile_facts import ProfileFacts
 
 EVIDENCE_CHARS = 200
 # the share of free memory planned into, as the runner's KV sizing does (MEMORY_FRACTION in runner/plan/kv_sizing.py)
 MEMORY_MARGIN = 0.9
-FUSED_ATTENTION = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn")
 FP8_STORAGE = ("float8_e4m3fn", "float8_e5m2")
 # what proves a quantized matmul here: the probe's capability, then the kernels' own verify-ops cases
 QUANTIZED_KERNELS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -260,11 +260,11 @@ def fused_attention(profile: Profile, dtype: str) -> Fact:
     if not caps:
         return Fact(None, "the attention checks were not run", ("capabilities.attention: not in the profile",), PROBE)
     verified, notes, lines = [], [], []
-    for name in FUSED_ATTENTION:
+    for name in FUSED_SDPA:
         if name not in caps:
             continue
         status, said = facts.capability("attention", name, dtype)
-        ops = facts.ops(dtype, SDPA_OPS | {name})
+        ops = facts.ops(dtype, {name})
         lines.append(f"capabilities.attention.{name}: {status} at {dtype} ({short(said, 120)})")
         if status == "supported" and not ops.failed:
             verified.append(name)

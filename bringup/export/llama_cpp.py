@@ -114,20 +114,20 @@ def plan_sizes(x: ExportInputs) -> list[Item]:
                              f"max_model_len of {plan.about()}){capped}: llama-server divides -c among the -np slots",
                              (plan.line("max_num_seqs"), plan.line("max_model_len"), plan.line("kv_blocks"))))
     else:
-        found.append(Omitted("flag", "-c", f"{plan.about()} lacks max_num_seqs or max_model_len",
+        found.append(Omitted("flag", "-c", plan.holds_no("max_num_seqs or max_model_len"),
                              (plan.line("max_num_seqs"), plan.line("max_model_len")), x.tune_hint()))
     if seqs:
         found.append(Setting("flag", "-np", str(seqs), f"the batch limit of {plan.about()}: one slot per sequence",
                              (plan.line("max_num_seqs"),)))
     else:
-        found.append(Omitted("flag", "-np", f"{plan.about()} holds no max_num_seqs", (plan.line("max_num_seqs"),)))
+        found.append(Omitted("flag", "-np", plan.holds_no("max_num_seqs"), (plan.line("max_num_seqs"),)))
     for name, what in (("-b", "logical"), ("-ub", "physical")):
         if step:
             found.append(Setting("flag", name, str(step), f"the {what} batch: {step} tokens per step "
                                  f"(max_num_batched_tokens of {plan.about()}, whose activations its memory sizing "
                                  "counted)", (plan.line("max_num_batched_tokens"),)))
         else:
-            found.append(Omitted("flag", name, f"{plan.about()} holds no max_num_batched_tokens",
+            found.append(Omitted("flag", name, plan.holds_no("max_num_batched_tokens"),
                                  (plan.line("max_num_batched_tokens"),)))
     return found
 

@@ -98,7 +98,7 @@ def plan_number(x: ExportInputs, setting: str, flag: str, what: str) -> Item:
         return Omitted("flag", flag, f"no tuned plan decided {what}: vLLM's default applies", (), x.tune_hint())
     value = x.plan.number(setting)
     if value is None:
-        return Omitted("flag", flag, f"{x.plan.about()} holds no {setting}", (x.plan.line(setting),), x.tune_hint())
+        return Omitted("flag", flag, x.plan.holds_no(setting), (x.plan.line(setting),), x.tune_hint())
     return Setting("flag", flag, str(value), f"{what}: {x.plan.about()}", (x.plan.line(setting),))
 
 
@@ -141,7 +141,7 @@ def memory_flags(x: ExportInputs, kv_dtype: str | None) -> list[Item]:
     if x.plan is None:
         why, to_get = "no tuned plan sized the KV cache", x.tune_hint()
     elif not tokens:
-        why, to_get = f"{x.plan.about()} holds no KV cache size", x.tune_hint()
+        why, to_get = x.plan.holds_no("KV cache size"), x.tune_hint()
     elif shape is None:
         why, to_get = f"the model's shape is not known ({where})", None
     else:

@@ -110,9 +110,10 @@ def eval_changes(a: Profile, b: Profile) -> list[Change]:
 
 
 def model_plan_choices(p: Profile) -> dict[str, Any]:
-    """Per model tuned and per setting of its recorded plan: the choice (`name [hash] setting`)."""
-    return {f"{key} {setting}": choice.value for key, record in (p.models or {}).items()
-            for setting, choice in record.plan.items()}
+    """Per model tuned and per setting of its recorded plan: the choice as the plan table shows it (`name [hash]
+    setting`), the same text whether the record holds its values as data or, written by an older tune, as text."""
+    return {f"{key} {setting}": record.shown(setting) for key, record in (p.models or {}).items()
+            for setting in record.plan}
 
 
 def models_changes(a: Profile, b: Profile) -> list[Change]:

@@ -11,6 +11,7 @@ import torch
 from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.sequence import Sequence
+from bringup.runner.model.attention_kinds import PLAIN_ATTENTION
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.plan.plan import Choice
@@ -130,7 +131,7 @@ def reference_plan(engine: LLMEngine):  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
     return replace(engine.plan, device="cpu", dtype=Choice("float64", "reference"),
-                   attention=Choice(["matmul_softmax"], "reference"), compiled=Choice(None, "reference"))
+                   attention=Choice([PLAIN_ATTENTION], "reference"), compiled=Choice(None, "reference"))
 
 
 def _device_teacher_forced(engine: LLMEngine, tokens: list[int], n_prompt: int, steps: int) -> torch.Tensor:

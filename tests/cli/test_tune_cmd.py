@@ -55,7 +55,7 @@ def test_a_start_on_a_tuned_model_replays_the_record_and_says_so(tuned):
     for setting in MEASURED_SETTINGS:
         evidence = getattr(engine.plan, setting).evidence
         assert evidence.startswith(f"recorded by tune at {record.tuned} on this device: "), (setting, evidence)
-    assert str(engine.plan.max_num_seqs.value) == record.plan["max_num_seqs"].value
+    assert engine.plan.max_num_seqs.value == record.plan["max_num_seqs"].value
 
 
 @pytest.mark.slow

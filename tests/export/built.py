@@ -75,16 +75,29 @@ def verified(host: bool = True, free: int = 60 * GB, total: int = 64 * GB) -> Pr
 
 
 def tuned(source: str, dtype: str = "bfloat16", quantization: str = "none", seqs: int = 8, length: int = 1024,
-          step: int = 2048, kv: str = "512 × 16 tokens", at: str = "2026-12-01T00:00:00+00:00",
-          model: str = "m", device: str = "cpu") -> ModelPlanRecord:
-    """A plan as tune records it: each setting's value as the plan table writes it."""
-    plan = {"dtype": dtype, "quantization": quantization, "max_model_len": str(length), "max_num_seqs": str(seqs),
-            "max_num_batched_tokens": str(step), "kv_blocks": kv, "compiled": "eager"}
+          step: int = 2048, kv: int = 512, at: str = "2026-12-01T00:00:00+00:00", model: str = "m",
+          device: str = "cpu") -> ModelPlanRecord:
+    """A plan as tune records it: each setting's value as data, with the text the plan table shows; `kv` blocks of
+    16 tokens."""
+    plan = {"dtype": (dtype, dtype), "quantization": (quantization, quantization),
+            "max_model_len": (length, str(length)), "max_num_seqs": (seqs, str(seqs)),
+            "max_num_batched_tokens": (step, str(step)), "kv_blocks": (kv, f"{kv} × 16 tokens"),
+            "compiled": (None, "eager")}
     return ModelPlanRecord(model=model, source=source, model_sha256="ab" * 32, device=device, dtype=dtype,
-                           quantization=quantization, tuned=at, bringup="0.1.0", runs=2,
-                           plan={k: RecordedChoice(value=v, evidence=f"measured {k}") for k, v in plan.items()},
+                           quantization=quantization, tuned=at, bringup="0.1.0", runs=2, plan_format=2, block_size=16,
+                           plan={k: RecordedChoice(value=v, evidence=f"measured {k}", shown=text)
+                                 for k, (v, text) in plan.items()},
                            layout_times={1: {"out_in": 1e-4}}, layout_stream_bytes=1, paged_decode=False,
                            paged_decode_evidence="not timed")
+
+
+def tuned_as_text(source: str, **settings) -> ModelPlanRecord:
+    """The same plan as a tune from before plan values were data wrote it: each value the text the table shows, no
+    plan_format (1) and no block size."""
+    record = tuned(source, **settings)
+    return record.model_copy(update={
+        "plan_format": 1, "block_size": None,
+        "plan": {k: RecordedChoice(value=c.shown, evidence=c.evidence) for k, c in record.plan.items()}})
 
 
 def with_plan(profile: Profile, record: ModelPlanRecord, key: str = "m [abababab]") -> Profile:

@@ -8,7 +8,7 @@ import pytest
 from bringup.export import export_config
 from bringup.export.config import EngineConfig
 from bringup.profiles.sections.ops import OpCaseRecord
-from tests.export.built import gguf_file, host_device, tuned, unsupported, verified, with_plan
+from tests.export.built import gguf_file, host_device, tuned, tuned_as_text, unsupported, verified, with_plan
 from tests.export.lookups import reason_left_out, value
 
 
@@ -134,7 +134,7 @@ def test_kv_cache_types_left_out_when_no_dtype_is_verified():
 
 def test_context_slots_and_batches_come_from_the_tuned_plan(tmp_path):
     path = gguf_file(tmp_path)
-    config = llama(with_plan(verified(), tuned(str(path), seqs=4, length=1024, step=2048, kv="256 × 16 tokens")),
+    config = llama(with_plan(verified(), tuned(str(path), seqs=4, length=1024, step=2048, kv=256)),
                    path)
     assert [value(config, f) for f in ("-c", "-np", "-b", "-ub")] == ["4096", "4", "2048", "2048"]
     assert "divides -c among the -np slots" in config.setting("-c").reason
@@ -142,8 +142,17 @@ def test_context_slots_and_batches_come_from_the_tuned_plan(tmp_path):
 
 def test_context_is_capped_at_the_tokens_the_plans_kv_cache_holds(tmp_path):
     path = gguf_file(tmp_path)
-    config = llama(with_plan(verified(), tuned(str(path), seqs=8, length=1024, kv="128 × 16 tokens")), path)
+    config = llama(with_plan(verified(), tuned(str(path), seqs=8, length=1024, kv=128)), path)
     assert value(config, "-c") == "2048" and "capped at the 2048 tokens" in config.setting("-c").reason
+
+
+def test_plan_sizes_are_not_read_from_a_record_an_older_tune_wrote_as_text(tmp_path):
+    path = gguf_file(tmp_path)
+    config = llama(with_plan(verified(), tuned_as_text(str(path), seqs=4, length=1024, step=2048, kv=256)), path)
+    for flag in ("-c", "-np", "-b", "-ub"):
+        assert "records its plan as text" in reason_left_out(config, flag), flag
+    assert config.left_out("-c").to_get.startswith("run `bringup tune --model ")
+    assert "models[m [abababab]].plan.max_num_seqs: 4 (measured max_num_seqs)" in config.left_out("-c").evidence
 
 
 def test_plan_sizes_left_out_without_a_plan(tmp_path):

@@ -14,6 +14,7 @@ from tests.export.built import (
     host_device,
     model_dir,
     tuned,
+    tuned_as_text,
     unsupported,
     verified,
     with_plan,
@@ -188,6 +189,17 @@ def test_plan_limits_come_from_the_tuned_plan(tmp_path):
             value(config, "--max-num-batched-tokens")) == ("768", "12", "1536")
 
 
+def test_plan_limits_and_kv_bytes_are_not_read_from_a_record_an_older_tune_wrote_as_text(tmp_path):
+    folder = model_dir(tmp_path)
+    config = vllm(with_plan(verified(), tuned_as_text(str(folder), seqs=12, length=768, step=1536)), folder)
+    for flag in ("--max-model-len", "--max-num-seqs", "--max-num-batched-tokens", "--kv-cache-memory-bytes"):
+        assert "records its plan as text" in reason_left_out(config, flag), flag
+        assert "bringup tune --model" in config.left_out(flag).to_get
+    assert value(config, "--dtype") == "bfloat16"  # the record's dtype field, not its plan's text
+    assert config.left_out("--max-model-len").evidence == ("models[m [abababab]].plan.max_model_len: 768 (measured "
+                                                           "max_model_len)",)
+
+
 def test_plan_limits_are_left_out_without_a_plan(tmp_path):
     config = vllm(verified(), model_dir(tmp_path))
     for flag in ("--max-model-len", "--max-num-seqs", "--max-num-batched-tokens"):
@@ -199,14 +211,14 @@ def test_plan_limits_are_left_out_without_a_plan(tmp_path):
 
 def test_kv_cache_bytes_are_the_tuned_plans_tokens_at_the_models_bytes_per_token(tmp_path):
     folder = model_dir(tmp_path, heads=8, kv_heads=2, layers=4, hidden=512)  # head_dim 64
-    config = vllm(with_plan(verified(), tuned(str(folder), dtype="bfloat16", kv="512 × 16 tokens")), folder)
+    config = vllm(with_plan(verified(), tuned(str(folder), dtype="bfloat16", kv=512)), folder)
     assert value(config, "--kv-cache-memory-bytes") == str(512 * 16 * (2 * 4 * 2 * 64 * 2))
     assert "not needed" in reason_left_out(config, "--gpu-memory-utilization")
 
 
 def test_kv_cache_bytes_count_one_byte_per_element_in_an_fp8_cache(tmp_path):
     folder = model_dir(tmp_path, heads=8, kv_heads=2, layers=4, hidden=512)
-    config = vllm(with_plan(verified(host=False), tuned(str(folder), kv="512 × 16 tokens")), folder)
+    config = vllm(with_plan(verified(host=False), tuned(str(folder), kv=512)), folder)
     assert value(config, "--kv-cache-dtype") == "fp8_e4m3"
     assert value(config, "--kv-cache-memory-bytes") == str(512 * 16 * (2 * 4 * 2 * 64 * 1))
 

@@ -16,7 +16,8 @@ REPO = REFERENCE.parents[1]
 # what the draft plan needs from the runner: plain data and rules, no torch
 TORCH_FREE_RUNNER = {"bringup.runner", "bringup.runner.plan", "bringup.runner.plan.plan",
                      "bringup.runner.plan.profile_facts", "bringup.runner.plan.choice",
-                     "bringup.runner.plan.settings", "bringup.runner.plan.host_fallbacks", "bringup.runner.model",
+                     "bringup.runner.plan.settings", "bringup.runner.plan.shown", "bringup.runner.plan.host_fallbacks",
+                     "bringup.runner.model",
                      "bringup.runner.model.config",
                      "bringup.runner.model.config.fields", "bringup.runner.model.config.moe_settings",
                      "bringup.runner.model.config.builtin", "bringup.runner.model.attention_kinds",

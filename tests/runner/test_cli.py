@@ -38,6 +38,9 @@ def test_generate_json(tmp_path, monkeypatch, capsys):
     assert code == 0 and data["completion_tokens"] == 8 and data["finish_reason"] == "length"
     assert data["decode_tokens_per_s"] > 0 and data["ttft_s"] > 0
     assert data["plan"]["dtype"]["value"] == "float32" and data["plan"]["dtype"]["evidence"]
+    compiled, plan = data["plan"]["compiled"], data["plan"]
+    assert compiled["value"] is None and compiled["shown"] == "eager"  # values as data, the table's text beside
+    assert isinstance(plan["max_num_seqs"]["value"], int) and isinstance(plan["attention"]["value"], list)
 
 
 def test_bad_inputs_end_in_one_line(tmp_path, monkeypatch, capsys):

@@ -202,6 +202,9 @@ def test_plan_endpoint_returns_the_engines_plan(live: LiveServer) -> None:
     body = r.json()
     assert body["plan"] == live.engine.plan.to_dict()
     assert body["plan"]["dtype"]["evidence"]
+    kv = body["plan"]["kv_blocks"]  # the value as data, the table's text beside it
+    assert isinstance(kv["value"], int) and kv["value"] > 0 and kv["shown"] == f"{kv['value']} × 16 tokens"
+    assert body["plan"]["attention"]["value"] == live.engine.plan.attention.value
     assert body["max_model_len"] == live.engine.max_model_len
     assert set(body["fallbacks"]) == {"op", "path", "global"}
 

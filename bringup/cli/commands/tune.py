@@ -93,7 +93,7 @@ def print_summary(key: str, record: ModelPlanRecord) -> None:
     table.add_column("setting")
     table.add_column("choice", overflow="fold")
     for setting in TUNE_ORDER:
-        table.add_row(plain(setting), plain(str(record.plan[setting].value)))
+        table.add_row(plain(setting), plain(record.shown(setting) or "not recorded"))
     console.print(table)
     if record.noise:
         worst = max(record.noise, key=record.noise.__getitem__)

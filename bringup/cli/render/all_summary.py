@@ -106,7 +106,8 @@ def soak_figure(profile: Profile) -> str:
 
 
 def plan_line(rows: list[tuple[str, str, str]]) -> str:
-    """`dtype bfloat16 · attention sdpa_flash > sdpa_math · compiled eager · kv 256 × 16 tokens · ...`."""
+    """`dtype bfloat16 · attention <first> > <next> · compiled eager · kv 256 × 16 tokens · ...`: the plan's rows
+    as they are shown, less the quiet ones."""
     from bringup.runner.plan.settings import QUIET_VALUES, SHORT_SETTING
 
     def shown(setting: str, value: str) -> str:

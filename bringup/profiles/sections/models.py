@@ -3,14 +3,21 @@ and every timing behind it, so a later start-up takes the same choices from the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from bringup.profiles.base_model import ProfileModel
 
+# how a record's plan holds its values: 1, the text the plan table showed ("256 × 16 tokens"; records written before
+# PLAN_VALUES_AS_DATA, which still load: shown, never read as numbers); 2, the values as data with that text in `shown`
+PLAN_VALUES_AS_TEXT, PLAN_VALUES_AS_DATA = 1, 2
+
 
 class RecordedChoice(ProfileModel):
-    value: Any
+    # the setting's value as data: a name, a number, a list of names, or None (which a profile file leaves out); the
+    # plan table's text in a format-1 record
+    value: Any = None
     evidence: str
+    shown: str | None = None  # the value as the plan table shows it (None in a format-1 record: its value is that)
 
 
 class CandidateRecord(ProfileModel):
@@ -33,7 +40,9 @@ class ModelPlanRecord(ProfileModel):
     tuned: str  # when tune recorded it (UTC, ISO 8601)
     bringup: str
     runs: int  # start-up measurements tune combined
-    plan: dict[str, RecordedChoice]  # setting -> the choice and its evidence, as the plan table shows them
+    plan: dict[str, RecordedChoice]  # setting -> the choice and its evidence
+    plan_format: Literal[1, 2] = PLAN_VALUES_AS_TEXT  # how `plan` holds its values (older records say nothing: text)
+    block_size: int | None = None  # tokens per KV block, what kv_blocks counts (None in a format-1 record)
     # the combined timings the choices were made from (replayed at start-up)
     layout_times: dict[int, dict[str, float]]  # rows -> weight kind -> seconds per product
     layout_skipped: dict[str, str] = {}
@@ -51,3 +60,15 @@ class ModelPlanRecord(ProfileModel):
     memory_batch: int | None = None
     noise: dict[str, float] = {}  # what -> floor noise across tune's runs
     cpu_share: float | None = None  # the smallest share of the CPU tune's timed threads got (None: not measured)
+
+    def value(self, setting: str) -> Any:
+        """`setting`'s recorded value as data; None when not recorded, or recorded as text (format 1)."""
+        choice = self.plan.get(setting)
+        return choice.value if choice is not None and self.plan_format >= PLAN_VALUES_AS_DATA else None
+
+    def shown(self, setting: str) -> str | None:
+        """`setting`'s value as the plan table showed it; None when not recorded."""
+        choice = self.plan.get(setting)
+        if choice is None:
+            return None
+        return choice.shown if choice.shown is not None else str(choice.value)

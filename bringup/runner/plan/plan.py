@@ -6,6 +6,9 @@ implementations whose capability and op cases are verified; compiled only when t
 passed the blocks and measured a speed-up. A path whose ops the profile records running through the host
 (host_fallbacks.py) ranks after a verified alternative that does not. Without a usable profile: float32, plain
 attention, eager — said at WARNING.
+
+Op names come from profiles/hot_path.py and attention implementations from profiles/attention_kinds.py (each
+spelled there once); the plan's values are data, and their text is written only by shown.py.
 """
 
 from __future__ import annotations
@@ -16,8 +19,18 @@ from typing import Any
 
 from bringup.errors import BringupError
 from bringup.log import get_logger
-from bringup.profiles.hot_path import DECODER_OPS
-from bringup.runner.model.attention_kinds import PAGED_DECODE, PLAIN_ATTENTION, SDPA_BY_PREFERENCE
+from bringup.profiles.attention_kinds import PAGED_DECODE, PLAIN_ATTENTION, SDPA_BY_PREFERENCE
+from bringup.profiles.hot_path import (
+    DECODER_OPS,
+    DENSE_EXPERT_OPS,
+    GELU_OPS,
+    GROUPED_EXPERT_OPS,
+    MOE_ROUTER_OPS,
+    PLAIN_ATTENTION_OPS,
+    SILU_OPS,
+    SOFTCAP_OPS,
+    WINDOW_OPS,
+)
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.host_fallbacks import (
@@ -29,24 +42,18 @@ from bringup.runner.plan.host_fallbacks import (
 )
 from bringup.runner.plan.profile_facts import ProfileFacts
 from bringup.runner.plan.settings import SETTINGS
+from bringup.runner.plan.shown import shown as shown_value
 
 log = get_logger("runner.plan")
 
 LOW_PRECISION = ("bfloat16", "float16")
 RUNNER_DTYPES = ("float32", *LOW_PRECISION)
-SDPA_OPS = {"scaled_dot_product_attention", "sdpa"}
-PLAIN_OPS = {"matmul", "bmm", "softmax"}
+PLAIN_OPS = set(PLAIN_ATTENTION_OPS)
 # ops the decoder runs in the model dtype (verify-ops names); a low-precision dtype needs these verified, not
 # every op. Sampling (argmax, multinomial, sort, cumsum) runs on float32 logits, so it is not listed.
 RUNNER_OPS = set(DECODER_OPS)
 # an MoE model's router (softmax, top-k) runs in the model dtype too
-MOE_DTYPE_OPS = {"moe_router"}
-# what the "grouped" expert path runs beyond the dense one (verify-ops names): routing, the stable sort of
-# token->expert pairs, per-expert matmuls over contiguous groups, the weighted sum back per token
-GROUPED_EXPERT_OPS = ("moe_router", "moe_group_tokens", "grouped_matmul", "index_add")
-DENSE_EXPERT_OPS = {"matmul", "mul", "add"}
-# ops only some models run in the model dtype: a sliding window's mask, tanh soft-capping of logits
-WINDOW_OPS, SOFTCAP_OPS = {"sliding_window_mask"}, {"tanh_softcap"}
+MOE_DTYPE_OPS = set(MOE_ROUTER_OPS)
 DEFAULT_MAX_MODEL_LEN = 4096
 DEFAULT_MAX_NUM_SEQS = 16
 BLOCK_SIZE = 16
@@ -54,6 +61,7 @@ BLOCK_SIZE = 16
 STEP_TOKENS_FOR_SEVERAL_PROMPTS = 2048
 # a decode step's layers: the model's modules, or every layer in one host-kernel call (host/decode_layers.py)
 MODULES, FUSED = "modules", "fused"
+SETTING_NAMES = tuple(setting.name for setting in SETTINGS)  # in the order of the plan's rows
 MARGIN = 0.9  # a measured candidate (a weight layout, a host kernel) is kept when it takes under 90 % of the plain path
 
 
@@ -83,25 +91,18 @@ class ExecutionPlan:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field as data; each setting {value, evidence} with its value as the plan table shows it (`shown`)."""
+        data = asdict(self)
+        for name in SETTING_NAMES:
+            data[name]["shown"] = self.shown(name)
+        return data
+
+    def shown(self, setting: str) -> str:
+        return shown_value(setting, getattr(self, setting).value, self.block_size)
 
     def rows(self) -> list[tuple[str, str, str]]:
-        """(setting, value, evidence) for the start-up table."""
-        rows = []
-        for name in (setting.name for setting in SETTINGS):
-            choice: Choice = getattr(self, name)
-            value = choice.value
-            if name in ("host_fallbacks", "global_fallback"):
-                value = ", ".join(value) if isinstance(value, list) else value
-                value = value or "none"
-            elif isinstance(value, list):
-                value = " > ".join(value)
-            elif name == "compiled":
-                value = f"compiled ({value})" if value else "eager"
-            elif name == "kv_blocks":
-                value = f"{value} × {self.block_size} tokens"
-            rows.append((name, str(value), choice.evidence))
-        return rows
+        """(setting, value as shown, evidence) for the start-up table."""
+        return [(name, self.shown(name), getattr(self, name).evidence) for name in SETTING_NAMES]
 
 
 def build_plan(facts: ProfileFacts, profile_label: str, device: str, config: ModelConfig,
@@ -147,7 +148,7 @@ def planned_ops(config: ModelConfig, plan: ExecutionPlan) -> set[str]:
 def path_ops(attention: list[str], experts: str) -> set[str]:
     """The ops (verify-ops names) of the first planned attention implementation and the expert path."""
     first = next((name for name in attention if name != PAGED_DECODE), PLAIN_ATTENTION)
-    ops = PLAIN_OPS if first == PLAIN_ATTENTION else (SDPA_OPS if first in SDPA_BY_PREFERENCE else set()) | {first}
+    ops = PLAIN_OPS if first == PLAIN_ATTENTION else {first}  # an SDPA backend's or a backend kernel's own op
     return ops | (set(GROUPED_EXPERT_OPS) if experts == "grouped" else set())
 
 
@@ -160,7 +161,7 @@ def model_ops(config: ModelConfig, max_model_len: int | None = None) -> set[str]
     if config.attn_logit_softcap is not None or config.final_logit_softcap is not None:
         ops = ops | SOFTCAP_OPS
     if config.hidden_act != "silu":  # GeGLU (Gemma-2)
-        ops = (ops - {"silu"}) | {"gelu"}
+        ops = (ops - SILU_OPS) | GELU_OPS
     return ops
 
 
@@ -289,7 +290,7 @@ def choose_attention(facts: ProfileFacts, dtype: str) -> Choice:
     usable, notes, verdicts = [], [], {}
     for name in (*backend_attention(facts), *SDPA_BY_PREFERENCE):
         status, evidence = facts.capability("attention", name, dtype)
-        ops = facts.ops(dtype, (SDPA_OPS if name in SDPA_BY_PREFERENCE else set()) | {name})
+        ops = facts.ops(dtype, {name})  # its own op: an SDPA backend's cases, or a backend kernel's
         if status != "supported" or ops.failed:
             notes.append(f"{name} {status if status != 'supported' else ops.describe()}")
             continue

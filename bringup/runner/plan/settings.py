@@ -1,12 +1,15 @@
-"""The execution plan's settings, each named once (plain data, no imports): the plan's rows, a tune record, `bringup
-tune`'s summary, the confirmation on the served model, the report's draft and `bringup all`'s plan line read this
-table. ExecutionPlan (plan.py) holds one Choice field per entry; tests/runner/test_plan_settings.py keeps them the
-same. A setting's name is also its key wherever a profile stores the plan (a tune record's `plan`, the e2e bench's).
+"""The execution plan's settings, each named once (plain data; its one import is the attention kinds' names): the
+plan's rows, a tune record, `bringup tune`'s summary, the confirmation on the served model, the report's draft and
+`bringup all`'s plan line read this table. ExecutionPlan (plan.py) holds one Choice field per entry;
+tests/runner/test_plan_settings.py keeps them the same. A setting's name is also its key wherever a profile stores the
+plan (a tune record's `plan`, the e2e bench's).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from bringup.profiles.attention_kinds import PAGED_DECODE
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class Setting:
 
 SETTINGS = (  # in the order of the plan's rows
     Setting("dtype"),
-    Setting("attention", tune_line=2, candidate="paged_decode", candidate_order=2),
+    Setting("attention", tune_line=2, candidate=PAGED_DECODE, candidate_order=2),
     Setting("compiled", tune_line=3, candidate="compiled", candidate_order=1),
     Setting("decode_layers", quiet="modules", tune_line=4, candidate="fused", candidate_order=5),
     Setting("experts", quiet="none", tune_line=5, candidate="experts", candidate_order=4),

@@ -10,8 +10,8 @@ from bringup.probes.bench.accounting import sdpa_work
 from bringup.probes.bench.context import BenchContext
 from bringup.probes.bench.records import measured, not_measured, short_error
 from bringup.probes.bench.sizing import RateTracker, too_big_reason, too_slow_reason
+from bringup.profiles.attention_kinds import SDPA_ALIASES, SDPA_BACKENDS, SDPA_MATH
 from bringup.profiles.sections.bench import BenchGroup, BenchRecord
-from bringup.runner.model.attention_kinds import SDPA_ALIASES, SDPA_BACKENDS
 
 # capability name (bringup probe) -> torch.nn.attention.SDPBackend member name, with the names a profile may alias
 SDPA_BACKENDS = SDPA_BACKENDS | {alias: SDPA_BACKENDS[name] for alias, name in SDPA_ALIASES.items()}
@@ -23,7 +23,7 @@ def backends_to_measure(ctx: BenchContext, notes: list[str]) -> tuple[list[str],
     if supported is None:
         notes.append("no capabilities in the profile: measuring the math SDPA backend only "
                      "(run `bringup probe` to measure every supported backend)")
-        return ["sdpa_math"], []
+        return [SDPA_MATH], []
     unknown = [not_measured(name, name, "skipped", "not an SDPA backend this benchmark knows")
                for name in supported if name not in SDPA_BACKENDS]
     return [name for name in supported if name in SDPA_BACKENDS], unknown
@@ -54,7 +54,7 @@ def measure(ctx: BenchContext, backend: str, dtype: str, seq: int, rates: RateTr
     key = f"{backend} {dtype} seq={seq}"
     params = {"batch": 1, "heads": heads, "head_dim": head_dim, "q_len": seq, "kv_len": seq, "causal": True}
     # the math backend materialises the [heads, seq, seq] score matrix (float32)
-    scores = heads * seq * seq * 4 if backend == "sdpa_math" else 0
+    scores = heads * seq * seq * 4 if backend == SDPA_MATH else 0
     reason = too_big_reason(int(work.bytes) + scores, ctx.memory_budget_bytes()) or too_slow_reason(
         rates.estimate_s(backend, work.flops), ctx.preset.max_call_s)
     if reason:

@@ -15,14 +15,14 @@ from pathlib import Path
 import torch
 
 from bringup.profiles.schema import Profile
-from bringup.profiles.sections.models import CandidateRecord, ModelPlanRecord, RecordedChoice
+from bringup.profiles.sections.models import PLAN_VALUES_AS_DATA, CandidateRecord, ModelPlanRecord, RecordedChoice
 from bringup.runner.host import paged_decode
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.host_kernels import panels_why_not
 from bringup.runner.plan.layout import LayoutTimings
 from bringup.runner.plan.measurements import StartupMeasurements
-from bringup.runner.plan.plan import Choice, ExecutionPlan
+from bringup.runner.plan.plan import SETTING_NAMES, Choice, ExecutionPlan
 from bringup.runner.plan.settings import MEASURED_SETTINGS  # the others: the profile, the caller or memory decide
 from bringup.runner.weights.kinds import PACKED, PANELS
 from bringup.runner.weights.registry import packed_check
@@ -97,7 +97,9 @@ def plan_record(measured: StartupMeasurements, plan: ExecutionPlan, model: str, 
         model_sha256=fingerprint, device=plan.device, dtype=plan.dtype.value,
         quantization=quantization, tuned=tuned,
         bringup=bringup, runs=runs,
-        plan={setting: RecordedChoice(value=value, evidence=evidence) for setting, value, evidence in plan.rows()},
+        plan={name: RecordedChoice(value=getattr(plan, name).value, evidence=getattr(plan, name).evidence,
+                                   shown=plan.shown(name)) for name in SETTING_NAMES},
+        plan_format=PLAN_VALUES_AS_DATA, block_size=plan.block_size,
         layout_times=measured.layouts.times, layout_skipped=measured.layouts.skipped,
         layout_stream_bytes=measured.layouts.stream_bytes, layout_spreads=measured.layouts.spreads,
         paged_decode=measured.paged_decode[0],

@@ -1,0 +1,26 @@
+"""A plan value as people read it: the one place a setting's value becomes text (plain data, no imports).
+
+The plan's values are data (a dtype's name, a list of attention implementations in the order tried, a compile backend
+or None, a count of KV blocks, the ops through the host); the start-up table, the report's draft, `bringup all`'s plan
+line, a tune record's `shown` and /v1/plan's `shown` are written from them here, and nothing reads a value back out of
+this text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LISTED = ("host_fallbacks", "global_fallback")  # a list of names, or one, shown as `none` when empty
+
+
+def shown(setting: str, value: Any, block_size: int) -> str:
+    """`setting`'s `value` as the plan table shows it; `block_size` (tokens per KV block) for the KV cache."""
+    if setting in LISTED:
+        return str((", ".join(value) if isinstance(value, list) else value) or "none")
+    if isinstance(value, list):
+        return " > ".join(value)  # the implementations in the order tried
+    if setting == "compiled":
+        return f"compiled ({value})" if value else "eager"
+    if setting == "kv_blocks":
+        return f"{value} × {block_size} tokens"
+    return str(value)
