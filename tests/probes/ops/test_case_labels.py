@@ -255,3 +255,16 @@ def test_sampling_without_replacement_is_judged_by_its_param_not_by_label_text()
     record = run_case(CaseKey("multinomial", "float32", case.label, case.case_id), catalog, torch.device("cpu"))
     assert (record.status, record.message) == ("pass", "draws valid: distinct categories, none with probability 0")
     assert (record.case, record.case_id) == (case.label, case.case_id)
+
+
+def test_profile_diff_pairs_cases_by_id_and_names_them_by_the_newer_label(tmp_path):
+    old = REFERENCE_PROFILES[0]
+    first = load_profile(old).ops[0]
+    new = tmp_path / "new.yaml"
+    new.write_text(old.read_text(encoding="utf-8").replace(
+        f"  case: {first.case}\n  case_id: {first.case_id}\n  status: pass\n",
+        f"  case: relabelled\n  case_id: {first.case_id}\n  status: fail\n", 1), encoding="utf-8")
+    result = run_cli(["profile", "diff", str(old), str(new), "--json"])
+    changes = json.loads(result.stdout)["changes"]
+    assert [(c["section"], c["key"], c["before"], c["after"]) for c in changes] == [
+        ("ops", f"{first.op} {first.dtype} [relabelled]", "pass", "fail")]
