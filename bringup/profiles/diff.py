@@ -64,8 +64,11 @@ def capability_changes(a: Profile, b: Profile) -> list[Change]:
 
 
 def ops_changes(a: Profile, b: Profile) -> list[Change]:
+    """Cases paired by identity (op, dtype, case id), each named by its label in b, the newer profile."""
+    labels = {r.key(): r.case for r in b.ops}
+
     def statuses(p: Profile) -> dict[str, str]:
-        return {f"{r.op} {r.dtype} [{r.case}]": r.status for r in p.ops}
+        return {f"{r.op} {r.dtype} [{labels.get(r.key(), r.case)}]": r.status for r in p.ops}
 
     return diff_mappings("ops", statuses(a), statuses(b))
 

@@ -1,7 +1,7 @@
 """verify-ops: operator-by-operator validation against a float64 CPU reference.
 
 Layout (one concept per module):
-  spec.py         OpSpec / CaseSpec / CaseKey: the declarative shape of the catalog
+  spec.py         OpSpec / CaseSpec / CaseKey: the declarative shape of the catalog, case labels and identities
   catalog/        the ops and their cases (catalog/__init__.py assembles them, plus plugins)
   model_shapes.py a model's own shapes as extra cases (verify-ops --model)
   inputs.py       seeded CPU inputs, cast to the dtype under test, moved to the device

@@ -63,7 +63,7 @@ def judge_outputs(case: CaseSpec, result: Any, reference: Any) -> tuple[Comparis
 
 def _judge_multinomial(result: Any, ref_args: list[Any], case: CaseSpec) -> tuple[Comparison, str]:
     """Statistical verdict; no elementwise metrics, the chi-square figures go into the message."""
-    replacement = "without replacement" not in case.label
+    replacement = dict(case.params).get("replacement", True)
     verdict = judge_multinomial(result, ref_args[0], replacement)
     comp = Comparison(verdict.passed, problems=verdict.problems)
     if not replacement:
@@ -77,31 +77,50 @@ def _record_placement(record: OpCaseRecord, watch: PlacementWatch | None) -> Non
         record.runs_on, record.runs_on_evidence = watch.placement.runs_on, watch.placement.evidence
 
 
+class _Ended(Exception):
+    """The case ended before its verdict; its record says why."""
+
+
 def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> OpCaseRecord:
     """Execute one case and judge it into its profile record; never raises for problems of the op under test."""
     _trace(key)
-    record = OpCaseRecord(op=key.op, dtype=key.dtype, case=key.case, status="error")
     spec = catalog.get(key.op)
-    case = spec.case(key.case)
+    case = spec.find(key)
+    record = OpCaseRecord(op=key.op, dtype=key.dtype, case=case.label, case_id=case.case_id, status="error")
     try:
-        dtype = dtype_from_name(key.dtype)
+        dev_args, ref_args = _inputs(record, case, spec.seed_parts(case), device)
+        before = snapshot(dev_args)
+        result = _call_on_device(record, case, dev_args, device)
+        reference = _reference(record, case, ref_args)
+    except _Ended:
+        return record
+    _judge(record, case, (result, reference), ref_args, changed_inputs(dev_args, before), dev_args)
+    return record
+
+
+def _inputs(record: OpCaseRecord, case: CaseSpec, seed_parts: tuple[str, ...], device: torch.device
+            ) -> tuple[list[Any], list[Any]]:
+    """(device arguments, float64 reference arguments) from the case's seeded inputs."""
+    try:
+        dtype = dtype_from_name(record.dtype)
     except ValueError as exc:
         record.status, record.message = "unsupported", f"this torch has no dtype: {exc}"
-        return record
-
+        raise _Ended from None
     try:
-        raw = case.inputs(generator(*spec.seed_parts(case)))
+        raw = case.inputs(generator(*seed_parts))
     except Exception as exc:
         record.message = f"building the inputs failed (a catalog bug): {_short(exc)}"
-        return record
+        raise _Ended from None
     try:
-        dev_args, ref_args = prepare_inputs(raw, dtype, device, case.keep_dtype, case.layout)
+        return prepare_inputs(raw, dtype, device, case.keep_dtype, case.layout)
     except Exception as exc:  # casting to the dtype or moving it to the device: the dtype is rejected
         record.status = "unsupported"
-        record.message = f"{key.dtype} inputs on {device} rejected: {_short(exc)}"
-        return record
+        record.message = f"{record.dtype} inputs on {device} rejected: {_short(exc)}"
+        raise _Ended from None
 
-    before = snapshot(dev_args)
+
+def _call_on_device(record: OpCaseRecord, case: CaseSpec, dev_args: list[Any], device: torch.device) -> Any:
+    """The op's result on the device, timed, with where it ran; a raising op ends the case with its error."""
     torch.manual_seed(1234)
     caught: list[warnings.WarningMessage] = []
     watch: PlacementWatch | None = None
@@ -120,32 +139,35 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> OpCaseReco
         if record.status == "error" and exc.__traceback__ is not None:
             frame = traceback.extract_tb(exc.__traceback__)[-1]
             record.message += f" (at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
-        return record
+        raise _Ended from None
     _record_placement(record, watch)
+    return result
 
+
+def _reference(record: OpCaseRecord, case: CaseSpec, ref_args: list[Any]) -> Any:
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            reference = (case.ref or case.fn)(*ref_args)
+            return (case.ref or case.fn)(*ref_args)
     except Exception as exc:
         record.status, record.message = "error", f"float64 reference failed: {_short(exc)}"
-        return record
+        raise _Ended from None
 
-    problems: list[str] = []
+
+def _judge(record: OpCaseRecord, case: CaseSpec, outputs: tuple[Any, Any], ref_args: list[Any],
+           changed: list[int], dev_args: list[Any]) -> None:
+    """The verdict and its figures: the result against the reference, inputs untouched, the out= variant's guards."""
+    result, reference = outputs
     note = None
     if case.judge == "multinomial":
         (comp, note), tol = _judge_multinomial(result, ref_args, case), None
     else:
         comp, tol = judge_outputs(case, result, reference)
-    problems.extend(comp.problems)
-
-    changed = changed_inputs(dev_args, before)
+    problems = list(comp.problems)
     if changed:
         problems.append(f"modified its input argument(s) {changed}")
-
     if case.out is not None and isinstance(result, torch.Tensor):
         problems.extend(_guard_check(case, dev_args, result, reference, tol))
-
     record.max_abs, record.max_rel, record.nmse = comp.max_abs, comp.max_rel, comp.nmse
     record.worst_index, record.worst_output = comp.worst_index, comp.worst_output
     if tol is not None:
@@ -153,7 +175,6 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> OpCaseReco
     record.status = "pass" if comp.passed and not problems else "fail"
     if problems or note:
         record.message = "; ".join([*problems, *([note] if note else [])])[:600]
-    return record
 
 
 def _guard_check(case: CaseSpec, dev_args: list[Any], result: torch.Tensor, reference: Any,

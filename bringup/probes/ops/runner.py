@@ -22,7 +22,7 @@ class Executor(Protocol):
 
 
 def op_task(key: Any, timeout_s: float | None = None) -> Task:
-    task: Task = {"kind": "op", "op": key.op, "dtype": key.dtype, "case": key.case}
+    task: Task = {"kind": "op", "op": key.op, "dtype": key.dtype, "case": key.case, "case_id": key.case_id}
     if timeout_s:
         task["timeout_s"] = timeout_s
     return task

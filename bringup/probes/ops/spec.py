@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
-
-from bringup.profiles.sections.ops import former_case
 
 Judge = Literal["close", "exact", "multinomial"]
 InputFn = Callable[[torch.Generator], list[Any]]
@@ -37,8 +37,10 @@ class CaseSpec:
     accum is the accumulation length (reduction / inner-product length) for tolerance scaling; the
     catalog's case builders compute it from the shapes and params.
 
-    The label (the case's part of its key in profiles and baselines) is derived from role, shapes, view and
-    params by case_label; it is never written by hand.
+    The case's identity (case_id) is derived from what determines its inputs and its call: shapes, view, params
+    and variant; its inputs are seeded from it and verify-ops resumes by it. The label, derived from role,
+    shapes, view and params by case_label, is display only: editing the role or the label format changes no
+    input and no resume key.
     """
 
     inputs: InputFn
@@ -59,10 +61,32 @@ class CaseSpec:
     # coarser than the result's dtype (None: the result's own dtype)
     accumulator: str | None = None
     accumulator_reason: str = ""
+    # what tells this case from another of its op with the same shapes, view and params, left out of the label:
+    # a different call ("padded bmm"), or the model weight it stands for ("q_proj")
+    variant: tuple[Param, ...] = ()
 
     @property
     def label(self) -> str:
         return case_label(self.role, self.shapes, self.view, self.params)
+
+    @property
+    def identity(self) -> str:
+        """The canonical text of what determines the case's inputs and call (never its role or label); a param
+        value JSON has no form for (a plugin's torch.dtype, say) is written as str() gives it."""
+        return json.dumps({"shapes": self.shapes, "view": self.view, "params": self.params, "variant": self.variant},
+                          sort_keys=True, separators=(",", ":"), default=str)
+
+    @property
+    def case_id(self) -> str:
+        return case_id_of(self.identity)
+
+
+CASE_ID_DIGITS = 16
+
+
+def case_id_of(identity: str) -> str:
+    """The short stable name of an identity: the first hex digits of its sha256."""
+    return hashlib.sha256(identity.encode()).hexdigest()[:CASE_ID_DIGITS]
 
 
 def shape_text(shape: Shape) -> str:
@@ -110,6 +134,7 @@ class OpSpec:
     note: str = ""
 
     def case(self, label: str) -> CaseSpec:
+        """The case with this label (what a person names; a recorded case is found by its id: by_id)."""
         for case in self.cases:
             if case.label == label:
                 return case
@@ -118,22 +143,34 @@ class OpSpec:
                            "given (`bringup verify-ops --model DIR`)")
         raise KeyError(f"{self.name}: no case {label!r}")
 
+    def by_id(self, case_id: str) -> CaseSpec:
+        for case in self.cases:
+            if case.case_id == case_id:
+                return case
+        raise KeyError(f"{self.name}: no case with id {case_id!r} (the catalog no longer has a case with those "
+                       "shapes and params)")
+
+    def find(self, key: CaseKey) -> CaseSpec:
+        """The case a key names: by its id when the key has one, else by its label."""
+        return self.by_id(key.case_id) if key.case_id else self.case(key.case)
+
     def case_dtypes(self, case: CaseSpec) -> tuple[str, ...]:
         return case.dtypes if case.dtypes is not None else self.dtypes
 
     def seed_parts(self, case: CaseSpec) -> tuple[str, str]:
-        """What the case's inputs are seeded from: the op and the case's label — for a case renamed when labels
-        became derived, its label before, so its inputs stay those that recorded profiles and baselines hold."""
-        return (self.name, former_case(self.name, case.label))
+        """What the case's inputs are seeded from: the op and the case's id (never its label)."""
+        return (self.name, case.case_id)
 
 
 @dataclass(frozen=True, order=True)
 class CaseKey:
-    """The identity of one executed case; the resume key in the profile."""
+    """One case on one dtype: (op, dtype, case_id) is its identity and its resume key in the profile; `case` is
+    its label, for display (a key made by hand from a label alone has no case_id: the op finds it by label)."""
 
     op: str
     dtype: str
     case: str
+    case_id: str = ""
 
     def __str__(self) -> str:
         return f"{self.op}[{self.dtype}] {self.case}"
@@ -158,6 +195,11 @@ class Catalog:
         labels = [c.label for c in spec.cases]
         if len(set(labels)) != len(labels):
             raise ValueError(f"{spec.name}: duplicate case labels")
+        ids = [c.case_id for c in spec.cases]
+        if len(set(ids)) != len(ids):
+            twins = [c.label for c in spec.cases if ids.count(c.case_id) > 1]
+            raise ValueError(f"{spec.name}: cases {twins[0]!r} and {twins[1]!r} have the same shapes, view and params, "
+                             "so the same identity; tell them apart by their variant")
         self.ops[spec.name] = spec
 
     def get(self, name: str) -> OpSpec:

@@ -8,9 +8,9 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from bringup.probes.ops.catalog import load_catalog, select_cases
+from bringup.probes.ops.catalog import case_ids_by_label, load_catalog, select_cases
 from bringup.probes.ops.compiled.blocks import BLOCKS
 from bringup.probes.ops.compiled.execute import check_backend
 from bringup.probes.ops.runner import op_task
@@ -19,6 +19,7 @@ from bringup.profiles.schema import Profile
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
 
 STAGE = "verify-ops"
+Record = TypeVar("Record", OpCaseRecord, CompiledRecord)
 
 
 @dataclass
@@ -63,8 +64,8 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
                 compiled_tasks.append({"kind": "compiled", "target": name, "case": None, "dtype": dtype,
                                        "backend": backend})
         if op_names or pattern:  # compiling every op case is slow: only a chosen subset
-            compiled_tasks += [{"kind": "compiled", "target": k.op, "case": k.case, "dtype": k.dtype,
-                                "backend": backend} for k in keys if k.op not in ("multinomial",)]
+            compiled_tasks += [{"kind": "compiled", "target": k.op, "case": k.case, "case_id": k.case_id,
+                                "dtype": k.dtype, "backend": backend} for k in keys if k.op not in ("multinomial",)]
     if skip:
         unknown = [name for name in skip if name not in catalog.ops and name not in BLOCKS]
         if unknown:
@@ -84,15 +85,28 @@ def record_key(record: VerifyOpsRecord) -> tuple[str, ...]:
 
 
 def key_of(task: dict[str, Any]) -> tuple[str, ...]:
-    """The resume key of a task: (op, dtype, case) for op cases, (target, dtype, backend[, case]) for compiled."""
+    """The resume key of a task: (op, dtype, case id) for op cases, (target, dtype, backend[, case id]) for
+    compiled (the label stands in for a task made without an id)."""
     if task["kind"] == "op":
-        return ("op", task["op"], task["dtype"], task["case"])
+        return ("op", task["op"], task["dtype"], task.get("case_id") or task["case"])
     key = ("compiled", task["target"], task["dtype"], task["backend"])
-    return key if task.get("case") is None else (*key, task["case"])
+    return key if task.get("case") is None else (*key, task.get("case_id") or task["case"])
+
+
+def with_case_ids(records: list[Record]) -> list[Record]:
+    """The records, each op case without an id given the id of the catalog case its op has under its label (the
+    rule that migrates a profile recorded before cases had ids; a label no case has keeps no id)."""
+    ids = case_ids_by_label(load_catalog())
+    out = []
+    for record in records:
+        op = record.op if isinstance(record, OpCaseRecord) else record.target
+        case_id = ids.get((op, record.case)) if record.case is not None and record.case_id is None else None
+        out.append(record.model_copy(update={"case_id": case_id}) if case_id else record)
+    return out
 
 
 def _records(profile: Profile | None) -> list[VerifyOpsRecord]:
-    return [*profile.ops, *profile.compiled] if profile is not None else []
+    return with_case_ids([*profile.ops, *profile.compiled]) if profile is not None else []
 
 
 def recorded_keys(profile: Profile | None) -> set[tuple[str, ...]]:
@@ -110,8 +124,8 @@ def drop_recorded(plan: Plan, profile: Profile | None) -> Plan:
 
 def merge_results(profile: Profile, results: list[VerifyOpsRecord]) -> None:
     """Replace records with the same key, append new ones (the profile keeps other runs' records)."""
-    ops: dict[tuple, OpCaseRecord] = {r.key(): r for r in profile.ops}
-    compiled: dict[tuple, CompiledRecord] = {r.key(): r for r in profile.compiled}
+    ops: dict[tuple, OpCaseRecord] = {r.key(): r for r in with_case_ids(profile.ops)}
+    compiled: dict[tuple, CompiledRecord] = {r.key(): r for r in with_case_ids(profile.compiled)}
     for record in results:
         if isinstance(record, OpCaseRecord):
             ops[record.key()] = record
@@ -182,8 +196,8 @@ def without_unsupported_backend(plan: Plan, profile: Profile | None) -> tuple[Pl
             kept.append(task)
             continue
         why = (cap.reason or cap.evidence or "no reason recorded").splitlines()[0][:300]
-        refused.append(CompiledRecord(target=task["target"], case=task.get("case"), dtype=task["dtype"],
-                                      backend=task["backend"], status="unsupported",
+        refused.append(CompiledRecord(target=task["target"], case=task.get("case"), case_id=task.get("case_id"),
+                                      dtype=task["dtype"], backend=task["backend"], status="unsupported",
                                       message=f"not compiled: the probe recorded capabilities.compile."
                                               f"{task['backend']} unsupported here ({why}); the eager path runs"))
     return replace(plan, compiled_tasks=kept), refused

@@ -36,7 +36,7 @@ def execute_task(task: dict[str, Any], device: torch.device) -> VerifyOpsRecord:
 
 def _dispatch(task: dict[str, Any], device: torch.device) -> VerifyOpsRecord:
     if task["kind"] == "op":
-        key = CaseKey(task["op"], task["dtype"], task["case"])
+        key = CaseKey(task["op"], task["dtype"], task["case"], task.get("case_id") or "")
         return run_case(key, load_catalog(), device)
     if task["kind"] == "compiled":
         from bringup.probes.ops.compiled.execute import run_compiled
@@ -49,7 +49,8 @@ def failure_result(task: dict[str, Any], status: FailureStatus, message: str,
                    seconds: float | None) -> VerifyOpsRecord:
     """The record for a task whose worker crashed or timed out (no metrics: nothing came back)."""
     if task["kind"] == "op":
-        return OpCaseRecord(op=task["op"], dtype=task["dtype"], case=task["case"], status=status,
-                            message=message, seconds=seconds)
-    return CompiledRecord(target=task["target"], case=task.get("case"), dtype=task["dtype"], backend=task["backend"],
-                          status=status, message=message, seconds=seconds)
+        return OpCaseRecord(op=task["op"], dtype=task["dtype"], case=task["case"], case_id=task.get("case_id"),
+                            status=status, message=message, seconds=seconds)
+    return CompiledRecord(target=task["target"], case=task.get("case"), case_id=task.get("case_id"),
+                          dtype=task["dtype"], backend=task["backend"], status=status, message=message,
+                          seconds=seconds)

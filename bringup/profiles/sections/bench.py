@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from bringup.profiles.base_model import ProfileModel
-from bringup.profiles.sections.ops import RunsOn, migrated_bench_record
+from bringup.profiles.sections.ops import RunsOn
 
 RecordStatus = Literal["ok", "skipped", "not_applicable", "error"]
 GroupStatus = Literal["measured", "partial", "skipped", "not_applicable"]
@@ -62,11 +62,6 @@ class BenchRecord(ProfileModel):
     # side-by-side: the plain baseline this record is an alternative to, and baseline_time / this_time
     baseline_key: str | None = None
     speedup: float | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _current_op_case(cls, data: Any) -> Any:
-        return migrated_bench_record(data)  # an `ops` record of a case named before op cases were typed
 
 
 class BenchGroup(ProfileModel):

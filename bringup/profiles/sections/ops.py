@@ -3,17 +3,13 @@
 These are the only shapes of a verify-ops result: the executor creates them, the worker pipe carries
 them (model_dump / model_validate), the stage merges them and the CLI renders them unchanged.
 
-A case label recorded before op cases were typed (hand-written, e.g. "decode [1,4096]x[4096,1024]") is read as
-the label derived now ("decode [1,4096] [4096,1024]") through op_case_renames.yaml, so old profiles and
-baselines keep pairing with new runs.
+An op case is recorded with its label (`case`, display only) and its identity (`case_id`, derived from the case's
+shapes, view and params: bringup/probes/ops/spec.py); records pair by the identity when they have one.
 """
 
-from functools import lru_cache
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict
 
 from bringup.profiles.base_model import ProfileModel
 
@@ -28,55 +24,6 @@ FAILING_OP_STATUSES: frozenset[str] = frozenset({"fail", "error", "crashed", "ti
 FAILING_COMPILED_STATUSES: frozenset[str] = frozenset({"mismatch", "compile_error", "error", "crashed", "timeout"})
 
 
-RENAMES_FILE = Path(__file__).with_name("op_case_renames.yaml")
-
-
-@lru_cache(maxsize=1)
-def case_renames() -> dict[str, dict[str, str]]:
-    """op -> {label before op cases were typed: the label derived now} (scripts/derive_op_case_renames.py)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: 30x faster, read on the first record
-    return yaml.load(RENAMES_FILE.read_text(encoding="utf-8"), Loader=loader)["renames"]
-
-
-def current_case(op: str, case: str) -> str:
-    """The label a case recorded under an earlier catalog's hand-written name has now (unchanged otherwise)."""
-    return case_renames().get(op, {}).get(case, case)
-
-
-@lru_cache(maxsize=1)
-def _former_labels() -> dict[str, dict[str, str]]:
-    return {op: {new: old for old, new in table.items()} for op, table in case_renames().items()}
-
-
-def former_case(op: str, case: str) -> str:
-    """The hand-written label a case had before op cases were typed (the case's own label when it had none)."""
-    return _former_labels().get(op, {}).get(case, case)
-
-
-def _migrated(data: Any, op_field: str) -> Any:
-    """A record's raw fields with an old case label replaced by the current one."""
-    if isinstance(data, dict) and isinstance(data.get(op_field), str) and isinstance(data.get("case"), str):
-        case = current_case(data[op_field], data["case"])
-        if case != data["case"]:
-            return {**data, "case": case}
-    return data
-
-
-def migrated_bench_record(data: Any) -> Any:
-    """A bench `ops` record (key "op dtype case", params op/case) with an old case label replaced."""
-    if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
-        return data
-    params = data["params"]
-    op, case = params.get("op"), params.get("case")
-    if not isinstance(op, str) or not isinstance(case, str):
-        return data
-    new = current_case(op, case)
-    old_key = f"{op} {data.get('dtype')} {case}"
-    if new == case or data.get("key") != old_key:
-        return data
-    return {**data, "key": f"{op} {data.get('dtype')} {new}", "params": {**params, "case": new}}
-
-
 class OpCaseRecord(ProfileModel):
     """One op case on one dtype, judged against the float64 CPU reference."""
 
@@ -84,7 +31,8 @@ class OpCaseRecord(ProfileModel):
 
     op: str
     dtype: str
-    case: str
+    case: str  # the label, for display
+    case_id: str | None = None  # the case's identity (None: recorded before cases had one, or not in the catalog)
     status: OpStatus
     max_abs: float | None = None
     max_rel: float | None = None
@@ -98,13 +46,9 @@ class OpCaseRecord(ProfileModel):
     runs_on: RunsOn | None = None  # None: not decided (on the host itself there is nothing to fall back to)
     runs_on_evidence: str | None = None  # what it dispatched, e.g. "aten::_to_cpu x1, aten::_copy_from x1"
 
-    @model_validator(mode="before")
-    @classmethod
-    def _current_label(cls, data: Any) -> Any:
-        return _migrated(data, "op")
-
     def key(self) -> tuple[str, str, str]:
-        return (self.op, self.dtype, self.case)
+        """(op, dtype, case id) — the label stands in for a record without an id."""
+        return (self.op, self.dtype, self.case_id or self.case)
 
     @property
     def failing(self) -> bool:
@@ -125,6 +69,7 @@ class CompiledRecord(ProfileModel):
 
     target: str
     case: str | None = None  # the op case label when target is an op; None for a composite block
+    case_id: str | None = None  # the op case's identity (see OpCaseRecord)
     dtype: str
     backend: str
     status: CompiledStatus
@@ -141,13 +86,8 @@ class CompiledRecord(ProfileModel):
     seconds: float | None = None
     message: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _current_label(cls, data: Any) -> Any:
-        return _migrated(data, "target")
-
     def key(self) -> tuple[str, str | None, str, str]:
-        return (self.target, self.case, self.dtype, self.backend)
+        return (self.target, self.case_id or self.case, self.dtype, self.backend)
 
     @property
     def failing(self) -> bool:

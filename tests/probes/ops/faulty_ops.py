@@ -46,15 +46,15 @@ def ops() -> list[OpSpec]:
     def one(g: torch.Generator) -> list:
         return [randn(g, 4, 5)]
 
-    def case(role: str, fn) -> CaseSpec:
-        return CaseSpec(one, fn, role=role)
+    def case(role: str, fn, number: int = 0) -> CaseSpec:
+        return CaseSpec(one, fn, role=role, variant=(("number", number),))  # slow cases differ only by number
 
     return [
         OpSpec("test_abort", "test", (case("kernel calls os.abort()", _abort),), ("float32",)),
         OpSpec("test_hang", "test", (case("kernel never returns", _hang),), ("float32",)),
         OpSpec("test_raise", "test", (case("kernel raises", _raise),), ("float32",)),
         OpSpec("test_reject", "test", (case("kernel rejects the dtype", _reject),), ("float32",)),
-        OpSpec("test_slow", "test", tuple(case(f"slow case {i}", _slow) for i in range(SLOW_CASES)),
+        OpSpec("test_slow", "test", tuple(case(f"slow case {i}", _slow, i) for i in range(SLOW_CASES)),
                ("float32",)),
     ]
 

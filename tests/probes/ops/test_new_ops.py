@@ -99,8 +99,8 @@ def test_reproducers_of_new_and_contract_cases_run_standalone(tmp_path):
     from bringup.probes.ops.repro import write_reproducer_dir
     from bringup.profiles.sections.ops import OpCaseRecord
 
-    labels = {"moe_router": "8 experts top-2 renormalised [37,72]",
-              "argmax": f"{CONTRACT}first maximal index on ties, integers 0..7 [8,1000]"}
+    labels = {"moe_router": "renormalised [37,72] [8,72] top=2",
+              "argmax": f"{CONTRACT}first maximal index on ties [8,1000] integers below=8"}
     records = [OpCaseRecord(op=op, dtype="float32", case=label, status="fail", message="injected")
                for op, label in labels.items()]
     repro = write_reproducer_dir(records, tmp_path / "repro", "cpu")

@@ -92,6 +92,11 @@ def load_catalog() -> Catalog:
     return _load(tuple(plugin_names()), os.environ.get(MODEL_ENV, "").strip())
 
 
+def case_ids_by_label(catalog: Catalog) -> dict[tuple[str, str], str]:
+    """(op, label) -> case id, for every case of the catalog."""
+    return {(name, case.label): case.case_id for name, spec in catalog.ops.items() for case in spec.cases}
+
+
 def is_model_case(label: str) -> bool:
     return label.startswith(MODEL)
 
@@ -135,7 +140,7 @@ def select_cases(catalog: Catalog, ops: Iterable[str] | None = None, dtypes: Ite
             for dtype in spec.case_dtypes(case):
                 if wanted_dtypes and dtype not in wanted_dtypes:
                     continue
-                key = CaseKey(name, dtype, case.label)
+                key = CaseKey(name, dtype, case.label, case.case_id)
                 if regex and not regex.search(str(key)):
                     continue
                 keys.append(key)

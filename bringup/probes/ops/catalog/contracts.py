@@ -67,10 +67,12 @@ def topk_contract_reference(x: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]
     return values, values, rows, rows
 
 
-def contract_case(rule: str, shape: tuple[int, ...], high: int, fn, ref, params=()) -> CaseSpec:
-    """A case of a documented contract on small integers in [0, high): many ties per row."""
+def contract_case(rule: str, shape: tuple[int, ...], high: int, fn, ref, params=(), call: str = "") -> CaseSpec:
+    """A case of a documented contract on small integers in [0, high): many ties per row. `call` names the call
+    where two contracts share shapes and params (it is part of the case's identity, the rule text is not)."""
     return CaseSpec(small_integers(*shape, high=high), fn, shapes=(shape,), role=f"{CONTRACT}{rule}",
-                    params=(*params, ("integers below", high)), ref=ref, judge="exact")
+                    params=(*params, ("integers below", high)), ref=ref, judge="exact",
+                    variant=(("call", call),) if call else ())
 
 
 def argmax_contract_cases() -> list[CaseSpec]:
@@ -82,7 +84,7 @@ def argmax_contract_cases() -> list[CaseSpec]:
         contract_case("flattened argmax, first on ties", (16, 2000), 8, torch.argmax,
                       lambda x: first_max_index(x.flatten(), 0)),
         contract_case("max(dim) values and first index on ties", (8, 1000), 8, lambda x: tuple(torch.max(x, dim=-1)),
-                      lambda x: (torch.amax(x, dim=-1), first_max_index(x, -1))),
+                      lambda x: (torch.amax(x, dim=-1), first_max_index(x, -1)), call="max"),
     ]
 
 
@@ -92,7 +94,7 @@ def sort_contract_cases() -> list[CaseSpec]:
                       lambda x: tuple(torch.sort(x, dim=-1, stable=True)), lambda x: stable_sort_reference(x, False)),
         contract_case("stable descending keeps ties in input order", (8, 1000), 16,
                       lambda x: tuple(torch.sort(x, dim=-1, descending=True, stable=True)),
-                      lambda x: stable_sort_reference(x, True)),
+                      lambda x: stable_sort_reference(x, True), call="sort descending"),
         contract_case("stable ascending, long row with ties", (20000,), 64,
                       lambda x: tuple(torch.sort(x, dim=-1, stable=True)), lambda x: stable_sort_reference(x, False)),
     ]

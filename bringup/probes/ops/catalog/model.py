@@ -84,7 +84,12 @@ def linear_case(name: str, tokens: int, d_in: int, d_out: int, params: tuple[Par
     def make(g: torch.Generator) -> list:
         return [randn(g, tokens, d_in), randn(g, used, d_in, scale=1.0 / math.sqrt(d_in))]
     return CaseSpec(make, F.linear, shapes=((tokens, d_in), (used, d_in)), role=f"{MODEL}{name}",
-                    params=(*params, *_capped(d_out, used, "width")), accum=d_in)
+                    params=(*params, *_capped(d_out, used, "width")), accum=d_in, variant=_weight(name))
+
+
+def _weight(name: str) -> tuple[Param, ...]:
+    """The model weight a case stands for: q_proj and o_proj of a square attention share shapes and params."""
+    return (("weight", name),)
 
 
 def projections(s: ModelShapes) -> list[tuple[str, int, int]]:
@@ -114,14 +119,15 @@ def quantized_cases(s: ModelShapes) -> dict[str, list[CaseSpec]]:
     for name, t, d_in, d_out, params in layers:
         n = capped_width(t, d_in, d_out)
         params = (*params, *_capped(d_out, n, "width"))
-        role = f"{MODEL}{name}"
-        out["_weight_int8pack_mm"].append(int8pack_case(role, t, d_in, n, params))
-        out["_int_mm"].append(int_mm_case(t, d_in, n, b_transposed=True, role=role, params=params))
-        out["_scaled_mm"].append(scaled_mm_case(t, d_in, n, role=role, params=params))
+        role, weight = f"{MODEL}{name}", _weight(name)
+        out["_weight_int8pack_mm"].append(replace(int8pack_case(role, t, d_in, n, params), variant=weight))
+        out["_int_mm"].append(replace(int_mm_case(t, d_in, n, b_transposed=True, role=role, params=params),
+                                      variant=weight))
+        out["_scaled_mm"].append(replace(scaled_mm_case(t, d_in, n, role=role, params=params), variant=weight))
         group = largest_group(d_in)
         if group is not None and n % 16 == 0:
             for op_name in INT4_OPS:
-                out[op_name].append(int4pack_case(op_name, role, t, d_in, n, group, params))
+                out[op_name].append(replace(int4pack_case(op_name, role, t, d_in, n, group, params), variant=weight))
     return out
 
 

@@ -181,14 +181,14 @@ def group_sizes(g_seed: str, slots: int, experts: int, empty_every: int = 3) -> 
 
 def grouped_matmul_cases(role: str, slots: int, experts: int, d_in: int, d_out: int, params=()) -> list[CaseSpec]:
     """x [slots, d_in] in groups over the experts' weights [experts, d_in, d_out], some groups empty."""
-    counts = group_sizes(f"{role + ' ' if role else ''} {slots} {experts} {d_in} {d_out}", slots, experts)
+    counts = group_sizes(f" {slots} {experts} {d_in} {d_out}", slots, experts)
     make = grouped_inputs(counts, d_in, d_out)
     shapes = ((slots, d_in), (experts, d_in, d_out))
     params = (*params, ("empty groups", counts.count(0)))
 
     def case(form: str, fn, ref=None) -> CaseSpec:
         return CaseSpec(make, fn, shapes=shapes, role=" ".join(part for part in (role, form) if part), params=params,
-                        ref=ref, accum=d_in)
+                        ref=ref, accum=d_in, variant=(("form", form),))
     return [case("loop of matmuls", grouped_matmul_loop),
             case("padded bmm", grouped_matmul_padded, ref=grouped_matmul_loop)]
 

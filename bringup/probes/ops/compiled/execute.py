@@ -17,6 +17,7 @@ from bringup.probes.ops.compiled.rule import judge, rmse
 from bringup.probes.ops.inputs import dtype_from_name, generator, prepare_inputs
 from bringup.probes.ops.judge.error_kinds import is_unsupported_error
 from bringup.probes.ops.judge.metrics import flatten_outputs
+from bringup.probes.ops.spec import CaseKey
 from bringup.probes.ops.sync import synchronize
 from bringup.profiles.sections.ops import CompiledRecord
 
@@ -63,7 +64,7 @@ def _target(task: dict[str, Any], device: torch.device
         assert block.fn is not None
         return block.fn, block.ref or block.fn, raw, (), None
     spec = load_catalog().get(task["target"])
-    case = spec.case(task["case"])
+    case = spec.find(CaseKey(task["target"], task["dtype"], task["case"], task.get("case_id") or ""))
     if case.judge == "multinomial":
         raise NotImplementedError("sampling op: judged statistically, not comparable element by element")
     return case.fn, case.ref or case.fn, case.inputs(generator(*spec.seed_parts(case))), case.keep_dtype, \
@@ -104,8 +105,8 @@ def _numel(result: Any) -> int:
 def run_compiled(task: dict[str, Any], device: torch.device) -> CompiledRecord:
     """Compare eager and compiled with the float64 reference into the profile record; bisect a failure."""
     started = time.perf_counter()
-    record = CompiledRecord(target=task["target"], case=task.get("case"), dtype=task["dtype"],
-                            backend=task["backend"], status="error")
+    record = CompiledRecord(target=task["target"], case=task.get("case"), case_id=task.get("case_id"),
+                            dtype=task["dtype"], backend=task["backend"], status="error")
     try:
         fn, ref_fn, raw, keep, layout = _target(task, device)
         dev_args, ref_args = prepare_inputs(raw, dtype_from_name(task["dtype"]), device, keep, layout)

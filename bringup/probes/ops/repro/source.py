@@ -21,7 +21,7 @@ from bringup.probes.ops.judge import error_kinds, metrics, tolerances
 from bringup.probes.ops.repro.check import Comparer, same_arguments
 from bringup.probes.ops.repro.extract import NotExpressible, SourceBundle
 from bringup.probes.ops.repro.template import COMMON, COMPILED_RUN, ENTRY, IMPORTS, OP_RUN, SYNCHRONIZE
-from bringup.probes.ops.spec import Catalog
+from bringup.probes.ops.spec import CaseKey, Catalog
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 
 SUBSTITUTES = {("bringup.probes.ops.sync", "synchronize"): SYNCHRONIZE}
@@ -60,7 +60,7 @@ def op_recipe(record: OpCaseRecord, catalog: Catalog) -> Recipe:
     if record.op not in catalog.ops:
         raise NotExpressible(f"op {record.op!r} is not in this process's catalog (a plugin that is not loaded?)")
     spec = catalog.get(record.op)
-    case = spec.case(record.case)
+    case = spec.find(CaseKey(record.op, record.dtype, record.case, record.case_id or ""))
     facts = {"judge": case.judge, "accum": case.accum, "step_rounding": case.step_rounding,
              "accumulator": case.accumulator, "accumulator_reason": case.accumulator_reason}
     return Recipe(spec.seed_parts(case), case.inputs, case.fn, case.ref or case.fn, case.layout, case.out,
@@ -76,7 +76,8 @@ def compiled_recipe(record: CompiledRecord, catalog: Catalog) -> Recipe:
             raise NotExpressible("runs the runner's own model (bringup.runner), which a standalone file cannot "
                                  "carry; rerun `bringup verify-ops --compiled --op " + record.target + "`")
         return Recipe(("block", block.name), block.inputs, block.fn, block.ref or block.fn)
-    recipe = op_recipe(OpCaseRecord(op=record.target, dtype=record.dtype, case=record.case, status="fail"), catalog)
+    recipe = op_recipe(OpCaseRecord(op=record.target, dtype=record.dtype, case=record.case, case_id=record.case_id,
+                                    status="fail"), catalog)
     return Recipe(recipe.seed_parts, recipe.inputs, recipe.fn, recipe.ref, recipe.layout, None, recipe.keep_dtype)
 
 
