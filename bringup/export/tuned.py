@@ -6,10 +6,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bringup.errors import BringupError
+from bringup.number_rule import NumberRefused, whole_number
 from bringup.profiles.sections.models import ModelPlanRecord
+from bringup.terminal_text import quoted
 
 # a plan row's value as the plan table writes it: "256", and the KV cache as "256 × 16 tokens"
-KV_BLOCKS = re.compile(r"^\s*(\d+)\s*[×x]\s*(\d+)\s*tokens\s*$")
+KV_BLOCKS = re.compile(r"^\s*(\S+?)\s*[×x]\s*(\S+)\s*tokens\s*$")  # each number then read by the rule
+MAX_TOKENS = (1 << 31) - 1  # a token count or position: what an engine's int32 positions can index
 EVIDENCE_CHARS = 160
 
 
@@ -33,13 +37,23 @@ class TunedPlan:
     def number(self, setting: str) -> int | None:
         """A whole-number setting (max_model_len, max_num_seqs, max_num_batched_tokens); None when absent or not
         a number."""
-        value = self.value(setting)
-        return int(value) if value is not None and value.strip().isdigit() and int(value) > 0 else None
+        choice = self.record.plan.get(setting)
+        return None if choice is None else self._checked(choice.value, setting) or None
 
     def kv_tokens(self) -> int | None:
         """Tokens the plan's KV cache holds: blocks × tokens per block."""
         found = KV_BLOCKS.match(self.value("kv_blocks") or "")
-        return int(found.group(1)) * int(found.group(2)) if found else None
+        if not found:
+            return None
+        tokens = self._checked(found.group(1), "kv_blocks") * self._checked(found.group(2), "kv_blocks")
+        return self._checked(tokens, "kv_blocks") or None
+
+    def _checked(self, value: object, setting: str) -> int:
+        """The number rule (bringup/number_rule.py) on a plan value: BringupError naming the field and the bound."""
+        try:
+            return whole_number(value, f"models[{quoted(self.key)}].plan.{setting}", MAX_TOKENS)
+        except NumberRefused as exc:
+            raise BringupError(f"{exc}; run `bringup tune` again, or fix the profile") from None
 
     def line(self, setting: str) -> str:
         """The evidence line for one setting: `models[key].plan.setting: value (its evidence, shortened)`."""
