@@ -59,7 +59,7 @@ def test_the_default_profile_is_the_only_one_in_profiles():
     ([], "--engine is required"),
     (["--engine", "tgi"], "not an engine export knows"),
     (["--engine", "vllm", "--profile", "missing.yaml"], "does not exist"),
-    (["--engine", "vllm", "--profile", "."], "cannot be read"),
+    (["--engine", "vllm", "--profile", "."], "is a directory, not a regular file; pass the path of a profile"),
     (["--engine", "vllm"], "./profiles holds 0 profiles"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, said):
