@@ -54,8 +54,15 @@ def unique_pairs(pairs: list[tuple[Any, Any]]) -> dict:
     return found
 
 
+def _json_int(text: str) -> int:
+    """An integer of the JSON text, its length checked before int() sees it (past 4,300 digits int() raises)."""
+    if len(text.lstrip("-")) > 4000:
+        raise SpecError(f"a number of {len(text.lstrip('-')):,} digits: no field of a spec holds one that long")
+    return int(text)
+
+
 def load_json(text: str) -> Any:
-    return json.loads(text, object_pairs_hook=unique_pairs)
+    return json.loads(text, object_pairs_hook=unique_pairs, parse_int=_json_int)
 
 
 def load_yaml(text: str) -> Any:
