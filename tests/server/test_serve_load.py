@@ -339,5 +339,5 @@ def test_prompts_at_max_model_len(live: LiveServer) -> None:
     for prompt, max_tokens in (("a" * (MAX_MODEL_LEN - 1), 1), ("a" * MAX_MODEL_LEN, 1), (fits, 2)):
         r = httpx.post(f"{live.base_url}/completions", json={"model": model, "prompt": prompt,
                                                               "max_tokens": max_tokens}, timeout=60)
-        assert r.status_code == 400 and "max_model_len" in r.text or "context" in r.text, r.text
+        assert (r.status_code == 400 and "max_model_len" in r.text) or "context" in r.text, r.text
     assert live.wait_idle()["bringup_kv_blocks_used"] == 0
