@@ -15,6 +15,7 @@ from bringup.export.evidence import collective_devices, host_cores
 from bringup.export.model_shape import read_shape
 from bringup.export.tuned import TunedPlan
 from bringup.number_rule import NumberRefused, real_number, whole_number
+from bringup.profiles.base_model import READ_FROM_FILE
 from bringup.profiles.sections.collectives import CollectivesSection
 from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.runner.model.config.fields import Fields
@@ -65,11 +66,27 @@ def test_the_bounds_are_named_and_ascii_numbers_within_them_pass() -> None:
 def test_a_profile_section_refuses_each(value) -> None:
     raw = collectives().model_dump()
     with pytest.raises(ValidationError) as caught:
-        CollectivesSection.model_validate({**raw, "world_size": value})
+        CollectivesSection.model_validate({**raw, "world_size": value}, context=READ_FROM_FILE)
     assert "world_size" in str(caught.value)
     if not finite_int(value):  # a float field takes a finite number of either sign
         with pytest.raises(ValidationError, match="seconds"):
-            CollectivesSection.model_validate({**raw, "seconds": value})
+            CollectivesSection.model_validate({**raw, "seconds": value}, context=READ_FROM_FILE)
+
+
+def test_a_profile_file_refuses_each_number_naming_its_place(tmp_path) -> None:
+    from bringup.profiles.store import load_profile, render_yaml
+    from tests.export.built import with_plan
+
+    text = render_yaml(with_plan(verified(), tuned("/models/m")))
+    for old, new in (("runs: 2", "runs: '²'"), ("runs: 2", "runs: '١٠٢٤'"), ("runs: 2", "runs: true"),
+                     ("runs: 2", "runs: -1"), ("runs: 2", f"runs: {10**40}"), ("layout_stream_bytes: 1",
+                                                                            "layout_stream_bytes: .nan")):
+        assert old in text
+        path = tmp_path / "p.yaml"
+        path.write_text(text.replace(old, new))
+        with pytest.raises(BringupError) as caught:
+            load_profile(path)
+        one_line(str(caught.value), new.split(":")[0])
 
 
 @pytest.mark.parametrize("value", HOSTILE, ids=IDS)
@@ -77,7 +94,7 @@ def test_a_tune_record_refuses_each(value) -> None:
     raw = tuned("/models/m").model_dump()
     for change in ({"runs": value}, {"by_batch": {value: 0.5}}, {"layout_stream_bytes": value}):
         with pytest.raises(ValidationError):
-            ModelPlanRecord.model_validate({**raw, **change})
+            ModelPlanRecord.model_validate({**raw, **change}, context=READ_FROM_FILE)
 
 
 @pytest.mark.parametrize("value", HOSTILE, ids=IDS)

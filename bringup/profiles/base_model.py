@@ -1,17 +1,22 @@
-"""The base for every profile model: unknown keys are errors, so typos in a profile are caught, and every number
-field (and every number key or value of a dict or list field) is read by the one number rule
-(bringup/number_rule.py): ASCII digits or a finite float, no bools, whole numbers from 0 to 2^63 - 1."""
+"""The base for every profile model: unknown keys are errors, so typos in a profile are caught, and in a profile read
+from a file every number field (and every number key or value of a dict or list field) is read by the one number
+rule (bringup/number_rule.py): ASCII digits or a finite float, no bools, whole numbers from 0 to 2^63 - 1."""
 
 from __future__ import annotations
 
 import math
 import types
 from functools import cache
-from typing import Any, Union, get_args, get_origin
+from typing import Any, ClassVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
 from bringup.number_rule import INT64_MAX, described, real_number, whole_number
+
+FROM_FILE = "from_file"
+# the validation context of a profile read from a file (store.py): the number rule applies to what was read, not to
+# records a stage builds (those check their own figures, e.g. eval refuses a non-finite one in one line)
+READ_FROM_FILE = {FROM_FILE: True}
 
 
 def _optional(annotation: Any) -> Any:
@@ -22,21 +27,22 @@ def _optional(annotation: Any) -> Any:
     return annotation
 
 
-def number_rule(value: Any, annotation: Any, where: str) -> Any:
-    """`value` with each number the annotation expects read by the rule; anything else is left to pydantic."""
+def number_rule(value: Any, annotation: Any, where: str, floats_later: bool = False) -> Any:
+    """`value` with each number the annotation expects read by the rule; anything else is left to pydantic (and a
+    float, with `floats_later`, to the record's own check)."""
     annotation = _optional(annotation)
     if value is None or annotation is None:
         return value
     if annotation is int:
         return whole_number(value, where)
     if annotation is float:
-        return real_number(value, where)
+        return value if floats_later and type(value) is float else real_number(value, where)
     origin, args = get_origin(annotation), get_args(annotation)
     if origin is dict and isinstance(value, dict) and len(args) == 2:
-        return {number_rule(k, args[0], f"{where} key"): number_rule(v, args[1], f"{where}[{described(k)}]")
-                for k, v in value.items()}
+        return {number_rule(k, args[0], f"{where} key", floats_later):
+                number_rule(v, args[1], f"{where}[{described(k)}]", floats_later) for k, v in value.items()}
     if origin in (list, tuple) and isinstance(value, list) and len(args) == 1:
-        return [number_rule(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
+        return [number_rule(v, args[0], f"{where}[{i}]", floats_later) for i, v in enumerate(value)]
     return value
 
 
@@ -52,6 +58,9 @@ def _needs_rule(value: Any) -> bool:
 
 class ProfileModel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # a record whose floats a later check reads (a tune record: runner/plan/record/bounds.py refuses a non-finite or
+    # negative time there, as a fallback, not as a profile that cannot be read): its floats pass here
+    floats_checked_later: ClassVar[bool] = False
 
     @classmethod
     @cache
@@ -69,15 +78,15 @@ class ProfileModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _number_rule(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
+    def _number_rule(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or not (info.context or {}).get(FROM_FILE):
             return data
         changed = None
         for key, annotation, scalar in cls._number_fields():
             value = data.get(key)
             if scalar and not _needs_rule(value):
                 continue
-            checked = number_rule(value, annotation, key)
+            checked = number_rule(value, annotation, key, cls.floats_checked_later)
             if checked is not value:
                 changed = changed if changed is not None else dict(data)
                 changed[key] = checked
