@@ -154,3 +154,21 @@ def test_export_refuses_a_world_size_past_any_job() -> None:
     profile = verified(host=False).model_copy(update={"collectives": section})
     with pytest.raises(BringupError, match=r"collectives.world_size: 1000000000000 is more than 65,536"):
         collective_devices(profile)
+
+
+@pytest.mark.parametrize("header, size", [(b"1024", 1024), (b"", None), ("²".encode(), None),
+                                          ("١٠٢٤".encode(), None), (b"-1", None), (b"9" * 5000, (1 << 63) - 1)])
+def test_a_content_length_header_is_read_by_the_rule(header, size) -> None:
+    from bringup.serve.http.middleware import declared_size
+
+    assert declared_size(header) == size
+
+
+@pytest.mark.parametrize("text, shown", [("1073741824\n", "1.0 GiB"), ("max\n", None), ("²", None),
+                                         ("9" * 5000, None), ("-1", None)])
+def test_a_cgroup_memory_limit_is_read_by_the_rule(tmp_path, text, shown) -> None:
+    from bringup.probes.env_facts.host import cgroup_memory_limit
+
+    (tmp_path / "sys/fs/cgroup").mkdir(parents=True)
+    (tmp_path / "sys/fs/cgroup/memory.max").write_text(text)
+    assert cgroup_memory_limit(tmp_path) == shown
