@@ -30,6 +30,8 @@ MAX_DEVICES = 16
 MAX_SPEC_BYTES = 1 << 20
 FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort")
 DEVICE_FIELDS = ("name", "integrated", "memory")
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     name: str
@@ -78,7 +80,11 @@ def _parse_source(value: str) -> tuple[Any, str]:
         except json.JSONDecodeError as error:
             raise SpecError(f"inline JSON is invalid: {error}") from None
     path = Path(text).expanduser()
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name too long, or a NUL in it
+        exists = False
+    if not exists:
         raise SpecError(f"{text[:80]!r} is neither 'default', inline JSON ({{...}}), nor an existing .json/.yaml file")
     content = read_spec_file(path, MAX_SPEC_BYTES)
     if path.suffix.lower() in (".yaml", ".yml"):
