@@ -30,13 +30,17 @@ def log_python_warning(message: Any, category: type[Warning], filename: str, lin
                                              filename, lineno)
 
 
+MAX_RECORD_CHARS = 8000  # of one terminal log record, before rich's highlighter sees it
+
+
 class TerminalSafeFormatter(logging.Formatter):
-    """Log messages carry strings from profiles, models and requests: control characters are shown, not sent."""
+    """Log messages carry strings from profiles, models and requests: control characters are shown, not sent, and a
+    record is cut to MAX_RECORD_CHARS."""
 
     def format(self, record: logging.LogRecord) -> str:
         from bringup.terminal_text import shown
 
-        return shown(super().format(record))
+        return shown(super().format(record), MAX_RECORD_CHARS)
 
 
 def terminal_handler(root: logging.Logger) -> logging.Handler | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+MAX_SHOWN_CHARS = 2000  # of one string from outside: rich's highlighter takes seconds on 10^4 characters
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
@@ -16,9 +17,15 @@ def _visible(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def shown(text: object) -> str:
-    """`text` with every control character (ESC, BEL, CR, C1, bidi overrides) written as a visible escape."""
-    return _CONTROL.sub(_visible, str(text))
+def bounded(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters in all)"
+
+
+def shown(text: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """`text`, at most `limit` characters of it, with every control character (ESC, BEL, CR, C1, bidi overrides)
+    written as a visible escape."""
+    return _CONTROL.sub(_visible, bounded(str(text), limit))
 
 
 def quoted(name: object, limit: int = 60) -> str:

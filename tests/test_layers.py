@@ -15,7 +15,8 @@ from pathlib import Path
 import bringup
 
 PACKAGE_ROOT = Path(bringup.__file__).parent
-CORE = {"bringup", "bringup.errors", "bringup.log", "bringup.fallbacks", "bringup.terminal_text", "bringup.json_depth"}
+CORE = {"bringup", "bringup.errors", "bringup.log", "bringup.fallbacks", "bringup.terminal_text", "bringup.json_depth",
+        "bringup.number_rule", "bringup.bounded_file"}
 
 # importer -> what it may import (besides itself and CORE); a target names a package or a single module.
 # Imports point down: cli -> everything; serve -> runner; probes -> backends, profiles and the runner's model (the

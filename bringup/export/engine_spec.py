@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from bringup.export.config import ModelChoice, Note, Omitted, Setting
 from bringup.export.evidence import Fact
 from bringup.export.model_choice import Loads
+from bringup.export.shell_words import hint
 from bringup.export.tuned import TunedPlan
 from bringup.profiles.schema import Profile
 
@@ -22,7 +23,7 @@ class ExportInputs:
     dtype: Fact  # the dtype served (evidence.served_dtype); both engines read it
 
     def tune_hint(self, more: str = "") -> str:
-        return f"run `bringup tune --model {self.model.path if self.model.given else 'MODEL'}{more}`"
+        return hint("bringup", "tune", "--model", self.model.path if self.model.given else "MODEL", *more.split())
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bringup.errors import BringupError
 from bringup.export.tuned import TunedPlan
+from bringup.number_rule import NumberRefused, whole_number
 from bringup.profiles.attention_kinds import FUSED_SDPA
 from bringup.profiles.schema import Capability, Profile
 from bringup.profiles.sections.ops import OpCaseRecord
@@ -28,7 +30,9 @@ QUANTIZED_KERNELS: dict[str, tuple[str, tuple[str, ...]]] = {
     "int4": ("int4_weight_only_matmul", ("_weight_int4pack_mm_for_cpu", "_weight_int4pack_mm")),
     "fp8": ("fp8_scaled_mm", ("_scaled_mm",)),
 }
-CORES = re.compile(r"(\d+)\s+logical,\s*(\d+)\s+physical,\s*(\d+)\s+usable")
+CORES = re.compile(r"([0-9]+)\s+logical,\s*([0-9]+)\s+physical,\s*([0-9]+)\s+usable", re.ASCII)
+MAX_CORES = 1 << 16  # more than any host's CPUs (Linux builds for at most 8,192)
+MAX_RANKS = 1 << 16  # more ranks than any torch.distributed job has run
 PROBE, VERIFY_OPS = "run `bringup probe`", "run `bringup verify-ops`"
 
 
@@ -45,6 +49,15 @@ class Cores:
     logical: int
     physical: int
     usable: int
+
+
+def bounded(value: Any, field: str, high: int) -> int:
+    """A count from the profile by the number rule, at least 1 and at most `high`; BringupError naming the field and
+    the bound otherwise."""
+    try:
+        return whole_number(value, field, high, low=1)
+    except NumberRefused as exc:
+        raise BringupError(f"{exc}; the profile was edited or comes from elsewhere: record it again") from None
 
 
 def short(text: str | None, limit: int = EVIDENCE_CHARS) -> str:
@@ -184,6 +197,7 @@ def collective_devices(profile: Profile) -> Fact:
                        "device's own collective library: one device", (line,),
                     "run `bringup verify-collectives` on the devices")
     count = len(set(found.rank_devices)) if found.rank_devices else found.world_size
+    count = bounded(count, "collectives.world_size", MAX_RANKS)
     return Fact(max(count, 1), f"collectives passed on {count} {found.device_type} device(s) through "
                                f"{found.backend}", (line,))
 
@@ -282,16 +296,16 @@ def host_cores(profile: Profile) -> Fact:
     device = profile.device
     if device is not None and not device.is_accelerator:
         extra = device.extra
-        counts = [extra.get(k) for k in ("logical_cores", "physical_cores", "usable_cores")]
-        if all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in counts):
-            cores = Cores(*counts)
+        names = ("logical_cores", "physical_cores", "usable_cores")
+        if all(k in extra for k in names):
+            cores = Cores(*(bounded(extra[k], f"device.extra.{k}", MAX_CORES) for k in names))
             return Fact(cores, f"{cores.usable} usable core(s) ({cores.logical} logical, {cores.physical} physical)",
                         (f"device.extra: logical_cores {cores.logical}, physical_cores {cores.physical}, usable_cores "
                          f"{cores.usable}",))
     said = profile.environment.cpu.get("cores") if profile.environment else None
     found = CORES.search(said or "")
     if found:
-        cores = Cores(*(int(g) for g in found.groups()))
+        cores = Cores(*(bounded(g, "environment.cpu.cores", MAX_CORES) for g in found.groups()))
         return Fact(cores, f"{cores.usable} usable core(s) ({cores.logical} logical, {cores.physical} physical)",
                     (f"environment.cpu.cores: {said}",))
     return Fact(None, "the profile does not count the host's cores", ("environment.cpu.cores: not in the profile",),

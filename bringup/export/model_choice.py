@@ -14,6 +14,7 @@ from typing import Literal
 
 from bringup.errors import BringupError
 from bringup.export.config import ModelChoice, Note
+from bringup.export.shell_words import hint, model_path
 from bringup.export.tuned import TunedPlan
 from bringup.profiles.schema import Profile
 from bringup.terminal_text import quoted
@@ -65,7 +66,8 @@ def _matching(profile: Profile, model: str) -> list[TunedPlan]:
 
 
 def _model_of(plan: TunedPlan) -> ModelChoice:
-    return ModelChoice(plan.record.source, True, plan.key, plan.record.tuned)
+    path = model_path(plan.record.source, f"models[{quoted(plan.key)}].source")
+    return ModelChoice(path, True, plan.key, plan.record.tuned)
 
 
 def _chosen(plan: TunedPlan, others: list[TunedPlan]) -> Chosen:
@@ -105,9 +107,10 @@ def choose_model(profile: Profile, model: str | None, loads: Loads, engine: str,
     if found != loads:
         raise BringupError(f"--model {quoted(model)}: {engine} loads {LOADS_WHAT[loads]}, and this is "
                            f"{'a directory' if path.is_dir() else 'not a .gguf file'}")
-    note = Note("tuned_plan", f"no plan tuned for {model} in this profile: the settings a plan decides are left out",
-                (), f"run `bringup tune --model {model}`")
-    return Chosen(ModelChoice(model, True), None, (note,))
+    path_word = model_path(model, "--model")
+    note = Note("tuned_plan", f"no plan tuned for {model} in this profile: the settings a plan decides are "
+                "left out", (), hint("bringup", "tune", "--model", path_word))
+    return Chosen(ModelChoice(path_word, True), None, (note,))
 
 
 def _implicit(profile: Profile, loads: Loads, placeholder: str) -> Chosen:

@@ -8,7 +8,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from bringup.bounded_file import FileRefused, read_bounded
+from bringup.errors import BringupError
+from bringup.number_rule import NumberRefused, whole_number
+from bringup.terminal_text import shown
+
 MAX_CONFIG_BYTES = 4 << 20
+MAX_SIZE = 1 << 20  # a layer, head or hidden count beyond any decoder's (the widest hidden size is ~3 x 10^4)
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 
@@ -27,11 +33,17 @@ class ModelShape:
         return f"{self.layers} layers, {self.heads} heads, {self.kv_heads} KV heads of {self.head_dim}"
 
 
-def _count(config: dict, *names: str) -> int | None:
+def _count(config: dict, path: Path, *names: str) -> int | None:
+    """The first of `names` the config holds, by the number rule (bringup/number_rule.py) within MAX_SIZE; absent or
+    null is None, anything else is refused in one line."""
     for name in names:
         value = config.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
+        if value is None:
+            continue
+        try:
+            return whole_number(value, f"{path}: {name}", MAX_SIZE, low=1)
+        except NumberRefused as exc:
+            raise BringupError(f"{shown(exc)}; fix the model's config.json") from None
     return None
 
 
@@ -39,22 +51,21 @@ def read_shape(model_dir: str) -> tuple[ModelShape | None, str]:
     """(the shape, where it came from) or (None, why not)."""
     path = Path(model_dir) / "config.json"
     try:
-        if not path.is_file():
-            return None, f"{path} is not a file"
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            return None, f"{path} is larger than {MAX_CONFIG_BYTES >> 20} MiB"
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        config = json.loads(read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8"))
+    except FileRefused as exc:
+        return None, f"{path} {exc}"
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return None, f"{path} cannot be read: {type(exc).__name__}"
     if isinstance(config, dict) and isinstance(config.get("text_config"), dict):
         config = config["text_config"]
     if not isinstance(config, dict):
         return None, f"{path} does not hold a JSON object"
-    layers = _count(config, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _count(config, "num_attention_heads", "n_head")
-    hidden = _count(config, "hidden_size", "n_embd")
-    kv_heads = _count(config, "num_key_value_heads") or heads
-    head_dim = _count(config, "head_dim") or (hidden // heads if hidden and heads and hidden % heads == 0 else None)
+    layers = _count(config, path, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _count(config, path, "num_attention_heads", "n_head")
+    hidden = _count(config, path, "hidden_size", "n_embd")
+    kv_heads = _count(config, path, "num_key_value_heads") or heads
+    even = hidden and heads and hidden % heads == 0
+    head_dim = _count(config, path, "head_dim") or (hidden // heads if even else None)
     if not (layers and heads and kv_heads and head_dim):
         return None, f"{path} lacks the layer, head or hidden sizes"
     return ModelShape(layers, heads, kv_heads, head_dim), f"{path}"

@@ -11,8 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bringup.errors import BringupError
+from bringup.number_rule import NumberRefused, whole_number
 from bringup.profiles.sections.models import PLAN_VALUES_AS_DATA, ModelPlanRecord
+from bringup.terminal_text import quoted
 
+MAX_TOKENS = (1 << 31) - 1  # a token count or position: what an engine's int32 positions can index
 EVIDENCE_CHARS = 160
 
 
@@ -39,15 +43,18 @@ class TunedPlan:
         return self.record.value(setting)
 
     def number(self, setting: str) -> int | None:
-        """A whole-number setting (max_model_len, max_num_seqs, max_num_batched_tokens, kv_blocks); None when
-        absent or not a positive whole number."""
+        """A whole-number setting (max_model_len, max_num_seqs, max_num_batched_tokens, kv_blocks) read by the number
+        rule; None when absent, or in a record of text (as_text)."""
         value = self.value(setting)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        return None if value is None else self._checked(value, setting) or None
 
     def kv_tokens(self) -> int | None:
         """Tokens the plan's KV cache holds: blocks × tokens per block."""
-        blocks, size = self.number("kv_blocks"), self.record.block_size
-        return blocks * size if blocks is not None and isinstance(size, int) and size > 0 else None
+        blocks = self.number("kv_blocks")
+        if blocks is None or self.record.block_size is None:
+            return None
+        size = self._checked(self.record.block_size, "block_size")
+        return self._checked(blocks * size, "kv_blocks") or None
 
     def holds_no(self, what: str) -> str:
         """Why no `what` is taken from this plan: absent from it, or recorded as text by an older tune."""
@@ -55,6 +62,13 @@ class TunedPlan:
             return (f"{self.about()} records its plan as text, as bringup did before its tune records held values as "
                     f"data: {what} is not read from text")
         return f"{self.about()} holds no {what}"
+
+    def _checked(self, value: object, setting: str) -> int:
+        """The number rule (bringup/number_rule.py) on a plan value: BringupError naming the field and the bound."""
+        try:
+            return whole_number(value, f"models[{quoted(self.key)}].plan.{setting}", MAX_TOKENS, strings=False)
+        except NumberRefused as exc:
+            raise BringupError(f"{exc}; run `bringup tune` again, or fix the profile") from None
 
     def line(self, setting: str) -> str:
         """The evidence line for one setting: `models[key].plan.setting: value (its evidence, shortened)`."""

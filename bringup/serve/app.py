@@ -79,6 +79,13 @@ def create_app(engine: Engine, config: ServerConfig | None = None, thread: Engin
     app.add_middleware(BodyLimitMiddleware, limits=ctx.body_limits(), body_timeout_s=ctx.config.body_timeout_s)
     app.add_middleware(APIKeyMiddleware, api_key=ctx.config.api_key)
     app.add_middleware(StatusCountMiddleware, metrics=ctx.metrics)
+    _add_status_routes(app, ctx, engine)
+    _add_api_routes(app, ctx)
+    return app
+
+
+def _add_status_routes(app: FastAPI, ctx: ServerContext, engine: Engine) -> None:
+    """/health, /metrics, /v1/models and /v1/plan: what the server and its engine are."""
     created = int(time.time())
 
     @app.get("/health", responses={503: {"description": "draining or engine dead"}})
@@ -111,6 +118,10 @@ def create_app(engine: Engine, config: ServerConfig | None = None, thread: Engin
                             ignored_fields=ctx.ignored_fields.snapshot(),
                             reconfirmation=engine.reconfirmation_report())
 
+
+def _add_api_routes(app: FastAPI, ctx: ServerContext) -> None:
+    """The OpenAI endpoints, and vLLM's /tokenize and /detokenize."""
+
     @app.post("/v1/completions", response_model=CompletionResponse, responses={**_ERRORS, **_STREAM})
     async def completions(body: CompletionRequest, request: Request):
         return await create_completion(body, request, ctx)
@@ -130,5 +141,3 @@ def create_app(engine: Engine, config: ServerConfig | None = None, thread: Engin
               responses={c: _ERRORS[c] for c in (400, 401, 404, 413)})
     async def detokenize_route(body: DetokenizeRequest) -> DetokenizeResponse:
         return await detokenize(body, ctx)
-
-    return app

@@ -17,9 +17,12 @@ def autoload() -> None:
     value = os.environ.get("BRINGUP_EMU_SPEC")
     if not value:
         return
-    from bringup_emu.build import BuildError
-    from bringup_emu.spec import SpecError
-
+    try:
+        from bringup_emu.build import BuildError
+        from bringup_emu.spec import SpecError
+    except ImportError as error:  # the spec checks are bringup's (bringup/number_rule.py, bringup/bounded_file.py)
+        _exit(f"BRINGUP_EMU_SPEC is set but the emulator cannot read it ({error}); install bringup beside "
+              "bringup-emu, or unset BRINGUP_EMU_SPEC")
     try:
         activate(value)
     except SpecError as error:
@@ -29,6 +32,10 @@ def autoload() -> None:
             f"BRINGUP_EMU_SPEC is set but the emulator extension is unavailable: {error}; run "
             "`python -m bringup_emu build` to see the compiler's output, or unset BRINGUP_EMU_SPEC"
         )
+    except (TypeError, ValueError, OverflowError, OSError, RuntimeError) as error:
+        first = (str(error).strip().splitlines() or [""])[0][:200]
+        _exit(f"BRINGUP_EMU_SPEC: the emulated device could not be configured ({type(error).__name__}: {first}); "
+              "check the spec against docs/emulator.md, or unset BRINGUP_EMU_SPEC")
 
 
 def _exit(message: str) -> None:

@@ -6,30 +6,30 @@ Every problem raises SpecError with one line naming the field (`devices[1].memor
 from __future__ import annotations
 
 import json
-import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bringup.number_rule import described
 from bringup_emu.default_spec import DEFAULT_SPEC
 from bringup_emu.op_names import check_op_name
+from bringup_emu.spec_checks import (
+    SpecError,
+    check_factor,
+    check_name,
+    load_json,
+    load_yaml,
+    parse_size,
+    read_spec_file,
+)
+
+__all__ = ["SPEC_ENV", "DeviceSpec", "EmuSpec", "SpecError", "load_spec", "parse_size", "parse_spec"]
 
 SPEC_ENV = "BRINGUP_EMU_SPEC"
 MAX_DEVICES = 16
 MAX_SPEC_BYTES = 1 << 20
 FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort")
 DEVICE_FIELDS = ("name", "integrated", "memory")
-_UNITS = {
-    "": 1, "b": 1,
-    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
-
-
-class SpecError(ValueError):
-    """An invalid spec; the message is one line that names the field."""
 
 
 @dataclass(frozen=True)
@@ -61,23 +61,6 @@ class EmuSpec:
         }
 
 
-def parse_size(value: Any, field: str) -> int:
-    """Bytes from an int or a string such as "512MiB", "8GiB", "1.5GB"."""
-    if isinstance(value, bool):
-        raise SpecError(f"{field}: {value!r} is not a size")
-    if isinstance(value, int):
-        size = value
-    elif isinstance(value, str) and (match := _SIZE.match(value)) and match[2].lower() in _UNITS:
-        size = int(float(match[1]) * _UNITS[match[2].lower()])
-    else:
-        raise SpecError(
-            f"{field}: {value!r} is not a size; write bytes or a number with a unit (512MiB, 8GiB, 2GB)"
-        )
-    if size <= 0:
-        raise SpecError(f"{field}: {value!r} must be more than 0 bytes")
-    return size
-
-
 def _read_source(value: str) -> tuple[Any, str]:
     try:
         return _parse_source(value)
@@ -93,27 +76,26 @@ def _parse_source(value: str) -> tuple[Any, str]:
         return DEFAULT_SPEC, "default"
     if text.startswith("{"):
         try:
-            return json.loads(text), "inline JSON"
+            return load_json(text), "inline JSON"
         except json.JSONDecodeError as error:
             raise SpecError(f"inline JSON is invalid: {error}") from None
     path = Path(text).expanduser()
-    if not path.is_file():
-        raise SpecError(f"{text!r} is neither 'default', inline JSON ({{...}}), nor an existing .json/.yaml file")
-    if path.stat().st_size > MAX_SPEC_BYTES:
-        raise SpecError(f"{path}: {path.stat().st_size} bytes, a spec is at most {MAX_SPEC_BYTES}")
     try:
-        content = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(f"{path}: cannot be read ({error})") from None
+        exists = path.exists()
+    except (OSError, ValueError):  # a name too long, or a NUL in it
+        exists = False
+    if not exists:
+        raise SpecError(f"{text[:80]!r} is neither 'default', inline JSON ({{...}}), nor an existing .json/.yaml file")
+    content = read_spec_file(path, MAX_SPEC_BYTES)
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
         try:
-            return yaml.safe_load(content), str(path)
+            return load_yaml(content), str(path)
         except yaml.YAMLError as error:
             raise SpecError(f"{path}: invalid YAML ({str(error).splitlines()[0]})") from None
     try:
-        return json.loads(content), str(path)
+        return load_json(content), str(path)
     except json.JSONDecodeError as error:
         raise SpecError(f"{path}: invalid JSON ({error})") from None
 
@@ -139,15 +121,13 @@ def _devices(raw: dict) -> tuple[DeviceSpec, ...]:
         unknown = sorted(set(item) - set(DEVICE_FIELDS))
         if unknown:
             raise SpecError(f"{field}: unknown field {unknown[0]!r} (known: {', '.join(DEVICE_FIELDS)})")
-        name = item.get("name")
-        if not isinstance(name, str) or not name.strip():
-            raise SpecError(f"{field}.name: must be a non-empty string")
+        name = check_name(item.get("name"), f"{field}.name")
         integrated = item.get("integrated", False)
         if not isinstance(integrated, bool):
             raise SpecError(f"{field}.integrated: must be true or false")
         if "memory" not in item:
             raise SpecError(f"{field}.memory: missing (bytes, or a size such as 4GiB)")
-        devices.append(DeviceSpec(name.strip(), integrated, parse_size(item["memory"], f"{field}.memory")))
+        devices.append(DeviceSpec(name, integrated, parse_size(item["memory"], f"{field}.memory")))
     return tuple(devices)
 
 
@@ -174,10 +154,8 @@ def _wrong(raw: dict) -> dict[str, float]:
         raise SpecError("wrong: must be a mapping of op name to scale factor")
     wrong = {}
     for name, factor in value.items():
-        field = f"wrong[{name!r}]"
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor):
-            raise SpecError(f"{field}: {factor!r} is not a finite number")
-        wrong[check_op_name(str(name), field)] = float(factor)
+        field = f"wrong[{described(name)}]"
+        wrong[check_op_name(str(name), field)] = check_factor(factor, field)
     return wrong
 
 

@@ -62,3 +62,12 @@ def test_automatic_prefers_discrete_over_integrated_over_cpu():
     assert choose_automatically([cpu, igpu, dgpu])[0] is dgpu
     assert choose_automatically([cpu, igpu])[0] is igpu
     assert choose_automatically([cpu])[0] is cpu
+
+
+def test_the_emulator_without_its_spec_says_to_set_it():
+    if hasattr(torch, "emu"):
+        pytest.skip("the emulated device is active in this process")
+    for text in ("emu", "emu:1"):
+        with pytest.raises(BringupError, match=r"--device .* is not usable: .*set BRINGUP_EMU_SPEC") as caught:
+            select_device(text)
+        assert "\n" not in str(caught.value)

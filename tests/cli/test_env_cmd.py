@@ -130,7 +130,7 @@ def test_profile_below_a_file_is_one_line_exit_2(tmp_path):
 
 def test_profile_that_is_a_directory_is_one_line_exit_2(tmp_path):
     code, _, message = invoke(["--device", "cpu", "--profile", str(tmp_path)])
-    one_line_error(code, message, "cannot be read")
+    one_line_error(code, message, "is a directory, not a regular file", "pass the path of a profile")
 
 
 def test_through_the_bringup_entry_point():

@@ -142,7 +142,7 @@ def test_bad_input_ends_in_one_line(tiny, work, tmp_path):
     garbage = tmp_path / "garbage.bin"
     garbage.write_bytes(b"garbage")
     one_line_error(eval_cli(work, "--model", str(tiny), "--reference", str(garbage)), "not a safetensors file")
-    one_line_error(eval_cli(work, "--model", str(tiny), "--reference", str(tmp_path / "absent")), "no such file")
+    one_line_error(eval_cli(work, "--model", str(tiny), "--reference", str(tmp_path / "absent")), "does not exist")
     one_line_error(eval_cli(work, "--model", str(tiny), "--ctx", "16", "--stride", "16"), "--stride 16")
     one_line_error(eval_cli(work, "--model", str(tiny), "--text", str(tmp_path / "absent.txt")), "--text")
     one_line_error(eval_cli(work, "--model", str(tiny), "--save-reference", str(tmp_path / "no" / "r.st")),

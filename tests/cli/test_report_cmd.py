@@ -94,7 +94,8 @@ def test_missing_profile(tmp_path):
 
 
 def test_profile_is_a_directory(tmp_path):
-    assert_one_line_error(run_report(["-p", str(tmp_path)]), "cannot be read")
+    assert_one_line_error(run_report(["-p", str(tmp_path)]),
+                          "is a directory, not a regular file; pass the path of a profile")
 
 
 def test_malformed_yaml(tmp_path):

@@ -191,3 +191,15 @@ def test_log_records_reach_the_terminal_with_control_characters_shown(capsys: py
     err = capsys.readouterr().err
     assert "\\x1b[2J\\x07\\u202e[/bold]" in err
     assert "\x1b[2J" not in err and "\x07" not in err and "\u202e" not in err
+
+
+def test_a_string_from_outside_is_bounded_before_rich_sees_it():
+    from bringup.log import MAX_RECORD_CHARS, TerminalSafeFormatter
+    from bringup.terminal_text import MAX_SHOWN_CHARS, markup_safe, shown
+
+    name = "n" * 100_000 + "\x1b[2J"
+    assert len(shown(name)) < MAX_SHOWN_CHARS + 40 and shown(name).endswith("(100,004 characters in all)")
+    assert len(markup_safe(name)) < MAX_SHOWN_CHARS + 40
+    record = logging.LogRecord("bringup.devices", logging.INFO, __file__, 1, "device name %s", (name,), None)
+    formatted = TerminalSafeFormatter().format(record)
+    assert len(formatted) < MAX_RECORD_CHARS + 40 and "\x1b" not in formatted

@@ -50,7 +50,7 @@ def test_a_spec_file_in_yaml_or_json(tmp_path) -> None:
     ({"devices": [GOOD_DEVICE], "native": ["matmul"]}, "native[0]: aten::matmul never reaches a device's kernels"),
     ({"devices": [GOOD_DEVICE], "native": ["add.Tensor"]}, "name add.out or add"),
     ({"devices": [GOOD_DEVICE], "abort": ["fill_.Scalar"]}, "abort[0]: aten::fill_.Scalar is one of the emulator's"),
-    ({"devices": [GOOD_DEVICE], "wrong": {"mm": "double"}}, "wrong['mm']: 'double' is not a finite number"),
+    ({"devices": [GOOD_DEVICE], "wrong": {"mm": "double"}}, "wrong['mm']: 'double' is not a number"),
     ({"devices": [GOOD_DEVICE], "natve": []}, "unknown field 'natve'"),
 ])
 def test_a_mistake_names_its_field(raw: dict, message: str) -> None:
@@ -110,3 +110,43 @@ def test_without_a_library_or_a_compiler_import_torch_stops_with_one_line(tmp_pa
         "error: BRINGUP_EMU_SPEC is set but the emulator extension is unavailable: it is not built here and no C++ "
         "compiler is found (set CXX or install g++); run `python -m bringup_emu build` to see the compiler's "
         "output, or unset BRINGUP_EMU_SPEC"]
+
+
+HOSTILE_SPECS = [
+    ('{"devices": [{"name": "d", "memory": 1000000000000000000000000000000}]}', "devices[0].memory", "1 PiB"),
+    ('{"devices": [{"name": "d", "memory": "99999999999999999999999TiB"}]}', "devices[0].memory", "1 PiB"),
+    ('{"devices": [{"name": "d", "memory": ' + "9" * 5000 + "}]}", "5,000 digits", "holds one that long"),
+    ('{"devices": [{"name": "d", "memory": "' + "9" * 5000 + '"}]}', "devices[0].memory", "1 PiB"),
+    ('{"devices": [{"name": "d", "memory": 1}], "wrong": {"mm": 1e400}}', "wrong['mm']", "finite"),
+    ('{"devices": [{"name": "d", "memory": 1}], "wrong": {"mm": -2}}', "wrong['mm']", "above 0"),
+    ('{"devices": [{"name": "' + "n" * 100_000 + '", "memory": 1}]}', "devices[0].name", "at most 256"),
+    ('{"devices": [{"name": "a\\u0000b", "memory": 1}]}', "devices[0].name", "NUL"),
+    ('{"devices": [{"name": "d", "memory": 1}], "devices": [{"name": "e", "memory": 2}]}', "'devices'",
+     "written twice"),
+]
+
+
+@pytest.mark.skipif(not _autoload_installed(), reason="bringup-emu is not installed: no torch.backends entry point")
+@pytest.mark.parametrize(("spec", "field", "bound"), HOSTILE_SPECS, ids=[
+    "1e30", "huge-TiB", "5000-digit-json", "5000-digit-text", "factor-1e400", "negative-factor", "long-name",
+    "nul-name", "duplicate-key"])
+def test_a_hostile_spec_stops_import_torch_with_one_line_and_exit_code_2(spec, field, bound) -> None:
+    done = run_python("import torch", spec, timeout=30)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: BRINGUP_EMU_SPEC: "), done.stderr[-2000:]
+    assert field in lines[0] and bound in lines[0] and len(lines[0]) < 500
+
+
+def test_a_key_written_twice_in_a_yaml_spec_is_refused(tmp_path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("devices:\n  - {name: a, memory: 1MiB, memory: 2MiB}\n")
+    with pytest.raises(SpecError, match="'memory' is written twice"):
+        load_spec(str(path))
+
+
+def test_a_spec_path_that_is_no_regular_file_is_refused(tmp_path) -> None:
+    with pytest.raises(SpecError, match="is a directory, not a regular file"):
+        load_spec(str(tmp_path))
+    with pytest.raises(SpecError, match="is a character device"):
+        load_spec("/dev/zero")

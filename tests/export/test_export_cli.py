@@ -59,7 +59,7 @@ def test_the_default_profile_is_the_only_one_in_profiles():
     ([], "--engine is required"),
     (["--engine", "tgi"], "not an engine export knows"),
     (["--engine", "vllm", "--profile", "missing.yaml"], "does not exist"),
-    (["--engine", "vllm", "--profile", "."], "cannot be read"),
+    (["--engine", "vllm", "--profile", "."], "is a directory, not a regular file; pass the path of a profile"),
     (["--engine", "vllm"], "./profiles holds 0 profiles"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, said):
@@ -75,3 +75,50 @@ def test_an_unreadable_profile_and_a_model_that_is_not_there_are_one_line(tmp_pa
                                    str(tmp_path / "nowhere")]), "no such file or directory")
     assert_one_line_error(run_cli(["export", "--engine", "llama.cpp", "--profile", str(good), "--model",
                                    str(model_dir(tmp_path))]), "loads a GGUF file")
+
+
+def _plan_value(setting: str, value: object):
+    def change(profile, folder):
+        record = tuned(str(folder))
+        plan = {**record.plan, setting: record.plan[setting].model_copy(update={"value": value})}
+        return with_plan(profile, record.model_copy(update={"plan": plan}))
+    return change
+
+
+def _cores(count: int):
+    def change(profile, folder):
+        device = profile.device
+        return profile.model_copy(update={"device": device.model_copy(update={"extra": {
+            **device.extra, "logical_cores": count, "usable_cores": count}})})
+    return change
+
+
+def _world_size(profile, folder):
+    from tests.export.built import collectives
+    section = collectives(devices=2).model_copy(update={"world_size": 10**12, "rank_devices": []})
+    return profile.model_copy(update={"collectives": section, "device": profile.device.model_copy(
+        update={"backend": "accel"})})
+
+
+def _layers(profile, folder):
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 10**300}))
+    return with_plan(profile, tuned(str(folder)))
+
+
+@pytest.mark.parametrize("change, said", [
+    (_world_size, "collectives.world_size: 1000000000000 is more than 65,536"),
+    (_plan_value("max_model_len", "²"), "plan.max_model_len: '²' is not a whole number"),
+    (_plan_value("max_num_seqs", "١٠٢٤"), "plan.max_num_seqs: '١٠٢٤' is not a whole number"),
+    (_plan_value("max_model_len", "9" * 5000), "plan.max_model_len: a 5,000-character string is not a whole number"),
+    (_plan_value("max_model_len", 10**40), "is more than 2,147,483,647"),
+    (_plan_value("kv_blocks", "²"), "plan.kv_blocks: '²' is not a whole number"),
+    (_cores(10**30), "device.extra.logical_cores: a number of about 31 digits is more than 65,536"),
+    (_layers, "num_hidden_layers: a number of about 301 digits is more than 1,048,576"),
+], ids=["world-size", "superscript", "arabic-indic", "5000-digits", "1e40", "kv-blocks", "cores", "layers"])
+@pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
+def test_a_hand_edited_number_is_one_line_and_exit_2(tmp_path, change, said, json_output):
+    folder = model_dir(tmp_path)
+    profile = written(tmp_path / "p.yaml", change(verified(), folder))
+    args = ["export", "-e", "vllm", "-p", str(profile), *(["--json"] if json_output else [])]
+    assert_one_line_error(run_cli(args), said)

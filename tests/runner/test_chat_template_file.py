@@ -4,6 +4,8 @@ directory without one), read within the template limits; a bad file is refused i
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -30,8 +32,8 @@ def test_a_directory_without_a_template_uses_the_given_one_and_records_no_fallba
 
 
 @pytest.mark.parametrize("content, words", [
-    (None, "no such file"),
-    (b"x" * (MAX_TEMPLATE_BYTES + 1), "capped at"),
+    (None, "does not exist"),
+    (b"x" * (MAX_TEMPLATE_BYTES + 1), "holds more than the 4,194,304 bytes a chat template may"),
     (b"{{ messages }}\xff", "not UTF-8"),
 ])
 def test_a_bad_template_file_is_refused_in_one_line(tmp_path, content, words):
@@ -41,6 +43,23 @@ def test_a_bad_template_file_is_refused_in_one_line(tmp_path, content, words):
     with pytest.raises(BringupError, match=words) as caught:
         template_from_file(path)
     assert "\n" not in str(caught.value) and "--chat-template" in str(caught.value)
+
+
+@pytest.mark.parametrize("target, words", [
+    ("/proc/self/mem", "a file of the kernel"),
+    ("/proc/self/pagemap", "a file of the kernel"),
+    ("/dev/zero", "is a character device, not a regular file"),
+    ("{tmp}", "is a directory, not a regular file"),
+    ("{tmp}/fifo", "is a FIFO, not a regular file"),
+])
+def test_a_template_path_that_is_no_regular_file_is_refused_in_one_line(tmp_path, target, words):
+    os.mkfifo(tmp_path / "fifo")  # opened without blocking: never waited on
+    path = Path(target.format(tmp=tmp_path))
+    if not os.path.exists(path):
+        pytest.skip(f"{path} does not exist on this system")
+    with pytest.raises(BringupError, match=words) as caught:
+        template_from_file(path)
+    assert "\n" not in str(caught.value) and "Errno" not in str(caught.value)
 
 
 def test_a_template_that_does_not_compile_names_the_file_and_line(tmp_path):
@@ -66,4 +85,4 @@ def test_generate_refuses_a_missing_template_with_exit_2(tmp_path):
     result = run_cli(["generate", "--chat", "--chat-template", str(tmp_path / "absent.jinja"), "--device", "cpu",
                       "--profile", str(tmp_path / "p.yaml"), "hello"])
     assert result.code == 2
-    assert result.stderr.strip().count("\n") == 0 and "no such file" in result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "does not exist" in result.stderr

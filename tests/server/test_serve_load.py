@@ -263,3 +263,81 @@ def test_serving_benchmark_reports_consistent_figures(live: LiveServer, tmp_path
         s = summary[key]
         assert 0 < s["median"] <= s["p99"]
     assert summary["ttft_ms"]["p99"] <= summary["e2e_ms"]["p99"]
+
+
+async def _cancel_mid_stream(live: LiveServer, index: int) -> int:
+    """One streamed request read for a few chunks, then dropped; the chunks it got."""
+    body = {"model": live.engine.model_name, "prompt": f"story {index}", "max_tokens": 200, "stream": True,
+            "temperature": 0.7, "seed": index, "ignore_eos": True}
+    if index % 2:
+        body = {"model": live.engine.model_name, "messages": [{"role": "user", "content": f"story {index}"}],
+                "max_tokens": 200, "stream": True, "ignore_eos": True, "n": 2}
+    path = "completions" if index % 2 == 0 else "chat/completions"
+    got = 0
+    async with httpx.AsyncClient(timeout=30) as http, http.stream("POST", f"{live.base_url}/{path}",
+                                                                   json=body) as r:
+        assert r.status_code == 200
+        async for line in r.aiter_lines():
+            got += line.startswith("data: {")
+            if got >= 2 + index % 3:
+                break
+    return got
+
+
+def test_50_streams_cancelled_mid_stream_leave_running_requests_and_kv_blocks_at_idle(live: LiveServer) -> None:
+    before = live.wait_idle()
+
+    async def cancel_all() -> list[int]:
+        return await asyncio.gather(*(_cancel_mid_stream(live, i) for i in range(50)))
+
+    assert all(got >= 2 for got in asyncio.run(cancel_all()))
+    after = live.wait_idle(timeout=30)
+    assert after["bringup_kv_blocks_used"] == before["bringup_kv_blocks_used"] == 0
+    assert after.value("vllm:num_requests_running") == 0 and after["bringup_requests_in_flight"] == 0
+    assert delta(after, before, "vllm:request_success_total", finished_reason="abort") == 25 + 25 * 2
+    check = httpx.post(f"{live.base_url}/completions", json={"model": live.engine.model_name, "prompt": "ok",
+                                                             "max_tokens": 2}, timeout=30)
+    assert check.status_code == 200 and check.json()["usage"]["completion_tokens"] == 2
+
+
+@pytest.mark.parametrize("extra, field", [
+    ({"n": 17}, "n"), ({"n": 10**40}, "n"), ({"best_of": 2, "n": 3}, "best_of"), ({"best_of": 17}, "best_of"),
+    ({"n": True}, "n"), ({"logprobs": 21}, "logprobs"), ({"logprobs": -1}, "logprobs"),
+    ({"logprobs": 10**40}, "logprobs"), ({"logprobs": True}, "logprobs"), ({"logprobs": float("nan")}, None),
+])
+def test_n_best_of_and_logprob_extremes_are_400_naming_the_field(live: LiveServer, extra, field) -> None:
+    body = {"model": live.engine.model_name, "prompt": "x", "max_tokens": 2, **extra}
+    r = httpx.post(f"{live.base_url}/completions", content=json.dumps(body), timeout=30,
+                   headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    if field is not None:
+        assert field in r.json()["error"]["message"]
+
+
+def test_the_largest_n_and_logprobs_run(live: LiveServer) -> None:
+    body = {"model": live.engine.model_name, "prompt": "x", "max_tokens": 2, "n": 16, "best_of": 16,
+            "logprobs": 20, "echo": True, "temperature": 1.0, "seed": 3}
+    r = httpx.post(f"{live.base_url}/completions", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    choices = r.json()["choices"]
+    assert len(choices) == 16
+    for choice in choices:
+        top = choice["logprobs"]["top_logprobs"]
+        # keyed by token text, as OpenAI's legacy format is: byte tokens that decode alike share one key
+        assert all(1 <= len(t) <= 21 for t in top[1:]) and top[0] is None
+        assert all(lp <= 0 and lp == lp for t in top[1:] for lp in t.values())
+    live.wait_idle()
+
+
+def test_prompts_at_max_model_len(live: LiveServer) -> None:
+    model = live.engine.model_name
+    fits = "a" * (MAX_MODEL_LEN - 2)  # one token per ASCII character, after the built-in BOS
+    r = httpx.post(f"{live.base_url}/completions", json={"model": model, "prompt": fits, "max_tokens": 1,
+                                                          "ignore_eos": True}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["prompt_tokens"] + r.json()["usage"]["completion_tokens"] <= MAX_MODEL_LEN
+    for prompt, max_tokens in (("a" * (MAX_MODEL_LEN - 1), 1), ("a" * MAX_MODEL_LEN, 1), (fits, 2)):
+        r = httpx.post(f"{live.base_url}/completions", json={"model": model, "prompt": prompt,
+                                                              "max_tokens": max_tokens}, timeout=60)
+        assert (r.status_code == 400 and "max_model_len" in r.text) or "context" in r.text, r.text
+    assert live.wait_idle()["bringup_kv_blocks_used"] == 0

@@ -7,7 +7,7 @@ from typing import Literal
 import torch
 
 from bringup.backends.base import Backend, DeviceInfo
-from bringup.backends.registry import all_backends, backend_for
+from bringup.backends.registry import all_backends, backend_for, registered
 from bringup.errors import BringupError
 from bringup.log import get_logger
 
@@ -42,6 +42,19 @@ def _backend_named(device_type: str) -> Backend | None:
         return None
 
 
+def _refuse_inactive_family(text: str, origin: str, usable: str) -> None:
+    """A device type torch does not know yet that a bringup backend names (`emu` before BRINGUP_EMU_SPEC is set):
+    BringupError with that backend's own reason and what to do."""
+    name = text.strip().partition(":")[0]
+    backend = next((b for b in registered() if b.family == name), None)
+    if backend is None:
+        return
+    ok, why = backend.build_support().get(backend.family, (True, ""))
+    ok, why = (ok, why) if not ok else backend.availability()
+    if not ok:
+        raise BringupError(f"{origin} {text!r} is not usable: {why} (usable here: {usable})")
+
+
 def resolve_explicit(text: str, origin: str) -> tuple[DeviceInfo, str | None]:
     """Turn a device string into a usable device, or explain in one line why it can't be used. A bare device type
     (`cuda`, no index) of several devices takes the one the automatic rule prefers among them; the second value
@@ -50,6 +63,7 @@ def resolve_explicit(text: str, origin: str) -> tuple[DeviceInfo, str | None]:
     try:
         dev = torch.device(text.strip())
     except (RuntimeError, ValueError):
+        _refuse_inactive_family(text, origin, usable)
         raise BringupError(
             f"{origin} {text!r} is not a device torch knows; use a form like cpu, cuda:0, xpu:1, mps "
             f"(usable here: {usable})"

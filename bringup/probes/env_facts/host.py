@@ -7,6 +7,7 @@ from pathlib import Path
 
 import psutil
 
+from bringup.number_rule import NumberRefused, whole_number
 from bringup.probes.env_facts.tools import guarded, one_line
 
 X86_FEATURES = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
@@ -63,8 +64,10 @@ def cgroup_cpu_quota(root: Path) -> str | None:
 
 
 def cgroup_memory_limit(root: Path) -> str | None:
-    limit = read_text(root / "sys/fs/cgroup/memory.max").strip()
-    return f"{int(limit) / GIB:.1f} GiB" if limit.isdigit() else None
+    try:
+        return f"{whole_number(read_text(root / 'sys/fs/cgroup/memory.max'), 'memory.max') / GIB:.1f} GiB"
+    except NumberRefused:  # "max" (no limit), or not a number
+        return None
 
 
 def core_counts(root: Path) -> str:

@@ -7,10 +7,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.bounded_file import FileRefused, read_bounded
 from bringup.errors import BringupError
 from bringup.probes.fleet.naming import FLEET_FILE
 from bringup.probes.fleet.outliers import Outlier, Threshold, find_outliers
 from bringup.probes.fleet.summary import RankSummary
+
+MAX_RESULT_BYTES = 64 << 20  # fleet.json: a few KB a rank
 
 
 @dataclass
@@ -99,7 +102,10 @@ def write_result(result: FleetResult, out_dir: Path) -> Path:
 def load_result(folder: Path) -> FleetResult:
     path = Path(folder) / FLEET_FILE
     try:
-        return FleetResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        text = read_bounded(path, MAX_RESULT_BYTES).decode("utf-8")
+        return FleetResult.from_dict(json.loads(text))
+    except FileRefused as exc:
+        raise BringupError(f"the fleet result {path} {exc}; run `bringup fleet --out {folder}` again") from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise BringupError(f"cannot read the fleet result {path}: {exc}; run `bringup fleet --out "
                            f"{folder}` again") from None

@@ -3,7 +3,7 @@ and every timing behind it, so a later start-up takes the same choices from the 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from bringup.profiles.base_model import ProfileModel
 
@@ -23,6 +23,8 @@ class RecordedChoice(ProfileModel):
 class CandidateRecord(ProfileModel):
     """Seconds per decode step of the served model with a candidate path and with its plain alternative."""
 
+    floats_checked_later: ClassVar[bool] = True  # runner/plan/record/bounds.py, as a fallback at start-up
+
     candidate_s: float
     plain_s: float
     spread: float = 0.0  # relative spread of the repeated timings (the machine's own noise)
@@ -30,6 +32,8 @@ class CandidateRecord(ProfileModel):
 
 class ModelPlanRecord(ProfileModel):
     """One tuned model, keyed in the profile by `name [short hash of its config and weights' index]`."""
+
+    floats_checked_later: ClassVar[bool] = True  # runner/plan/record/bounds.py, as a fallback at start-up
 
     model: str
     source: str  # the directory or .gguf file given, or "built-in"

@@ -14,12 +14,13 @@ from typing import TypeVar
 
 import torch
 
+from bringup.bounded_file import FileRefused, regular_size
 from bringup.errors import BringupError
 from bringup.profiles.profile_file import NotAProfileFile, replace_bytes
 from bringup.runner.eval.divergence import TopK
 from bringup.runner.eval.reference_header import SCHEMA, HeaderRefused, ReferenceHeader, header_from_json, parse_header
 from bringup.runner.eval.reference_rows import TENSORS, RowsRefused, check_names, rows_from_tensors
-from bringup.terminal_text import shown
+from bringup.terminal_text import quoted, shown
 
 METADATA_KEY = "bringup.eval"
 DEFAULT_K = 32
@@ -59,10 +60,13 @@ def check_writable(path: Path, inputs: list[Path]) -> None:
 def load_reference(path: Path) -> tuple[ReferenceHeader, TopK]:
     from safetensors import SafetensorError, safe_open
 
-    if not path.is_file():
-        raise BringupError(f"--reference {path}: no such file; give `float64` or a file saved by --save-reference")
-    if path.stat().st_size > MAX_REFERENCE_BYTES:
-        raise BringupError(f"--reference {path}: {path.stat().st_size} bytes, over the {MAX_REFERENCE_BYTES >> 30} GiB "
+    try:
+        size = regular_size(path)
+    except FileRefused as exc:
+        raise BringupError(f"--reference {quoted(path)} {exc}; give `float64` or a file saved by --save-reference"
+                           ) from None
+    if size > MAX_REFERENCE_BYTES:
+        raise BringupError(f"--reference {path}: {size} bytes, over the {MAX_REFERENCE_BYTES >> 30} GiB "
                            "a reference file may have; give a file saved by --save-reference")
     try:
         with safe_open(str(path), framework="pt") as f:

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from bringup.bounded_file import FileRefused, read_bounded
 from bringup.errors import BringupError
 from bringup.runner.eval.identity import text_sha256
+from bringup.terminal_text import quoted
 
 DEFAULT_NAME = "default_text.md"
 MAX_TEXT_BYTES = 256 * 1024 * 1024
@@ -28,15 +30,15 @@ def default_text() -> EvalText:
 def read_text(path: Path | None) -> EvalText:
     if path is None:
         return default_text()
-    if not path.is_file():
-        raise BringupError(f"--text {path}: no such file; give a UTF-8 text file (or leave --text out for the "
-                           "built-in text)")
-    if path.stat().st_size > MAX_TEXT_BYTES:
-        raise BringupError(f"--text {path}: larger than {MAX_TEXT_BYTES >> 20} MiB; give a smaller file or cut it")
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_bounded(path, MAX_TEXT_BYTES, f"the {MAX_TEXT_BYTES >> 20} MiB an eval text may (cut it)")
+    except FileRefused as exc:
+        raise BringupError(f"--text {quoted(path)} {exc}; give a UTF-8 text file (or leave --text out for the "
+                           "built-in text)") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BringupError(f"--text {path}: not UTF-8 (byte {exc.start}); convert it to UTF-8") from None
+        raise BringupError(f"--text {quoted(path)}: not UTF-8 (byte {exc.start}); convert it to UTF-8") from None
     if not text.strip():
-        raise BringupError(f"--text {path}: is empty; give a file with text in it")
+        raise BringupError(f"--text {quoted(path)}: is empty; give a file with text in it")
     return EvalText(text, str(path), text_sha256(text))

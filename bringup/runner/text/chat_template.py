@@ -23,6 +23,7 @@ import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension, loopcontrols
 
+from bringup.bounded_file import FileRefused, read_bounded
 from bringup.errors import BringupError
 from bringup.runner.model_files import MAX_TEMPLATE_BYTES, files_in, has_entry, read_text
 from bringup.runner.text.template_limits import BoundedSandbox, TemplateLimitExceeded, render_bounded
@@ -74,13 +75,12 @@ def template_from_file(path: Path) -> ChatTemplate:
     """A Jinja chat template the user gives (--chat-template FILE), in place of the model's: a regular file of at most
     MAX_TEMPLATE_BYTES of UTF-8 that compiles; BringupError (one line) otherwise."""
     what = f"--chat-template {quoted(path)}"
-    if not path.is_file():
-        raise BringupError(f"{what}: no such file; give the path of a Jinja chat template")
-    size = path.stat().st_size
-    if size > MAX_TEMPLATE_BYTES:
-        raise BringupError(f"{what} is {size} bytes; chat templates are capped at {MAX_TEMPLATE_BYTES} bytes")
     try:
-        text = path.read_bytes().decode("utf-8")
+        raw = read_bounded(path, MAX_TEMPLATE_BYTES, f"the {MAX_TEMPLATE_BYTES:,} bytes a chat template may")
+    except FileRefused as exc:
+        raise BringupError(f"{what} {exc}; give the path of a Jinja chat template file") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BringupError(f"{what} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     template = ChatTemplate(text, str(path))

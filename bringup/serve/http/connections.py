@@ -74,69 +74,73 @@ def _simple_response(status: int, reason: str, message: str) -> bytes:
             f"content-length: {len(body)}\r\n\r\n").encode() + body
 
 
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a header timeout and a connection cap; `limits` is set by guarded_protocol."""
+
+    limits: ConnectionLimits
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self.last_active = time.monotonic()
+        self.header_timer: asyncio.TimerHandle | None = None
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections and not self._make_room():
+            log.warning("connection refused: %d connections open, all with a request in progress "
+                        "(--max-connections %d)", len(self.connections) - 1, self.limits.max_connections)
+            transport.write(_simple_response(503, "Service Unavailable", "too many connections: every one of "
+                                             f"this server's {self.limits.max_connections} connections has a "
+                                             "request in progress; retry later"))
+            transport.close()
+            return
+        self._start_header_timer()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        if self.header_timer is None and not self.busy:
+            self._start_header_timer()  # a new request on a kept-alive connection
+        super().data_received(data)
+        if self.busy:
+            self._stop_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_header_timer()
+        super().connection_lost(exc)
+
+    @property
+    def busy(self) -> bool:
+        """A request's head arrived and its response is not complete."""
+        return self.cycle is not None and not self.cycle.response_complete
+
+    def _make_room(self) -> bool:
+        idle = [c for c in self.connections if c is not self and not getattr(c, "busy", True)]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.last_active)
+        oldest.transport.close()
+        self.connections.discard(oldest)
+        return True
+
+    def _start_header_timer(self) -> None:
+        self.header_timer = self.loop.call_later(self.limits.header_timeout_s, self._header_timed_out)
+
+    def _stop_header_timer(self) -> None:
+        if self.header_timer is not None:
+            self.header_timer.cancel()
+            self.header_timer = None
+
+    def _header_timed_out(self) -> None:
+        self.header_timer = None
+        if self.busy or self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.transport.write(_simple_response(408, "Request Timeout", "the request's headers did not arrive "
+                                              f"within {self.limits.header_timeout_s:g} s (the server's "
+                                              "--header-timeout); send the whole head at once"))
+        self.transport.close()
+
+
 def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
     """uvicorn's h11 protocol with a header timeout and a connection cap (pass it as uvicorn's `http`)."""
-
-    class GuardedH11Protocol(H11Protocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            self.last_active = time.monotonic()
-            self.header_timer: asyncio.TimerHandle | None = None
-            super().connection_made(transport)
-            if len(self.connections) > limits.max_connections and not self._make_room():
-                log.warning("connection refused: %d connections open, all with a request in progress "
-                            "(--max-connections %d)", len(self.connections) - 1, limits.max_connections)
-                transport.write(_simple_response(503, "Service Unavailable", "too many connections: every one of "
-                                                 f"this server's {limits.max_connections} connections has a "
-                                                 "request in progress; retry later"))
-                transport.close()
-                return
-            self._start_header_timer()
-
-        def data_received(self, data: bytes) -> None:
-            self.last_active = time.monotonic()
-            if self.header_timer is None and not self.busy:
-                self._start_header_timer()  # a new request on a kept-alive connection
-            super().data_received(data)
-            if self.busy:
-                self._stop_header_timer()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._stop_header_timer()
-            super().connection_lost(exc)
-
-        @property
-        def busy(self) -> bool:
-            """A request's head arrived and its response is not complete."""
-            return self.cycle is not None and not self.cycle.response_complete
-
-        def _make_room(self) -> bool:
-            idle = [c for c in self.connections if c is not self and not getattr(c, "busy", True)]
-            if not idle:
-                return False
-            oldest = min(idle, key=lambda c: c.last_active)
-            oldest.transport.close()
-            self.connections.discard(oldest)
-            return True
-
-        def _start_header_timer(self) -> None:
-            self.header_timer = self.loop.call_later(limits.header_timeout_s, self._header_timed_out)
-
-        def _stop_header_timer(self) -> None:
-            if self.header_timer is not None:
-                self.header_timer.cancel()
-                self.header_timer = None
-
-        def _header_timed_out(self) -> None:
-            self.header_timer = None
-            if self.busy or self.transport.is_closing():
-                return
-            self._unset_keepalive_if_required()
-            self.transport.write(_simple_response(408, "Request Timeout", "the request's headers did not arrive "
-                                                  f"within {limits.header_timeout_s:g} s (the server's "
-                                                  "--header-timeout); send the whole head at once"))
-            self.transport.close()
-
-    return GuardedH11Protocol
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"limits": limits})
 
 
 class AcceptErrorLog:

@@ -7,6 +7,7 @@ import json
 import secrets
 import time
 
+from bringup.number_rule import INT64_MAX, NumberRefused, whole_number
 from bringup.serve.errors import error_body
 from bringup.serve.http.body import BodyLimits, BodyScanner, Refusal, over_declared_size
 from bringup.serve.metrics import ServerMetrics
@@ -119,15 +120,24 @@ class BodyLimitMiddleware:
         if scope["type"] != "http" or not _has_body(scope):
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.limits.max_bytes:
-            await _refuse(send, over_declared_size(int(declared), self.limits))
+        declared = declared_size(dict(scope.get("headers") or []).get(b"content-length", b""))
+        if declared is not None and declared > self.limits.max_bytes:
+            await _refuse(send, over_declared_size(declared, self.limits))
             return
         body = await _read_body(receive, BodyScanner(self.limits), self.body_timeout_s)
         if isinstance(body, Refusal):
             await _refuse(send, body)
         elif body is not None:  # None: the client left before sending all of it
             await self.app(scope, _replay(body, receive), send)
+
+
+def declared_size(header: bytes) -> int | None:
+    """Content-Length by the number rule (bringup/number_rule.py): None when absent or not a number (h11 answers
+    that), 2^63 - 1 for a length past it (over any limit; int() raises past 4,300 digits)."""
+    try:
+        return whole_number(header.decode("latin-1"), "Content-Length")
+    except NumberRefused:
+        return INT64_MAX if header.isdigit() else None
 
 
 def _has_body(scope) -> bool:

@@ -223,3 +223,18 @@ def test_the_same_command_runs_under_torchrun(tmp_path):
     assert result.launch == "torchrun" and [r.rank for r in result.ranks] == [0, 1] and result.outliers == []
     assert set(result.ranks[0].links) == {"0->1"} and set(result.ranks[1].links) == {"1->0"}
     assert len(list(tmp_path.glob("*_rank*.yaml"))) == 2
+
+
+def test_a_fleet_result_that_is_no_regular_file_is_one_line(tmp_path):
+    import os
+
+    from bringup.errors import BringupError
+
+    (tmp_path / "dir" / "fleet.json").mkdir(parents=True)
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "fleet.json")
+    for folder, said in (("dir", "is a directory, not a regular file"), ("fifo", "is a FIFO"),
+                         ("absent", "does not exist")):
+        with pytest.raises(BringupError, match=said) as caught:
+            load_result(tmp_path / folder)
+        assert "\n" not in str(caught.value) and "Errno" not in str(caught.value)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from bringup.errors import BringupError
-from bringup.runner.sampling_params import is_integer, is_number
+from bringup.number_rule import NumberRefused, described, real_number, whole_number
+from bringup.runner.sampling_params import is_integer
 
 MAX_SIZE = 2**20  # hidden, intermediate, heads, head_dim, vocab: far above any published model, far below a bomb
 MAX_LAYERS = 2**12
@@ -43,34 +43,36 @@ class Fields:
         return default
 
     def wrong(self, key: str, what: str) -> BringupError:
-        value = repr(self.cfg[key])
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return BringupError(f"{self.source}: {key} must be {what}, got {shown} (a JSON {json_type(self.cfg[key])}); "
+        got = described(self.cfg[key])
+        return BringupError(f"{self.source}: {key} must be {what}, got {got} (a JSON {json_type(self.cfg[key])}); "
                             "fix the file or re-download the model")
 
     def size(self, key: str, default: Any = REQUIRED, limit: int = MAX_SIZE) -> Any:
         """A positive integer no larger than `limit` (null or absent: `default`)."""
         if not self.has(key):
             return self.get(key, default)
-        value = self.cfg[key]
-        if not is_integer(value) or not 1 <= value <= limit:
-            raise self.wrong(key, f"a positive integer (at most {limit})")
-        return value
+        try:
+            return whole_number(self.cfg[key], key, limit, low=1, strings=False)
+        except NumberRefused:
+            raise self.wrong(key, f"a positive integer (at most {limit})") from None
 
     def positive_number(self, key: str, default: Any = REQUIRED) -> float:
         if not self.has(key):
             return self.get(key, default)
-        value = self.cfg[key]
-        if not is_number(value) or not 0 < value < math.inf:
+        try:
+            value = real_number(self.cfg[key], key, low=0.0, strings=False)
+        except NumberRefused:
+            raise self.wrong(key, "a positive finite number") from None
+        if value == 0:
             raise self.wrong(key, "a positive finite number")
-        return float(value)
+        return value
 
     def count(self, key: str, default: int) -> int:
         """A non-negative integer (null or absent: `default`)."""
-        value = self.get(key, default)
-        if not is_integer(value) or not 0 <= value <= MAX_POSITIONS:
-            raise self.wrong(key, f"a non-negative integer (at most {MAX_POSITIONS})")
-        return value
+        try:
+            return whole_number(self.get(key, default), key, MAX_POSITIONS, strings=False)
+        except NumberRefused:
+            raise self.wrong(key, f"a non-negative integer (at most {MAX_POSITIONS})") from None
 
     def optional_number(self, key: str, default: float | None) -> float | None:
         """A positive finite number; absent: `default`; an explicit null: None (the feature is off)."""
