@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,16 +86,23 @@ def model_case(model: Path, quantization: str, kernels: bool, device: str) -> di
 
 
 def reports() -> dict:
+    """The digests of the reports; each profile is read as a copy under the run's folder, by a relative path (the
+    html names the file it was read from: the tree's path would make two trees' reports differ)."""
     digests = {}
     with tempfile.TemporaryDirectory() as tmp:
-        runs = []
+        (Path(tmp) / "profiles").mkdir()
         for profile in PROFILES:
-            runs += [(f"{profile.stem}.html", ["report", "-p", str(profile), "-o", "-", "-f", "html"]),
-                     (f"{profile.stem}.md", ["report", "-p", str(profile), "-o", "-", "-f", "md"]),
-                     (f"{profile.stem}.show", ["profile", "show", str(profile)])]
-        for before, after in zip(PROFILES, PROFILES[1:] + PROFILES[:1]):
+            shutil.copyfile(profile, Path(tmp) / "profiles" / profile.name)
+        names = [f"profiles/{profile.name}" for profile in PROFILES]
+        runs = []
+        for profile, name in zip(PROFILES, names):
+            runs += [(f"{profile.stem}.html", ["report", "-p", name, "-o", "-", "-f", "html"]),
+                     (f"{profile.stem}.md", ["report", "-p", name, "-o", "-", "-f", "md"]),
+                     (f"{profile.stem}.show", ["profile", "show", name])]
+        for before, after, before_name, after_name in zip(PROFILES, PROFILES[1:] + PROFILES[:1], names,
+                                                          names[1:] + names[:1]):
             runs.append((f"{after.stem}-vs-{before.stem}.html",
-                         ["report", "-p", str(after), "-b", str(before), "-o", "-", "-f", "html"]))
+                         ["report", "-p", after_name, "-b", before_name, "-o", "-", "-f", "html"]))
         for name, args in runs:
             done = subprocess.run([sys.executable, "-m", "bringup", *args], capture_output=True, cwd=tmp,
                                   env={"COLUMNS": "160", "PATH": "/usr/bin:/bin", "HOME": tmp})
