@@ -3,6 +3,11 @@
     python scripts/refactor_parity.py --out before.json      # on the old commit
     python scripts/refactor_parity.py --out after.json       # on the new one
     python scripts/refactor_parity.py --compare before.json after.json
+    python scripts/refactor_parity.py --device emu:1 --out before-emu.json   # the emulated accelerator
+
+With --device emu:N the emulated accelerator is switched on (BRINGUP_EMU_SPEC=default, unless the variable is already
+set) before torch is imported, and every engine starts on that device. A case whose start-up is refused with a clear
+line (int8 and int4 off the host, today) records that line as its outcome: it must stay the same too.
 
 It records, for SmolLM2-135M (the tests' cached copy: the float32 directory and the Q4_1 GGUF) with
 --quantization none, int8 and int4, and the GGUF file as it is and with int4 (its Q4_1 blocks re-packed): the
@@ -17,6 +22,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,16 +58,20 @@ def measurements(kernels: bool):
     return replace(plain, fused_decode=True)
 
 
-def model_case(model: Path, quantization: str, kernels: bool) -> dict:
+def model_case(model: Path, quantization: str, kernels: bool, device: str) -> dict:
     import torch
 
+    from bringup.errors import BringupError
     from bringup.runner.engine.engine import EngineOptions, LLMEngine
     from bringup.runner.sampling_params import SamplingParams
 
     torch.manual_seed(0)
-    engine = LLMEngine.create(EngineOptions(model_dir=model, quantization=quantization, max_num_seqs=2,
-                                            max_model_len=512, use_record=False,
-                                            measurements=measurements(kernels)))
+    try:
+        engine = LLMEngine.create(EngineOptions(model_dir=model, quantization=quantization, max_num_seqs=2,
+                                                max_model_len=512, use_record=False, device=device,
+                                                measurements=measurements(kernels)))
+    except BringupError as exc:  # refused with a clear line: the line is the outcome
+        return {"refused": f"{type(exc).__name__}: {exc}"}
     tokens = []
     for number, prompt in enumerate(PROMPTS):
         ids = engine.tokenizer.encode(prompt)
@@ -75,16 +86,23 @@ def model_case(model: Path, quantization: str, kernels: bool) -> dict:
 
 
 def reports() -> dict:
+    """The digests of the reports; each profile is read as a copy under the run's folder, by a relative path (the
+    html names the file it was read from: the tree's path would make two trees' reports differ)."""
     digests = {}
     with tempfile.TemporaryDirectory() as tmp:
-        runs = []
+        (Path(tmp) / "profiles").mkdir()
         for profile in PROFILES:
-            runs += [(f"{profile.stem}.html", ["report", "-p", str(profile), "-o", "-", "-f", "html"]),
-                     (f"{profile.stem}.md", ["report", "-p", str(profile), "-o", "-", "-f", "md"]),
-                     (f"{profile.stem}.show", ["profile", "show", str(profile)])]
-        for before, after in zip(PROFILES, PROFILES[1:] + PROFILES[:1]):
+            shutil.copyfile(profile, Path(tmp) / "profiles" / profile.name)
+        names = [f"profiles/{profile.name}" for profile in PROFILES]
+        runs = []
+        for profile, name in zip(PROFILES, names):
+            runs += [(f"{profile.stem}.html", ["report", "-p", name, "-o", "-", "-f", "html"]),
+                     (f"{profile.stem}.md", ["report", "-p", name, "-o", "-", "-f", "md"]),
+                     (f"{profile.stem}.show", ["profile", "show", name])]
+        for before, after, before_name, after_name in zip(PROFILES, PROFILES[1:] + PROFILES[:1], names,
+                                                          names[1:] + names[:1]):
             runs.append((f"{after.stem}-vs-{before.stem}.html",
-                         ["report", "-p", str(after), "-b", str(before), "-o", "-", "-f", "html"]))
+                         ["report", "-p", after_name, "-b", before_name, "-o", "-", "-f", "html"]))
         for name, args in runs:
             done = subprocess.run([sys.executable, "-m", "bringup", *args], capture_output=True, cwd=tmp,
                                   env={"COLUMNS": "160", "PATH": "/usr/bin:/bin", "HOME": tmp})
@@ -93,7 +111,7 @@ def reports() -> dict:
     return digests
 
 
-def record(out: Path) -> None:
+def record(out: Path, device: str) -> None:
     sys.path.insert(0, str(REPO))
     from tests.real_model import smollm2_gguf, smollm2_hf_dir
 
@@ -102,12 +120,12 @@ def record(out: Path) -> None:
     for kernels in (False, True):
         regime = "kernels" if kernels else "plain"
         for quantization in ("none", "int8", "int4"):
-            cases[f"hf/{quantization}/{regime}"] = model_case(hf_dir, quantization, kernels)
+            cases[f"hf/{quantization}/{regime}"] = model_case(hf_dir, quantization, kernels, device)
             print(f"hf/{quantization}/{regime}: done", file=sys.stderr)
         for quantization in ("none", "int4"):  # int4: the file's Q4_1 blocks re-packed as they are
-            cases[f"gguf-q4_1/{quantization}/{regime}"] = model_case(gguf, quantization, kernels)
+            cases[f"gguf-q4_1/{quantization}/{regime}"] = model_case(gguf, quantization, kernels, device)
             print(f"gguf/{quantization}/{regime}: done", file=sys.stderr)
-    result = {"models": cases, "reports": reports()}
+    result = {"device": device, "models": cases, "reports": reports()}
     out.write_text(json.dumps(result, indent=1))
     print(f"wrote {out}: {len(cases)} model cases, {len(result['reports'])} reports")
 
@@ -115,6 +133,8 @@ def record(out: Path) -> None:
 def compare(before: Path, after: Path) -> int:
     old, new = json.loads(before.read_text()), json.loads(after.read_text())
     differences = []
+    if old.get("device", "cpu") != new.get("device", "cpu"):
+        differences.append(f"device: before {old.get('device', 'cpu')}, after {new.get('device', 'cpu')}")
     for section in ("models", "reports"):
         for name in sorted(set(old[section]) | set(new[section])):
             if old[section].get(name) != new[section].get(name):
@@ -131,10 +151,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--device", default="cpu", help="the device every engine starts on: cpu (default), or "
+                        "emu:0 / emu:1 (the emulated accelerator, switched on here)")
     args = parser.parse_args()
     if args.compare:
         return compare(*args.compare)
-    record(args.out or Path("parity.json"))
+    if args.device.startswith("emu"):
+        os.environ.setdefault("BRINGUP_EMU_SPEC", "default")  # read at `import torch`, which comes later
+    record(args.out or Path("parity.json"), args.device)
     return 0
 
 

@@ -1,8 +1,8 @@
 """The bundled inference runner: Llama-family decoders served with a plan derived from the capability profile.
 
 Reading order (each package imports only the ones after it; tests/test_layers.py holds the order):
-  engine/  the request lifecycle: engine.py (`LLMEngine`: add, step, abort; options.py) → startup.py (device →
-           profile → draft plan → weights → KV cache → the plan confirmed, then frozen) → scheduler.py (continuous
+  engine/  the request lifecycle: engine.py (`LLMEngine`: add, step, abort; options.py) → startup/ (device →
+           pipeline.py's steps: draft plan → weights → KV cache → the plan confirmed) → scheduler.py (continuous
            batching over block_manager.py's KV blocks) → executor.py (one step through the model, op and path
            fallbacks) → sampling.py (the next tokens, batched on the device); decode_timing.py times the plan's
            candidates on the served model.

@@ -21,7 +21,7 @@ from bringup.runner.plan.confirm import COMPILED, EXPERTS, KNEE_GAIN, MAX_BATCH,
 from bringup.runner.plan.cpu_share import CpuShare
 from bringup.runner.plan.host_kernels import FUSED_LAYERS, LAYOUT, PAGED
 from bringup.runner.plan.noise import floor_noise
-from bringup.runner.plan.plan import FUSED, ExecutionPlan
+from bringup.runner.plan.plan import ExecutionPlan
 from bringup.runner.weights.kinds import CONVERTIBLE, OUT_IN
 
 log = get_logger("runner.confirm")  # the decode steps timed to confirm the plan
@@ -140,23 +140,6 @@ def second_pass(step: DecodeSteps, by_batch: dict[int, float], floor: int) -> di
     if chosen >= floor:
         return {}
     return {b: step.seconds(b) for b in by_batch if chosen <= b <= floor}
-
-
-def apply_confirmed(executor: Executor, plan: ExecutionPlan) -> None:
-    """Make the executor run what the confirmed plan kept."""
-    model = executor.model
-    if plan.compiled.value is None:
-        executor.compiled = None
-    if plan.decode_layers.value != FUSED:
-        executor.fused = None
-    if PAGED not in plan.attention.value:
-        model.decode_attend = None
-    if plan.experts.value == DENSE and sparse_blocks(model):
-        use_expert_path(model, DENSE)
-    if plan.weight_layout.value == OUT_IN and model.layout.kinds != [OUT_IN] and OUT_IN in model.stored_kinds:
-        model.use_layout(WeightLayout(OUT_IN, OUT_IN, 0))
-    else:
-        model.use_layout(model.layout)  # frees a plain copy made only for the check
 
 
 def sweep_room(plan: ExecutionPlan) -> tuple[int, int]:

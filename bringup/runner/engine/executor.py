@@ -15,17 +15,18 @@ from bringup.runner.host.paged_decode import DecodeAttention
 from bringup.runner.model.attention import AttentionDispatcher
 from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.batch_inputs import BatchInputs, SeqChunk, build_inputs
-from bringup.runner.model.decoder import DecoderModel
+from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.moe import (
     DENSE,
     EXPERT_PATHS,
     GROUPED,
     GroupedPathError,
     keep_grouped_eager_under_compile,
+    sparse_blocks,
     use_expert_path,
 )
-from bringup.runner.plan.host_kernels import every_step_attention
-from bringup.runner.plan.plan import ExecutionPlan
+from bringup.runner.plan.host_kernels import PAGED, every_step_attention
+from bringup.runner.plan.plan import FUSED, ExecutionPlan
 from bringup.runner.weights.kinds import OUT_IN
 from bringup.runner.weights.kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
 
@@ -56,6 +57,24 @@ class Executor:
             keep_grouped_eager_under_compile()
             self.compiled = torch.compile(model.forward, backend=plan.compiled.value, dynamic=True)
         self.fused: FusedDecode | None = None  # every layer of a decode step in one call (set by start-up)
+
+    def follow(self, plan: ExecutionPlan) -> None:
+        """Run what the confirmed `plan` kept, of the candidates this executor was built with (and start-up or the
+        timing gave it): the one place plan settings become executor state after construction."""
+        model = self.model
+        if plan.compiled.value is None:
+            self.compiled = None
+        if plan.decode_layers.value != FUSED:
+            self.fused = None
+        if PAGED not in plan.attention.value:
+            model.decode_attend = None
+        if plan.experts.value == DENSE and sparse_blocks(model):
+            use_expert_path(model, DENSE)
+        if plan.weight_layout.value == OUT_IN and model.layout.kinds != [OUT_IN] and OUT_IN in model.stored_kinds:
+            model.use_layout(WeightLayout(OUT_IN, OUT_IN, 0))
+        else:
+            model.use_layout(model.layout)  # frees a plain copy made only for the check
+        self.plan = plan
 
     @property
     def attention_in_use(self) -> str:

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from bringup.backends.registry import backend_for
 from bringup.errors import exception_line
 from bringup.log import get_logger
-from bringup.runner.engine.decode_timing import TimingInterrupted, apply_confirmed, measure_decode
+from bringup.runner.engine.decode_timing import TimingInterrupted, measure_decode
 from bringup.runner.engine.executor import Executor
 from bringup.runner.host.decode_layers import FusedDecode
 from bringup.runner.host.paged_decode import DecodeAttention
@@ -133,8 +133,8 @@ class Reconfirmation:
             return
         confirmed = confirm_plan(draft, timings, seqs_requested=True)
         plan, changes = _switched(engine.plan, confirmed, at)
-        apply_confirmed(executor, plan)
-        executor.plan = engine.plan = plan
+        executor.follow(plan)
+        engine.plan = plan
         if changes:
             self._note(Attempt(at, "switched", timings.cpu_share, "; ".join(changes)), warn=True)
         else:

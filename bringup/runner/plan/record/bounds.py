@@ -7,7 +7,7 @@ row counts start-up times, the rows the layout choice reads (row 1 with both pla
 kinds), and batch sizes no larger than the sweep could have timed (MAX_BATCH, and the cache tune's sweep held).
 A record that breaks one is refused as a whole, naming the field; start-up then times as if there were none.
 Where the batch limit is replayed, its batches must also fit this start's KV cache and step budget
-(beyond_this_start); if not, the decode steps are timed afresh. engine/startup.py records either as a fallback:
+(beyond_this_start); if not, the decode steps are timed afresh. engine/startup/ records either as a fallback:
 a WARNING, an error under --strict.
 """
 
