@@ -2,7 +2,7 @@
 torch): the one module that spells them.
 
 It sits in profiles, below every layer that reads the names: the capability probe and the op catalog (one op per SDPA
-backend), the attention bench, the plan, the model (runner/model/attention_kinds.py hands these names on), the
+backend), the attention bench, the plan, the model, the
 verdict's hot path (profiles/hot_path.py), `bringup all`'s smoke level and the export.
 The SDPA backends are one table: each name with its `torch.nn.attention.SDPBackend` member, its place in the plan's
 order of preference, and whether it is a fused kernel (flash, memory-efficient, cuDNN) or the math reference.

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
+from bringup.profiles.attention_kinds import PLAIN_ATTENTION
 from bringup.runner.engine.engine import LLMEngine
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.sequence import Sequence
-from bringup.runner.model.attention_kinds import PLAIN_ATTENTION
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.plan.plan import Choice

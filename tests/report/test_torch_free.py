@@ -20,7 +20,7 @@ TORCH_FREE_RUNNER = {"bringup.runner", "bringup.runner.plan", "bringup.runner.pl
                      "bringup.runner.model",
                      "bringup.runner.model.config",
                      "bringup.runner.model.config.fields", "bringup.runner.model.config.moe_settings",
-                     "bringup.runner.model.config.builtin", "bringup.runner.model.attention_kinds",
+                     "bringup.runner.model.config.builtin", "bringup.profiles.attention_kinds",
                      "bringup.runner.weights", "bringup.runner.weights.formats",
                      "bringup.runner.weights.formats.compressed_tensors",
                      "bringup.runner.weights.formats.compressed_tensors.scheme",

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from bringup.probes.capabilities.numerics import all_finite, relative_error, seeded_randn
 from bringup.probes.capabilities.result import error_text, supported, unsupported
 from bringup.probes.ops.placement import KINETO_QUIET
-from bringup.runner.model.attention_kinds import SDPA_BACKENDS
+from bringup.profiles.attention_kinds import SDPA_BACKENDS
 
 ATTENTION_DTYPES = ("float32", "bfloat16", "float16")
 TOLERANCE = {"float32": 1e-4, "bfloat16": 3e-2, "float16": 5e-3}

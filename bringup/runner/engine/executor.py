@@ -9,11 +9,11 @@ import torch
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
+from bringup.profiles.attention_kinds import PAGED_DECODE
 from bringup.runner.engine.prompt_logprobs import ScoredPrompt, score_prompt
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.host.paged_decode import DecodeAttention
 from bringup.runner.model.attention import AttentionDispatcher
-from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.batch_inputs import BatchInputs, SeqChunk, build_inputs
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.moe import (

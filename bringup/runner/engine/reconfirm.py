@@ -20,11 +20,11 @@ from datetime import datetime, timezone
 from bringup.backends.registry import backend_for
 from bringup.errors import exception_line
 from bringup.log import get_logger
+from bringup.profiles.attention_kinds import PAGED_DECODE
 from bringup.runner.engine.decode_timing import TimingInterrupted, measure_decode
 from bringup.runner.engine.executor import Executor
 from bringup.runner.host.decode_layers import FusedDecode
 from bringup.runner.host.paged_decode import DecodeAttention
-from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.confirm import PLAN_FIELD, DecodeTimings, confirm_plan
 from bringup.runner.plan.host_kernels import choose_decode_layers, every_step_attention

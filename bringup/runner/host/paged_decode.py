@@ -18,7 +18,7 @@ import torch
 
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
-from bringup.runner.model.attention_kinds import PAGED_DECODE as NAME
+from bringup.profiles.attention_kinds import PAGED_DECODE as NAME
 from bringup.runner.model.attention_layer import matmul_softmax_attention
 from bringup.runner.weights.kernels.build import HostKernelInputError, check_host_kernel, load, require_host_tensor
 

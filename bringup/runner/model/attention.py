@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from bringup.backends.registry import all_backends
 from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
-from bringup.runner.model.attention_kinds import PLAIN_ATTENTION, SDPA_BACKENDS
+from bringup.profiles.attention_kinds import PLAIN_ATTENTION, SDPA_BACKENDS
 from bringup.runner.model.attention_layer import AttendFn, matmul_softmax_attention
 
 

@@ -13,8 +13,8 @@ import functools
 
 import torch
 
+from bringup.profiles.attention_kinds import PAGED_DECODE
 from bringup.runner.host import decode_layers, paged_decode
-from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.plan.layout import STREAM_BYTES, LayoutTimings, linear_weight_bytes

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from bringup.probes.ops.inputs import randint, randn
 from bringup.probes.ops.spec import CaseSpec, OpSpec, op
-from bringup.runner.model.attention_kinds import SDPA_BACKENDS
+from bringup.profiles.attention_kinds import SDPA_BACKENDS
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

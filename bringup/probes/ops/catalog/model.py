@@ -36,7 +36,7 @@ from bringup.probes.ops.inputs import randint, randn, uniform
 from bringup.probes.ops.model_shapes import ModelShapes
 from bringup.probes.ops.spec import MODEL_CASE_PREFIX as MODEL
 from bringup.probes.ops.spec import CaseSpec, Param
-from bringup.runner.model.attention_kinds import SDPA_BACKENDS
+from bringup.profiles.attention_kinds import SDPA_BACKENDS
 
 MAX_ELEMENTS = 1 << 26  # 512 MiB per float64 tensor
 MAX_REFERENCE_FLOPS = 1 << 34  # ~17 GFLOP: seconds for a float64 CPU matmul

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bringup.backends.registry import backend_for
+from bringup.profiles.attention_kinds import PAGED_DECODE
 from bringup.runner.engine.startup.context import Start
-from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.plan.host_kernels import with_paged_decode
 from bringup.runner.plan.measurements import measure
 from bringup.runner.plan.plan import ExecutionPlan, attention_limits
