@@ -199,14 +199,22 @@ def exact_numpy(fn: Callable[..., np.ndarray]) -> Kernel:
     return lambda x, *args, **kwargs: _back(fn(_np(x), *args, **kwargs), x)
 
 
+def _truncate(values: np.ndarray, like: torch.Tensor) -> np.ndarray:
+    """values (float32) cut to like's dtype toward zero: the low significand bits dropped, not rounded."""
+    keep = {torch.bfloat16: 16, torch.float16: 13}.get(like.dtype, 0)
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.int32)
+    return (bits & ~np.int32((1 << keep) - 1)).view(np.float32)
+
+
 def _truncating_sum(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
-    """Fault: partials stored in the dtype by truncation toward zero (a wrong rounding mode)."""
-    if x.dtype == torch.float64:
-        return _back(_np(x).sum(axis=_dims(dim, x.dim()), keepdims=keepdim), x)
-    total = _stored_partials_sum(x.to(torch.float32), dim, keepdim)
-    bits = torch.from_numpy(np.ascontiguousarray(total, dtype=np.float32)).view(torch.int32)
-    keep = {torch.bfloat16: 16, torch.float16: 13}.get(x.dtype, 0)
-    return (bits & ~((1 << keep) - 1)).view(torch.float32).to(x.dtype)
+    """Fault: each partial sum stored in the dtype by truncation toward zero (a wrong rounding mode)."""
+    dims = _dims(dim, x.dim())
+    moved = np.moveaxis(_np(x), dims, tuple(range(-len(dims), 0)))
+    flat = moved.reshape(*moved.shape[:moved.ndim - len(dims)], -1)
+    acc = np.zeros(flat.shape[:-1], dtype=np.float32)
+    for i in range(flat.shape[-1]):
+        acc = _truncate(acc + flat[..., i], x)
+    return _back(np.expand_dims(acc, dims) if keepdim else acc, x)
 
 
 def _exclusive_cumsum(x: torch.Tensor, dim: int) -> torch.Tensor:
