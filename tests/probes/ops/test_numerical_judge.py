@@ -123,3 +123,25 @@ def test_a_scan_is_judged_by_its_increments():
     carried = (steps + 2.0**-8 * steps.abs() * wobble).cumsum(-1)
     assert not bias_test(carried, reference, 2.0**-8, scan_dim=-1).biased
     assert bias_test(reference * 1.01, reference, 2.0**-8, scan_dim=-1).biased
+
+
+def test_a_recorded_failure_is_rejudged_from_its_figures_and_only_its_block_rewritten(tmp_path):
+    from pathlib import Path
+
+    from bringup.probes.ops.judge.rejudge import main, rejudged
+    from bringup.profiles.store import load_profile
+
+    h200 = Path(__file__).parents[3] / "reference" / "profiles" / "nvidia-h200-sxm-torch2.11-cu130.yaml"
+    text = h200.read_text(encoding="utf-8")
+    record = next(r for r in load_profile(h200).ops if r.op == "cumsum" and r.dtype == "bfloat16"
+                  and r.case == "odd [37,131] dim=0")
+    as_recorded = record.model_copy(update={"status": "fail", "rtol": 0.016, "atol": 0.07706845270340376,
+                                            "bound": None, "bound_ratio": None, "decided_by": None})
+    catalog = load_catalog()
+    again = rejudged(as_recorded, catalog)
+    assert again.status == "pass" and again.bound_ratio == pytest.approx(0.0393, rel=0.01)
+    assert rejudged(as_recorded.model_copy(update={"max_abs": 50.0}), catalog) is None  # beyond the bound: stays
+    copy = tmp_path / "h200.yaml"
+    copy.write_text(text, encoding="utf-8")
+    assert main([str(copy)]) == 0 and copy.read_text(encoding="utf-8") == text  # nothing left to re-judge
+    assert main([str(tmp_path / "missing.yaml")]) == 2
