@@ -142,6 +142,13 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> OpCaseReco
     if changed:
         problems.append(f"modified its input argument(s) {changed}")
 
+    _fill(record, comp, tol, problems, note)
+    return record
+
+
+def _fill(record: OpCaseRecord, comp: Comparison, tol: Tolerance | None, problems: list[str], note: str | None
+          ) -> None:
+    """The judgement into the record: errors, what was allowed, the bias, the status and message."""
     record.max_abs, record.max_rel, record.nmse = comp.max_abs, comp.max_rel, comp.nmse
     record.worst_index, record.worst_output = comp.worst_index, comp.worst_output
     if tol is not None and comp.decided_by in ("tolerance", "tolerance and bias"):
@@ -151,7 +158,6 @@ def run_case(key: CaseKey, catalog: Catalog, device: torch.device) -> OpCaseReco
     record.status = "pass" if comp.passed and not problems else "fail"
     if problems or note:
         record.message = "; ".join([*problems, *([note] if note else [])])[:600]
-    return record
 
 
 def _judged(key: CaseKey, case: CaseSpec, result: Any, reference: Any, ref_args: list[Any], dev_args: list[Any]
