@@ -59,6 +59,7 @@ def _info(as_json: bool) -> int:
         print(f"  native ops: {', '.join(spec['native']) or '-'}")
         print(f"  wrong ops: {', '.join(f'{k} x{v}' for k, v in spec['wrong'].items()) or '-'}")
         print(f"  abort ops: {', '.join(spec['abort']) or '-'}")
+        print(f"  numeric variants: {', '.join(f'{k} {v}' for k, v in spec['numerics'].items()) or '-'}")
     state = "built" if info["build"]["built"] else "not built (python -m bringup_emu build)"
     cxx = info["build"]["compiler"] or "none found"
     print(f"build: {library} ({state}); compiler {cxx}; torch {torch.__version__}")

@@ -47,7 +47,7 @@ def activate(value: str) -> None:
     """Parse the spec, load the extension and register the `emu` device in this process."""
     import torch
 
-    from bringup_emu import device, runtime
+    from bringup_emu import device, numerics, runtime
     from bringup_emu.loader import load_extension
     from bringup_emu.spec import load_spec
 
@@ -60,6 +60,7 @@ def activate(value: str) -> None:
         dict(spec.wrong),
     )
     runtime.activate(extension, spec)
+    numerics.install(spec.numerics)
     torch.utils.rename_privateuse1_backend("emu")
     torch._register_device_module("emu", device)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)

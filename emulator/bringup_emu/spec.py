@@ -5,6 +5,7 @@ Every problem raises SpecError with one line naming the field (`devices[1].memor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from bringup.number_rule import described
 from bringup_emu.default_spec import DEFAULT_SPEC
+from bringup_emu.numerics import NumericsError, parse_numerics
 from bringup_emu.op_names import check_op_name
 from bringup_emu.spec_checks import (
     SpecError,
@@ -28,7 +30,7 @@ __all__ = ["SPEC_ENV", "DeviceSpec", "EmuSpec", "SpecError", "load_spec", "parse
 SPEC_ENV = "BRINGUP_EMU_SPEC"
 MAX_DEVICES = 16
 MAX_SPEC_BYTES = 1 << 20
-FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort")
+FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort", "numerics")
 DEVICE_FIELDS = ("name", "integrated", "memory")
 
 
@@ -47,6 +49,7 @@ class EmuSpec:
     wrong: dict[str, float]
     abort: tuple[str, ...]
     source: str
+    numerics: dict[str, str] = dataclasses.field(default_factory=dict)  # op -> legal or biased variant (numerics.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +61,7 @@ class EmuSpec:
             "native": list(self.native),
             "wrong": dict(self.wrong),
             "abort": list(self.abort),
+            "numerics": dict(self.numerics),
         }
 
 
@@ -172,7 +176,15 @@ def parse_spec(raw: Any, source: str = "inline") -> EmuSpec:
         wrong=_wrong(raw),
         abort=_ops(raw, "abort"),
         source=source,
+        numerics=_numerics(raw),
     )
+
+
+def _numerics(raw: dict) -> dict[str, str]:
+    try:
+        return parse_numerics(raw)
+    except NumericsError as error:
+        raise SpecError(str(error)) from None
 
 
 def load_spec(value: str) -> EmuSpec:

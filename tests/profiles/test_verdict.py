@@ -29,17 +29,24 @@ def test_reference_profiles_are_ready_with_what_a_cpu_lacks_skipped(path):
     assert all(reason.startswith("not applicable") for reason in skipped.values())
 
 
-def test_the_h200_is_not_ready_for_its_half_precision_scans_and_bfloat16_sampling_alone():
+def test_the_h200_is_ready_with_warnings_for_bfloat16_sampling_off_the_hot_path():
     """Recorded on a real H200: its float8 products pass at a float16 accumulator's tolerance, the kernels that refuse
-    decode shapes or float32 activations are unsupported, and what fails are real wrong results."""
+    decode shapes or float32 activations are unsupported; its half-precision scans, failed by a per-dtype tolerance,
+    are inside the error bound of their arithmetic (re-judged by bringup/probes/ops/judge/rejudge.py), and its
+    bfloat16 multinomial, still wrong, is off the hot path: the runner samples on float32 logits."""
     profile = load_profile(H200)
     verdict = verdict_of(profile)
-    assert verdict.status == "NOT READY" and verdict.exit_code == 1
+    assert verdict.status == "READY WITH WARNINGS" and verdict.exit_code == 0
     failed = {(r.op, r.dtype, r.case) for r in profile.ops if r.status == "fail"}
-    assert failed == {("cumsum", "bfloat16", "odd [37,131] dim=0"), ("cumsum", "float16", "odd [37,131] dim=0"),
-                      ("cumsum", "float16", "[65,33] transposed dim=-1"),
-                      ("multinomial", "bfloat16", "with zeros [16] samples=200000 replacement=yes"),
+    assert failed == {("multinomial", "bfloat16", "with zeros [16] samples=200000 replacement=yes"),
                       ("multinomial", "bfloat16", "per row [4,33] samples=50000 replacement=yes")}
+    warned = {c.name: c.reason for c in verdict.of("warn") if c.reason.startswith("off the hot path")}
+    assert set(warned) == {f"{op}[{dtype}] {case}" for op, dtype, case in failed}
+    assert all("(the runner runs multinomial only in sampling, on float32 logits" in reason
+               for reason in warned.values())
+    rejudged = [r for r in profile.ops if r.decided_by == "bound (re-judged from the recorded errors)"]
+    assert {(r.op, r.dtype) for r in rejudged} == {("cumsum", "bfloat16"), ("cumsum", "float16")}
+    assert len(rejudged) == 3 and all(r.status == "pass" and r.bound_ratio < 0.1 for r in rejudged)
     by_op = {}
     for record in profile.ops:
         by_op.setdefault((record.op, record.dtype), set()).add(record.status)
@@ -108,4 +115,22 @@ def test_a_hostile_name_in_the_verdict_line_reaches_the_terminal_inert(reference
     path.write_text(render_yaml(broken), encoding="utf-8")
     shown = run_cli(["profile", "show", str(path)])
     assert shown.code == 0 and "\x1b" not in shown.stdout
-    assert "verdict: NOT READY (1 failure): look at verify-ops soft\\x1b[2Jmax[bold]" in shown.stdout
+    # an op the runner never runs warns (graded by consequence), named as inertly as a failure would be
+    shown_text = " ".join(shown.stdout.split())
+    assert "verdict: READY WITH WARNINGS (1): look at verify-ops soft\\x1b[2Jmax[bold]" in shown_text
+
+
+@pytest.mark.parametrize(("op", "dtype", "status"), [
+    ("softmax", "bfloat16", "NOT READY"), ("multinomial", "float32", "NOT READY"), ("cumsum", "float32", "NOT READY"),
+    ("multinomial", "bfloat16", "READY WITH WARNINGS"), ("cumsum", "float16", "READY WITH WARNINGS"),
+    ("gelu", "float32", "READY WITH WARNINGS"), ("var", "bfloat16", "READY WITH WARNINGS")])
+def test_a_wrong_op_is_graded_by_whether_the_plan_runs_it(reference, op, dtype, status):
+    broken = reference.model_copy(deep=True)
+    record = next(r for r in broken.ops if r.op == op and r.dtype == dtype)
+    record.status = "fail"
+    verdict = verdict_of(broken)
+    assert verdict.status == status
+    assert broken.ops[broken.ops.index(record)].status == "fail"  # the profile keeps the case's own verdict
+    if status != "NOT READY":
+        check = next(c for c in verdict.of("warn") if c.name.startswith(f"{op}[{dtype}]"))
+        assert check.reason.startswith("off the hot path (") and op in check.reason

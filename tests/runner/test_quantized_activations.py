@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from bringup.profiles.attention_kinds import PAGED_DECODE
 from bringup.profiles.store import load_profile
 from bringup.runner.engine import quantized_activations
 from bringup.runner.engine.auto_quantization import measure as auto_measure
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.engine.quantized_activations import float_bytes, one_sequence_bytes, time_against_unquantized
 from bringup.runner.host.decode_layers import cannot_fuse
-from bringup.runner.model.attention_kinds import PAGED_DECODE
 from bringup.runner.plan.plan import FUSED, Choice, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 from bringup.runner.plan.quantize.activations import Comparison, compared, room_why_not

@@ -12,8 +12,10 @@ import torch
 
 from bringup.probes.ops.guard import guarded_output
 from bringup.probes.ops.inputs import changed_inputs, dtype_from_name, generator, prepare_inputs, snapshot
+from bringup.probes.ops.judge.arithmetic import Arithmetic, dim_of
+from bringup.probes.ops.judge.decide import judge_tensor
 from bringup.probes.ops.judge.error_kinds import is_unsupported_error
-from bringup.probes.ops.judge.metrics import Comparison, compare_tensor, flatten_outputs, merge, rms
+from bringup.probes.ops.judge.metrics import Comparison, flatten_outputs, merge, rms
 from bringup.probes.ops.judge.statistics import judge_multinomial
 from bringup.probes.ops.judge.tolerances import Tolerance, exact, tolerance_for
 from bringup.probes.ops.placement import PlacementWatch, watch_placement
@@ -48,7 +50,10 @@ def _tolerance_for_output(case: CaseSpec, out: torch.Tensor, ref: torch.Tensor) 
     return tol
 
 
-def judge_outputs(case: CaseSpec, result: Any, reference: Any) -> tuple[Comparison, Tolerance | None]:
+def judge_outputs(case: CaseSpec, result: Any, reference: Any,
+                  arith: Arithmetic | None = None) -> tuple[Comparison, Tolerance | None]:
+    """Each output by the error bound of the op's arithmetic (`arith`; the tolerance table for an op without a
+    rule, or a tuple result) and the bias test; exact results exactly."""
     outs, refs = flatten_outputs(result), flatten_outputs(reference)
     if len(outs) != len(refs):
         return Comparison(False, problems=[f"{len(outs)} outputs, reference has {len(refs)}"]), None
@@ -56,7 +61,7 @@ def judge_outputs(case: CaseSpec, result: Any, reference: Any) -> tuple[Comparis
     for out, ref in zip(outs, refs):
         tol = _tolerance_for_output(case, out, ref)
         tols.append(tol)
-        parts.append(compare_tensor(out, ref, tol))
+        parts.append(judge_tensor(out, ref, tol, arith if len(outs) == 1 else None))
     worst_tol = max(tols, key=lambda t: (t.rtol, t.atol))
     return merge(parts), worst_tol
 
@@ -158,27 +163,43 @@ def _judge(record: OpCaseRecord, case: CaseSpec, outputs: tuple[Any, Any], ref_a
            changed: list[int], dev_args: list[Any]) -> None:
     """The verdict and its figures: the result against the reference, inputs untouched, the out= variant's guards."""
     result, reference = outputs
-    note = None
-    if case.judge == "multinomial":
-        (comp, note), tol = _judge_multinomial(result, ref_args, case), None
-    else:
-        comp, tol = judge_outputs(case, result, reference)
+    comp, tol, note = _judged(record.op, case, result, reference, ref_args, dev_args)
     problems = list(comp.problems)
     if changed:
         problems.append(f"modified its input argument(s) {changed}")
-    if case.out is not None and isinstance(result, torch.Tensor):
-        problems.extend(_guard_check(case, dev_args, result, reference, tol))
+    _fill(record, comp, tol, problems, note)
+
+
+def _fill(record: OpCaseRecord, comp: Comparison, tol: Tolerance | None, problems: list[str], note: str | None
+          ) -> None:
+    """The judgement into the record: errors, what was allowed, the bias, the status and message."""
     record.max_abs, record.max_rel, record.nmse = comp.max_abs, comp.max_rel, comp.nmse
     record.worst_index, record.worst_output = comp.worst_index, comp.worst_output
-    if tol is not None:
+    if tol is not None and comp.decided_by in ("tolerance", "tolerance and bias"):
         record.rtol, record.atol = tol.rtol, tol.atol
+    record.bound, record.bound_ratio, record.decided_by = comp.bound, comp.bound_ratio, comp.decided_by
+    record.bias, record.bias_z = comp.bias, comp.bias_z
     record.status = "pass" if comp.passed and not problems else "fail"
     if problems or note:
         record.message = "; ".join([*problems, *([note] if note else [])])[:600]
 
 
+def _judged(op: str, case: CaseSpec, result: Any, reference: Any, ref_args: list[Any], dev_args: list[Any]
+            ) -> tuple[Comparison, Tolerance | None, str | None]:
+    """The result judged (statistically for a sampling op, else by bound and bias), its out= form too."""
+    if case.judge == "multinomial":
+        (comp, note), tol = _judge_multinomial(result, ref_args, case), None
+        comp.decided_by = "chi-square"
+        return comp, tol, note
+    arith = Arithmetic(op, case.ref or case.fn, ref_args, dim_of(case.params))
+    comp, tol = judge_outputs(case, result, reference, arith)
+    if case.out is not None and isinstance(result, torch.Tensor):
+        comp.problems.extend(_guard_check(case, dev_args, result, reference, tol, arith))
+    return comp, tol, None
+
+
 def _guard_check(case: CaseSpec, dev_args: list[Any], result: torch.Tensor, reference: Any,
-                 tol: Tolerance | None) -> list[str]:
+                 tol: Tolerance | None, arith: Arithmetic | None = None) -> list[str]:
     """Run the out= variant into a sentinel-guarded view; report touched guards and a wrong result."""
     guarded = guarded_output(result.shape, result.dtype, result.device)
     try:
@@ -193,7 +214,7 @@ def _guard_check(case: CaseSpec, dev_args: list[Any], result: torch.Tensor, refe
     touched = guarded.touched()
     if touched:
         problems.append(f"out= wrote outside its output (guard region {', '.join(touched)} overwritten)")
-    comp, _ = judge_outputs(case, guarded.view, reference)
+    comp, _ = judge_outputs(case, guarded.view, reference, arith)
     if not comp.passed:
         problems.extend(f"out= result: {p}" for p in comp.problems)
     return problems

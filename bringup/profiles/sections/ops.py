@@ -39,8 +39,13 @@ class OpCaseRecord(ProfileModel):
     nmse: float | None = None
     worst_index: list[int] | None = None
     worst_output: int | None = None  # which output of a tuple result holds the worst element
-    rtol: float | None = None  # the tolerance applied (see bringup/probes/ops/judge/tolerances.py for reasons)
+    rtol: float | None = None  # the tolerance applied, for an op without an arithmetic rule (judge/tolerances.py)
     atol: float | None = None
+    bound: float | None = None  # the allowed error at the worst element: the op's error bound (judge/bounds.py)
+    bound_ratio: float | None = None  # largest error / allowed error (above 1 fails)
+    bias: float | None = None  # least-squares scale of result vs reference, minus 1 (judge/bias.py)
+    bias_z: float | None = None  # the bias over its standard error
+    decided_by: str | None = None  # the test that decided: exact, bound, bias, tolerance, chi-square, ...
     seconds: float | None = None
     message: str | None = None
     runs_on: RunsOn | None = None  # None: not decided (on the host itself there is nothing to fall back to)

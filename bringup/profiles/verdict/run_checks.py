@@ -5,6 +5,7 @@ from bringup.profiles.sections.bench import BenchSection, RecordStatus
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 from bringup.profiles.sections.selftest import SelftestSection
 from bringup.profiles.verdict.checks import Check, CheckResult
+from bringup.profiles.verdict.consequence import off_hot_path
 
 READINESS_LEVEL = 1  # `bringup all --level 1` probes only some checks, by design (cli/run_levels.py, which this
 # layer cannot import)
@@ -28,14 +29,19 @@ def op_checks(profile: Profile) -> list[Check]:
 
 
 def op_record_checks(records: list[OpCaseRecord], declared: dict[str, str]) -> list[Check]:
-    """One check per op case, in order; `declared` is the backend's not-applicable facts (skip, not warn)."""
+    """One check per op case, in order; `declared` is the backend's not-applicable facts (skip, not warn). A failing
+    case fails the verdict on the plan's hot path and warns off it, saying why it is off."""
     checks: list[Check] = []
     for r in records:
         name = f"{r.op}[{r.dtype}] {r.case}"
         if r.status == "pass":
-            checks.append(Check("verify-ops", name, "pass", "within tolerance of the float64 reference"))
+            checks.append(Check("verify-ops", name, "pass", "within the error bound, unbiased, of the float64 "
+                                "reference"))
         elif r.failing:
-            checks.append(Check("verify-ops", name, "fail", f"{r.status}: {r.message or 'no message recorded'}"))
+            off = off_hot_path(r.op, r.dtype)
+            result: CheckResult = "warn" if off else "fail"
+            where = f"off the hot path ({off}): " if off else ""
+            checks.append(Check("verify-ops", name, result, f"{where}{r.status}: {r.message or 'no message recorded'}"))
         else:
             absent = declared_absent(declared, f"ops.{r.op}", f"attention.{r.op}", f"dtypes.{r.dtype}")
             result = "skip" if absent else "warn"

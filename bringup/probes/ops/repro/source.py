@@ -17,7 +17,7 @@ from bringup.probes.ops.compiled import execute as compiled_execute
 from bringup.probes.ops.compiled import rule
 from bringup.probes.ops.compiled.blocks import BLOCKS
 from bringup.probes.ops.inputs import generator, seed_for
-from bringup.probes.ops.judge import error_kinds, metrics, tolerances
+from bringup.probes.ops.judge import arithmetic, error_kinds, metrics, tolerances
 from bringup.probes.ops.repro.check import Comparer, same_arguments
 from bringup.probes.ops.repro.extract import NotExpressible, SourceBundle
 from bringup.probes.ops.repro.template import COMMON, COMPILED_RUN, ENTRY, IMPORTS, OP_RUN, SYNCHRONIZE
@@ -32,7 +32,7 @@ CHECK_MODULE = "bringup_repro_check"
 # verify-ops' own judging, copied into every file by name (their helpers follow automatically)
 OP_JUDGING: tuple[tuple[types.ModuleType, str], ...] = (
     (inputs, "prepare_inputs"), (inputs, "snapshot"), (inputs, "changed_inputs"), (metrics, "flatten_outputs"),
-    (execute, "judge_outputs"), (error_kinds, "is_unsupported_error"),
+    (execute, "judge_outputs"), (error_kinds, "is_unsupported_error"), (arithmetic, "Arithmetic"),
 )
 GUARD_JUDGING = ((execute, "_guard_check"),)  # only for cases with an out= variant
 MULTINOMIAL_JUDGING = ((execute, "_judge_multinomial"),)  # only for statistically judged cases
@@ -62,7 +62,8 @@ def op_recipe(record: OpCaseRecord, catalog: Catalog) -> Recipe:
     spec = catalog.get(record.op)
     case = spec.find(CaseKey(record.op, record.dtype, record.case, record.case_id or ""))
     facts = {"judge": case.judge, "accum": case.accum, "step_rounding": case.step_rounding,
-             "accumulator": case.accumulator, "accumulator_reason": case.accumulator_reason}
+             "accumulator": case.accumulator, "accumulator_reason": case.accumulator_reason,
+             "dim": arithmetic.dim_of(case.params)}
     return Recipe(spec.seed_parts(case), case.inputs, case.fn, case.ref or case.fn, case.layout, case.out,
                   case.keep_dtype, facts)
 
@@ -137,7 +138,8 @@ def _constants(record: OpCaseRecord | CompiledRecord, recipe: Recipe, device: st
         lines += [f"JUDGE = {facts['judge']!r}", f"ACCUM = {facts['accum']!r}",
                   f"STEP_ROUNDING = {facts['step_rounding']!r}",
                   f"ACCUMULATOR = {facts['accumulator']!r}  # the dtype whose tolerance judges it (None: the result's)",
-                  f"ACCUMULATOR_REASON = {facts['accumulator_reason']!r}"]
+                  f"ACCUMULATOR_REASON = {facts['accumulator_reason']!r}",
+                  f"DIM = {facts.get('dim')!r}  # the dim the op works along (the error bound and bias test read it)"]
     else:
         lines += [f"TARGET = {record.target!r}", f"CASE = {record.case!r}", f"BACKEND = {record.backend!r}"]
     lines += [
