@@ -17,13 +17,13 @@ def _visible(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def bounded(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
-    """`text` cut to `limit` characters, saying how long it was."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters in all)"
+def bounded(text: str, limit: int | None = MAX_SHOWN_CHARS) -> str:
+    """`text` cut to `limit` characters (None: whole), saying how long it was."""
+    return text if limit is None or len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters in all)"
 
 
-def shown(text: object, limit: int = MAX_SHOWN_CHARS) -> str:
-    """`text`, at most `limit` characters of it, with every control character (ESC, BEL, CR, C1, bidi overrides)
+def shown(text: object, limit: int | None = MAX_SHOWN_CHARS) -> str:
+    """`text`, at most `limit` characters of it (None: a whole document, written without rich), with every control character (ESC, BEL, CR, C1, bidi overrides)
     written as a visible escape."""
     return _CONTROL.sub(_visible, bounded(str(text), limit))
 

@@ -84,7 +84,7 @@ def write_report(profile_path: Path, out_path: Path | None = None, baseline_path
                  fmt: ReportFormat = "html") -> Path:
     """Render and write the report; returns where it went (`-` for stdout). Default: beside the profile."""
     if out_path == STDOUT:
-        sys.stdout.write(shown(render_report(profile_path, baseline_path, fmt)))
+        sys.stdout.write(shown(render_report(profile_path, baseline_path, fmt), limit=None))
         sys.stdout.flush()
         return STDOUT
     target = output_path(Path(profile_path), out_path, fmt)

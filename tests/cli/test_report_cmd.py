@@ -62,6 +62,14 @@ def test_markdown_to_stdout(tmp_path):
     assert not (tmp_path / "p.md").exists()
 
 
+def test_a_whole_report_to_stdout_is_the_same_as_the_file(tmp_path):
+    """The document is written whole: the bound on one untrusted string shown in a terminal does not cut it."""
+    profile = write_profile(tmp_path / "p.yaml", full_profile())
+    assert run_report(["-p", str(profile), "-o", str(tmp_path)]).code == 0
+    to_stdout = run_report(["-p", str(profile), "-o", "-"]).stdout
+    assert len(to_stdout) > 20_000 and to_stdout == (tmp_path / "p.html").read_text(encoding="utf-8")
+
+
 def test_html_to_stdout_and_into_a_folder(tmp_path):
     profile = write_profile(tmp_path / "p.yaml", full_profile())
     assert run_report(["-p", str(profile), "-o", "-"]).stdout.startswith("<!DOCTYPE html>")
