@@ -47,11 +47,7 @@ def whole_number(value: Any, field: str, high: int = INT64_MAX, low: int = 0, st
         value = int(text)
     elif isinstance(value, bool) or not isinstance(value, int):
         raise NumberRefused(f"{field}: {described(value)} is not a whole number")
-    if value > high:
-        raise NumberRefused(f"{field}: {described(value)} is more than {high:,}, the most it can be")
-    if value < low:
-        raise NumberRefused(f"{field}: {described(value)} is less than {low:,}, the least it can be")
-    return value
+    return _within(value, field, described(value), high, low, ",")
 
 
 def real_number(value: Any, field: str, high: float = math.inf, low: float = -math.inf,
@@ -70,8 +66,13 @@ def real_number(value: Any, field: str, high: float = math.inf, low: float = -ma
     number = float(value)
     if not math.isfinite(number):
         raise NumberRefused(f"{field}: {said} is not a finite number")
+    return _within(number, field, said, high, low, "g")
+
+
+def _within(number: Any, field: str, said: str, high: Any, low: Any, style: str) -> Any:
+    """`number` when low <= number <= high; else NumberRefused naming the bound it broke (written in `style`)."""
     if number > high:
-        raise NumberRefused(f"{field}: {said} is more than {high:g}, the most it can be")
+        raise NumberRefused(f"{field}: {said} is more than {high:{style}}, the most it can be")
     if number < low:
-        raise NumberRefused(f"{field}: {said} is less than {low:g}, the least it can be")
+        raise NumberRefused(f"{field}: {said} is less than {low:{style}}, the least it can be")
     return number
