@@ -4,6 +4,7 @@ The kernels (tests/probes/ops/numeric_kernels.py) replace aten's CPU kernels for
 float64 reference stays exact, as it would beside a device's kernel.
 """
 
+import math
 from collections import defaultdict
 
 import pytest
@@ -74,6 +75,21 @@ def test_records_keep_the_error_the_bound_the_bias_and_the_deciding_test():
     assert record.bound_ratio < 1 and abs(record.bias_z) < Z_BIAS and abs(record.bias) < 2.0**-8
     assert record.rtol is None and record.atol is None  # tolerances only for ops without an arithmetic rule
 
+
+
+def test_where_n_u_reaches_1_the_tolerance_decides_and_every_figure_is_finite(tmp_path):
+    """softmax over a 32,000-entry vocabulary in bfloat16: gamma_n has no finite value, so no bound is recorded
+    (a profile with an infinite figure would not load again): the tolerance table decides, with the bias test."""
+    from bringup.profiles.store import load_profile, render_yaml, write_atomically
+    from tests.report.sample import full_profile
+
+    records = [r for r in _records(("softmax",), ("bfloat16", "float16")) if "32000" in r.case]
+    assert records and all(r.status == "pass" and r.rtol is not None for r in records)
+    assert all(math.isfinite(figure) for r in records for figure in (r.bound, r.bound_ratio, r.bias, r.bias_z))
+    assert all(r.decided_by.startswith("tolerance") for r in records)
+    path = tmp_path / "p.yaml"
+    write_atomically(path, render_yaml(full_profile().model_copy(update={"ops": records})))
+    assert [r.case_id for r in load_profile(path).ops] == [r.case_id for r in records]
 
 def _stored_partials_sum(x: torch.Tensor) -> torch.Tensor:
     acc = torch.zeros(x.shape[:-1], dtype=x.dtype)

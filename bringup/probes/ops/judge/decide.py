@@ -43,13 +43,15 @@ def _add_bias(comp: Comparison, actual: torch.Tensor, reference: torch.Tensor, a
 
 def judge_tensor(actual: torch.Tensor, reference: torch.Tensor, tol: Tolerance,
                  arith: Arithmetic | None) -> Comparison:
-    """compare_tensor with the op's error bound where the op has a rule (else `tol`), then the bias test on
-    a floating result that passed (with at least MIN_CLUSTERS independent outputs)."""
+    """compare_tensor with the op's error bound where the op has a rule and the bound is finite (else `tol`), then
+    the bias test on a floating result that passed (with at least MIN_CLUSTERS independent outputs)."""
     exact = tol.rtol == 0.0 and tol.atol == 0.0
     floating = actual.is_floating_point() and reference.is_floating_point()
     bound = None
     if arith is not None and floating and not exact and tuple(actual.shape) == tuple(reference.shape):
         bound = error_bound(arith, reference.detach().to("cpu", torch.float64), actual.dtype)
+        if bound is not None and not bool(torch.isfinite(bound).all()):
+            bound = None  # n·u >= 1: the arithmetic bounds nothing here; the tolerance table decides (and the bias)
     comp = compare_tensor(actual, reference, tol, bound)
     if floating and not exact and comp.decided_by in ("bound", "tolerance"):
         _add_bias(comp, actual, reference, arith)
