@@ -7,7 +7,7 @@ import torch
 from bringup.probes.ops.judge.arithmetic import Arithmetic
 from bringup.probes.ops.judge.bias import Z_BIAS, bias_test
 from bringup.probes.ops.judge.bounds import error_bound
-from bringup.probes.ops.judge.metrics import Comparison, compare_tensor
+from bringup.probes.ops.judge.metrics import Comparison, compare_tensor, finite_or_none
 from bringup.probes.ops.judge.roundoff import unit_roundoff
 from bringup.probes.ops.judge.tolerances import Tolerance
 
@@ -29,7 +29,7 @@ def _add_bias(comp: Comparison, actual: torch.Tensor, reference: torch.Tensor, a
     result = bias_test(a, b, unit_roundoff(actual.dtype), row_dim, scan_dim)
     if result is None:
         return
-    comp.bias, comp.bias_z = result.scale_error, result.z
+    comp.bias, comp.bias_z = finite_or_none(result.scale_error), finite_or_none(result.z)
     if not result.decides:
         return
     if comp.passed and result.biased:

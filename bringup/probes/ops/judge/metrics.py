@@ -58,7 +58,7 @@ def _unravel(flat_index: int, shape: torch.Size) -> list[int]:
     return list(reversed(idx))
 
 
-def _finite_or_none(x: float) -> float | None:
+def finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
@@ -116,12 +116,12 @@ def compare_tensor(actual: torch.Tensor, reference: torch.Tensor, tol: Tolerance
                       decided_by=rule)
     if diff.numel():
         max_abs, max_rel, nmse = _error_figures(diff, b64, torch.isfinite(b_out))
-        comp.max_abs, comp.max_rel, comp.nmse = (_finite_or_none(x) for x in (max_abs, max_rel, nmse))
+        comp.max_abs, comp.max_rel, comp.nmse = (finite_or_none(x) for x in (max_abs, max_rel, nmse))
         ratio = (diff > 0).to(torch.float64) if exact_only else diff / bound
         worst_flat = int(ratio.flatten().argmax())
         comp.worst_index = _unravel(worst_flat, a.shape)
-        comp.bound = float(torch.broadcast_to(bound, diff.shape).flatten()[worst_flat])
-        comp.bound_ratio = _finite_or_none(float(ratio.flatten()[worst_flat]))
+        comp.bound = finite_or_none(float(torch.broadcast_to(bound, diff.shape).flatten()[worst_flat]))
+        comp.bound_ratio = finite_or_none(float(ratio.flatten()[worst_flat]))
         over = int((diff > 0).sum()) if exact_only else int((ratio > 1.0).sum())
         if over:
             comp.passed = False
