@@ -81,8 +81,8 @@ def test_the_verdict_is_on_top_and_reads_what_the_profile_found(pages):
         dom = pages[name]
         assert dom.index('id="verdict-line"') < dom.index('id="summary"') < dom.index("<main>"), name
         line = re.sub(r"<[^>]+>", "", re.search(r'<p id="verdict-line"[^>]*>(.*?)</p>', dom).group(1))
-        if name.startswith("nvidia-"):  # its recorded wrong results, named (tests/profiles/test_verdict.py)
-            assert line.startswith("NOT READY (5 failures): look at verify-ops cumsum[bfloat16]"), (name, line)
+        if name.startswith("nvidia-"):  # wrong results off the plan's path, re-judged (tests/profiles/test_verdict.py)
+            assert line.startswith("READY WITH WARNINGS ("), (name, line)
         else:
             assert line.startswith("READY: ") and "not applicable to this device" in line, (name, line)
 

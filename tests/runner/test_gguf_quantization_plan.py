@@ -63,8 +63,8 @@ def test_the_matching_scheme_uses_the_files_blocks_and_says_so(files, tmp_path, 
 
 def test_none_dequantizes_the_blocks_and_says_so(files, tmp_path):
     plan, _, _ = plan_and_fallbacks(files["q4_0"], tmp_path, "none")
-    assert plan["quantization"] == {"value": "none", "evidence": "not requested (--quantization none): the plan "
-                                    "dtype's weights, the file's Q4_0 blocks dequantized at load"}
+    assert plan["quantization"] == {"value": "none", "shown": "none", "evidence": "not requested (--quantization "
+                                    "none): the plan dtype's weights, the file's Q4_0 blocks dequantized at load"}
 
 
 @needs_compiler

@@ -61,7 +61,7 @@ def test_the_row_is_in_the_plan_table_and_its_dict():
     plan = build_plan(ProfileFacts(ops_profile(GROUPED_EXPERT_OPS)), "stated", "cpu", MOE, None, None)
     rows = {setting: (value, evidence) for setting, value, evidence in plan.rows()}
     assert rows["experts"] == (GROUPED, plan.experts.evidence)
-    assert plan.to_dict()["experts"] == {"value": GROUPED, "evidence": plan.experts.evidence}
+    assert plan.to_dict()["experts"] == {"value": GROUPED, "evidence": plan.experts.evidence, "shown": GROUPED}
 
 
 def test_a_low_precision_dtype_needs_the_router_verified_for_an_moe_model_only():

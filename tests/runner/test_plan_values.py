@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from bringup.errors import BringupError
 from bringup.export.tuned import TunedPlan
 from bringup.profiles.schema import DeviceSection, Profile
 from bringup.profiles.store import load_profile, render_yaml
@@ -69,11 +72,14 @@ def test_a_tune_record_holds_data_through_the_profile_file_and_export_reads_its_
     assert tuned.kv_tokens() == 256 * 16
     assert (tuned.number("max_num_seqs"), tuned.number("max_model_len"), tuned.number("max_num_batched_tokens")) == (
         4, 512, 2048)
-    assert tuned.number("dtype") is None and tuned.number("attention") is None  # not numbers: no guessing
+    with pytest.raises(BringupError, match=r"plan\.dtype: 'float32' is not a whole number"):
+        tuned.number("dtype")  # a text where a number is asked for: refused, never guessed
     assert tuned.line("kv_blocks") == f"models[{KEY}].plan.kv_blocks: 256 × 16 tokens (sized from free memory)"
 
 
-def test_a_boolean_or_a_non_positive_value_is_not_a_number_of_the_plan(tmp_path: Path):
+def test_a_boolean_is_refused_and_zero_is_no_number_of_the_plan(tmp_path: Path):
     plan = replace(served_plan(), max_num_seqs=Choice(True, "hand-edited"), kv_blocks=Choice(0, "not sized"))
     tuned = TunedPlan(KEY, recorded(plan).models[KEY])
-    assert tuned.number("max_num_seqs") is None and tuned.kv_tokens() is None
+    with pytest.raises(BringupError, match=r"plan\.max_num_seqs: True is not a whole number"):
+        tuned.number("max_num_seqs")
+    assert tuned.kv_tokens() is None
