@@ -23,8 +23,8 @@ def bounded(text: str, limit: int | None = MAX_SHOWN_CHARS) -> str:
 
 
 def shown(text: object, limit: int | None = MAX_SHOWN_CHARS) -> str:
-    """`text`, at most `limit` characters of it (None: a whole document, written without rich), with every control character (ESC, BEL, CR, C1, bidi overrides)
-    written as a visible escape."""
+    """`text`, at most `limit` characters of it (None: a whole document, written without rich), with every control
+    character (ESC, BEL, CR, C1, bidi overrides) written as a visible escape."""
     return _CONTROL.sub(_visible, bounded(str(text), limit))
 
 
