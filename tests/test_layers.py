@@ -35,6 +35,7 @@ LAYERS: dict[str, set[str]] = {
                        "bringup.runner.model.config.builtin", "bringup.profiles"},
     "bringup.export": {"bringup.runner.plan.plan", "bringup.runner.plan.profile_facts", "bringup.profiles"},
     "bringup.probes": {"bringup.runner.model", "bringup.runner.sources.builtin_model", "bringup.runner.model_files",
+                       "bringup.runner.draws",
                        "bringup.runner.throughput", "bringup.runner.serving_latency", "bringup.profiles",
                        "bringup.backends"},
     "bringup.runner": {"bringup.profiles", "bringup.backends"},
@@ -55,7 +56,7 @@ RUNNER_LAYERS: dict[str, set[str]] = {
     "bringup.runner.serving_latency": {"bringup.runner.engine", "bringup.runner.sampling_params"},
     "bringup.runner.engine": {"bringup.runner.plan", "bringup.runner.host", "bringup.runner.sources",
                               "bringup.runner.text", "bringup.runner.model", "bringup.runner.weights",
-                              "bringup.runner.sampling_params"},
+                              "bringup.runner.sampling_params", "bringup.runner.draws"},
     "bringup.runner.plan": {"bringup.runner.host", "bringup.runner.model", "bringup.runner.weights",
                             "bringup.runner.sampling_params"},
     "bringup.runner.host": {"bringup.runner.model", "bringup.runner.weights", "bringup.runner.sampling_params"},
@@ -67,6 +68,7 @@ RUNNER_LAYERS: dict[str, set[str]] = {
     "bringup.runner.weights": set(),
     "bringup.runner.model_files": set(),
     "bringup.runner.sampling_params": set(),
+    "bringup.runner.draws": set(),
 }
 
 

@@ -18,8 +18,9 @@ FUSED_NORM_OPS: frozenset[str] = frozenset({"F.rms_norm"})  # rms_norm's float32
 ATTENTION_OPS: frozenset[str] = frozenset(SDPA_BACKENDS)
 # the plain attention path: matmul and softmax over the gathered K/V
 PLAIN_ATTENTION_OPS: frozenset[str] = frozenset({"matmul", "bmm", "softmax"})
-# sampling runs on the step's float32 logits, on the model's device (runner/engine/sampling.py)
-SAMPLING_OPS: frozenset[str] = frozenset({"argmax", "topk", "sort", "multinomial", "cumsum"})
+# sampling runs on the step's float32 logits, on the model's device (runner/engine/sampling.py; the draw itself is
+# runner/draws.py, which verify-ops runs whole as runner_sampler)
+SAMPLING_OPS: frozenset[str] = frozenset({"argmax", "topk", "sort", "multinomial", "cumsum", "runner_sampler"})
 HOT_PATH_OPS: frozenset[str] = DECODER_OPS | FUSED_NORM_OPS | ATTENTION_OPS | SAMPLING_OPS
 
 # ops only some models run in the model dtype (the plan adds them per model; not every device's hot path)

@@ -19,7 +19,7 @@ from bringup.probes.ops.judge.metrics import Comparison, flatten_outputs, merge,
 from bringup.probes.ops.judge.statistics import judge_multinomial
 from bringup.probes.ops.judge.tolerances import Tolerance, exact, tolerance_for
 from bringup.probes.ops.placement import PlacementWatch, watch_placement
-from bringup.probes.ops.spec import CaseKey, CaseSpec, Catalog
+from bringup.probes.ops.spec import STATISTICAL_JUDGES, CaseKey, CaseSpec, Catalog
 from bringup.probes.ops.sync import synchronize
 from bringup.profiles.sections.ops import OpCaseRecord
 
@@ -66,10 +66,11 @@ def judge_outputs(case: CaseSpec, result: Any, reference: Any,
     return merge(parts), worst_tol
 
 
-def _judge_multinomial(result: Any, ref_args: list[Any], case: CaseSpec) -> tuple[Comparison, str]:
-    """Statistical verdict; no elementwise metrics, the chi-square figures go into the message."""
+def _judge_multinomial(result: Any, probs: Any, case: CaseSpec) -> tuple[Comparison, str]:
+    """Statistical verdict on draws from probs (float64); no elementwise metrics, the chi-square figures go into
+    the message."""
     replacement = dict(case.params).get("replacement", True)
-    verdict = judge_multinomial(result, ref_args[0], replacement)
+    verdict = judge_multinomial(result, probs, replacement)
     comp = Comparison(verdict.passed, problems=verdict.problems)
     if not replacement:
         return comp, "draws valid: distinct categories, none with probability 0"
@@ -187,8 +188,9 @@ def _fill(record: OpCaseRecord, comp: Comparison, tol: Tolerance | None, problem
 def _judged(op: str, case: CaseSpec, result: Any, reference: Any, ref_args: list[Any], dev_args: list[Any]
             ) -> tuple[Comparison, Tolerance | None, str | None]:
     """The result judged (statistically for a sampling op, else by bound and bias), its out= form too."""
-    if case.judge == "multinomial":
-        (comp, note), tol = _judge_multinomial(result, ref_args, case), None
+    if case.judge in STATISTICAL_JUDGES:
+        probs = reference if case.judge == "sampler" else ref_args[0]
+        (comp, note), tol = _judge_multinomial(result, probs, case), None
         comp.decided_by = "chi-square"
         return comp, tol, note
     arith = Arithmetic(op, case.ref or case.fn, ref_args, dim_of(case.params))

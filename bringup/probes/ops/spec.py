@@ -10,7 +10,10 @@ from typing import Any, Literal
 
 import torch
 
-Judge = Literal["close", "exact", "multinomial"]
+Judge = Literal["close", "exact", "multinomial", "sampler"]
+# judged by a chi-square test of their draws, never element by element: multinomial against its input
+# probabilities, the runner's sampler against the float64 distribution its reference builds
+STATISTICAL_JUDGES: tuple[str, ...] = ("multinomial", "sampler")
 InputFn = Callable[[torch.Generator], list[Any]]
 OpFn = Callable[..., Any]
 

@@ -14,7 +14,7 @@ from bringup.probes.ops.catalog import case_ids_by_label, load_catalog, select_c
 from bringup.probes.ops.compiled.blocks import BLOCKS
 from bringup.probes.ops.compiled.execute import check_backend
 from bringup.probes.ops.runner import op_task
-from bringup.probes.ops.spec import DEFAULT_FLOAT_DTYPES
+from bringup.probes.ops.spec import DEFAULT_FLOAT_DTYPES, STATISTICAL_JUDGES
 from bringup.profiles.schema import Profile
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
 
@@ -65,7 +65,8 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
                                        "backend": backend})
         if op_names or pattern:  # compiling every op case is slow: only a chosen subset
             compiled_tasks += [{"kind": "compiled", "target": k.op, "case": k.case, "case_id": k.case_id,
-                                "dtype": k.dtype, "backend": backend} for k in keys if k.op not in ("multinomial",)]
+                                "dtype": k.dtype, "backend": backend} for k in keys
+                               if catalog.get(k.op).find(k).judge not in STATISTICAL_JUDGES]
     if skip:
         unknown = [name for name in skip if name not in catalog.ops and name not in BLOCKS]
         if unknown:

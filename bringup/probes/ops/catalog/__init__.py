@@ -28,6 +28,7 @@ from bringup.probes.ops.catalog.moe import moe_ops
 from bringup.probes.ops.catalog.pointwise import activation_ops, elementwise_ops
 from bringup.probes.ops.catalog.quantized import quantized_ops
 from bringup.probes.ops.catalog.reduce import norm_ops, reduction_ops
+from bringup.probes.ops.catalog.sampler import sampler_ops
 from bringup.probes.ops.catalog.window import window_ops
 from bringup.probes.ops.model_shapes import ModelShapes
 from bringup.probes.ops.spec import CaseKey, Catalog, OpSpec
@@ -40,6 +41,7 @@ def builtin_ops() -> list[OpSpec]:
     return [
         *matmul_ops(), *quantized_ops(), *norm_ops(), *activation_ops(), *elementwise_ops(), *reduction_ops(),
         *gather_like_ops(), *kv_cache_ops(), cast_op(), *rotary_ops(), *sdpa_ops(), *moe_ops(), *window_ops(),
+        *sampler_ops(),
     ]
 
 

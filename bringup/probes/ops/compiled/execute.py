@@ -17,7 +17,7 @@ from bringup.probes.ops.compiled.rule import judge, rmse
 from bringup.probes.ops.inputs import dtype_from_name, generator, prepare_inputs
 from bringup.probes.ops.judge.error_kinds import is_unsupported_error
 from bringup.probes.ops.judge.metrics import flatten_outputs
-from bringup.probes.ops.spec import CaseKey
+from bringup.probes.ops.spec import STATISTICAL_JUDGES, CaseKey
 from bringup.probes.ops.sync import synchronize
 from bringup.profiles.sections.ops import CompiledRecord
 
@@ -65,7 +65,7 @@ def _target(task: dict[str, Any], device: torch.device
         return block.fn, block.ref or block.fn, raw, (), None
     spec = load_catalog().get(task["target"])
     case = spec.find(CaseKey(task["target"], task["dtype"], task["case"], task.get("case_id") or ""))
-    if case.judge == "multinomial":
+    if case.judge in STATISTICAL_JUDGES:
         raise NotImplementedError("sampling op: judged statistically, not comparable element by element")
     return case.fn, case.ref or case.fn, case.inputs(generator(*spec.seed_parts(case))), case.keep_dtype, \
         case.layout

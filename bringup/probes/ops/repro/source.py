@@ -21,7 +21,7 @@ from bringup.probes.ops.judge import arithmetic, error_kinds, metrics, tolerance
 from bringup.probes.ops.repro.check import Comparer, same_arguments
 from bringup.probes.ops.repro.extract import NotExpressible, SourceBundle
 from bringup.probes.ops.repro.template import COMMON, COMPILED_RUN, ENTRY, IMPORTS, OP_RUN, SYNCHRONIZE
-from bringup.probes.ops.spec import CaseKey, Catalog
+from bringup.probes.ops.spec import STATISTICAL_JUDGES, CaseKey, Catalog
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 
 SUBSTITUTES = {("bringup.probes.ops.sync", "synchronize"): SYNCHRONIZE}
@@ -87,7 +87,7 @@ def judging_for(recipe: Recipe) -> tuple[tuple[types.ModuleType, str], ...]:
     if recipe.facts is None:
         return COMPILED_JUDGING
     extra = GUARD_JUDGING if recipe.out is not None else ()
-    if recipe.facts["judge"] == "multinomial":
+    if recipe.facts["judge"] in STATISTICAL_JUDGES:
         extra += MULTINOMIAL_JUDGING
     return OP_JUDGING + extra
 

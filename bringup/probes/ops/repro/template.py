@@ -148,8 +148,9 @@ def run(device: torch.device) -> int:
         reference = reference_fn(*ref_args)
     note = None
     arith = None
-    if CASE_FACTS.judge == "multinomial":
-        (comp, note), tol = _judge_multinomial(result, ref_args, CASE_FACTS), None
+    if CASE_FACTS.judge in ("multinomial", "sampler"):
+        probs = reference if CASE_FACTS.judge == "sampler" else ref_args[0]
+        (comp, note), tol = _judge_multinomial(result, probs, CASE_FACTS), None
     else:
         arith = Arithmetic(OP, reference_fn, ref_args, DIM)
         comp, tol = judge_outputs(CASE_FACTS, result, reference, arith)
