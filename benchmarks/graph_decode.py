@@ -1,0 +1,133 @@
+"""Decode tokens/s with graphs against `--graphs off`, the two engines' steps alternated, on the built-in model and
+SmolLM2-135M, at batch 1 and 8 (issue 52's benchmark). Runs on the emulated accelerator here and on a GPU where one
+is present: the device is whatever --device names, and the header names the machine and the device.
+
+Each model gets two engines from the same profile: `graphs` (--graphs auto: the plan decides, and its graphs row is
+printed with its evidence) and `eager` (--graphs off). For each batch size both take `batch` greedy requests of the
+same prompt and take their decode steps in turn (the order reversed each step), so a neighbour's load falls on
+both; a round's figure is decode tokens/s over its steps (prefill excluded), the ratio is the median of the rounds'
+ratios. The greedy tokens of the two engines are compared and printed (identical / which request differs).
+
+Run:  BRINGUP_EMU_SPEC=spec.yaml python -m benchmarks.graph_decode --device emu:1 --profile emu.yaml
+      python -m benchmarks.graph_decode --device cuda:0 --profile gpu.yaml [--models builtin smollm2]
+      [--batches 1 8] [--tokens 32] [--rounds 3] [--json OUT.json]
+(as a module from the repository root). The profile should hold verify-ops' eager-against-replay records (`bringup
+verify-ops --compiled`), else the plan's graphs row says `off: not verified` and the two engines are the same.
+Not a test: the figures are this machine's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.machine import header_lines, machine_facts
+from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.sampling_params import SamplingParams
+
+PROMPT = "The capital of France is"
+MODES = {"graphs": "auto", "eager": "off"}
+
+
+def load_line() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load:    {one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min averages) on {os.cpu_count()} logical cores"
+
+
+def model_dir(name: str) -> Path | None:
+    if name == "builtin":
+        return None
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.real_model import smollm2_hf_dir
+
+    return smollm2_hf_dir()
+
+
+def alternated(engines: dict[str, LLMEngine], prompt: list[int], batch: int,
+               tokens: int) -> tuple[dict[str, float], dict[str, list[list[int]]]]:
+    """Decode tokens/s of each engine over `tokens` steps of `batch` greedy requests, steps taken in turn; and each
+    engine's generated tokens per request."""
+    params = SamplingParams(max_tokens=tokens + 1, temperature=0.0, ignore_eos=True)
+    spent, made = dict.fromkeys(engines, 0.0), dict.fromkeys(engines, 0)
+    outputs: dict[str, dict[str, list[int]]] = {label: {} for label in engines}
+    for label, engine in engines.items():
+        for i in range(batch):
+            engine.add_request(f"r{i}", prompt, params)
+        _collect(engine.step(), outputs[label])  # prefill and the first tokens: not timed
+    order = list(engines)
+    while any(engine.has_unfinished() for engine in engines.values()):
+        for label in order:
+            engine = engines[label]
+            if engine.has_unfinished():
+                begin = time.perf_counter()
+                out = engine.step()
+                spent[label] += time.perf_counter() - begin
+                made[label] += _collect(out, outputs[label])
+        order.reverse()
+    return ({label: made[label] / spent[label] for label in engines},
+            {label: [outputs[label][f"r{i}"] for i in range(batch)] for label in engines})
+
+
+def _collect(outputs, into: dict[str, list[int]]) -> int:  # type: ignore[no-untyped-def]
+    """Keep each request's tokens so far; how many are new since the last step."""
+    new = 0
+    for out in outputs:
+        new += len(out.token_ids) - len(into.get(out.request_id, []))
+        into[out.request_id] = list(out.token_ids)
+    return new
+
+
+def run_model(name: str, args: argparse.Namespace) -> list[dict]:
+    directory = model_dir(name)
+    engines = {label: LLMEngine.create(EngineOptions(
+        model_dir=directory, device=args.device, profile_path=args.profile, max_num_seqs=max(args.batches),
+        max_model_len=args.max_model_len, graphs=mode, dtype=args.dtype)) for label, mode in MODES.items()}
+    plan = engines["graphs"].plan
+    print(f"model:   {name} ({directory or 'built-in'}), dtype {plan.dtype.value}", flush=True)
+    print(f"  graphs row: {plan.shown('graphs')} ({plan.graphs.evidence})", flush=True)
+    prompt = engines["graphs"].tokenizer.encode(PROMPT)
+    rows = []
+    for batch in args.batches:
+        rounds = [alternated(engines, prompt, batch, args.tokens) for _ in range(args.rounds)]
+        ratios = [rates["graphs"] / rates["eager"] for rates, _ in rounds]
+        same = all(tokens["graphs"] == tokens["eager"] for _, tokens in rounds)
+        row = {"model": name, "batch": batch, "graphs_tok_s": max(r["graphs"] for r, _ in rounds),
+               "eager_tok_s": max(r["eager"] for r, _ in rounds), "ratio": statistics.median(ratios),
+               "ratios": ratios, "same_tokens": same, "graphs_row": plan.shown("graphs")}
+        print(f"  batch {batch}: graphs {row['graphs_tok_s']:.1f} tok/s, eager {row['eager_tok_s']:.1f} tok/s, "
+              f"ratio {row['ratio']:.2f}x (rounds {', '.join(f'{r:.2f}' for r in ratios)}); greedy tokens "
+              f"{'identical' if same else 'DIFFER'}", flush=True)
+        rows.append(row)
+    fallbacks = {label: dict(engine.fallbacks.counts) for label, engine in engines.items()}
+    print(f"  fallbacks: {fallbacks}")
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", required=True, help="emu:1, cuda:0, ...")
+    parser.add_argument("--profile", type=Path, required=True, help="the device's profile (verify-ops records)")
+    parser.add_argument("--models", nargs="+", choices=("builtin", "smollm2"), default=["builtin", "smollm2"])
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--tokens", type=int, default=32, help="decode steps timed per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-model-len", type=int, default=256)
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = parser.parse_args()
+    print("\n".join(header_lines(machine_facts(args.device))))
+    print(load_line(), flush=True)
+    rows = [row for name in args.models for row in run_model(name, args)]
+    print(load_line())
+    if args.json is not None:
+        args.json.write_text(json.dumps({"machine": machine_facts(args.device), "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
