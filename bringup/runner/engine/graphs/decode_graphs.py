@@ -55,8 +55,9 @@ class DecodeGraphs:
         try:
             step = self.captured(batch, capacity, chunks)
             step.fill(chunks)
-            assert step.replay is not None and step.logits is not None
+            assert step.replay is not None
             step.replay()
+            assert step.logits is not None
             self.replays += 1
             return step.logits[: len(chunks)].clone()
         except StrictFallbackError:

@@ -49,8 +49,13 @@ def capture_graphs(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     wrong = replay_check(difference)
     if wrong is not None:
         return replace(plan, graphs=off(wrong))
-    step = DecodeSteps(executor, sweep_context(plan))
-    candidate_s, plain_s, spread = timed_pair(step, lambda use: setattr(executor, "graphs", graphs if use else None))
+    given = start.inputs.options.measurements
+    if given is not None and given.graph_decode is not None:
+        candidate_s, plain_s, spread = given.graph_decode
+    else:
+        step = DecodeSteps(executor, sweep_context(plan))
+        candidate_s, plain_s, spread = timed_pair(step, lambda use: setattr(executor, "graphs",
+                                                                              graphs if use else None))
     faster, timing = timed(candidate_s, plain_s, spread)
     executor.graphs = graphs if faster else None
     if not faster:
