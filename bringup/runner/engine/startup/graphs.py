@@ -4,7 +4,6 @@ them only where every check passed (plan/graphs.py says which did not)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -13,6 +12,7 @@ from bringup.backends.registry import backend_for
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.runner.engine.decode_timing import DecodeSteps, sweep_context, timed_pair
 from bringup.runner.engine.graphs.buckets import batch_buckets, context_buckets
+from bringup.runner.engine.graphs.capture import family_capture
 from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
 from bringup.runner.engine.graphs.replay_check import replay_difference
 from bringup.runner.engine.startup.context import Start
@@ -32,10 +32,9 @@ def capture_graphs(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
         return replace(plan, graphs=off(verified.evidence))
     executor, device = start.bench.executor, start.inputs.device
     assert executor is not None
-    backend = backend_for(device)
     batches = batch_buckets(plan.max_num_seqs.value)
     contexts = context_buckets(plan.max_model_len.value, plan.block_size)
-    graphs = DecodeGraphs(executor.model, plan.block_size, batches, contexts, _capture(backend, device),
+    graphs = DecodeGraphs(executor.model, plan.block_size, batches, contexts, family_capture(device),
                           start.inputs.recorder)
     try:
         with torch.inference_mode():
@@ -72,14 +71,3 @@ def _refused(plan: ExecutionPlan, start: Start) -> Choice | None:
     if backend_for(device).graph_api() is None:
         return off(f"the {device.type} backend offers no graph capture")
     return through_host(plan.host_fallbacks.value, plan.device)
-
-
-def _capture(backend, device: torch.device) -> Callable[[Callable[[], None]], Callable[[], None]]:  # type: ignore[no-untyped-def]
-    """The family's capture (warm-up runs, then the capture) as DecodeGraphs calls it."""
-    def capture(step: Callable[[], None]) -> Callable[[], None]:
-        replay = backend.capture_graph(device, step)
-        if replay is None:
-            raise RuntimeError(f"{backend.graph_api()} has no executed capture in bringup for {device.type}")
-        return replay
-
-    return capture
