@@ -19,8 +19,8 @@ PROMPTS = [[5, 17, 33], [8, 2, 9, 14, 40, 3, 7], list(range(20, 39))]  # ragged:
 
 def test_buckets_double_up_to_the_limits():
     assert batch_buckets(1) == [1] and batch_buckets(8) == [1, 2, 4, 8] and batch_buckets(12) == [1, 2, 4, 8, 12]
-    assert context_buckets(4096, 16) == [256, 512, 1024, 2048, 4096]
-    assert context_buckets(100, 16) == [112] and context_buckets(300, 16) == [256, 304]
+    assert context_buckets(4096, 16) == [64, 128, 256, 512, 1024, 2048, 4096]
+    assert context_buckets(40, 16) == [48] and context_buckets(300, 16) == [64, 128, 256, 304]
     assert bucket_for([1, 2, 4], 3) == 4 and bucket_for([1, 2, 4], 5) is None
 
 

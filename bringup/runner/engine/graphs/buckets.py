@@ -3,7 +3,7 @@ buckets (the KV slots one captured step attends over, doubling up to max_model_l
 
 from __future__ import annotations
 
-FIRST_CONTEXT = 256  # tokens of context the start-up captures hold; longer contexts are captured when first met
+FIRST_CONTEXT = 64  # tokens of context the start-up captures hold; longer contexts are captured when first met
 
 
 def batch_buckets(max_num_seqs: int) -> list[int]:
