@@ -28,8 +28,9 @@ def capture_graphs(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     if refused is not None:
         return replace(plan, graphs=refused)
     verified = replay_verdict(start.bench.facts, plan.dtype.value)
-    if not verified.passed:
-        return replace(plan, graphs=off(verified.evidence))
+    if not verified.step_passed:
+        why = verified.evidence if not verified.passed else f"not verified: {verified.evidence}"
+        return replace(plan, graphs=off(why))
     executor, device = start.bench.executor, start.inputs.device
     assert executor is not None
     batches = batch_buckets(plan.max_num_seqs.value)
