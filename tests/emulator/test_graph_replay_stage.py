@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from bringup.profiles.schema import Profile
 from bringup.profiles.store import load_profile
 from bringup.profiles.verdict.graph_replay import replay_checks
 from bringup.profiles.verdict.overall import verdict_of
 from bringup_emu.default_spec import DEFAULT_NATIVE
 from tests.emulator.emu_cli import run_bringup
+from tests.json_schemas import assert_valid_output
 
 ONE_DEVICE = [{"name": "Emu dGPU", "memory": "2GiB"}]
 NATIVE_DECODER = {"devices": ONE_DEVICE, "refused_dtypes": ["float64"], "native": [*DEFAULT_NATIVE, "rsqrt"]}
@@ -21,18 +23,20 @@ WRONG_UNDER_REPLAY = {"devices": ONE_DEVICE, "refused_dtypes": ["float64"], "nat
                       "replay_wrong": {"silu": 1.05}}
 
 
-def verify(blocks: str, spec: dict, folder: Path) -> tuple[int, str, dict]:
+def verify(blocks: str, spec: dict, folder: Path, *extra: str) -> tuple[int, str, Profile]:
     profile = folder / "emu.yaml"
     done = run_bringup(["verify-ops", "--device", "emu", "--only", blocks, "--dtype", "float32", "--compiled",
-                        "--compile-backend", "eager", "--no-isolate", "--profile", str(profile)], spec, folder)
+                        "--compile-backend", "eager", "--no-isolate", "--profile", str(profile), *extra], spec,
+                       folder)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     loaded = load_profile(profile)
     return done.returncode, done.stdout, loaded
 
 
 @pytest.fixture(scope="module")
-def faulty(tmp_path_factory) -> tuple[int, str, object]:
-    return verify("swiglu_mlp,rms_norm_linear", WRONG_UNDER_REPLAY, tmp_path_factory.mktemp("replay-faulty"))
+def faulty(tmp_path_factory) -> tuple[int, str, Profile]:
+    return verify("swiglu_mlp,rms_norm_linear", WRONG_UNDER_REPLAY, tmp_path_factory.mktemp("replay-faulty"),
+                  "--json")
 
 
 def test_with_the_decoder_native_the_decode_step_and_a_block_replay_right(tmp_path: Path) -> None:
@@ -55,7 +59,10 @@ def test_an_op_wrong_under_replay_is_not_ready_naming_graphs_and_the_op(faulty) 
     assert wrong.replay_err > wrong.allowed
     line = verdict_of(profile).line()
     assert line.startswith("NOT READY (1 failure): look at graphs aten.silu.default"), line
-    assert "aten.silu.default" in stdout
+    document = assert_valid_output(stdout)
+    assert document["summary"]["graph_replay"] == {"mismatch": 1, "capture_unsupported": 1}
+    assert {r["target"]: r["first_bad_op"] for r in document["graph_replay"]} == {
+        "swiglu_mlp": "aten.silu.default", "rms_norm_linear": None}
 
 
 def test_a_capture_the_device_refuses_is_a_warning_quoting_its_error(faulty) -> None:
