@@ -27,8 +27,15 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 from benchmarks.machine import header_lines, machine_facts
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.graphs.buckets import batch_buckets, context_buckets
+from bringup.runner.engine.graphs.capture import family_capture
+from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
+from bringup.runner.engine.graphs.replay_check import replay_difference
+from bringup.runner.plan.graphs import replay_check
 from bringup.runner.sampling_params import SamplingParams
 
 PROMPT = "The capital of France is"
@@ -98,6 +105,8 @@ def run_model(name: str, args: argparse.Namespace) -> list[dict]:
     plan = engines["graphs"].plan
     print(f"model:   {name} ({directory or 'built-in'}), dtype {plan.dtype.value}", flush=True)
     print(f"  graphs row: {plan.shown('graphs')} ({plan.graphs.evidence})", flush=True)
+    if args.force_graphs and not plan.graphs.value:
+        print(f"  --force-graphs: {forced(engines['graphs'])}", flush=True)
     prompt = engines["graphs"].tokenizer.encode(PROMPT)
     rows = []
     for batch in args.batches:
@@ -120,6 +129,23 @@ def run_model(name: str, args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def forced(engine: LLMEngine) -> str:
+    """Capture the decode graphs the plan left out (its timing on a busy machine, say) on the engine's executor, as
+    start-up does, after the same replay check; what was done."""
+    model, plan = engine.executor.model, engine.plan
+    contexts = context_buckets(plan.max_model_len.value, plan.block_size)
+    graphs = DecodeGraphs(model, plan.block_size, batch_buckets(plan.max_num_seqs.value), contexts,
+                          family_capture(model.device), engine.fallbacks)
+    with torch.inference_mode():
+        for batch in graphs.batches:
+            graphs.captured(batch, contexts[0])
+        difference = replay_difference(graphs, contexts[0])
+    if replay_check(difference) is not None:
+        return f"not used: {replay_check(difference)}"
+    engine.executor.graphs = graphs
+    return f"captured batch {', '.join(map(str, graphs.batches))}; replay vs eager relative difference {difference:.2g}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", required=True, help="emu:1, cuda:0, ...")
@@ -131,6 +157,9 @@ def main() -> int:
     parser.add_argument("--max-model-len", type=int, default=256)
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--force-graphs", action="store_true",
+                        help="where the plan left graphs off for its timing (a busy machine), capture them anyway "
+                             "(after the same replay check) so the two paths can be compared")
     args = parser.parse_args()
     print("\n".join(header_lines(machine_facts(args.device))))
     print(load_line(), flush=True)
