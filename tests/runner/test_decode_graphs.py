@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.errors import BringupError
+from bringup.errors import BringupError, StrictFallbackError
+from bringup.fallbacks import FallbackRecorder
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.engine.graphs.buckets import batch_buckets, bucket_for, context_buckets
 from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
+from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.sampling_params import SamplingParams
 from tests.runner.stated import stated
 
@@ -86,3 +88,15 @@ def test_graphs_off_says_so(tmp_path):
 def test_a_bad_graphs_value_is_refused_in_one_line(tmp_path):
     with pytest.raises(BringupError, match=r"--graphs 'sometimes' is not one of auto, off"):
         LLMEngine.create(EngineOptions(device="cpu", profile_path=tmp_path / "none.yaml", graphs="sometimes"))
+
+
+def test_under_strict_a_failing_replay_is_an_error(engine):
+    def broken(body):  # type: ignore[no-untyped-def]
+        def replay() -> None:
+            raise RuntimeError("emu: replay lost the device")
+        return replay
+
+    model, plan = engine.executor.model, engine.plan
+    graphs = DecodeGraphs(model, plan.block_size, [1], [32], broken, FallbackRecorder(strict=True))
+    with pytest.raises(StrictFallbackError, match=r"wanted graph replay \(batch 1, context 32\), using eager"):
+        graphs.logits([SeqChunk([3, 4, 5], 2, [0])])
