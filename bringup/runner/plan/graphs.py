@@ -11,6 +11,7 @@ on the served model by the plan's noise rule (noise.py). Plain data in, a Choice
 
 from __future__ import annotations
 
+from bringup.profiles.hot_path import SAMPLING_OPS
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.noise import kept, percent
 
@@ -36,13 +37,15 @@ def check_graphs_option(value: str) -> str | None:
     return f"--graphs {value!r} is not one of {', '.join(GRAPHS_OPTIONS)}; pass auto (the plan decides) or off"
 
 
-def through_host(host_fallbacks: list[str], device: str) -> Choice | None:
-    """Off when a planned op runs through the host (the plan's host_fallbacks row): a capture refuses host work."""
-    if not host_fallbacks:
+def through_host(host_fallbacks: Choice, device: str) -> Choice | None:
+    """Off when an op the captured step runs goes through the host (the plan's host_fallbacks row, sampling aside:
+    it runs outside the graph): a capture refuses host work."""
+    inside = [op for op in host_fallbacks.value if op not in SAMPLING_OPS]
+    if not inside:
         return None
-    ops = ", ".join(host_fallbacks)
-    return off(f"capture refuses an op: {ops} runs through the host on {device} (see host_fallbacks), and a graph "
-               "holds device work only; a spec or driver that runs it on the device lets the plan capture")
+    notes = "; ".join(note for note in host_fallbacks.evidence.split("; ") if note.split(" ")[0] in inside)
+    return off(f"capture refuses an op: {', '.join(inside)} runs through the host on {device} ({notes}), and a "
+               "graph holds device work only")
 
 
 def replay_check(max_rel: float) -> str | None:

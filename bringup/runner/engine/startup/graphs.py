@@ -71,4 +71,4 @@ def _refused(plan: ExecutionPlan, start: Start) -> Choice | None:
     device = start.inputs.device
     if backend_for(device).graph_api() is None:
         return off(f"the {device.type} backend offers no graph capture")
-    return through_host(plan.host_fallbacks.value, plan.device)
+    return through_host(plan.host_fallbacks, plan.device)
