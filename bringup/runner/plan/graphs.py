@@ -58,7 +58,7 @@ def replay_check(max_rel: float) -> str | None:
 
 def timed(candidate_s: float, plain_s: float, spread: float) -> tuple[bool, str]:
     """Whether replay is kept over eager by the noise rule, and the timing as evidence."""
-    pair = (f"{candidate_s * 1e3:.3g} ms replayed vs {plain_s * 1e3:.3g} ms eager per decode step at batch 1 "
+    pair = (f"{candidate_s * 1e3:.4g} ms replayed vs {plain_s * 1e3:.4g} ms eager per decode step at batch 1 "
             f"({plain_s / candidate_s:.2f}x)")
     if kept(candidate_s, plain_s, spread):
         return True, pair
