@@ -160,7 +160,10 @@ def main() -> int:
     parser.add_argument("--force-graphs", action="store_true",
                         help="where the plan left graphs off for its timing (a busy machine), capture them anyway "
                              "(after the same replay check) so the two paths can be compared")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     print("\n".join(header_lines(machine_facts(args.device))))
     print(load_line(), flush=True)
     rows = [row for name in args.models for row in run_model(name, args)]
