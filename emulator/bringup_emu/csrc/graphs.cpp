@@ -219,12 +219,16 @@ class EmuGraph final : public at::GraphImplInterface {
   void replay() override {
     TORCH_CHECK(captured_, "emu: replay before the graph was captured (capture_begin ... capture_end first)");
     TORCH_CHECK(t_capturing == nullptr, "emu: a graph cannot be replayed while this thread captures one");
-    const c10::DeviceIndex previous = current_device();
+    struct Restore {
+      c10::DeviceIndex previous = current_device();
+      ~Restore() {
+        set_current_device(previous);
+      }
+    } restore;
     set_current_device(device_);
     for (const auto& step : steps_) {
       step.run();
     }
-    set_current_device(previous);
   }
 
   void reset() override {
