@@ -88,7 +88,8 @@ def test_with_the_default_spec_the_device_refuses_to_capture_rsqrt_and_the_row_n
 @pytest.mark.slow
 def test_smollm2_on_emu1_has_graphs_on_and_the_cpus_greedy_tokens_over_32():
     model = smollm2_hf_dir()
-    head = f"MODEL = Path({str(model)!r})\nSEQS = 1\nPROMPTS = [[1, 504, 3575, 282, 4649, 314]]\n"
+    head = (f"from pathlib import Path\nMODEL = Path({str(model)!r})\nSEQS = 1\n"
+            "PROMPTS = [[1, 504, 3575, 282, 4649, 314]]\n")
     seen = emu_results(head + BODY, NATIVE_DECODER)
     assert seen["row"]["value"] == [1] and seen["replays"] == 31
     assert seen["tokens"] == seen["cpu"] and len(seen["tokens"][0]) == 32
