@@ -48,7 +48,7 @@ bench() {  # bench SECONDS NAME MODULE ARGS...: a benchmark script, its rows to 
 DEV=$(python3 -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['device']['id'])" "$P" 2>/dev/null || echo cuda:0)
 # graphs against --graphs off, alternated, the built-in model at batch 1 and 8 (SmolLM2's files are not on the
 # machine); then the random Llama-3-8B shape in bfloat16 at batch 1: tok/s and % of the measured copy bandwidth
-bench 150 graph-decode benchmarks.graph_decode --device "$DEV" --profile "$P" --models builtin --batches 1 8
+bench 150 graph-decode benchmarks.graph_decode --device "$DEV" --profile "$P" --models builtin --batches 1 8 --force-graphs
 bench 150 graph-decode-8b benchmarks.graph_decode_8b --device "$DEV"
 timeout 20 python3 -m bringup profile show "$P" >"$OUT/profile-show.txt" 2>&1
 timeout 20 python3 -m bringup report -p "$P" -o "$OUT/report.html" >>"$LOG" 2>&1
