@@ -47,7 +47,7 @@ def device_name(device: str | None) -> str | None:
     if device is None or torch.device(device).type == "cpu":
         return None
     try:
-        return resolve_explicit(device, "benchmark device").name
+        return resolve_explicit(device, "benchmark device")[0].name
     except BringupError as exc:
         return f"not usable here ({exc})"
 

@@ -25,17 +25,37 @@ step() {  # step SECONDS NAME ARGS...
 nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total --format=csv >>"$LOG" 2>&1
 python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)" >>"$LOG" 2>&1
 timeout 30 python3 -m bringup env --json >"$OUT/env.json" 2>>"$LOG"
+# CHECK=graphs runs only what issue 52 needs (devices, probe, verify-ops with its eager-against-replay records, the
+# decode-graph benchmarks), to fit a short lease; the default runs everything
+CHECK=${CHECK:-all}
 step 30 devices devices
 step 90 probe probe --timeout 60
 step 150 verify-ops verify-ops --compiled --timeout 30
+if [ "$CHECK" = all ]; then
 step 60 bench bench --quick
 step 45 selftest selftest
 step 45 generate generate --max-tokens 32 "The capital of France is"
 step 45 generate-int8 generate --quantization int8 --max-tokens 32 "The capital of France is"
+fi
+step 45 generate-graphs generate --max-tokens 32 --json "The capital of France is"
+bench() {  # bench SECONDS NAME MODULE ARGS...: a benchmark script, its rows to $OUT/NAME.json
+  local limit=$1 name=$2 module=$3; shift 3
+  echo "=== $name: python -m $module $* (limit ${limit}s)" | tee -a "$LOG"
+  local start=$SECONDS
+  timeout "$limit" python3 -m "$module" "$@" --json "$OUT/$name.json" >>"$LOG" 2>&1
+  echo "=== $name: exit $? after $((SECONDS - start))s" | tee -a "$LOG"
+}
+DEV=$(python3 -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['device']['id'])" "$P" 2>/dev/null || echo cuda:0)
+# graphs against --graphs off, alternated, the built-in model at batch 1 and 8 (SmolLM2's files are not on the
+# machine); then the random Llama-3-8B shape in bfloat16 at batch 1: tok/s and % of the measured copy bandwidth
+bench 150 graph-decode benchmarks.graph_decode --device "$DEV" --profile "$P" --models builtin --batches 1 8 --force-graphs
+bench 150 graph-decode-8b benchmarks.graph_decode_8b --device "$DEV"
 timeout 20 python3 -m bringup profile show "$P" >"$OUT/profile-show.txt" 2>&1
 timeout 20 python3 -m bringup report -p "$P" -o "$OUT/report.html" >>"$LOG" 2>&1
+if [ "$CHECK" = all ]; then
 echo "=== collectives rank machinery" | tee -a "$LOG"
 timeout 40 python3 scripts/collectives_device_check.py >>"$LOG" 2>&1
 echo "=== collectives: exit $?" | tee -a "$LOG"
+fi
 grep -E "^=== " "$LOG"
 cat "$OUT/profile-show.txt" | head -120

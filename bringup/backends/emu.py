@@ -20,7 +20,6 @@ class EmuBackend(PrivateUse1Backend):
         **{f"dtypes.{fp8}": f"{HOST_KERNELS}, which have no FP8 arithmetic" for fp8 in FP8_DTYPES},
         "attention.sdpa_efficient": f"the memory-efficient SDPA kernel is a GPU kernel; {HOST_KERNELS}",
         "attention.sdpa_cudnn": f"cuDNN is NVIDIA's GPU library; {HOST_KERNELS}",
-        "features.graphs": "the emulator runs each op when it is called: it has no graph capture",
         "features.pinned_memory": "the emulated device's memory is host memory: the emulator has no pinned "
                                   "staging buffers (pin_memory() is refused)",
         "ops._weight_int4pack_mm": f"the byte-packed int4 kernel is the GPUs'; {HOST_KERNELS} and run "

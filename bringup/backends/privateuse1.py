@@ -39,8 +39,9 @@ class PrivateUse1Backend(ModuleBackend):
         return "torch.accelerator.Graph" if has_graph and self.is_current_accelerator() else None
 
     def capture_graph(self, device: torch.device, step: Callable[[], None]) -> Callable[[], None] | None:
-        """torch's device-generic graph (torch 2.10 and later): warm up and capture on a side stream."""
-        with torch.Stream(device):
+        """torch's device-generic graph (torch 2.10 and later): warm up and capture on a side stream of `device`,
+        made the current device first (a graph captures on the current device; entering a stream need not switch)."""
+        with torch.accelerator.device_index(device.index), torch.Stream(device):
             for _ in range(2):
                 step()
             graph = torch.accelerator.Graph()

@@ -16,6 +16,7 @@ from bringup.export.evidence import (
     is_host,
     quantized_kernel,
 )
+from bringup.export.graph_modes import llama_cpp_graphs
 
 VERSION = "llama.cpp vendored in llama-cpp-python 0.3.36 (llama-server 0.5.0-dev, commit 0c1e570)"
 GGML_TYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}  # -ctk/-ctv's names for the float types
@@ -159,7 +160,7 @@ def gguf_types(x: ExportInputs) -> Note:
 
 
 def items(x: ExportInputs) -> list[Item]:
-    return [threads(x), gpu_layers(x), flash_attention(x), *kv_types(x), *plan_sizes(x)]
+    return [threads(x), gpu_layers(x), flash_attention(x), *kv_types(x), *plan_sizes(x), llama_cpp_graphs(x)]
 
 
 def notes(x: ExportInputs) -> list[Note]:

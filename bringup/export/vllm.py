@@ -22,6 +22,7 @@ from bringup.export.evidence import (
     is_host,
     quantized_kernel,
 )
+from bringup.export.graph_modes import vllm_graph_mode
 from bringup.export.model_shape import read_shape
 from bringup.number_rule import INT64_MAX
 
@@ -219,7 +220,8 @@ def thread_binding(x: ExportInputs, tensor_parallel_size: int) -> Item:
 def items(x: ExportInputs) -> list[Item]:
     kv = kv_cache_dtype(x)
     tp = tensor_parallel(x)
-    return [dtype_flag(x), enforce_eager(x), kv, quantization(x),
+    eager = enforce_eager(x)
+    return [dtype_flag(x), eager, vllm_graph_mode(x, eager), kv, quantization(x),
             plan_number(x, "max_model_len", "--max-model-len", "the longest context"),
             plan_number(x, "max_num_seqs", "--max-num-seqs", "the batch limit (sequences per step)"),
             plan_number(x, "max_num_batched_tokens", "--max-num-batched-tokens", "the tokens per step"),

@@ -1,5 +1,5 @@
-"""What changed between two profiles: versions, environment, device, capabilities, ops, compiled, bench, evals,
-and the model plans tune recorded."""
+"""What changed between two profiles: versions, environment, device, capabilities, ops, compiled, graph replay,
+bench, evals, and the model plans tune recorded."""
 
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -80,6 +80,13 @@ def compiled_changes(a: Profile, b: Profile) -> list[Change]:
     return diff_mappings("compiled", statuses(a), statuses(b))
 
 
+def graph_replay_changes(a: Profile, b: Profile) -> list[Change]:
+    def statuses(p: Profile) -> dict[str, str]:
+        return {f"{r.target} {r.dtype}": r.status for r in p.graph_replay}
+
+    return diff_mappings("graph_replay", statuses(a), statuses(b))
+
+
 def bench_changes(a: Profile, b: Profile) -> list[Change]:
     """Only measurements that moved beyond both runs' noise, or exist in one profile alone."""
     changes = []
@@ -130,6 +137,7 @@ def diff_profiles(a: Profile, b: Profile) -> list[Change]:
         + capability_changes(a, b)
         + ops_changes(a, b)
         + compiled_changes(a, b)
+        + graph_replay_changes(a, b)
         + bench_changes(a, b)
         + eval_changes(a, b)
         + models_changes(a, b)

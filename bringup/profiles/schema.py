@@ -9,6 +9,7 @@ from bringup.profiles.base_model import ProfileModel
 from bringup.profiles.sections.bench import BenchSection
 from bringup.profiles.sections.collectives import CollectivesSection
 from bringup.profiles.sections.eval import EvalRecord
+from bringup.profiles.sections.graph_replay import GraphReplayRecord
 from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
 from bringup.profiles.sections.selftest import SelftestSection
@@ -84,6 +85,7 @@ class Profile(ProfileModel):
     capabilities: Capabilities | None = None
     ops: list[OpCaseRecord] = []
     compiled: list[CompiledRecord] = []
+    graph_replay: list[GraphReplayRecord] = []  # eager against graph replay (verify-ops --compiled)
     bench: BenchSection | None = None
     collectives: CollectivesSection | None = None
     selftest: SelftestSection | None = None

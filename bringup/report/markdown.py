@@ -97,6 +97,17 @@ def failing_lines(report: Report) -> list[str]:
     return lines
 
 
+def replay_lines(report: Report) -> list[str]:
+    """Blocks wrong under graph replay (failures) and those whose capture the device refused (warnings)."""
+    shown = [r for r in report.graph_replay if r.failing or r.status == "capture_unsupported"]
+    if not shown:
+        return []
+    rows = [[r.target, r.dtype, r.status, r.first_bad_op or MISSING, one_line(r.message, 140)]
+            for r in shown[:MAX_ROWS]]
+    return ["### Eager vs graph replay, not passing",
+            *md_table(["target", "dtype", "status", "first op off under replay", "message"], rows), *more(len(shown))]
+
+
 def best_of(tables: list[BenchTable], group: str) -> list[str]:
     table = next((t for t in tables if t.group == group), None)
     return [f"{md(r.record.key)} {seconds(r.record.median_s)}" for r in table.rows if r.record.median_s][:6] \
@@ -198,6 +209,7 @@ def render_markdown(report: Report) -> str:
     verdict = report.verdict
     headline = f"**{md(verdict.headline())}**{md(verdict.line()[len(verdict.headline()):])}"
     sections = [[f"## {md(report.title)}", headline], identity_lines(report), capability_lines(report),
-                failing_lines(report), bench_lines(report), eval_lines(report), plan_lines(report),
+                failing_lines(report), replay_lines(report),
+                bench_lines(report), eval_lines(report), plan_lines(report),
                 deploy_lines(report), baseline_lines(report)]
     return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"

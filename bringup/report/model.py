@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bringup.profiles.schema import Profile
+from bringup.profiles.sections.graph_replay import GraphReplayRecord
 from bringup.profiles.verdict import Verdict, verdict_of
 from bringup.report.baseline import BaselineComparison, compare_to_baseline
 from bringup.report.sections.bench_tables import BenchTable, bench_tables
@@ -50,6 +51,7 @@ class Report:
     soak: list[Fact] = field(default_factory=list)
     evals: list[EvalRow] = field(default_factory=list)
     deploy: list[DeployView] = field(default_factory=list)
+    graph_replay: list[GraphReplayRecord] = field(default_factory=list)
 
 
 def report_title(profile: Profile) -> str:
@@ -91,4 +93,5 @@ def build_report(profile: Profile, source: str, baseline: Profile | None = None,
         soak=soak_facts(profile.soak),
         evals=eval_rows(profile.eval),
         deploy=deploy_views(profile),
+        graph_replay=list(profile.graph_replay),
     )

@@ -59,8 +59,10 @@ def activate(value: str) -> None:
         [d.memory_bytes for d in spec.devices], list(spec.refused_dtypes), list(spec.native), list(spec.abort),
         dict(spec.wrong),
     )
+    extension.configure_graphs([d.graphs for d in spec.devices], list(spec.capture_refused), dict(spec.replay_wrong))
     runtime.activate(extension, spec)
     numerics.install(spec.numerics)
     torch.utils.rename_privateuse1_backend("emu")
+    extension.register_graphs()  # keyed by the device type's name, which the rename just set
     torch._register_device_module("emu", device)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)

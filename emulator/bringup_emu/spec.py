@@ -30,8 +30,8 @@ __all__ = ["SPEC_ENV", "DeviceSpec", "EmuSpec", "SpecError", "load_spec", "parse
 SPEC_ENV = "BRINGUP_EMU_SPEC"
 MAX_DEVICES = 16
 MAX_SPEC_BYTES = 1 << 20
-FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort", "numerics")
-DEVICE_FIELDS = ("name", "integrated", "memory")
+FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort", "numerics", "capture_refused", "replay_wrong")
+DEVICE_FIELDS = ("name", "integrated", "memory", "graphs")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class DeviceSpec:
     name: str
     integrated: bool
     memory_bytes: int
+    graphs: bool = True  # torch.accelerator.Graph captures on this device
 
 
 @dataclass(frozen=True)
@@ -50,18 +51,23 @@ class EmuSpec:
     abort: tuple[str, ...]
     source: str
     numerics: dict[str, str] = dataclasses.field(default_factory=dict)  # op -> legal or biased variant (numerics.py)
+    capture_refused: tuple[str, ...] = ()  # ops a graph capture refuses, as a device that cannot capture them
+    replay_wrong: dict[str, float] = dataclasses.field(default_factory=dict)  # op -> factor, wrong only when replayed
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "devices": [
-                {"name": d.name, "integrated": d.integrated, "memory": d.memory_bytes} for d in self.devices
+                {"name": d.name, "integrated": d.integrated, "memory": d.memory_bytes, "graphs": d.graphs}
+                for d in self.devices
             ],
             "refused_dtypes": list(self.refused_dtypes),
             "native": list(self.native),
             "wrong": dict(self.wrong),
             "abort": list(self.abort),
             "numerics": dict(self.numerics),
+            "capture_refused": list(self.capture_refused),
+            "replay_wrong": dict(self.replay_wrong),
         }
 
 
@@ -129,9 +135,12 @@ def _devices(raw: dict) -> tuple[DeviceSpec, ...]:
         integrated = item.get("integrated", False)
         if not isinstance(integrated, bool):
             raise SpecError(f"{field}.integrated: must be true or false")
+        graphs = item.get("graphs", True)
+        if not isinstance(graphs, bool):
+            raise SpecError(f"{field}.graphs: must be true (torch.accelerator.Graph captures here) or false")
         if "memory" not in item:
             raise SpecError(f"{field}.memory: missing (bytes, or a size such as 4GiB)")
-        devices.append(DeviceSpec(name, integrated, parse_size(item["memory"], f"{field}.memory")))
+        devices.append(DeviceSpec(name, integrated, parse_size(item["memory"], f"{field}.memory"), graphs))
     return tuple(devices)
 
 
@@ -152,13 +161,13 @@ def _ops(raw: dict, field: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _wrong(raw: dict) -> dict[str, float]:
-    value = raw.get("wrong", {})
+def _wrong(raw: dict, key: str = "wrong") -> dict[str, float]:
+    value = raw.get(key, {})
     if not isinstance(value, dict):
-        raise SpecError("wrong: must be a mapping of op name to scale factor")
+        raise SpecError(f"{key}: must be a mapping of op name to scale factor")
     wrong = {}
     for name, factor in value.items():
-        field = f"wrong[{described(name)}]"
+        field = f"{key}[{described(name)}]"
         wrong[check_op_name(str(name), field)] = check_factor(factor, field)
     return wrong
 
@@ -177,6 +186,8 @@ def parse_spec(raw: Any, source: str = "inline") -> EmuSpec:
         abort=_ops(raw, "abort"),
         source=source,
         numerics=_numerics(raw),
+        capture_refused=_ops(raw, "capture_refused"),
+        replay_wrong=_wrong(raw, "replay_wrong"),
     )
 
 

@@ -20,7 +20,7 @@ SPEC = {
 }
 CAPS = [256 * MiB, 1024 * MiB]
 CHECKS = ("dtypes.bfloat16,dtypes.float32,memory.total,memory.free,attention.sdpa_math,attention.sdpa_efficient,"
-          "compile.inductor")
+          "compile.inductor,features.graphs")
 REFUSED = "TypeError: emu: bfloat16 is not supported on emu devices (refused_dtypes in the spec)"
 MATH = "aten::_scaled_dot_product_attention_math"
 
@@ -84,7 +84,13 @@ def test_inductor_is_unsupported_with_the_reason_and_eager_is_a_counted_fallback
 
 def test_the_emu_backend_declares_what_the_emulator_lacks(probed):
     declared = probed[1]["capabilities"]["not_applicable"]
-    assert {"attention.sdpa_efficient", "features.graphs", "features.pinned_memory"} <= set(declared)
+    assert {"attention.sdpa_efficient", "features.pinned_memory"} <= set(declared)
+    assert "features.graphs" not in declared  # the emulator has graphs (torch.accelerator.Graph): it is probed
+
+
+def test_graph_capture_is_probed_and_supported(probed):
+    graphs = probed[0]["capabilities"]["features.graphs"]
+    assert graphs["status"] == "supported" and graphs["evidence"].startswith("captured matmul+add, replayed")
 
 
 def test_memory_through_torch_accelerator_where_the_module_has_no_mem_get_info():

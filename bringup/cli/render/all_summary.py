@@ -48,6 +48,10 @@ def verify_ops_figure(profile: Profile) -> str:
     text = "ops " + counts_text(tally([c.result for c in op_checks(profile)]), order)
     if profile.compiled:
         text += "; compiled " + counts_text(tally([c.result for c in compiled_checks(profile)]), order)
+    if profile.graph_replay:
+        from bringup.profiles.verdict.graph_replay import replay_checks
+
+        text += "; graph replay " + counts_text(tally([c.result for c in replay_checks(profile.graph_replay)]), order)
     through_host = [c.name for c in host_fallback_checks(profile.ops) if c.result == "warn"]
     if through_host:
         text += "; through the host on the hot path: " + ", ".join(through_host)

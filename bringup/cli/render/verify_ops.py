@@ -13,6 +13,7 @@ from bringup.cli.render.placement import runs_on_cell
 from bringup.probes.ops.compiled.blocks import BLOCKS, DECODER_LAYER_NOTE
 from bringup.probes.ops.judge.tolerances import ACCUM_REASON, EXACT_REASON, TABLE
 from bringup.probes.ops.spec import Catalog
+from bringup.profiles.sections.graph_replay import GraphReplayRecord
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
 from bringup.profiles.verdict import Check
 from bringup.profiles.verdict.host_fallback import op_placements
@@ -116,6 +117,10 @@ def failing_table(failing: list[VerifyOpsRecord]) -> Table:
             tol = f"rtol={_fmt(r.rtol)} atol={_fmt(r.atol)}" if r.rtol is not None else ""
             table.add_row(plain(name), result_cell("fail"), _fmt(r.max_abs), _fmt(r.max_rel),
                           _fmt(r.nmse), plain(_fmt(r.worst_index)), tol, plain(f"{r.status}: {r.message or ''}"))
+        elif isinstance(r, GraphReplayRecord):
+            table.add_row(plain(f"graph replay {r.target}[{r.dtype}]"), result_cell("fail"), "", "", "", "",
+                          f"allowed RMSE {_fmt(r.allowed)}",
+                          plain(f"{r.status}: {r.message or ''} first op off: {r.first_bad_op or 'none found'}"))
         else:
             name = f"compiled {r.target}[{r.dtype}] {r.case or ''} ({r.backend})"
             table.add_row(plain(name), result_cell("fail"), "", "", "", "",
@@ -137,13 +142,27 @@ def compiled_table(graded: list[tuple[CompiledRecord, Check]]) -> Table:
     return table
 
 
+def replay_table(graded: list[tuple[GraphReplayRecord, Check]]) -> Table:
+    table = Table(title="eager vs graph replay (RMSE against float64, worst replay)", title_justify="left")
+    for col in ("target", "dtype", "graph API", "result", "replays", "eager", "replay", "allowed", "first op off",
+                "reason"):
+        table.add_column(col, overflow="fold")
+    for r, check in graded:
+        reason = "" if r.status == "pass" else (r.message or r.status)
+        table.add_row(plain(r.target), plain(r.dtype), plain(r.api or "none"), result_cell(check.result),
+                      str(r.replays), _fmt(r.eager_err), _fmt(r.replay_err), _fmt(r.allowed),
+                      plain(r.first_bad_op or ""), plain(reason[:200]))
+    return table
+
+
 def not_verified_table(graded: list[tuple[VerifyOpsRecord, Check]]) -> Table | None:
     """One row per op x dtype with cases graded warn (unsupported, a compile error) or skip (not applicable to
     this device): how many, and the first case's reason."""
     groups: dict[tuple[str, str, str], list[Check]] = defaultdict(list)
     for r, check in graded:
         if check.result in ("warn", "skip"):
-            name = r.op if isinstance(r, OpCaseRecord) else f"compiled {r.target}"
+            name = r.op if isinstance(r, OpCaseRecord) else \
+                f"graph replay {r.target}" if isinstance(r, GraphReplayRecord) else f"compiled {r.target}"
             groups[(name, r.dtype, check.result)].append(check)
     if not groups:
         return None

@@ -13,13 +13,15 @@ from typing import Any, TypeVar
 from bringup.probes.ops.catalog import case_ids_by_label, load_catalog, select_cases
 from bringup.probes.ops.compiled.blocks import BLOCKS
 from bringup.probes.ops.compiled.execute import check_backend
+from bringup.probes.ops.replay.targets import TARGETS as REPLAY_TARGETS
 from bringup.probes.ops.runner import op_task
 from bringup.probes.ops.spec import DEFAULT_FLOAT_DTYPES, STATISTICAL_JUDGES
 from bringup.profiles.schema import Profile
+from bringup.profiles.sections.graph_replay import GraphReplayRecord
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
 
 STAGE = "verify-ops"
-Record = TypeVar("Record", OpCaseRecord, CompiledRecord)
+Record = TypeVar("Record", OpCaseRecord, CompiledRecord, GraphReplayRecord)
 
 
 @dataclass
@@ -27,10 +29,11 @@ class Plan:
     op_tasks: list[dict[str, Any]]
     compiled_tasks: list[dict[str, Any]]
     skipped: list[tuple[str, ...]] = field(default_factory=list)
+    replay_tasks: list[dict[str, Any]] = field(default_factory=list)  # eager against graph replay (with compiled)
 
     @property
     def tasks(self) -> list[dict[str, Any]]:
-        return [*self.op_tasks, *self.compiled_tasks]
+        return [*self.op_tasks, *self.compiled_tasks, *self.replay_tasks]
 
 
 def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | None, *, compiled: bool,
@@ -46,17 +49,19 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
         regex = re.compile(pattern) if pattern else None
     except re.error as exc:
         raise ValueError(f"-k {pattern!r} is not a valid regular expression: {exc}") from None
-    named_blocks = [name for name in (ops or []) if name in BLOCKS]
+    named_blocks = [name for name in (ops or []) if name in REPLAY_TARGETS]
     if named_blocks and not compiled:
         raise ValueError(f"{', '.join(named_blocks)}: compiled block(s), compared only with --compiled")
-    op_names = [name for name in (ops or []) if name not in BLOCKS]
+    op_names = [name for name in (ops or []) if name not in REPLAY_TARGETS]
     keys = [] if (ops and not op_names) else select_cases(catalog, op_names or None, dtypes, pattern, model_only)
     op_tasks = [op_task(key) for key in keys]
     compiled_tasks: list[dict[str, Any]] = []
+    replay_tasks: list[dict[str, Any]] = []
     if compiled:
         check_backend(backend)
-        block_names = named_blocks if ops else list(BLOCKS)
+        block_names = [name for name in (named_blocks if ops else BLOCKS) if name in BLOCKS]
         float_dtypes = [d for d in (dtypes or DEFAULT_FLOAT_DTYPES) if d in DEFAULT_FLOAT_DTYPES or d == "float64"]
+        replay_tasks = replay_plan(named_blocks if ops else list(REPLAY_TARGETS), float_dtypes, regex)
         for name in block_names:
             for dtype in float_dtypes:
                 if regex and not regex.search(f"{name}[{dtype}]"):
@@ -74,13 +79,23 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
                              "--list` shows them)")
         op_tasks = [t for t in op_tasks if t["op"] not in skip]
         compiled_tasks = [t for t in compiled_tasks if t["target"] not in skip]
-    return Plan(op_tasks, compiled_tasks)
+        replay_tasks = [t for t in replay_tasks if t["target"] not in skip]
+    return Plan(op_tasks, compiled_tasks, replay_tasks=replay_tasks)
+
+
+def replay_plan(names: list[str], dtypes: list[str], regex: re.Pattern[str] | None) -> list[dict[str, Any]]:
+    """Eager-against-replay tasks: each block (the decode step among them) in each dtype but float64, which the
+    graph's blocks have no use for and devices often refuse."""
+    return [{"kind": "replay", "target": name, "dtype": dtype} for name in names for dtype in dtypes
+            if dtype != "float64" and not (regex and not regex.search(f"{name}[{dtype}]"))]
 
 
 def record_key(record: VerifyOpsRecord) -> tuple[str, ...]:
     """The resume key of a record: what `key_of` gives for the task that produced it."""
     if isinstance(record, OpCaseRecord):
         return ("op", *record.key())
+    if isinstance(record, GraphReplayRecord):
+        return ("replay", *record.key())
     key = ("compiled", record.target, record.dtype, record.backend)
     return key if record.case is None else (*key, record.case)
 
@@ -90,6 +105,8 @@ def key_of(task: dict[str, Any]) -> tuple[str, ...]:
     compiled (the label stands in for a task made without an id)."""
     if task["kind"] == "op":
         return ("op", task["op"], task["dtype"], task.get("case_id") or task["case"])
+    if task["kind"] == "replay":
+        return ("replay", task["target"], task["dtype"])
     key = ("compiled", task["target"], task["dtype"], task["backend"])
     return key if task.get("case") is None else (*key, task.get("case_id") or task["case"])
 
@@ -100,6 +117,9 @@ def with_case_ids(records: list[Record]) -> list[Record]:
     ids = case_ids_by_label(load_catalog())
     out = []
     for record in records:
+        if isinstance(record, GraphReplayRecord):
+            out.append(record)
+            continue
         op = record.op if isinstance(record, OpCaseRecord) else record.target
         case_id = ids.get((op, record.case)) if record.case is not None and record.case_id is None else None
         out.append(record.model_copy(update={"case_id": case_id}) if case_id else record)
@@ -107,7 +127,7 @@ def with_case_ids(records: list[Record]) -> list[Record]:
 
 
 def _records(profile: Profile | None) -> list[VerifyOpsRecord]:
-    return with_case_ids([*profile.ops, *profile.compiled]) if profile is not None else []
+    return with_case_ids([*profile.ops, *profile.compiled, *profile.graph_replay]) if profile is not None else []
 
 
 def recorded_keys(profile: Profile | None) -> set[tuple[str, ...]]:
@@ -119,21 +139,26 @@ def drop_recorded(plan: Plan, profile: Profile | None) -> Plan:
     done = recorded_keys(profile)
     keep_ops = [t for t in plan.op_tasks if key_of(t) not in done]
     keep_compiled = [t for t in plan.compiled_tasks if key_of(t) not in done]
+    keep_replay = [t for t in plan.replay_tasks if key_of(t) not in done]
     skipped = [key_of(t) for t in plan.tasks if key_of(t) in done]
-    return Plan(keep_ops, keep_compiled, skipped)
+    return Plan(keep_ops, keep_compiled, skipped, keep_replay)
 
 
 def merge_results(profile: Profile, results: list[VerifyOpsRecord]) -> None:
     """Replace records with the same key, append new ones (the profile keeps other runs' records)."""
     ops: dict[tuple, OpCaseRecord] = {r.key(): r for r in with_case_ids(profile.ops)}
     compiled: dict[tuple, CompiledRecord] = {r.key(): r for r in with_case_ids(profile.compiled)}
+    replayed: dict[tuple, GraphReplayRecord] = {r.key(): r for r in profile.graph_replay}
     for record in results:
         if isinstance(record, OpCaseRecord):
             ops[record.key()] = record
+        elif isinstance(record, GraphReplayRecord):
+            replayed[record.key()] = record
         else:
             compiled[record.key()] = record
     profile.ops = list(ops.values())
     profile.compiled = list(compiled.values())
+    profile.graph_replay = list(replayed.values())
 
 
 def records_for(plan_keys: list[tuple[str, ...]], profile: Profile | None) -> list[VerifyOpsRecord]:
@@ -148,6 +173,7 @@ class Summary:
     compiled_counts: Counter
     failing: list[VerifyOpsRecord]
     verified: bool  # at least one case really passed
+    replay_counts: Counter = field(default_factory=Counter)
 
     @property
     def exit_code(self) -> int:
@@ -158,6 +184,8 @@ class Summary:
         text = f"op cases: {ops}"
         if self.compiled_counts:
             text += "; compiled: " + ", ".join(f"{n} {s}" for s, n in sorted(self.compiled_counts.items()))
+        if self.replay_counts:
+            text += "; graph replay: " + ", ".join(f"{n} {s}" for s, n in sorted(self.replay_counts.items()))
         if not self.verified:
             text += " — nothing verified (every case was unsupported or failed)"
         return text
@@ -166,11 +194,13 @@ class Summary:
 def summarize(results: list[VerifyOpsRecord]) -> Summary:
     op_results = [r for r in results if isinstance(r, OpCaseRecord)]
     compiled_results = [r for r in results if isinstance(r, CompiledRecord)]
+    replay_results = [r for r in results if isinstance(r, GraphReplayRecord)]
     failing: list[VerifyOpsRecord] = [r for r in op_results if r.failing]
     failing += [r for r in compiled_results if r.failing]
+    failing += [r for r in replay_results if r.failing]
     verified = any(r.status == "pass" for r in results)
     return Summary(Counter(r.status for r in op_results), Counter(r.status for r in compiled_results),
-                   failing, verified)
+                   failing, verified, Counter(r.status for r in replay_results))
 
 
 def worker_env(cache_dir: Path | None) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import ConfigDict
 
 from bringup.profiles.base_model import ProfileModel
+from bringup.profiles.sections.graph_replay import GraphReplayRecord
 
 # where an op case executed, decided from what it dispatched while it ran (bringup/probes/ops/placement.py):
 # "device", or "host_fallback" when it copied its tensors to the host and back (a backend's boxed CPU fallback)
@@ -99,4 +100,4 @@ class CompiledRecord(ProfileModel):
         return self.status in FAILING_COMPILED_STATUSES
 
 
-VerifyOpsRecord = OpCaseRecord | CompiledRecord
+VerifyOpsRecord = OpCaseRecord | CompiledRecord | GraphReplayRecord

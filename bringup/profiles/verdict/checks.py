@@ -11,7 +11,7 @@ RESULTS: tuple[CheckResult, ...] = ("pass", "warn", "fail", "skip")
 class Check:
     """`skip` is "not applicable to this device" from the backend's declared facts, never a failure."""
 
-    stage: str   # probe, verify-ops, compiled, bench, selftest, collectives, soak, stages
+    stage: str   # probe, verify-ops, compiled, graphs, bench, selftest, collectives, soak, stages
     name: str    # e.g. dtypes.bfloat16, softmax[float32] odd [3,37,101]
     result: CheckResult
     reason: str

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from bringup.profiles.schema import Profile
 from bringup.profiles.verdict.capability_checks import capability_checks
 from bringup.profiles.verdict.checks import Check, count_results
+from bringup.profiles.verdict.graph_replay import replay_checks
 from bringup.profiles.verdict.host_fallback import STAGE as HOST_FALLBACK_STAGE
 from bringup.profiles.verdict.host_fallback import host_fallback_checks
 from bringup.profiles.verdict.run_checks import RUN_STAGE, bench_checks, compiled_checks, op_checks, run_checks
@@ -77,7 +78,8 @@ class Verdict:
 
 def verdict_of(profile: Profile) -> Verdict:
     checks = [*capability_checks(profile.capabilities, profile.ops), *op_checks(profile),
-              *host_fallback_checks(profile.ops), *compiled_checks(profile), *bench_checks(profile.bench),
+              *host_fallback_checks(profile.ops), *compiled_checks(profile),
+              *replay_checks(profile.graph_replay), *bench_checks(profile.bench),
               *run_checks(profile)]
     if not checks:
         checks.append(Check(RUN_STAGE, "all", "warn", "nothing measured yet: run `bringup all`"))

@@ -12,6 +12,7 @@ from bringup.report.html.checks import (
 from bringup.report.html.css import STYLE
 from bringup.report.html.deploy import deploy_section
 from bringup.report.html.evals import eval_section
+from bringup.report.html.graph_replay import replay_section
 from bringup.report.html.parts import Html, e
 from bringup.report.html.perf import bench_section, plan_section, roofline_section
 from bringup.report.html.runs import (
@@ -29,6 +30,7 @@ from bringup.report.text import MISSING, number
 
 SECTIONS = (("baseline", "Baseline"), ("speed", "LLM speed"), ("device", "Device"), ("environment", "Environment"),
             ("capabilities", "Capabilities"), ("ops", "Ops × dtypes"), ("compiled", "Eager vs compiled"),
+            ("replay", "Eager vs graph replay"),
             ("roofline", "Roofline"), ("bench", "Benchmarks"), ("plan", "Plan"), ("deploy", "Deploy with"),
             ("fallbacks", "Fallbacks"),
             ("selftest", "Selftest"), ("evals", "Model evals"), ("soak", "Soak"), ("collectives", "Collectives"))
@@ -81,6 +83,7 @@ def render_html(report: Report) -> str:
         capability_section(report.capabilities, with_baseline),
         ops_section(report.ops),
         compiled_section(report.compiled),
+        replay_section(report.graph_replay),
         roofline_section(report.roofline),
         bench_section(report.bench, with_baseline),
         plan_section(report.plan, with_baseline),

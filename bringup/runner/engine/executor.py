@@ -31,6 +31,7 @@ from bringup.runner.weights.kinds import OUT_IN
 from bringup.runner.weights.kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
 
 if TYPE_CHECKING:
+    from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
     from bringup.runner.host.decode_layers import FusedDecode
 
 log = get_logger("runner.executor")
@@ -57,6 +58,7 @@ class Executor:
             keep_grouped_eager_under_compile()
             self.compiled = torch.compile(model.forward, backend=plan.compiled.value, dynamic=True)
         self.fused: FusedDecode | None = None  # every layer of a decode step in one call (set by start-up)
+        self.graphs: DecodeGraphs | None = None  # decode steps replayed from captured graphs (set by start-up)
 
     def follow(self, plan: ExecutionPlan) -> None:
         """Run what the confirmed `plan` kept, of the candidates this executor was built with (and start-up or the
@@ -66,6 +68,8 @@ class Executor:
             self.compiled = None
         if plan.decode_layers.value != FUSED:
             self.fused = None
+        if not plan.graphs.value:
+            self.graphs = None
         if PAGED not in plan.attention.value:
             model.decode_attend = None
         if plan.experts.value == DENSE and sparse_blocks(model):
@@ -122,6 +126,11 @@ class Executor:
     def _run_together(self, chunks: list[SeqChunk], all_positions: bool,
                       scored: dict[int, int]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
         m = self.model
+        if self.graphs is not None and not all_positions and not scored:
+            with torch.inference_mode():
+                replayed = self.graphs.logits(chunks)
+            if replayed is not None:
+                return replayed, {}
         inputs = build_inputs(chunks, self.plan.block_size, m.config.num_queries_per_kv, m.device,
                               m.config.attention_window)
         with torch.inference_mode():

@@ -56,6 +56,9 @@ QUANTIZATION_HELP = (
     "float8 casts), or auto (the plan quantizes only where the kernel checked out here, decode measured faster on "
     "this model and the KL divergence stayed under its budget). int8/int4: host (CPU) kernels. A compressed-tensors "
     "checkpoint is served in its own scheme.")
+GRAPHS_HELP = ("Decode steps from captured graphs: auto (captured per batch-size bucket only where verify-ops passed "
+               "eager against replay, the runner's own replay check passes and replay measures faster on this "
+               "model) or off (every step eager).")
 FORCE_HELP = ("Run a --dtype the profile marks broken, and load weights with non-finite values (NaN/Inf; each such "
               "tensor is logged).")
 CPU_FALLBACK_HELP = "If the device cannot run the model, run on the CPU instead of refusing (a global fallback)."
@@ -82,6 +85,7 @@ class EngineOptions:
     dtype: str = field(default="auto", metadata=flag(MODEL, DTYPE_HELP))  # "auto" (or None): the plan's choice
     quantization: str = field(default="none", metadata=flag(MODEL, QUANTIZATION_HELP))  # quantize/scheme.py
     force: bool = field(default=False, metadata=flag(MODEL, FORCE_HELP, ("--force",)))
+    graphs: str = field(default="auto", metadata=flag(MODEL, GRAPHS_HELP, ("--graphs",), metavar="auto|off"))
     use_record: bool = True  # replay the plan `bringup tune` recorded for this model, if any (tune itself: False)
     on_measured: Callable[[StartupMeasurements], None] | None = None  # given what start-up timed (tune collects it)
     chat_template: Path | None = field(default=None, metadata=flag(CHAT, CHAT_TEMPLATE_HELP, ("--chat-template",),

@@ -44,7 +44,11 @@ Measure = Callable[[Executor, ExecutionPlan, "int | None", Callable[[], bool]], 
 
 def real_measure(executor: Executor, draft: ExecutionPlan, free_bytes: int | None,
                  interrupted: Callable[[], bool]) -> DecodeTimings:
-    return measure_decode(executor, draft, free_bytes, sweep=False, interrupted=interrupted)
+    graphs, executor.graphs = executor.graphs, None  # the candidates timed on the eager step, as at start-up
+    try:
+        return measure_decode(executor, draft, free_bytes, sweep=False, interrupted=interrupted)
+    finally:
+        executor.graphs = graphs
 
 
 def why_reconfirm(timings: DecodeTimings | None, replayed: bool) -> str | None:

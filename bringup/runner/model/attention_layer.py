@@ -52,7 +52,7 @@ def matmul_softmax_attention(q, k, v, mask, scale, softcap=None):  # type: ignor
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = scores.masked_fill(mask.logical_not(), float("-inf"))
     return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
 
 

@@ -29,6 +29,8 @@ class StartupMeasurements:
     decode: DecodeTimings | None = None  # decode steps of the served model (timed after loading unless given)
     fused_decode: bool = False  # try the fused decode layers (checked on the model after loading, then timed)
     unquantized: Comparison | None = None  # a requested scheme's decode steps against the unquantized plan's (data)
+    # (replayed, eager, noise): seconds per decode step at batch 1 with graphs and without (timed unless given)
+    graph_decode: tuple[float, float, float] | None = None
 
 
 def measure(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> StartupMeasurements:

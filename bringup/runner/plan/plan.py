@@ -81,6 +81,8 @@ class ExecutionPlan:
     experts: Choice = field(default_factory=lambda: Choice("none", "no experts in this model"))
     decode_layers: Choice = field(default_factory=lambda: Choice(MODULES, "not decided yet"))
     kv_blocks: Choice = field(default_factory=lambda: Choice(0, "not sized yet"))
+    # value: the batch-size buckets whose decode steps replay captured graphs ([]: every step eager)
+    graphs: Choice = field(default_factory=lambda: Choice([], "not decided yet"))
     quantization: Choice = field(default_factory=lambda: Choice("none", "not requested (--quantization none)"))
     # value: the planned hot path's ops that the profile records running through the host (a backend's fallback)
     host_fallbacks: Choice = field(default_factory=lambda: Choice([], "not checked yet"))

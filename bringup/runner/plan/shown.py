@@ -17,6 +17,8 @@ def shown(setting: str, value: Any, block_size: int) -> str:
     """`setting`'s `value` as the plan table shows it; `block_size` (tokens per KV block) for the KV cache."""
     if setting in LISTED:
         return str((", ".join(value) if isinstance(value, list) else value) or "none")
+    if setting == "graphs":
+        return "batch " + ", ".join(str(size) for size in value) if value else "off"
     if isinstance(value, list):
         return " > ".join(value)  # the implementations in the order tried
     if setting == "compiled":

@@ -3,6 +3,7 @@
 // or goes through at::native::cpu_fallback (copies to the host and back, as a real backend's fallback does);
 // a `wrong` op's floating outputs are then scaled. Random ops draw from the emu device's generator either way.
 #include "emu_ops.h"
+#include "graphs.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
@@ -267,6 +268,10 @@ void emu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                  c10::toString(name).c_str());
     std::fflush(stderr);
     std::abort();
+  }
+  if (graph_capturing()) {
+    capture_boxed_op(op, stack, rule);
+    return;
   }
   if (rule.native) {
     count_native(name);

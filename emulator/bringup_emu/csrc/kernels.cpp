@@ -1,6 +1,7 @@
 // The device's own kernels: allocation, copies, views, resizing, set_ and scalars. The CPU fallback cannot
 // provide these (it needs them itself), so they work on the device memory directly or on CPU aliases of it.
 #include "emu_ops.h"
+#include "graphs.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
@@ -48,7 +49,7 @@ at::Tensor empty_strided(
   return empty_emu_strided(size, stride, c10::dtype_or_default(dtype), index_of(device));
 }
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+void copy_now(const at::Tensor& self, const at::Tensor& dst) {
   if (is_emu(dst)) {
     check_dtype_allowed(dst.scalar_type());
   }
@@ -64,6 +65,21 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     target = is_emu(dst) ? cpu_alias_of(dst) : dst;
   }
   at::native::copy_(target, source, false);
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  const bool capturing = graph_capturing();
+  if (capturing && !is_emu(dst)) {
+    refuse_capture("aten::_copy_from", "a copy to the host (the host cannot wait inside a graph)");
+  }
+  if (capturing && !is_emu(self)) {
+    refuse_capture("aten::_copy_from", "a copy from the host (host memory is not the device's to replay)");
+  }
+  copy_now(self, dst);
+  if (capturing) {
+    record_graph_step("aten::_copy_from", [source = emu_view_of(self.storage(), self),
+                                           target = emu_view_of(dst.storage(), dst)] { copy_now(source, target); });
+  }
   return dst;
 }
 
@@ -114,12 +130,21 @@ at::Tensor& set_empty(at::Tensor& self) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  if (graph_capturing()) {
+    refuse_capture("aten::_local_scalar_dense", "a host sync (.item() reads device memory on the host)");
+  }
   return at::native::_local_scalar_dense_cpu(cpu_alias_of(self));
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   auto alias = cpu_alias_of(self);
   at::native::fill_(alias, value);
+  if (graph_capturing()) {
+    record_graph_step("aten::fill_.Scalar", [target = emu_view_of(self.storage(), self), value] {
+      auto replayed = cpu_alias_of(target);
+      at::native::fill_(replayed, value);
+    });
+  }
   return self;
 }
 

@@ -1,5 +1,6 @@
 // The Python module bringup_emu_C: configure the device from the parsed spec, read the counters and statistics.
 #include "emu.h"
+#include "graphs.h"
 
 #include <torch/csrc/Generator.h>
 #include <pybind11/pybind11.h>
@@ -54,5 +55,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("native_counts", &bringup_emu::native_counts, "op (name.overload) -> calls run natively on aliases");
   m.def("reset_counts", &bringup_emu::reset_counts);
   m.def("default_generator", &default_generator, "the default torch.Generator of one emu device");
+  m.def("configure_graphs", &bringup_emu::configure_graphs,
+        "graphs on or off per device, the ops capture refuses, the ops wrong only under replay (factor)");
+  m.def("register_graphs", &bringup_emu::register_graph_impl, "register torch.accelerator.Graph's emu implementation");
   m.def("own_kernels", &bringup_emu::own_kernel_names, "aten ops the device implements itself (name.overload)");
 }

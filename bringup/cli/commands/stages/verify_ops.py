@@ -154,8 +154,9 @@ def _run(device, profile, json_out: bool, verbose: bool, force: bool, list_catal
     if not_compiled:
         log.warning("%d compiled comparison(s) not run: %s", len(not_compiled), not_compiled[0].message)
     cache_dir = _cache_dir(compile_cache, ctx.profile_path) if plan.compiled_tasks else None
-    log.info("verify-ops on %s: %d op cases, %d compiled comparisons, %s", ctx.info.id, len(plan.op_tasks),
-             len(plan.compiled_tasks), "isolated worker" if isolate else "in-process (--no-isolate)")
+    log.info("verify-ops on %s: %d op cases, %d compiled and %d graph-replay comparisons, %s", ctx.info.id,
+             len(plan.op_tasks), len(plan.compiled_tasks), len(plan.replay_tasks),
+             "isolated worker" if isolate else "in-process (--no-isolate)")
 
     started = now_iso()
 
@@ -278,43 +279,59 @@ def _execute(tasks: list[dict[str, Any]], device_id: str, isolate: bool, timeout
 
 
 def label_of(record: VerifyOpsRecord) -> str:
+    from bringup.profiles.sections.graph_replay import GraphReplayRecord
     from bringup.profiles.sections.ops import OpCaseRecord
 
     if isinstance(record, OpCaseRecord):
         return f"{record.op}[{record.dtype}] {record.case}"
+    if isinstance(record, GraphReplayRecord):
+        return f"graph replay {record.target}[{record.dtype}]"
     return f"compiled {record.target}[{record.dtype}] {record.case or ''}".rstrip()
 
 
 def graded_records(results: list[VerifyOpsRecord], profile_path: Path) -> list[tuple[VerifyOpsRecord, Check]]:
     """Each record with its check, graded by the verdict (the backend's not-applicable facts from the profile)."""
+    from bringup.profiles.sections.graph_replay import GraphReplayRecord
     from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
     from bringup.profiles.store import load_profile_or_none
+    from bringup.profiles.verdict.graph_replay import replay_checks
     from bringup.profiles.verdict.run_checks import compiled_record_checks, not_applicable_of, op_record_checks
 
     written = load_profile_or_none(profile_path)
     declared = not_applicable_of(written) if written is not None else {}
     cases = [r for r in results if isinstance(r, OpCaseRecord)]
     compared = [r for r in results if isinstance(r, CompiledRecord)]
-    return [*zip(cases, op_record_checks(cases, declared)), *zip(compared, compiled_record_checks(compared))]
+    replayed = [r for r in results if isinstance(r, GraphReplayRecord)]
+    return [*zip(cases, op_record_checks(cases, declared)), *zip(compared, compiled_record_checks(compared)),
+            *zip(replayed, replay_checks(replayed))]
 
 
 def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: str, profile_path: Path,
             details: bool = False) -> None:
     from bringup.cli.render.placement import placement_json, placement_lines, placement_table
-    from bringup.cli.render.verify_ops import compiled_table, failing_table, matrix_table, not_verified_table
+    from bringup.cli.render.verify_ops import (
+        compiled_table,
+        failing_table,
+        matrix_table,
+        not_verified_table,
+        replay_table,
+    )
+    from bringup.profiles.sections.graph_replay import GraphReplayRecord
     from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord
     from bringup.profiles.verdict.host_fallback import host_fallback_checks
 
     cases = [r for r in results if isinstance(r, OpCaseRecord)]
     if json_out:
         compared = [r for r in results if isinstance(r, CompiledRecord)]
+        replayed = [r for r in results if isinstance(r, GraphReplayRecord)]
         placement = placement_json(cases)
         print_json("verify-ops", {"device": device_id, "profile": str(profile_path), "verified": summary.verified,
                     "summary": {"ops": dict(summary.op_counts), "compiled": dict(summary.compiled_counts),
-                                "runs_on": placement["runs_on"]},
+                                "graph_replay": dict(summary.replay_counts), "runs_on": placement["runs_on"]},
                     "host_fallback_ops": placement["host_fallback_ops"],
                     "cases": [r.model_dump() for r in cases],
-                    "compiled": [r.model_dump() for r in compared]})
+                    "compiled": [r.model_dump() for r in compared],
+                    "graph_replay": [r.model_dump() for r in replayed]})
         return
     graded = graded_records(results, profile_path)
     checks = [check for _, check in graded]
@@ -326,8 +343,11 @@ def _report(results: list[VerifyOpsRecord], summary, json_out: bool, device_id: 
     graded_compiled = [(r, c) for r, c in graded if isinstance(r, CompiledRecord)]
     if details and graded_cases:
         console.print(matrix_table(graded_cases))
+    graded_replay = [(r, c) for r, c in graded if isinstance(r, GraphReplayRecord)]
     if details and graded_compiled:
         console.print(compiled_table(graded_compiled))
+    if graded_replay:  # a handful of rows, each a decision the runner's graphs rest on: always shown
+        console.print(replay_table(graded_replay))
     not_verified = not_verified_table(graded) if details else None
     if not_verified is not None:
         console.print(not_verified)

@@ -19,6 +19,7 @@ from bringup.errors import BringupError
 from bringup.probes.ops.catalog import load_catalog
 from bringup.probes.ops.repro.extract import NotExpressible
 from bringup.probes.ops.repro.source import reproducer_source
+from bringup.profiles.sections.graph_replay import GraphReplayRecord
 from bringup.profiles.sections.ops import CompiledRecord, OpCaseRecord, VerifyOpsRecord
 from bringup.profiles.store import load_profile
 
@@ -74,7 +75,7 @@ def _unique_names(records: list[VerifyOpsRecord]) -> list[str]:
 
 def failing_records(records: Iterable[VerifyOpsRecord]) -> list[VerifyOpsRecord]:
     """Op cases that fail, error, crash or time out, and failing compiled comparisons, in a stable order."""
-    chosen = [r for r in records if r.failing]
+    chosen = [r for r in records if r.failing and not isinstance(r, GraphReplayRecord)]  # replay: no standalone
     return sorted(chosen, key=lambda r: (isinstance(r, CompiledRecord), title_of(r)))
 
 

@@ -19,6 +19,7 @@ from bringup.profiles.store import load_profile
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.startup.context import StartInputs
 from bringup.runner.engine.startup.pipeline import start_on
+from bringup.runner.plan.graphs import check_graphs_option
 from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.quantize.scheme import check_requested
 from bringup.runner.sources.directory.validate import WeightsDoNotFit
@@ -72,6 +73,9 @@ def _checked_inputs(options: EngineOptions) -> StartInputs:
     if options.max_num_seqs is not None and options.max_num_seqs < 1:
         raise BringupError(f"max_num_seqs {options.max_num_seqs} must be at least 1")
     check_requested(options.quantization)
+    wrong_graphs = check_graphs_option(options.graphs)
+    if wrong_graphs is not None:
+        raise BringupError(wrong_graphs)
     recorder = FallbackRecorder(strict=options.strict)
     template = None if options.chat_template is None else template_from_file(options.chat_template)
     source = model_source(options.model_dir)

@@ -13,6 +13,7 @@ from bringup.runner.engine.reconfirm import Reconfirmation, why_reconfirm
 from bringup.runner.engine.startup.confirm import confirm, fused_decode
 from bringup.runner.engine.startup.context import Start, StartInputs
 from bringup.runner.engine.startup.derive import derive
+from bringup.runner.engine.startup.graphs import capture_graphs
 from bringup.runner.engine.startup.load import load_weights, size_cache, warm_up
 from bringup.runner.engine.startup.measure import measure_kernels
 from bringup.runner.engine.startup.quantize import auto_quantize, compare_unquantized
@@ -40,6 +41,7 @@ STEPS: tuple[Step, ...] = (
     mark_recorded,  # each row a replayed record decided says so
     host_fallbacks,  # host_fallbacks row, each counted
     follow,  # the executor runs the plan
+    capture_graphs,  # graphs row: decode steps captured per batch bucket, checked against eager, timed
     compare_unquantized,  # quantization row against the unquantized plan (auto's choice may be withdrawn)
 )
 

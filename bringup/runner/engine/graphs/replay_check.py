@@ -1,0 +1,39 @@
+"""The runner's own check of its captured decode steps at start-up: each step's replay against the same step run
+eagerly (same static buffers, shapes and kernels), on inputs other than those it was captured with, so a replay that
+reads stale inputs or computes other numbers shows. verify-ops checks the numbers against float64 beforehand; this
+checks the runner's capture of the served model."""
+
+from __future__ import annotations
+
+import torch
+
+from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
+from bringup.runner.engine.graphs.static_step import StaticStep
+from bringup.runner.model.batch_inputs import SeqChunk
+
+
+def replay_difference(graphs: DecodeGraphs, capacity: int) -> float:
+    """The largest relative max |replay - eager| of the logits over the batch buckets captured at `capacity`."""
+    return max(_difference(step) for (_, held), step in graphs.steps.items() if held == capacity)
+
+
+def check_inputs(step: StaticStep) -> list[SeqChunk]:
+    """One decode token per row, each row its own tokens and block where the cache has blocks enough (rows that
+    share a block would write different K/V into one slot), at a context of one block."""
+    blocks = step.model.kv_caches()[0].k.shape[1] // step.block_size
+    rows = step.batch if step.batch <= blocks else 1
+    vocab, length = step.model.config.vocab_size, min(step.block_size, step.capacity)
+    return [SeqChunk([(7 * i + 3 + j) % vocab for j in range(length)], length - 1, [i]) for i in range(rows)]
+
+
+def _difference(step: StaticStep) -> float:
+    assert step.replay is not None and step.logits is not None
+    captured, chunks = step.logits, check_inputs(step)
+    step.fill(chunks)
+    step.forward()  # eagerly: it assigns a new logits tensor, the captured one is kept aside
+    eager = step.logits.clone()
+    step.logits = captured
+    step.fill(chunks)
+    step.replay()
+    scale = eager.abs().max().clamp_min(torch.finfo(torch.float32).tiny)
+    return float(((captured - eager).abs().max() / scale).cpu())

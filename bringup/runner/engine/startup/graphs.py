@@ -1,0 +1,74 @@
+"""Step 14: the graphs row. Decode steps captured per batch-size bucket on the loaded model, the runner's replay
+checked against the same step run eagerly, and replay timed against eager on the served model; the executor replays
+them only where every check passed (plan/graphs.py says which did not)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from bringup.backends.registry import backend_for
+from bringup.errors import StrictFallbackError, exception_line
+from bringup.runner.engine.decode_timing import DecodeSteps, sweep_context, timed_pair
+from bringup.runner.engine.graphs.buckets import batch_buckets, context_buckets
+from bringup.runner.engine.graphs.capture import family_capture
+from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
+from bringup.runner.engine.graphs.replay_check import replay_difference
+from bringup.runner.engine.startup.context import Start
+from bringup.runner.plan.choice import Choice
+from bringup.runner.plan.graphs import OFF, off, on, option_off, replay_check, through_host, timed
+from bringup.runner.plan.graphs_evidence import replay_verdict
+from bringup.runner.plan.plan import ExecutionPlan
+
+
+def capture_graphs(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
+    """The plan with its graphs row; the executor replaying them where it says so."""
+    refused = _refused(plan, start)
+    if refused is not None:
+        return replace(plan, graphs=refused)
+    verified = replay_verdict(start.bench.facts, plan.dtype.value)
+    if not verified.step_passed:
+        why = verified.evidence if not verified.passed else f"not verified: {verified.evidence}"
+        return replace(plan, graphs=off(why))
+    executor, device = start.bench.executor, start.inputs.device
+    assert executor is not None
+    batches = batch_buckets(plan.max_num_seqs.value)
+    contexts = context_buckets(plan.max_model_len.value, plan.block_size)
+    graphs = DecodeGraphs(executor.model, plan.block_size, batches, contexts, family_capture(device),
+                          start.inputs.recorder)
+    try:
+        with torch.inference_mode():
+            for batch in batches:
+                graphs.captured(batch, contexts[0])
+            difference = replay_difference(graphs, contexts[0])
+    except StrictFallbackError:
+        raise
+    except Exception as exc:
+        return replace(plan, graphs=off(f"capture refused an op: {exception_line(exc)}"))
+    wrong = replay_check(difference)
+    if wrong is not None:
+        return replace(plan, graphs=off(wrong))
+    given = start.inputs.options.measurements
+    if given is not None and given.graph_decode is not None:
+        candidate_s, plain_s, spread = given.graph_decode
+    else:
+        step = DecodeSteps(executor, sweep_context(plan))
+        candidate_s, plain_s, spread = timed_pair(step, lambda use: setattr(executor, "graphs",
+                                                                              graphs if use else None))
+    faster, timing = timed(candidate_s, plain_s, spread)
+    executor.graphs = graphs if faster else None
+    if not faster:
+        return replace(plan, graphs=off(timing))
+    check = f"the runner's replay equals eager (relative max |difference| {difference:.2g})"
+    return replace(plan, graphs=on(batches, contexts, verified.evidence, check, timing))
+
+
+def _refused(plan: ExecutionPlan, start: Start) -> Choice | None:
+    """The off row of a start that captures nothing: --graphs off, no capture API, an op through the host."""
+    if start.inputs.options.graphs == OFF:
+        return option_off()
+    device = start.inputs.device
+    if backend_for(device).graph_api() is None:
+        return off(f"the {device.type} backend offers no graph capture")
+    return through_host(plan.host_fallbacks, plan.device)
