@@ -13,6 +13,7 @@ from bringup.runner.engine.block_manager import BlockManager
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.outputs import PromptLogprobs, RequestError, RequestOutput
+from bringup.runner.engine.prefix_key import cache_identity
 from bringup.runner.engine.prompt_logprobs import ScoredPrompt
 from bringup.runner.engine.reconfirm import Reconfirmation
 from bringup.runner.engine.sampling import sample
@@ -29,16 +30,28 @@ class LLMEngine:
     def __init__(self, *, executor: Executor, tokenizer, plan: ExecutionPlan, fallbacks: FallbackRecorder,
                  model_name: str, eos_token_ids: list[int], model_fingerprint: str = "",
                  reconfirmation: Reconfirmation | None = None) -> None:
-        self.executor, self.tokenizer, self.plan, self.fallbacks = executor, tokenizer, plan, fallbacks
+        self.executor, self.tokenizer, self._plan, self.fallbacks = executor, tokenizer, plan, fallbacks
         self.reconfirmation = reconfirmation  # the plan re-timed at idle when the start's timings were not clean
         self.model_name, self.eos_token_ids = model_name, set(eos_token_ids)
         self.model_fingerprint = model_fingerprint  # the model's files' sha256 (ModelSource.fingerprint)
         self.max_model_len: int = plan.max_model_len.value
         self.vocab_size = executor.model.config.vocab_size
-        self.blocks = BlockManager(plan.kv_blocks.value, plan.block_size)
+        self.blocks = BlockManager(plan.kv_blocks.value, plan.block_size, caching=plan.prefix_caching.value,
+                                   identity=cache_identity(model_fingerprint, plan))
         self.scheduler = Scheduler(self.blocks, plan.max_num_seqs.value, plan.max_num_batched_tokens.value)
         self._seqs: dict[str, Sequence] = {}
         self._arrivals = 0
+
+    @property
+    def plan(self) -> ExecutionPlan:
+        return self._plan
+
+    @plan.setter
+    def plan(self, plan: ExecutionPlan) -> None:
+        """A new plan (re-confirmed at idle): K/V cached under the old one is not found again if it computes K/V
+        differently."""
+        self._plan = plan
+        self.blocks.use_identity(cache_identity(self.model_fingerprint, plan))
 
     @classmethod
     def create(cls, options: EngineOptions) -> LLMEngine:
@@ -83,7 +96,10 @@ class LLMEngine:
         `interrupted` (a request waiting) stops it before its next decode step."""
         if self.reconfirmation is None or self.has_unfinished():
             return False
-        return self.reconfirmation.idle(self, interrupted)
+        timed = self.reconfirmation.idle(self, interrupted)
+        if timed:
+            self.blocks.drop_cache()  # its decode steps wrote into free blocks the cache still listed
+        return timed
 
     def reconfirmation_report(self) -> dict | None:
         return None if self.reconfirmation is None else self.reconfirmation.report()
@@ -108,7 +124,8 @@ class LLMEngine:
             if row in untrusted:
                 outputs.append(self._fail_non_finite(seq, logits[row]))
                 continue
-            seq.num_cached_tokens = len(seq.token_ids)
+            computed_before, seq.num_cached_tokens = seq.num_cached_tokens, len(seq.token_ids)
+            self.blocks.cache_full_blocks(seq, computed_before)
             if score is not None:
                 seq.prompt_logprobs = score.logprobs
             if seq.params.max_tokens == 0:  # a scoring request: the prompt has run, nothing is generated
@@ -190,6 +207,8 @@ class LLMEngine:
             "num_waiting": len(self.scheduler.waiting),
             "num_running": len(self.scheduler.running),
             "num_preemptions": self.scheduler.num_preemptions,
+            "prefix_cache_queries": self.blocks.queries,
+            "prefix_cache_hits": self.blocks.hits,
             "fallbacks": {level: int(self.fallbacks.counts[level]) for level in ("op", "path", "global")},
         }
 

@@ -45,10 +45,12 @@ class Scheduler:
         self.running = list(scheduled)
         while self.waiting and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
-            if seq.num_new_tokens > budget or not self.blocks.can_grow(seq, len(seq.token_ids)):
+            prefix = None if seq.scores_prompt_now else self.blocks.cached_prefix(seq)  # scoring runs every position
+            new = len(seq.token_ids) - len(prefix or []) * self.blocks.block_size
+            if new > budget or not self.blocks.can_admit(seq, prefix or [], len(seq.token_ids)):
                 break
             self.waiting.popleft()
-            self.blocks.grow(seq, len(seq.token_ids))
+            self.blocks.admit(seq, prefix, len(seq.token_ids))
             seq.status = SeqStatus.RUNNING
             self.running.append(seq)
             scheduled.append(seq)
