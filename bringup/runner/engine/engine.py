@@ -38,7 +38,8 @@ class LLMEngine:
         self.vocab_size = executor.model.config.vocab_size
         self.blocks = BlockManager(plan.kv_blocks.value, plan.block_size, caching=plan.prefix_caching.value,
                                    identity=cache_identity(model_fingerprint, plan))
-        self.scheduler = Scheduler(self.blocks, plan.max_num_seqs.value, plan.max_num_batched_tokens.value)
+        self.scheduler = Scheduler(self.blocks, plan.max_num_seqs.value, plan.max_num_batched_tokens.value,
+                                   plan.prefill_chunk.value)
         self._seqs: dict[str, Sequence] = {}
         self._arrivals = 0
 
@@ -112,6 +113,9 @@ class LLMEngine:
         if not seqs:
             return []
         logits, scores = self._run(seqs)
+        seqs, logits, scores = self._past_chunks(seqs, logits, scores)
+        if not seqs:
+            return []
         trusted = torch.isfinite(logits.amax(dim=-1))  # NaN anywhere, +inf anywhere or all -inf: False
         sampled = sample(logits, seqs)
         untrusted = set() if bool(trusted.all()) else set((~trusted).nonzero().flatten().tolist())
@@ -140,6 +144,21 @@ class LLMEngine:
                 self._seqs.pop(seq.request_id, None)
             outputs.append(self._output(seq, prompt_logprobs=score.logprobs if score is not None else None))
         return outputs
+
+    def _past_chunks(self, seqs: list[Sequence], logits: torch.Tensor, scores: dict[int, ScoredPrompt]
+                     ) -> tuple[list[Sequence], torch.Tensor, dict[int, ScoredPrompt]]:
+        """The step's rows whose new tokens all ran, to sample from; a prompt that ran a chunk (engine/chunks.py)
+        only moves on: nothing is sampled for it, so its random generator is not drawn from."""
+        rows = [row for row, seq in enumerate(seqs) if seq.step_end == len(seq.token_ids)]
+        if len(rows) == len(seqs):
+            return seqs, logits, scores
+        for seq in seqs:
+            if seq.step_end < len(seq.token_ids):
+                computed_before, seq.num_cached_tokens = seq.num_cached_tokens, seq.step_end
+                self.blocks.cache_full_blocks(seq, computed_before)
+        kept = {row: at for at, row in enumerate(rows)}
+        return ([seqs[row] for row in rows], logits[rows],
+                {kept[row]: score for row, score in scores.items() if row in kept})
 
     def _run(self, seqs: list[Sequence]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
         """The step's logits; the prompt logprobs of the sequences whose prompt runs now and asks for them."""

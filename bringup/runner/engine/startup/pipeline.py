@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from bringup.log import get_logger
 from bringup.runner.engine.reconfirm import Reconfirmation, why_reconfirm
+from bringup.runner.engine.startup.chunking import prefill_chunk
 from bringup.runner.engine.startup.confirm import confirm, fused_decode
 from bringup.runner.engine.startup.context import Start, StartInputs
 from bringup.runner.engine.startup.derive import derive
@@ -43,6 +44,7 @@ STEPS: tuple[Step, ...] = (
     prefix_caching,  # prefix_caching row, as the options ask
     follow,  # the executor runs the plan
     compare_unquantized,  # quantization row against the unquantized plan (auto's choice may be withdrawn)
+    prefill_chunk,  # prefill_chunk row: prefill and decode steps timed on the served plan
 )
 
 
