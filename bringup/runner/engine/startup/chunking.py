@@ -1,4 +1,4 @@
-"""Step 15, prefill chunk: the prefill_chunk row, from prefill and decode steps timed on the served plan (or none when
+"""Step 16, prefill chunk: the prefill_chunk row, from prefill and decode steps timed on the served plan (or none when
 the start's timings are given as data without them)."""
 
 from __future__ import annotations

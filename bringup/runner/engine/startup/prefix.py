@@ -1,4 +1,4 @@
-"""Step 12b, prefix caching: the prefix_caching row, as the options ask (on unless --no-prefix-caching)."""
+"""Step 13, prefix caching: the prefix_caching row, as the options ask (on unless --no-prefix-caching)."""
 
 from __future__ import annotations
 
