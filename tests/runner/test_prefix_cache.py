@@ -133,3 +133,16 @@ def test_an_engine_whose_plan_changes_reads_nothing_cached(builtin_engine):
     finally:
         e.plan = plan
     assert e.stats()["prefix_cache_hits"] == e.blocks.hits and e.plan.to_dict()["prefix_caching"]["shown"] == "on"
+
+
+def test_no_prefix_caching_computes_every_prompt(tmp_path):
+    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    from tests.runner.stated import stated
+
+    e = LLMEngine.create(EngineOptions(device="cpu", profile_path=tmp_path / "none.yaml", max_model_len=128,
+                                       max_num_seqs=2, prefix_caching=False, measurements=stated()))
+    e.generate([[5] * 40, [5] * 40], GREEDY)
+    e.generate([[5] * 40], GREEDY)
+    assert e.plan.prefix_caching.value is False and "--no-prefix-caching" in e.plan.prefix_caching.evidence
+    assert e.stats()["prefix_cache_hits"] == 0 == e.stats()["prefix_cache_queries"]
+    assert e.plan.to_dict()["prefix_caching"]["shown"] == "off"
