@@ -42,6 +42,7 @@ class LLMEngine:
                                    plan.prefill_chunk.value)
         self._seqs: dict[str, Sequence] = {}
         self._arrivals = 0
+        self.steps_run = 0  # steps that ran the model (one that ran only prompt chunks returns no output)
 
     @property
     def plan(self) -> ExecutionPlan:
@@ -112,6 +113,7 @@ class LLMEngine:
         seqs = self.scheduler.schedule()
         if not seqs:
             return []
+        self.steps_run += 1
         logits, scores = self._run(seqs)
         seqs, logits, scores = self._past_chunks(seqs, logits, scores)
         if not seqs:
@@ -239,8 +241,9 @@ class LLMEngine:
         final: dict[str, RequestOutput] = {}
         pending = set(ids)
         while pending:
+            ran = self.steps_run
             outputs = self.step()
-            if not outputs:
+            if not outputs and self.steps_run == ran:
                 raise RuntimeError(f"the scheduler made no progress with {len(pending)} request(s) pending")
             for out in outputs:
                 if out.finished and out.request_id in pending:
