@@ -90,6 +90,7 @@ def main() -> None:
     for r in range(args.rounds):
         for side, value in (("off", None), ("on", chunk)):
             results[side].append(one_round(engine, value, args, seed=2 * r + (side == "on")))
+            print(f"round {r} chunking {side}: {results[side][-1]}", file=sys.stderr, flush=True)
     summary = {side: {key: min(x[key] for x in rounds) for key in ("p99_without", "p99_during", "ttft")}
                for side, rounds in results.items()}
     for s in summary.values():
