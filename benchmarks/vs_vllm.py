@@ -17,8 +17,10 @@ bfloat16). Each workload is sent to one side, then the other, `--rounds` times, 
 (interference only adds time); each round has prompts of its own, the same for both sides (a prompt sent again
 would hit vLLM's prefix cache: its mixed workload ran 2.3x faster in a second round of the same prompts). The
 workloads: streamed chat completions of `--output-len` tokens (`ignore_eos`, temperature 0) at concurrency 1, 4,
-8 and 16, and a mixed workload (48 requests, prompts of 16-256 words, outputs of 16-128
-tokens, all at once), sent by the lean client (benchmarks/lean_client.py: raw sockets, the events found by their
+8 and 16, a mixed workload (48 requests, prompts of 16-256 words, outputs of 16-128
+tokens, all at once), a shared-prefix workload (16 requests at concurrency 4: one ~1,500-token system prompt, new each
+round, and a short question each) and a long-prompt workload (16 distinct ~900-token prompts at concurrency 8),
+sent by the lean client (benchmarks/lean_client.py: raw sockets, the events found by their
 bytes, about 0.1 ms of CPU per token; `--client httpx` parses every event, about 1 ms, which on a 2-core machine
 slows whichever server is measured). Reported per side: output tokens/s, TTFT and inter-token p50/p99, the
 client's CPU per token, and the start-up time (process start to a healthy /health). The side not being measured
@@ -31,6 +33,7 @@ run here says why instead of giving a number.
 Usage:
     python benchmarks/vs_vllm.py                                   # SmolLM2, bfloat16, bringup without a profile
     python benchmarks/vs_vllm.py --profile profiles/cpu-amd-epyc.yaml --concurrency 1,8 --json-out vs.json
+    python benchmarks/vs_vllm.py --no-vllm --concurrency 1 --no-mixed --long-requests 4 --rounds 1   # smoke
 """
 
 from __future__ import annotations
@@ -72,8 +75,13 @@ TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")  # built for anot
 SERVED_NAME = "bench-model"
 START_TIMEOUT_S = 900.0
 MIXED_REQUESTS = 48
+SHARED_PREFIX = (16, 4)  # requests, concurrency: one system prompt, short questions
+LONG_PROMPT = (16, 8)  # requests, concurrency: distinct long prompts
+# random lowercase words of 2-7 letters are about 2.9 SmolLM2 tokens each: ~1,500 and ~900 tokens
+SYSTEM_WORDS, LONG_WORDS = 520, 310
 ROUND_SEEDS = 1000  # seeds apart between rounds (per_round)
-Workload = Callable[[int], list[tuple[str, int]]]  # round index -> (prompt, output tokens) requests
+Prompt = str | tuple[str, str]  # a user message, or (system message, user message)
+Workload = Callable[[int], list[tuple[Prompt, int]]]  # round index -> (prompt, output tokens) requests
 
 
 class Unavailable(RuntimeError):
@@ -209,28 +217,43 @@ def words(rng: random.Random, n: int) -> str:
     return " ".join("".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 7))) for _ in range(n))
 
 
-def chat_workload(concurrency: int, output_len: int, seed: int) -> list[tuple[str, int]]:
+def chat_workload(concurrency: int, output_len: int, seed: int) -> list[tuple[Prompt, int]]:
     """Enough requests that every slot is refilled a few times: (prompt, output tokens)."""
     rng = random.Random(seed + concurrency)
     return [(words(rng, 24), output_len) for _ in range(max(4, 3 * concurrency))]
 
 
-def per_round(build: Callable[[int], list[tuple[str, int]]], seed: int) -> Workload:
+def per_round(build: Callable[[int], list[tuple[Prompt, int]]], seed: int) -> Workload:
     """The workload `build(seed)` makes, with new prompts each round: round r uses seed + r * ROUND_SEEDS."""
     return lambda round_index: build(seed + ROUND_SEEDS * round_index)
 
 
-def mixed_workload(seed: int) -> list[tuple[str, int]]:
+def mixed_workload(seed: int) -> list[tuple[Prompt, int]]:
     rng = random.Random(seed)
     return [(words(rng, rng.randint(16, 256)), rng.randint(16, 128)) for _ in range(MIXED_REQUESTS)]
 
 
-def chat_body(prompt: str, output_len: int) -> dict:
-    return {"model": SERVED_NAME, "messages": [{"role": "user", "content": prompt}], "max_tokens": output_len,
+def shared_prefix_workload(requests: int, output_len: int, seed: int) -> list[tuple[Prompt, int]]:
+    """One ~1,500-token system prompt (new each round) and a short question per request."""
+    rng = random.Random(seed)
+    system = words(rng, SYSTEM_WORDS)
+    return [((system, words(rng, 12) + "?"), output_len) for _ in range(requests)]
+
+
+def long_prompt_workload(requests: int, output_len: int, seed: int) -> list[tuple[Prompt, int]]:
+    """Distinct ~900-token prompts."""
+    rng = random.Random(seed)
+    return [(words(rng, LONG_WORDS), output_len) for _ in range(requests)]
+
+
+def chat_body(prompt: Prompt, output_len: int) -> dict:
+    system, user = prompt if isinstance(prompt, tuple) else (None, prompt)
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+    return {"model": SERVED_NAME, "messages": messages, "max_tokens": output_len,
             "temperature": 0.0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
 
 
-async def one_chat(http: httpx.AsyncClient | None, url: str, prompt: str, output_len: int) -> RequestResult:
+async def one_chat(http: httpx.AsyncClient | None, url: str, prompt: Prompt, output_len: int) -> RequestResult:
     """One streamed chat completion, through httpx (`http` given) or the lean raw-socket client (None)."""
     if http is None:
         return await lean_streamed(f"{url}/v1/chat/completions", chat_body(prompt, output_len))
@@ -242,7 +265,7 @@ def _has_content(chunk: dict) -> bool:
     return any((choice.get("delta") or {}).get("content") for choice in chunk.get("choices") or [])
 
 
-async def run_load(url: str, requests: list[tuple[str, int]], concurrency: int, client: str = "lean") -> dict:
+async def run_load(url: str, requests: list[tuple[Prompt, int]], concurrency: int, client: str = "lean") -> dict:
     """Send the requests, `concurrency` at a time; the figures, and the client's own CPU seconds per output token
     (what the load generator took from the machine the server shares)."""
     gate = asyncio.Semaphore(concurrency)
@@ -253,7 +276,7 @@ async def run_load(url: str, requests: list[tuple[str, int]], concurrency: int, 
             http = await stack.enter_async_context(httpx.AsyncClient(timeout=httpx.Timeout(900.0), limits=limits))
         await one_chat(http, url, "warm up", 4)
 
-        async def gated(prompt: str, output_len: int) -> RequestResult:
+        async def gated(prompt: Prompt, output_len: int) -> RequestResult:
             async with gate:
                 return await one_chat(http, url, prompt, output_len)
 
@@ -279,6 +302,35 @@ def best_of(rounds: list[dict]) -> dict:
     best = dict(max(rounds, key=lambda r: r["output_tok_s"]))
     best["rounds_tok_s"] = [round(r["output_tok_s"], 1) for r in rounds]
     return best
+
+
+def build_workloads(args: argparse.Namespace, levels: list[int]) -> dict[str, tuple[Workload, int]]:
+    workloads: dict[str, tuple[Workload, int]] = {
+        f"chat x{c}": (per_round(functools.partial(chat_workload, c, args.output_len), args.seed), c) for c in levels}
+    if not args.no_mixed:
+        workloads["mixed (48)"] = (per_round(mixed_workload, args.seed), MIXED_REQUESTS)
+    if not args.no_long:
+        for label, build, (requests, concurrency) in (("shared-prefix", shared_prefix_workload, SHARED_PREFIX),
+                                                      ("long-prompt", long_prompt_workload, LONG_PROMPT)):
+            count = args.long_requests or requests
+            workloads[f"{label} x{concurrency}"] = (
+                per_round(functools.partial(build, count, args.output_len), args.seed), concurrency)
+    return workloads
+
+
+def bringup_alone(bringup: Server, workloads: dict[str, tuple[Workload, int]], args: argparse.Namespace,
+                  header: list[str]) -> int:
+    """--no-vllm: every workload on bringup alone (a smoke run; no ratio)."""
+    try:
+        table = compare([bringup], workloads, args.rounds, args.client)
+    finally:
+        bringup.stop()
+    print("\n".join(header))
+    for label, sides in table.items():
+        r = sides[bringup.name]
+        print(f"{label:<18} {r['output_tok_s']:8.1f} tok/s  TTFT p50 {r['ttft_p50_ms']:8.1f} ms  ITL p50 "
+              f"{r['itl_p50_ms']:6.1f} ms  p99 {r['itl_p99_ms']:7.1f} ms  {r['failed']} failed  {r['rounds_tok_s']}")
+    return 0 if all(sides[bringup.name]["failed"] == 0 for sides in table.values()) else 1
 
 
 # ------------------------------------------------------------------------------------------------ main
@@ -338,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", default="1,4,8,16", help="comma-separated chat concurrencies")
     parser.add_argument("--output-len", type=int, default=64)
     parser.add_argument("--no-mixed", action="store_true", help="leave out the mixed workload")
+    parser.add_argument("--no-long", action="store_true", help="leave out the shared-prefix and long-prompt workloads")
+    parser.add_argument("--long-requests", type=int, default=None,
+                        help=f"requests of the shared-prefix and long-prompt workloads (default {SHARED_PREFIX[0]})")
+    parser.add_argument("--no-vllm", action="store_true", help="bringup alone (a smoke run of the workloads)")
     every_core = f"0-{(os.cpu_count() or 1) - 1}"
     parser.add_argument("--vllm-binds", default=f"auto,{every_core}",
                         help="VLLM_CPU_OMP_THREADS_BIND values to run vLLM with, one server each: `auto` (its "
@@ -357,16 +413,15 @@ def main(argv: list[str] | None = None) -> int:
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     if not levels or min(levels) < 1 or args.rounds < 1 or args.output_len < 1:
         parser.error("--concurrency, --rounds and --output-len must be positive")
-    workloads: dict[str, tuple[Workload, int]] = {
-        f"chat x{c}": (per_round(functools.partial(chat_workload, c, args.output_len), args.seed), c) for c in levels}
-    if not args.no_mixed:
-        workloads["mixed (48)"] = (per_round(mixed_workload, args.seed), MIXED_REQUESTS)
+    workloads = build_workloads(args, levels)
     model = model_dir(args.model)
     header = [*header_lines(machine_facts("cpu")), f"model:   {model.name}, {args.dtype}, both sides",
               f"client:  {args.client} (benchmarks/lean_client.py)" if args.client == "lean" else "client:  httpx"]
     results, startups, idle = {}, {}, {}
     bringup = start_bringup(model, args.dtype, args.profile, args.max_model_len)
     startups[bringup.name] = bringup.startup_s
+    if args.no_vllm:
+        return bringup_alone(bringup, workloads, args, header)
     try:
         for bind in [b.strip() for b in args.vllm_binds.split(",") if b.strip()]:
             try:

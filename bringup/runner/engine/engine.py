@@ -13,6 +13,7 @@ from bringup.runner.engine.block_manager import BlockManager
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.outputs import PromptLogprobs, RequestError, RequestOutput
+from bringup.runner.engine.prefix_key import cache_identity
 from bringup.runner.engine.prompt_logprobs import ScoredPrompt
 from bringup.runner.engine.reconfirm import Reconfirmation
 from bringup.runner.engine.sampling import sample
@@ -29,16 +30,30 @@ class LLMEngine:
     def __init__(self, *, executor: Executor, tokenizer, plan: ExecutionPlan, fallbacks: FallbackRecorder,
                  model_name: str, eos_token_ids: list[int], model_fingerprint: str = "",
                  reconfirmation: Reconfirmation | None = None) -> None:
-        self.executor, self.tokenizer, self.plan, self.fallbacks = executor, tokenizer, plan, fallbacks
+        self.executor, self.tokenizer, self._plan, self.fallbacks = executor, tokenizer, plan, fallbacks
         self.reconfirmation = reconfirmation  # the plan re-timed at idle when the start's timings were not clean
         self.model_name, self.eos_token_ids = model_name, set(eos_token_ids)
         self.model_fingerprint = model_fingerprint  # the model's files' sha256 (ModelSource.fingerprint)
         self.max_model_len: int = plan.max_model_len.value
         self.vocab_size = executor.model.config.vocab_size
-        self.blocks = BlockManager(plan.kv_blocks.value, plan.block_size)
-        self.scheduler = Scheduler(self.blocks, plan.max_num_seqs.value, plan.max_num_batched_tokens.value)
+        self.blocks = BlockManager(plan.kv_blocks.value, plan.block_size, caching=plan.prefix_caching.value,
+                                   identity=cache_identity(model_fingerprint, plan))
+        self.scheduler = Scheduler(self.blocks, plan.max_num_seqs.value, plan.max_num_batched_tokens.value,
+                                   plan.prefill_chunk.value)
         self._seqs: dict[str, Sequence] = {}
         self._arrivals = 0
+        self.steps_run = 0  # steps that ran the model (one that ran only prompt chunks returns no output)
+
+    @property
+    def plan(self) -> ExecutionPlan:
+        return self._plan
+
+    @plan.setter
+    def plan(self, plan: ExecutionPlan) -> None:
+        """A new plan (re-confirmed at idle): K/V cached under the old one is not found again if it computes K/V
+        differently."""
+        self._plan = plan
+        self.blocks.use_identity(cache_identity(self.model_fingerprint, plan))
 
     @classmethod
     def create(cls, options: EngineOptions) -> LLMEngine:
@@ -83,7 +98,10 @@ class LLMEngine:
         `interrupted` (a request waiting) stops it before its next decode step."""
         if self.reconfirmation is None or self.has_unfinished():
             return False
-        return self.reconfirmation.idle(self, interrupted)
+        timed = self.reconfirmation.idle(self, interrupted)
+        if timed:
+            self.blocks.drop_cache()  # its decode steps wrote into free blocks the cache still listed
+        return timed
 
     def reconfirmation_report(self) -> dict | None:
         return None if self.reconfirmation is None else self.reconfirmation.report()
@@ -95,7 +113,11 @@ class LLMEngine:
         seqs = self.scheduler.schedule()
         if not seqs:
             return []
+        self.steps_run += 1
         logits, scores = self._run(seqs)
+        seqs, logits, scores = self._past_chunks(seqs, logits, scores)
+        if not seqs:
+            return []
         trusted = torch.isfinite(logits.amax(dim=-1))  # NaN anywhere, +inf anywhere or all -inf: False
         sampled = sample(logits, seqs)
         untrusted = set() if bool(trusted.all()) else set((~trusted).nonzero().flatten().tolist())
@@ -108,7 +130,8 @@ class LLMEngine:
             if row in untrusted:
                 outputs.append(self._fail_non_finite(seq, logits[row]))
                 continue
-            seq.num_cached_tokens = len(seq.token_ids)
+            computed_before, seq.num_cached_tokens = seq.num_cached_tokens, len(seq.token_ids)
+            self.blocks.cache_full_blocks(seq, computed_before)
             if score is not None:
                 seq.prompt_logprobs = score.logprobs
             if seq.params.max_tokens == 0:  # a scoring request: the prompt has run, nothing is generated
@@ -123,6 +146,21 @@ class LLMEngine:
                 self._seqs.pop(seq.request_id, None)
             outputs.append(self._output(seq, prompt_logprobs=score.logprobs if score is not None else None))
         return outputs
+
+    def _past_chunks(self, seqs: list[Sequence], logits: torch.Tensor, scores: dict[int, ScoredPrompt]
+                     ) -> tuple[list[Sequence], torch.Tensor, dict[int, ScoredPrompt]]:
+        """The step's rows whose new tokens all ran, to sample from; a prompt that ran a chunk (engine/chunks.py)
+        only moves on: nothing is sampled for it, so its random generator is not drawn from."""
+        rows = [row for row, seq in enumerate(seqs) if seq.step_end == len(seq.token_ids)]
+        if len(rows) == len(seqs):
+            return seqs, logits, scores
+        for seq in seqs:
+            if seq.step_end < len(seq.token_ids):
+                computed_before, seq.num_cached_tokens = seq.num_cached_tokens, seq.step_end
+                self.blocks.cache_full_blocks(seq, computed_before)
+        kept = {row: at for at, row in enumerate(rows)}
+        return ([seqs[row] for row in rows], logits[rows],
+                {kept[row]: score for row, score in scores.items() if row in kept})
 
     def _run(self, seqs: list[Sequence]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
         """The step's logits; the prompt logprobs of the sequences whose prompt runs now and asks for them."""
@@ -190,6 +228,8 @@ class LLMEngine:
             "num_waiting": len(self.scheduler.waiting),
             "num_running": len(self.scheduler.running),
             "num_preemptions": self.scheduler.num_preemptions,
+            "prefix_cache_queries": self.blocks.queries,
+            "prefix_cache_hits": self.blocks.hits,
             "fallbacks": {level: int(self.fallbacks.counts[level]) for level in ("op", "path", "global")},
         }
 
@@ -201,8 +241,9 @@ class LLMEngine:
         final: dict[str, RequestOutput] = {}
         pending = set(ids)
         while pending:
+            ran = self.steps_run
             outputs = self.step()
-            if not outputs:
+            if not outputs and self.steps_run == ran:
                 raise RuntimeError(f"the scheduler made no progress with {len(pending)} request(s) pending")
             for out in outputs:
                 if out.finished and out.request_id in pending:

@@ -95,7 +95,8 @@ class Executor:
     def run_scoring(self, seqs: list[Sequence], scored: list[int]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
         """run(), and the prompt logprobs of the `scored` rows (row -> scores of the tokens after the first new
         one), from the same forward: only those rows pay for logits at every position, the others are unchanged."""
-        chunks = [SeqChunk(s.token_ids, s.num_cached_tokens, s.block_table) for s in seqs]
+        chunks = [SeqChunk(s.token_ids if s.step_end == len(s.token_ids) else s.token_ids[:s.step_end],
+                           s.num_cached_tokens, s.block_table) for s in seqs]
         return self._run_groups(chunks, False, {i: seqs[i].params.prompt_logprobs or 0 for i in scored})
 
     def run_chunks(self, chunks: list[SeqChunk], all_positions: bool = False) -> torch.Tensor:

@@ -65,6 +65,9 @@ CPU_FALLBACK_HELP = "If the device cannot run the model, run on the CPU instead 
 MAX_NUM_SEQS_HELP = "Cap on sequences per batch (default: the plan's)."
 MAX_MODEL_LEN_HELP = ("Cap on prompt + generated tokens: the context the plan is made for (default: the model's, "
                       "capped at 4096).")
+PREFIX_CACHING_HELP = ("Keep full KV blocks and reuse them for a later prompt that starts with the same tokens "
+                       "(keyed by the weights, dtype, quantization and KV layout too); --no-prefix-caching computes "
+                       "every prompt from scratch.")
 CHAT_TEMPLATE_HELP = (
     "A Jinja chat template to render chats with, in place of the model's (a GGUF file or a directory without one "
     "gets bringup's plain 'role: content' fallback, recorded as a fallback). It sees messages, "
@@ -80,6 +83,8 @@ class EngineOptions:
     allow_cpu_fallback: bool = field(default=False, metadata=flag(CPU_FALLBACK, CPU_FALLBACK_HELP))
     max_num_seqs: int | None = field(default=None, metadata=flag(BATCH, MAX_NUM_SEQS_HELP, min=1))
     max_model_len: int | None = field(default=None, metadata=flag(CONTEXT, MAX_MODEL_LEN_HELP, min=1))
+    prefix_caching: bool = field(default=True, metadata=flag(BATCH, PREFIX_CACHING_HELP,
+                                                             ("--prefix-caching/--no-prefix-caching",)))
     weight_layout: str | None = None  # "in_out" | "out_in" to override the measured choice (benchmarks)
     measurements: StartupMeasurements | None = None  # given as data (tests, replays) instead of timed here
     dtype: str = field(default="auto", metadata=flag(MODEL, DTYPE_HELP))  # "auto" (or None): the plan's choice

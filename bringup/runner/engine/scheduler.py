@@ -11,15 +11,18 @@ from collections import deque
 
 from bringup.log import get_logger
 from bringup.runner.engine.block_manager import BlockManager
+from bringup.runner.engine.chunks import StepBudget
 from bringup.runner.engine.sequence import SeqStatus, Sequence
 
 log = get_logger("runner.scheduler")
 
 
 class Scheduler:
-    def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+    def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
+                 prefill_chunk: int | None = None) -> None:
         self.blocks = blocks
         self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
+        self.prefill_chunk = prefill_chunk  # prompt tokens a step may carry beside decodes (None: whole prompts)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []  # in arrival order
         self.num_preemptions = 0
@@ -31,33 +34,44 @@ class Scheduler:
         return bool(self.waiting or self.running)
 
     def schedule(self) -> list[Sequence]:
-        """Pick this step's sequences; each runs its `num_new_tokens` tokens."""
-        budget = self.max_num_batched_tokens
+        """Pick this step's sequences; each runs `num_scheduled_tokens` of its new tokens (chunks.py)."""
+        budget = StepBudget(self.max_num_batched_tokens, self.prefill_chunk, self.running)
         scheduled: list[Sequence] = []
+        staying: list[Sequence] = []
         queue = list(self.running)
         while queue:
             seq = queue.pop(0)
-            if not self._make_room(seq, queue):
+            run = budget.take(seq, seq.num_new_tokens)
+            if not run:  # a prompt's next chunk waits for room in a later step
+                staying.append(seq)
+                continue
+            if not self._make_room(seq, queue, seq.num_cached_tokens + run):
                 break
-            self.blocks.grow(seq, len(seq.token_ids))
+            self.blocks.grow(seq, seq.num_cached_tokens + run)
+            seq.num_scheduled_tokens = run
             scheduled.append(seq)
-            budget -= seq.num_new_tokens
-        self.running = list(scheduled)
+            staying.append(seq)
+        self.running = staying
         while self.waiting and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
-            if seq.num_new_tokens > budget or not self.blocks.can_grow(seq, len(seq.token_ids)):
+            prefix = None if seq.scores_prompt_now else self.blocks.cached_prefix(seq)  # scoring runs every position
+            cached = len(prefix or []) * self.blocks.block_size
+            new = len(seq.token_ids) - cached
+            run = budget.fits(seq, new)
+            if not run or not self.blocks.can_admit(seq, prefix or [], cached + run):
                 break
+            budget.spend(run, prompt=new > 1)
             self.waiting.popleft()
-            self.blocks.grow(seq, len(seq.token_ids))
+            self.blocks.admit(seq, prefix, cached + run)
+            seq.num_scheduled_tokens = run
             seq.status = SeqStatus.RUNNING
             self.running.append(seq)
             scheduled.append(seq)
-            budget -= seq.num_new_tokens
         return scheduled
 
-    def _make_room(self, seq: Sequence, queue: list[Sequence]) -> bool:
+    def _make_room(self, seq: Sequence, queue: list[Sequence], num_tokens: int) -> bool:
         """Preempt the newest sequences until `seq` can grow; False if `seq` itself had to go."""
-        while not self.blocks.can_grow(seq, len(seq.token_ids)):
+        while not self.blocks.can_grow(seq, num_tokens):
             if queue:
                 self._preempt(queue.pop())
             else:

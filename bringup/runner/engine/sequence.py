@@ -28,6 +28,7 @@ class Sequence:
     status: SeqStatus = SeqStatus.WAITING
     block_table: list[int] = field(default_factory=list)
     num_cached_tokens: int = 0  # tokens whose K/V is in the cache
+    num_scheduled_tokens: int = 0  # of its new tokens, those the scheduler gave this step (0: all)
     generator: torch.Generator | None = None
     logprobs: list[TokenLogprob] | None = None
     prompt_logprobs: PromptLogprobs | None = None  # computed once, at the prompt's first prefill
@@ -48,6 +49,13 @@ class Sequence:
     def scores_prompt_now(self) -> bool:
         """Its prompt logprobs are asked for and not computed yet (a recompute after preemption does not redo them)."""
         return self.params.prompt_logprobs is not None and self.prompt_logprobs is None
+
+    @property
+    def step_end(self) -> int:
+        """Its tokens the model has seen after this step: all of them, or the end of a prompt's chunk."""
+        if self.num_scheduled_tokens:
+            return min(len(self.token_ids), self.num_cached_tokens + self.num_scheduled_tokens)
+        return len(self.token_ids)
 
     @property
     def num_new_tokens(self) -> int:

@@ -16,6 +16,7 @@ from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.host_kernels import paged_decode_verdict, panels_why_not
 from bringup.runner.plan.layout import LayoutTimings, measure_layouts
+from bringup.runner.plan.prefill_chunk import PrefillTimings
 from bringup.runner.plan.quantize.activations import Comparison
 from bringup.runner.weights.kinds import PACKED, PANELS
 from bringup.runner.weights.registry import packed_check
@@ -31,6 +32,7 @@ class StartupMeasurements:
     unquantized: Comparison | None = None  # a requested scheme's decode steps against the unquantized plan's (data)
     # (replayed, eager, noise): seconds per decode step at batch 1 with graphs and without (timed unless given)
     graph_decode: tuple[float, float, float] | None = None
+    prefill: PrefillTimings | None = None  # prefill and decode steps for the prefill chunk (None: prompts run whole)
 
 
 def measure(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> StartupMeasurements:

@@ -89,6 +89,10 @@ class ExecutionPlan:
     # value: the device the runner fell back to (global fallback, --allow-cpu-fallback), or None
     global_fallback: Choice = field(default_factory=lambda: Choice(None, "none: the model runs on the device "
                                                                          "selected"))
+    # value: whether full KV blocks are kept and found again by their tokens (engine/block_manager.py)
+    prefix_caching: Choice = field(default_factory=lambda: Choice(False, "not decided yet"))
+    # value: prompt tokens a step may carry beside running decodes (None: prompts run whole)
+    prefill_chunk: Choice = field(default_factory=lambda: Choice(None, "not decided yet"))
     block_size: int = BLOCK_SIZE
     warnings: list[str] = field(default_factory=list)
 

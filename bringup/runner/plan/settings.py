@@ -37,6 +37,8 @@ SETTINGS = (  # in the order of the plan's rows
     Setting("max_model_len"),
     Setting("max_num_seqs", tune_line=6),
     Setting("max_num_batched_tokens", short="batch_tokens"),
+    Setting("prefix_caching", short="prefix_cache", quiet="on", drafted=False),
+    Setting("prefill_chunk", drafted=False),
     Setting("host_fallbacks", quiet="none"),
     Setting("global_fallback", quiet="none"),
 )

@@ -23,6 +23,10 @@ def shown(setting: str, value: Any, block_size: int) -> str:
         return " > ".join(value)  # the implementations in the order tried
     if setting == "compiled":
         return f"compiled ({value})" if value else "eager"
+    if setting == "prefill_chunk":
+        return f"{value} tokens beside decodes" if value else "whole prompts"
+    if setting == "prefix_caching":
+        return "on" if value else "off"
     if setting == "kv_blocks":
         return f"{value} × {block_size} tokens"
     return str(value)

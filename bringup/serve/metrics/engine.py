@@ -51,6 +51,11 @@ class EngineStateCollector(Collector):
                                           "recomputed) because the KV cache ran out.", labels=["model_name"])
         preemptions.add_metric(model, s.get("num_preemptions", 0))
         yield preemptions
+        for name, help_text in (("queries", "Prompt tokens looked up in the prefix cache."),
+                                ("hits", "Prompt tokens found in the prefix cache (not computed again).")):
+            family = CounterMetricFamily(f"vllm:prefix_cache_{name}", help_text, labels=["model_name"])
+            family.add_metric(model, s.get(f"prefix_cache_{name}", 0))
+            yield family
         yield gauge("bringup_kv_blocks_used", "KV-cache blocks in use.", used)
         yield gauge("bringup_kv_blocks_total", "KV-cache blocks in the pool.", total)
         yield gauge("bringup_requests_in_flight", "HTTP generation requests admitted and not yet answered.",

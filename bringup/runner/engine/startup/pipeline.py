@@ -10,12 +10,14 @@ from typing import TypeVar
 
 from bringup.log import get_logger
 from bringup.runner.engine.reconfirm import Reconfirmation, why_reconfirm
+from bringup.runner.engine.startup.chunking import prefill_chunk
 from bringup.runner.engine.startup.confirm import confirm, fused_decode
 from bringup.runner.engine.startup.context import Start, StartInputs
 from bringup.runner.engine.startup.derive import derive
 from bringup.runner.engine.startup.graphs import capture_graphs
 from bringup.runner.engine.startup.load import load_weights, size_cache, warm_up
 from bringup.runner.engine.startup.measure import measure_kernels
+from bringup.runner.engine.startup.prefix import prefix_caching
 from bringup.runner.engine.startup.quantize import auto_quantize, compare_unquantized
 from bringup.runner.engine.startup.record import find_record, mark_recorded
 from bringup.runner.engine.startup.serve import follow, host_fallbacks
@@ -40,9 +42,11 @@ STEPS: tuple[Step, ...] = (
     confirm,  # candidates timed (or given, or replayed): compiled, attention, layout, max_num_seqs, ... rows
     mark_recorded,  # each row a replayed record decided says so
     host_fallbacks,  # host_fallbacks row, each counted
+    prefix_caching,  # prefix_caching row, as the options ask
     follow,  # the executor runs the plan
     capture_graphs,  # graphs row: decode steps captured per batch bucket, checked against eager, timed
     compare_unquantized,  # quantization row against the unquantized plan (auto's choice may be withdrawn)
+    prefill_chunk,  # prefill_chunk row: prefill and decode steps timed on the served plan
 )
 
 

@@ -1,4 +1,4 @@
-"""Steps 12 and 13: the hot-path ops the profile records running through the host, counted as op fallbacks and
+"""Steps 12 and 14: the hot-path ops the profile records running through the host, counted as op fallbacks and
 listed in the plan (host_fallbacks row); then the executor made to follow the plan (Executor.follow: the one place
 plan settings become executor state) and its compiled forward warmed up on the decode shapes."""
 

@@ -1,0 +1,124 @@
+"""Prefill attention when no profile verified an SDPA backend: each candidate checked here, on this device, before it
+is planned.
+
+Without a profile (or with one whose probe left SDPA unverified, as opposed to failed) the plan has only plain
+matmul-softmax, which builds [heads, T, T] scores for a T-token prompt. At start-up each SDPA backend the profile
+does not rule out is run on the model's head shapes (two ragged prompts, the runner's boolean mask, the plan dtype)
+and compared with float64 attention on the CPU from the same inputs; it is accepted when its error is not materially
+worse than the plain path's on the same inputs (PyTorch's accuracy-checker rule, DESIGN.md), then timed against the
+plain path on one PROMPT_TOKENS-token prompt and planned first only when faster. Each candidate's verdict is in the
+attention row; the plain path stays behind it as the op fallback.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from bringup.errors import exception_line
+from bringup.log import get_logger
+from bringup.profiles.attention_kinds import PLAIN_ATTENTION, SDPA_BY_PREFERENCE
+from bringup.runner.model.attention import implementation
+from bringup.runner.model.attention_layer import matmul_softmax_attention
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.plan.choice import Choice
+from bringup.runner.plan.plan import attention_limits
+from bringup.runner.plan.profile_facts import ProfileFacts
+
+log = get_logger("runner.attention_check")
+
+CHECK_LENGTHS = (48, 37)  # two ragged prompts: a padded, causal, boolean mask as the runner builds it
+PROMPT_TOKENS = 512
+ERROR_FACTOR, ERROR_SLACK = 2.0, 1e-6  # err <= 2 x plain's + slack (relative to the largest output)
+REPEATS = 3
+
+
+def _inputs(config: ModelConfig, lengths: tuple[int, ...], dtype: torch.dtype, device: torch.device):  # type: ignore[no-untyped-def]
+    """q [kvH, B, G*Q, hd], k/v [kvH, B, L, hd], the mask [1, B, G*Q, L] and the valid query rows [B, G*Q]."""
+    gen = torch.Generator().manual_seed(0)
+    kv, group, hd = config.num_kv_heads, config.num_heads // config.num_kv_heads, config.head_dim
+    B, L = len(lengths), max(lengths)
+    q = torch.randn(kv, B, group * L, hd, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(kv, B, L, hd, generator=gen, dtype=torch.float64) for _ in range(2))
+    pos = torch.arange(L)
+    lens = torch.tensor(lengths)
+    m = (pos.view(1, 1, L) <= pos.view(1, L, 1)) & (pos.view(1, 1, L) < lens.view(B, 1, 1))  # [B, Q, L]
+    valid = (pos.view(1, L) < lens.view(B, 1)).repeat(1, group)  # [B, G*Q]
+    mask = m.view(1, B, 1, L, L).expand(1, B, group, L, L).reshape(1, B, group * L, L)
+    # padded query rows attend to key 0 so no row is empty (their output is dropped, as the runner drops it)
+    mask = mask | ((~valid).view(1, B, group * L, 1) & (pos.view(1, 1, 1, L) == 0))
+    on = [t.to(device=device, dtype=dtype) for t in (q, k, v)]
+    return (q, k, v), on, mask.to(device), valid
+
+
+def _error(out: torch.Tensor, ref: torch.Tensor, valid: torch.Tensor) -> float:
+    rows = valid.view(1, *valid.shape)
+    got, want = out.double().cpu()[rows.expand(out.shape[0], -1, -1)], ref[rows.expand(ref.shape[0], -1, -1)]
+    if not bool(torch.isfinite(got).all()):
+        return float("inf")
+    return float((got - want).abs().max() / want.abs().max())
+
+
+def _seconds(fn, args) -> float:  # type: ignore[no-untyped-def]
+    fn(*args)
+    best = float("inf")
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        fn(*args)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def check_attention(config: ModelConfig, dtype: torch.dtype, device: torch.device,
+                    candidates: list[str]) -> tuple[str | None, list[str]]:
+    """The first candidate that is correct here and faster than the plain path (None if none), and each verdict."""
+    scale = config.head_dim ** -0.5
+    (q64, k64, v64), inputs, mask, valid = _inputs(config, CHECK_LENGTHS, dtype, device)
+    ref = matmul_softmax_attention(q64, k64, v64, mask.cpu(), scale)
+    plain_err = _error(matmul_softmax_attention(*inputs, mask, scale), ref, valid)
+    _, timed, long_mask, _ = _inputs(config, (PROMPT_TOKENS,), dtype, device)
+    plain_s = _seconds(matmul_softmax_attention, (*timed, long_mask, scale))
+    notes = []
+    for name in candidates:
+        attend = implementation(name)
+        try:
+            err = _error(attend(*inputs, mask, scale), ref, valid)
+            seconds = _seconds(attend, (*timed, long_mask, scale))
+        except Exception as exc:  # a backend this build or device cannot run: the next one
+            notes.append(f"{name} cannot run here ({exception_line(exc)})")
+            continue
+        verdict = (f"{name}: error {err:.2g} vs plain {plain_err:.2g} against float64 on {len(CHECK_LENGTHS)} ragged "
+                   f"prompts; a {PROMPT_TOKENS}-token prompt's attention {seconds * 1e3:.2f} ms vs plain "
+                   f"{plain_s * 1e3:.2f} ms")
+        if err > ERROR_FACTOR * plain_err + ERROR_SLACK:
+            notes.append(f"{verdict}: less accurate than the plain path, not used")
+        elif seconds >= plain_s:
+            notes.append(f"{verdict}: not faster, not used")
+        else:
+            return name, [*notes, f"{verdict}: checked at start-up, used"]
+    return None, notes
+
+
+def ruled_out(facts: ProfileFacts, dtype: str, config: ModelConfig, max_model_len: int) -> set[str]:
+    """The SDPA backends the profile records failing at `dtype`, or the model's math rules out."""
+    failed = {name for name in SDPA_BY_PREFERENCE
+              if facts.capability("attention", name, dtype)[0] == "unsupported" or facts.ops(dtype, {name}).failed}
+    return failed | set(attention_limits(config, max_model_len))
+
+
+def with_checked_attention(choice: Choice, config: ModelConfig, dtype: torch.dtype, device: torch.device,
+                           ruled_out: set[str]) -> Choice:
+    """`choice` when it plans more than the plain path; otherwise the plain path behind the first SDPA backend
+    (not in `ruled_out`: the profile's failures, the model's limits) checked correct and faster here."""
+    if choice.value != [PLAIN_ATTENTION]:
+        return choice
+    candidates = [name for name in SDPA_BY_PREFERENCE if name not in ruled_out]
+    if not candidates:
+        return choice
+    log.warning("attention: no profile verified an SDPA backend; checking %s at start-up instead of planning "
+                "plain matmul-softmax over [heads, T, T] scores", ", ".join(candidates))
+    chosen, notes = check_attention(config, dtype, device, candidates)
+    if chosen is None:
+        return Choice(choice.value, f"{choice.evidence}; start-up check: {'; '.join(notes)}")
+    return Choice([chosen, PLAIN_ATTENTION], f"{'; '.join(notes)}; {choice.evidence}")
