@@ -19,6 +19,10 @@ from bringup.runner.weights.registry import kind
 ROWS, IN, OUT = 5, 64, 48
 
 
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def _unit_roundoff(name: str, dtype: torch.dtype) -> float:
     accumulates = torch.float16 if name == FP8_SCALED_MM else dtype
     return max(torch.finfo(accumulates).eps, torch.finfo(torch.float32).eps) / 2
@@ -34,7 +38,7 @@ def _why_at(name: str, device: torch.device, dtype: torch.dtype) -> str | None:
         with torch.inference_mode():
             got = found.apply(x.to(device), stored, b.to(device=device, dtype=dtype)).cpu().double()
     except Exception as exc:  # the kernel is missing here, or refuses these arguments
-        return f"it does not run at {dtype}: {exception_line(exc, 160)}"
+        return f"it does not run at {_name(dtype)}: {exception_line(exc, 160)}"
     want = found.reference(x, stored, b.to(dtype))
     weight = found.to_out_in(stored).cpu().double() if found.to_out_in else w.double()
     u = _unit_roundoff(name, dtype)
@@ -43,7 +47,7 @@ def _why_at(name: str, device: torch.device, dtype: torch.dtype) -> str | None:
     error = (got - want).abs()
     if got.shape != want.shape or not bool(torch.all(error <= bound)):
         worst = float((error / bound).max()) if got.shape == want.shape else float("nan")
-        return (f"its {dtype} result is outside the rounding bound of its float64 reference ({worst:.3g} x the "
+        return (f"its {_name(dtype)} result is outside the rounding bound of its float64 reference ({worst:.3g} x the "
                 f"bound at worst, [{ROWS},{IN}] x [{OUT},{IN}])")
     return None
 
