@@ -32,6 +32,10 @@ step 60 bench bench --quick
 step 45 selftest selftest
 step 45 generate generate --max-tokens 32 "The capital of France is"
 step 45 generate-int8 generate --quantization int8 --max-tokens 32 "The capital of France is"
+step 45 generate-fp8 generate --quantization fp8 --max-tokens 32 "The capital of France is"
+echo "=== quantized decode: bfloat16 vs int8/int4/fp8, batch 1 and 8, tok/s and KLD (limit 300s)" | tee -a "$LOG"
+timeout 300 python3 scripts/quantized_device_check.py --device cuda:0 --profile "$P" >"$OUT/quantized.txt" 2>>"$LOG"
+echo "=== quantized decode: exit $?" | tee -a "$LOG"
 timeout 20 python3 -m bringup profile show "$P" >"$OUT/profile-show.txt" 2>&1
 timeout 20 python3 -m bringup report -p "$P" -o "$OUT/report.html" >>"$LOG" 2>&1
 echo "=== collectives rank machinery" | tee -a "$LOG"
@@ -39,3 +43,4 @@ timeout 40 python3 scripts/collectives_device_check.py >>"$LOG" 2>&1
 echo "=== collectives: exit $?" | tee -a "$LOG"
 grep -E "^=== " "$LOG"
 cat "$OUT/profile-show.txt" | head -120
+tail -12 "$OUT/quantized.txt"
