@@ -83,7 +83,7 @@ def _one_line(done: subprocess.CompletedProcess) -> str:
 @pytest.fixture(scope="module")
 def default_spec(tiny, tmp_path_factory) -> tuple[dict, Path]:
     profile = tmp_path_factory.mktemp("devquant-profile") / "emu1.yaml"
-    return _run(tiny, profile, "default", ["int8"], ["int4", "fp8"]), profile
+    return _run(tiny, profile, "default", ["int8", "auto"], ["int4", "fp8"]), profile
 
 
 def test_int8_serves_through_weight_int8pack_mm_on_the_device_naming_kernel_and_record(default_spec):
@@ -123,3 +123,15 @@ def test_a_kernel_gone_wrong_since_the_probe_is_refused_by_the_start_up_check(de
     line = _one_line(_run(tiny, profile, WRONG_INT8, [], ["int8"], probe=False)["refusals"]["int8"])
     assert "capabilities.features.int8_weight_only_matmul is supported (_weight_int8pack_mm), but the int8_pack " \
            "weights' check on emu:1 failed: its float32 result is outside the rounding bound" in line, line
+
+
+def test_auto_times_only_the_verified_kernel_and_keeps_it_only_with_the_evidence(default_spec):
+    seen = default_spec[0]["results"]["auto"]
+    value, evidence = seen["quantization"]
+    assert "int8 tried as torch's _weight_int8pack_mm (int8_pack weights)" in evidence
+    assert "int4 not tried: capabilities.features.int4_weight_only_matmul is unsupported" in evidence
+    assert "fp8 not tried: capabilities.features.fp8_scaled_mm is unsupported" in evidence
+    assert "int8: KLD " in evidence and "ms unquantized" in evidence  # measured on the model, whichever wins
+    kept = "(not under" not in evidence.split("int8: KLD ")[1] and "(over budget)" not in evidence
+    assert value == ("int8" if kept else "none"), evidence
+    assert seen["layout"][0] == ("int8_pack" if kept else "out_in")
