@@ -16,6 +16,7 @@ import pytest
 from bringup_emu.default_spec import DEFAULT_NATIVE
 from tests.emulator.emu_cli import run_bringup
 from tests.emulator.emu_process import emu_results
+from tests.runner.gguf_files import T, write_gguf
 from tests.runner.hf_fixtures import make_hf_model
 
 CHECKS = "features.int8_weight_only_matmul,features.int4_weight_only_matmul,features.fp8_scaled_mm"
@@ -39,17 +40,21 @@ if PROBE:
     code, out = cli("probe", "--device", "emu:1", "--profile", PROFILE, "--only", CHECKS, "--no-isolate")
     assert code == 0, out
 
-def served(device, quantization):
-    e = LLMEngine.create(EngineOptions(model_dir=Path(MODEL), device=device, profile_path=Path(PROFILE),
+def served(device, quantization, model=MODEL):
+    e = LLMEngine.create(EngineOptions(model_dir=Path(model), device=device, profile_path=Path(PROFILE),
                                        max_model_len=64, max_num_seqs=1, measurements=stated(),
                                        quantization=quantization))
     bringup_emu.reset_fallback_counts()
     tokens = e.generate([[0, 5, 9, 33, 80]], SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True))
     rows = {name: [value, evidence] for name, value, evidence in e.plan.rows()}
     return dict(tokens=tokens[0].token_ids, quantization=rows["quantization"], layout=rows["weight_layout"],
-                fallbacks=bringup_emu.fallback_counts(), native=bringup_emu.native_counts())
+                fallbacks=bringup_emu.fallback_counts(), native=bringup_emu.native_counts(),
+                recorded=[event.what for event in e.executor.recorder.events])
 
-report(results={q: served("emu:1", q) for q in SERVE})
+results = {q: served("emu:1", q) for q in SERVE}
+if GGUF:
+    results["gguf int8"] = served("emu:1", "int8", GGUF)
+report(results=results)
 """
 
 
@@ -60,12 +65,12 @@ def tiny(tmp_path_factory) -> Path:
     return path
 
 
-def _run(model: Path, profile: Path, spec: dict | str, serve: list[str], refuse: list[str], probe: bool = True
-         ) -> dict:
+def _run(model: Path, profile: Path, spec: dict | str, serve: list[str], refuse: list[str], probe: bool = True,
+         gguf: Path | None = None) -> dict:
     """The probe's records (unless `probe` is False), the engine serving each of `serve`, and `bringup generate`'s
     answer to each of `refuse`, all under `spec`."""
     head = (f"MODEL = {str(model)!r}\nPROFILE = {str(profile)!r}\nCHECKS = {CHECKS!r}\nPROBE = {probe}\n"
-            f"SERVE = {serve!r}\n")
+            f"SERVE = {serve!r}\nGGUF = {str(gguf) if gguf else None!r}\n")
     seen = emu_results(head + BODY, spec)
     seen["refusals"] = {q: run_bringup(["generate", "hi", "--model", str(model), "--device", "emu:1", "--profile",
                                         str(profile), "--quantization", q, "--max-tokens", "2"], spec,
@@ -83,7 +88,10 @@ def _one_line(done: subprocess.CompletedProcess) -> str:
 @pytest.fixture(scope="module")
 def default_spec(tiny, tmp_path_factory) -> tuple[dict, Path]:
     profile = tmp_path_factory.mktemp("devquant-profile") / "emu1.yaml"
-    return _run(tiny, profile, "default", ["int8", "auto"], ["int4", "fp8"]), profile
+    hf = make_hf_model(profile.parent / "hf", "llama", tied=True)
+    q8_0 = write_gguf(profile.parent / "q8_0.gguf", hf, profile.parent / "hf", "llama",
+                      lambda name, tensor: T.F32 if tensor.dim() == 1 else T.Q8_0)
+    return _run(tiny, profile, "default", ["int8", "auto"], ["int4", "fp8"], gguf=q8_0), profile
 
 
 def test_int8_serves_through_weight_int8pack_mm_on_the_device_naming_kernel_and_record(default_spec):
@@ -135,3 +143,11 @@ def test_auto_times_only_the_verified_kernel_and_keeps_it_only_with_the_evidence
     kept = "(not under" not in evidence.split("int8: KLD ")[1] and "(over budget)" not in evidence
     assert value == ("int8" if kept else "none"), evidence
     assert seen["layout"][0] == ("int8_pack" if kept else "out_in")
+
+
+def test_a_gguf_file_s_q8_0_blocks_are_converted_once_for_the_device_kind_and_the_row_says_so(default_spec):
+    seen = default_spec[0]["results"]["gguf int8"]
+    value, evidence = seen["quantization"]
+    assert value == "int8" and seen["layout"][0] == "int8_pack"
+    assert "its Q8_0 blocks dequantized and quantized again (a second rounding: a recorded fallback)" in evidence
+    assert "int8_pack weights" in seen["recorded"]  # the fallback, counted (and refused under --strict)

@@ -12,12 +12,15 @@ from collections.abc import Callable
 import torch
 
 from bringup.errors import BringupError
+from bringup.fallbacks import FallbackRecorder
 from bringup.profiles.schema import Profile
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.quantize.device_kernels import device_kernel
+from bringup.runner.plan.quantize.held_blocks import requantized
 from bringup.runner.plan.quantize.scheme import AUTO_SCHEMES, QUANTIZED_AT_LOAD, group_why_not_for
+from bringup.runner.weights.held import LinearWeightTypes
 from bringup.runner.weights.kinds import FP8, INT8
 
 DESCRIPTION = {INT8: "int8 weights with a float32 scale per output channel (max / 127), activations in the plan "
@@ -61,6 +64,18 @@ def device_candidates(device: torch.device, config: ModelConfig, profile: Profil
             kinds[scheme] = kind
             notes.append(f"{scheme} tried as {said}")
     return candidates, notes, kinds
+
+
+def record_converted(kind: str, weights: LinearWeightTypes, recorder: FallbackRecorder) -> None:
+    """A fallback when the file's blocks that a host storage holds exactly must be rounded again for `kind` (a device
+    kind's scale per output channel holds no GGUF block as it is)."""
+    again = requantized(kind, weights)
+    if again:
+        types = " and ".join(again)
+        recorder.record("op", f"{kind} weights", wanted=f"the file's {types} blocks kept as they are",
+                        instead=f"them dequantized and quantized again to {kind} once at load (a second rounding)",
+                        why=f"the device kernel's {kind} storage has a scale per output channel, not one per block "
+                            "of 32: no device kind holds these blocks as they are")
 
 
 def device_description(scheme: str) -> str:
