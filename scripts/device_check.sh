@@ -36,6 +36,10 @@ step 60 bench bench --quick
 step 45 selftest selftest
 step 45 generate generate --max-tokens 32 "The capital of France is"
 step 45 generate-int8 generate --quantization int8 --max-tokens 32 "The capital of France is"
+step 45 generate-fp8 generate --quantization fp8 --max-tokens 32 "The capital of France is"
+echo "=== quantized decode: bfloat16 vs int8/int4/fp8, batch 1 and 8, tok/s and KLD (limit 300s)" | tee -a "$LOG"
+timeout 300 python3 scripts/quantized_device_check.py --device cuda:0 --profile "$P" >"$OUT/quantized.txt" 2>>"$LOG"
+echo "=== quantized decode: exit $?" | tee -a "$LOG"
 fi
 step 45 generate-graphs generate --max-tokens 32 --json "The capital of France is"
 bench() {  # bench SECONDS NAME MODULE ARGS...: a benchmark script, its rows to $OUT/NAME.json
@@ -59,3 +63,4 @@ echo "=== collectives: exit $?" | tee -a "$LOG"
 fi
 grep -E "^=== " "$LOG"
 cat "$OUT/profile-show.txt" | head -120
+tail -12 "$OUT/quantized.txt" 2>/dev/null

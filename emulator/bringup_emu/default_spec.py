@@ -2,6 +2,8 @@
 
 The native list is the core an inference stack runs on; the sampling ops (sort, topk, multinomial) and one piece of
 RMS norm (rsqrt) are left to the CPU fallback, so a readiness run on this spec has real host fallbacks to report.
+Of the quantized matmuls only int8's (`_weight_int8pack_mm`) is native: the probe proves int8 weight-only there and
+the runner serves it; int4 and fp8 are not, so their refusals show.
 """
 
 DEFAULT_NATIVE = (
@@ -21,6 +23,9 @@ DEFAULT_NATIVE = (
     "index_copy", "gather", "scatter", "arange",
     # attention on the host kernels
     "_fused_sdp_choice", "_scaled_dot_product_flash_attention_for_cpu",
+    # int8 weight-only matmul (the runner's int8_pack kind); int4 and float8 (_weight_int4pack_mm*, _scaled_mm)
+    # are left out, so their refusals are exercised
+    "_weight_int8pack_mm",
 )
 
 DEFAULT_SPEC: dict = {

@@ -9,7 +9,16 @@ import sys
 import pytest
 import torch
 
-from bringup.runner.weights.kinds import ANY_DEVICE, CONVERTIBLE, FP8, HOST_MEMORY, INTEGER_KINDS, PANELS, SLICES
+from bringup.runner.weights.kinds import (
+    ANY_DEVICE,
+    CONVERTIBLE,
+    DEVICE_KINDS,
+    FP8,
+    HOST_MEMORY,
+    INTEGER_KINDS,
+    PANELS,
+    SLICES,
+)
 from bringup.runner.weights.registry import KINDS, apply, kind, place, to_out_in
 from tests.runner.host_compiler import needs_compiler
 
@@ -20,7 +29,7 @@ DEFAULT_TOLERANCE = 1e-4
 
 
 def test_every_kind_named_in_kinds_py_is_in_the_registry_with_its_placement():
-    assert set(INTEGER_KINDS) | {FP8, PANELS, SLICES, *CONVERTIBLE} == set(KINDS)
+    assert set(INTEGER_KINDS) | {FP8, PANELS, SLICES, *CONVERTIBLE, *DEVICE_KINDS.values()} == set(KINDS)
     assert {name for name, k in KINDS.items() if k.placement == HOST_MEMORY} == {PANELS, *INTEGER_KINDS}
     assert all(k.name == name and k.placement in (ANY_DEVICE, HOST_MEMORY) for name, k in KINDS.items())
 

@@ -1,8 +1,10 @@
 """Quantized matmul capabilities (features group): proven by running the kernel's own verify-ops cases — one at
 decode and one at prefill shapes, against the float64 reference of the dequantized math — on the device.
 
-A capability is `supported` when one of its kernels passed both cases in one activation dtype (the evidence names
-the kernel, dtype and errors); `unsupported` when none did, with each kernel's reason. A kernel that computes
+A capability is `supported` when one of its kernels passed both cases in one activation dtype on the device itself
+(the evidence names the kernel, dtype and errors); `unsupported` when none did, with each kernel's reason: a case
+that passed through the backend's CPU fallback (verify-ops' placement, `runs_on: host_fallback`) proves the host's
+kernel, not the device's, so it counts as a rejection too. A kernel that computes
 wrong numbers refuses the capability outright: no other dtype or kernel is tried after it.
 """
 
@@ -15,7 +17,7 @@ from bringup.probes.capabilities.result import supported, unsupported
 from bringup.probes.ops.catalog import load_catalog
 from bringup.probes.ops.execute import run_case
 from bringup.probes.ops.spec import CaseKey
-from bringup.profiles.sections.ops import OpCaseRecord
+from bringup.profiles.sections.ops import HOST_FALLBACK, OpCaseRecord
 
 # capability -> the kernels that provide it, each with the activation dtypes tried (first that passes wins)
 KERNELS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
@@ -57,6 +59,11 @@ def check_kernels(device: torch.device, capability: str) -> dict[str, Any]:
             rejected = [r for r in records if r.status == "unsupported"]
             if rejected:
                 rejections.append(f"{_describe(rejected[0])}: unsupported ({(rejected[0].message or '')[:160]})")
+                continue
+            hosted = [r for r in records if r.runs_on == HOST_FALLBACK]
+            if hosted:
+                rejections.append(f"{_describe(hosted[0])}: passed through the host, not on the device "
+                                  f"({(hosted[0].runs_on_evidence or '')[:160]})")
                 continue
             errors = "; ".join(f"{r.case.split(' ')[0]} {r.case.split(' ')[1]}: max_abs {r.max_abs:.2e} "
                                f"(atol {r.atol:.1e}, rtol {r.rtol:.1e})" for r in records)

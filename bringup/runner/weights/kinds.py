@@ -3,7 +3,8 @@
 `[in, out]` for `x @ W`, `[out, in]` for F.linear, pre-packed for the device's oneDNN inner product, as column slices
 summed by `embedding_bag`, 16-column panels for bringup's own host kernel (layouts.py, kernels/panels.py); int8 /
 int4 blocks of 32 applied by the host kernel or, their fallback, dequantized and applied by F.linear
-(formats/integer.py, kernels/quantized.py); float8 with a scale per output channel (formats/fp8.py). The layout
+(formats/integer.py, kernels/quantized.py); float8 with a scale per output channel (formats/fp8.py); and, for an
+accelerator, torch's own `_weight_int8pack_mm` and `_scaled_mm` (formats/device_int8.py, device_fp8.py). The layout
 chooser times them; the model uses the faster.
 """
 
@@ -28,7 +29,10 @@ DEQUANT_KINDS = {kind: f"{kind}_dequant" for kind in (INT8, *INT4_KINDS)}
 INT8_DEQUANT, INT4_DEQUANT = DEQUANT_KINDS[INT8], DEQUANT_KINDS[INT4]
 INTEGER_KINDS = (*DEQUANT_KINDS, *DEQUANT_KINDS.values())
 FP8 = "fp8"
-QUANTIZED_KINDS = (*INTEGER_KINDS, FP8)
+# torch's device kernels the probe verifies (formats/device_int8.py, device_fp8.py): each scheme's kind off the host
+INT8_PACK, FP8_SCALED_MM = "int8_pack", "fp8_scaled_mm"
+DEVICE_KINDS = {INT8: INT8_PACK, FP8: FP8_SCALED_MM}
+QUANTIZED_KINDS = (*INTEGER_KINDS, FP8, *DEVICE_KINDS.values())
 CONVERTIBLE = (OUT_IN, IN_OUT, PANELS, PACKED)  # kinds whose storage turns back into [out, in] unchanged
 
 ANY_DEVICE, HOST_MEMORY = "any device", "host memory"  # where a kind's storage can be applied

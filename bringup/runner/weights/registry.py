@@ -1,6 +1,7 @@
 """Every kind of linear-weight storage (kinds.py), in one table built here from the modules that implement them:
 the plain layouts (layouts.py), the panels kernel (kernels/panels.py), the int8 / int4 blocks with their kernel and
-its dequantizing fallback (formats/integer.py, kernels/quantized.py), and fp8 (formats/fp8.py). Nothing registers
+its dequantizing fallback (formats/integer.py, kernels/quantized.py), fp8 (formats/fp8.py), and torch's device
+kernels (formats/device_int8.py, device_fp8.py). Nothing registers
 itself on import: a kind exists because it is listed here. Host kernels build at their first use, not here.
 """
 
@@ -12,15 +13,17 @@ from dataclasses import dataclass
 import torch
 
 from bringup.runner.weights import layouts
-from bringup.runner.weights.formats import fp8
+from bringup.runner.weights.formats import device_fp8, device_int8, fp8
 from bringup.runner.weights.formats.integer import reference_linear
 from bringup.runner.weights.kernels import panels, quantized
 from bringup.runner.weights.kinds import (
     ANY_DEVICE,
     DEQUANT_KINDS,
     FP8,
+    FP8_SCALED_MM,
     HOST_MEMORY,
     IN_OUT,
+    INT8_PACK,
     OUT_IN,
     PACKED,
     PANELS,
@@ -86,6 +89,10 @@ KINDS: dict[str, Kind] = {
     **_integer_kinds(),
     FP8: Kind(FP8, ANY_DEVICE, fp8.quantize_fp8, fp8.dequantize_fp8, fp8.fp8_linear,
               _reference_through(fp8.dequantize_fp8)),
+    INT8_PACK: Kind(INT8_PACK, ANY_DEVICE, device_int8.quantize, device_int8.dequantize, device_int8.linear,
+                    device_int8.reference),
+    FP8_SCALED_MM: Kind(FP8_SCALED_MM, ANY_DEVICE, device_fp8.quantize, device_fp8.dequantize, device_fp8.linear,
+                        device_fp8.reference),
 }
 
 

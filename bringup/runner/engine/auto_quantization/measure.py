@@ -16,12 +16,15 @@ from typing import Any
 
 import torch
 
+from bringup.backends.host import is_host
+from bringup.profiles.schema import Profile
 from bringup.runner.engine.decode_timing import DecodeSteps, alternated, sweep_context
 from bringup.runner.engine.executor import Executor
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.confirm import kept
 from bringup.runner.plan.plan import MARGIN, Choice, ExecutionPlan
+from bringup.runner.plan.quantize.device_scheme import device_candidates, device_description
 from bringup.runner.plan.quantize.held_blocks import auto_candidates_for, origins
 from bringup.runner.plan.quantize.scheme import DESCRIPTION, KLD_BUDGET, NONE, auto_candidates, checked_note
 from bringup.runner.weights.held import FLOAT_CHECKPOINT, LinearWeightTypes
@@ -53,11 +56,12 @@ def kl_divergence(reference: torch.Tensor, run: torch.Tensor) -> float:
 
 
 def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes: list[str], source: str,
-                origins: dict[str, str] | None = None) -> Choice:
+                origins: dict[str, str] | None = None, kinds: dict[str, str] | None = None) -> Choice:
     """Time and compare each candidate on the model (its weights converted from those stored for `source`, unless
     already stored: a file's blocks); leave the model serving the chosen one, or its own weights. `origins` says how
-    a candidate's weights were made, where the checkpoint held quantized blocks."""
-    model = executor.model
+    a candidate's weights were made, where the checkpoint held quantized blocks; `kinds` the kind serving each
+    scheme where it is not the scheme's own (an accelerator's kernel)."""
+    model, kinds = executor.model, kinds or {}
     plain = model.layout
     tokens = check_tokens(tokenizer, executor)
     if len(tokens) < 2:
@@ -66,8 +70,9 @@ def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes
     step = DecodeSteps(executor, sweep_context(executor.plan))
     passed: dict[str, float] = {}
     for scheme in candidates:
-        model.add_kind(scheme, source)
-        quantized = WeightLayout(scheme, scheme, 0)
+        kind = kinds.get(scheme, scheme)
+        model.add_kind(kind, source)
+        quantized = WeightLayout(kind, kind, 0)
         model.layout = quantized
         kld = kl_divergence(reference, next_token_logprobs(executor, tokens))
         seconds, plain_s = alternated(step, lambda on, q=quantized: setattr(model, "layout", q if on else plain))
@@ -82,18 +87,25 @@ def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes
         model.use_layout(plain)
         return Choice(NONE, "auto: no scheme had every piece of evidence; " + "; ".join(notes))
     best = min(passed, key=passed.__getitem__)
-    model.use_layout(WeightLayout(best, best, 0))
+    kind = kinds.get(best, best)
+    model.use_layout(WeightLayout(kind, kind, 0))
     origin = (origins or {}).get(best)
-    return Choice(best, f"auto: {DESCRIPTION[best]}, {origin + ', ' if origin else ''}{checked_note(best)}; "
+    described = DESCRIPTION[best] if kind == best else device_description(best)
+    return Choice(best, f"auto: {described}, {origin + ', ' if origin else ''}{checked_note(best)}; "
                   + "; ".join(notes))
 
 
 def auto_quantization(executor: Executor, tokenizer: Any, plan: ExecutionPlan,
-                      weights: LinearWeightTypes = FLOAT_CHECKPOINT) -> ExecutionPlan:
+                      weights: LinearWeightTypes = FLOAT_CHECKPOINT, profile: Profile | None = None) -> ExecutionPlan:
     """The plan with its quantization (and, when one is kept, weight layout) rows decided by `choose_auto`; on a
-    checkpoint of quantized blocks (`weights`) no scheme that would round them again is a candidate."""
+    checkpoint of quantized blocks (`weights`) no scheme that would round them again is a candidate; off the host,
+    the schemes whose kernel `profile` verified there (device_scheme.py)."""
     model = executor.model
-    candidates, notes = auto_candidates(model.device, model.config)
+    if is_host(model.device):
+        candidates, notes = auto_candidates(model.device, model.config)
+        kinds = {}
+    else:
+        candidates, notes, kinds = device_candidates(model.device, model.config, profile, model.dtype)
     candidates = auto_candidates_for(candidates, notes, weights)
     source = next((kind for kind in model.layout.kinds if kind in CONVERTIBLE), None)
     if candidates and source is None:
@@ -101,8 +113,9 @@ def auto_quantization(executor: Executor, tokenizer: Any, plan: ExecutionPlan,
         candidates = []
     if not candidates:
         return replace(plan, quantization=Choice(NONE, "auto: no candidate; " + "; ".join(notes)))
-    choice = choose_auto(executor, tokenizer, candidates, notes, source, origins(candidates, weights))
+    choice = choose_auto(executor, tokenizer, candidates, notes, source, origins(candidates, weights), kinds)
     if choice.value == NONE:
         return replace(plan, quantization=choice)
-    layout = Choice(choice.value, "the auto-chosen quantization scheme's storage (see quantization)")
+    layout = Choice(kinds.get(choice.value, choice.value), "the auto-chosen quantization scheme's storage (see "
+                                                           "quantization)")
     return replace(plan, quantization=choice, weight_layout=layout)

@@ -5,6 +5,7 @@ when auto's choice did not beat it, the choice is withdrawn and pipeline.py serv
 
 from __future__ import annotations
 
+from bringup.backends.host import is_host
 from bringup.runner.engine.auto_quantization.held_candidates import load_held_candidates
 from bringup.runner.engine.auto_quantization.measure import auto_quantization
 from bringup.runner.engine.quantized_activations import versus_unquantized
@@ -20,9 +21,10 @@ def auto_quantize(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
         return plan
     model, executor = bench.model, bench.executor
     assert model is not None and executor is not None and bench.weights is not None
-    load_held_candidates(model, inputs.source, inputs.config, bench.dtype, bench.weights,
-                         auto_candidates(inputs.device, inputs.config)[0])
-    plan = auto_quantization(executor, inputs.tokenizer, plan, bench.weights)
+    if is_host(inputs.device):  # an accelerator's kinds hold no file's blocks as they are
+        load_held_candidates(model, inputs.source, inputs.config, bench.dtype, bench.weights,
+                             auto_candidates(inputs.device, inputs.config)[0])
+    plan = auto_quantization(executor, inputs.tokenizer, plan, bench.weights, bench.profile)
     model.use_layout(model.layout)  # frees a file's blocks loaded for a scheme auto did not keep
     return plan
 

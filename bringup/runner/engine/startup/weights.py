@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bringup.backends.host import is_host
 from bringup.errors import BringupError
 from bringup.runner.engine.startup.context import Start
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.host_kernels import choose_layout
 from bringup.runner.plan.plan import Choice, ExecutionPlan
 from bringup.runner.plan.quantize.checkpoint import checkpoint_scheme
+from bringup.runner.plan.quantize.device_scheme import device_requested, record_converted
 from bringup.runner.plan.quantize.held_blocks import none_choice, origin, record_requantized
 from bringup.runner.plan.quantize.scheme import SCHEMES, requested_scheme
 from bringup.runner.weights.kinds import IN_OUT, OUT_IN
@@ -26,6 +28,9 @@ def choose_weights(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     if stored is not None:
         layout, layout_choice, quantization_choice = checkpoint_scheme(stored, quantization, inputs.device, layout,
                                                                        layout_choice)
+    elif quantization in SCHEMES and not is_host(inputs.device):
+        layout, quantization_choice = _on_device(start)
+        layout_choice = Choice(layout.describe(), "the --quantization scheme's storage (see quantization)")
     elif quantization in SCHEMES:
         record_requantized(quantization, weights, inputs.recorder)  # the file against the request, before the kernel
         layout, quantization_choice = requested_scheme(quantization, inputs.device, inputs.config, inputs.recorder,
@@ -33,6 +38,18 @@ def choose_weights(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
         layout_choice = Choice(layout.describe(), "the --quantization scheme's storage (see quantization)")
     bench.layout = layout
     return replace(plan, weight_layout=layout_choice, quantization=quantization_choice)
+
+
+def _on_device(start: Start) -> tuple[WeightLayout, Choice]:
+    """--quantization on an accelerator: the kind its verified kernel reads, the file's blocks converted for it once
+    at load where that kind does not hold them (a recorded fallback where another storage would)."""
+    inputs, bench = start.inputs, start.bench
+    scheme, weights = bench.quantization, bench.weights
+    assert weights is not None
+    layout, choice = device_requested(scheme, inputs.device, inputs.config, bench.profile, bench.dtype,
+                                      lambda kind: origin(kind, weights))
+    record_converted(layout.small, weights, inputs.recorder)
+    return layout, choice
 
 
 def _layout(start: Start) -> tuple[WeightLayout, Choice]:

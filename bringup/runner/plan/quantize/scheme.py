@@ -65,12 +65,18 @@ def scheme_why_not(scheme: str, device: torch.device, config: ModelConfig) -> st
         return None if why is None else f"fp8 needs float8 weights: {why}"
     if not is_host(device):
         return f"the {scheme} kernels are host-memory (CPU) kernels; the model runs on {device}"
+    why = group_why_not_for(scheme, config)
+    return f"a layer has {why}" if why else None
+
+
+def group_why_not_for(scheme: str, config: ModelConfig) -> str | None:
+    """Why a linear layer's inputs are not whole blocks of `scheme`'s group, or None."""
     c = config
     ins = {c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size}  # experts are not quantized
     for size in sorted(ins):
         why = group_why_not(size, INT4_GROUPS.get(scheme, GROUP))
         if why:
-            return f"a layer has {why}"
+            return why
     return None
 
 

@@ -1,0 +1,82 @@
+"""Which kind serves a quantization scheme on an accelerator, by the profile's evidence: the probe's record of the
+scheme's kernel (capabilities.features.<record>) must be `supported`, naming the kernel a device kind applies, and
+that kind must compute its float64 reference's product here at the plan's dtype (weights/kernels/device_check.py).
+Otherwise the scheme is refused, the reason quoting the record. Nothing here reads a device's name.
+
+int8 -> int8_pack (`_weight_int8pack_mm`), fp8 -> fp8_scaled_mm (`_scaled_mm`, per-tensor scales: the form the
+record's cases verify). int4 has a record (`_weight_int4pack_mm`) but no device kind yet: its packed layout is the
+device's own, so it is refused with the record quoted either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from bringup.profiles.schema import Profile
+from bringup.runner.weights.formats import device_fp8, device_int8
+from bringup.runner.weights.kernels.device_check import device_kind_why_not
+from bringup.runner.weights.kinds import FP8, FP8_SCALED_MM, INT4_KINDS, INT8, INT8_PACK
+
+# each scheme's record in capabilities.features (written by the probe's quantized checks)
+RECORDS = {INT8: "int8_weight_only_matmul", **{kind: "int4_weight_only_matmul" for kind in INT4_KINDS},
+           FP8: "fp8_scaled_mm"}
+QUOTED = 400  # characters of a record's evidence or reason quoted in a refusal (the profile has it whole)
+KIND_KERNELS = {INT8: (INT8_PACK, device_int8.KERNEL), FP8: (FP8_SCALED_MM, device_fp8.KERNEL)}
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """A scheme's record in the profile, as plain data: where it is, what it says, and the kernel it names."""
+
+    path: str  # capabilities.features.<name>
+    status: str  # supported | unsupported | unknown (unknown: not in the profile)
+    said: str  # its evidence or reason
+    kernel: str | None
+    activations: str | None
+
+    def quoted(self) -> str:
+        said = self.said if len(self.said) <= QUOTED else self.said[: QUOTED - 3] + "..."
+        return f"{self.path} is {self.status} ({said})" if said else f"{self.path} is {self.status}"
+
+
+@dataclass(frozen=True)
+class DeviceKernel:
+    """The kind serving a scheme on the device, and the row's account of why."""
+
+    kind: str
+    kernel: str
+    note: str
+
+
+def kernel_record(profile: Profile | None, scheme: str) -> KernelRecord:
+    path = f"capabilities.features.{RECORDS[scheme]}"
+    found = profile.capabilities.features.get(RECORDS[scheme]) if profile and profile.capabilities else None
+    if found is None:
+        return KernelRecord(path, "unknown", "not in the profile: run bringup probe on this device", None, None)
+    details = found.details if isinstance(found.details, dict) else {}
+    said = (found.evidence or found.reason or "").strip()
+    return KernelRecord(path, found.status, said, details.get("kernel"), details.get("activations"))
+
+
+def device_kernel(scheme: str, device: torch.device, profile: Profile | None, dtype: torch.dtype
+                  ) -> tuple[DeviceKernel | None, str]:
+    """(the kind serving `scheme` on `device`, "") or (None, why not, quoting the record)."""
+    record = kernel_record(profile, scheme)
+    if record.status != "supported":
+        return None, f"{record.quoted()}, so no {scheme} kernel is verified on {device}"
+    if scheme not in KIND_KERNELS:
+        return None, (f"{record.path} is supported ({record.kernel}), but the runner has no {scheme} weight kind for "
+                      f"{record.kernel} yet (its packed layout is the device's own); only int8 (_weight_int8pack_mm) "
+                      "and fp8 (_scaled_mm) are served off the host")
+    kind, kernel = KIND_KERNELS[scheme]
+    if record.kernel != kernel:
+        return None, f"{record.path} is supported by {record.kernel}, not {kernel}, the kernel the {kind} kind calls"
+    why = device_kind_why_not(kind, device, dtype)
+    if why:
+        return None, f"{record.path} is supported ({kernel}), but the {kind} weights' check on {device} failed: {why}"
+    dtypes = " and ".join(dict.fromkeys(("float32", str(dtype).removeprefix("torch."))))
+    note = (f"torch's {kernel} ({kind} weights): {record.path} is supported ({record.said}); the {kind} weights "
+            f"matched their float64 reference on a check here at {dtypes}")
+    return DeviceKernel(kind, kernel, note), ""
