@@ -59,6 +59,7 @@ def activate(value: str) -> None:
         [d.memory_bytes for d in spec.devices], list(spec.refused_dtypes), list(spec.native), list(spec.abort),
         dict(spec.wrong),
     )
+    extension.configure_speeds([d.speed for d in spec.devices])
     runtime.activate(extension, spec)
     numerics.install(spec.numerics)
     torch.utils.rename_privateuse1_backend("emu")

@@ -19,6 +19,7 @@ from bringup_emu.spec_checks import (
     SpecError,
     check_factor,
     check_name,
+    check_speed,
     load_json,
     load_yaml,
     parse_size,
@@ -31,7 +32,7 @@ SPEC_ENV = "BRINGUP_EMU_SPEC"
 MAX_DEVICES = 16
 MAX_SPEC_BYTES = 1 << 20
 FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort", "numerics")
-DEVICE_FIELDS = ("name", "integrated", "memory")
+DEVICE_FIELDS = ("name", "integrated", "memory", "speed")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class DeviceSpec:
     name: str
     integrated: bool
     memory_bytes: int
+    speed: float = 1.0  # a fraction of the host's speed: each op takes 1/speed of its host time
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,8 @@ class EmuSpec:
         return {
             "source": self.source,
             "devices": [
-                {"name": d.name, "integrated": d.integrated, "memory": d.memory_bytes} for d in self.devices
+                {"name": d.name, "integrated": d.integrated, "memory": d.memory_bytes, "speed": d.speed}
+                for d in self.devices
             ],
             "refused_dtypes": list(self.refused_dtypes),
             "native": list(self.native),
@@ -131,7 +134,8 @@ def _devices(raw: dict) -> tuple[DeviceSpec, ...]:
             raise SpecError(f"{field}.integrated: must be true or false")
         if "memory" not in item:
             raise SpecError(f"{field}.memory: missing (bytes, or a size such as 4GiB)")
-        devices.append(DeviceSpec(name, integrated, parse_size(item["memory"], f"{field}.memory")))
+        memory = parse_size(item["memory"], f"{field}.memory")
+        devices.append(DeviceSpec(name, integrated, memory, check_speed(item.get("speed", 1.0), f"{field}.speed")))
     return tuple(devices)
 
 

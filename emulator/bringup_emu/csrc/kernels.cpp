@@ -1,6 +1,7 @@
 // The device's own kernels: allocation, copies, views, resizing, set_ and scalars. The CPU fallback cannot
 // provide these (it needs them itself), so they work on the device memory directly or on CPU aliases of it.
 #include "emu_ops.h"
+#include "emu_speed.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
@@ -49,6 +50,7 @@ at::Tensor empty_strided(
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  const PacedOp paced(is_emu(dst) ? dst.device().index() : self.device().index());
   if (is_emu(dst)) {
     check_dtype_allowed(dst.scalar_type());
   }
