@@ -54,7 +54,7 @@ def test_a_spec_file_in_yaml_or_json(tmp_path) -> None:
     ({"devices": [GOOD_DEVICE], "wrong": {"mm": "double"}}, "wrong['mm']: 'double' is not a number"),
     ({"devices": [GOOD_DEVICE], "natve": []}, "unknown field 'natve'"),
     ({"devices": [{**GOOD_DEVICE, "speed": 0}]}, "devices[0].speed: 0 is not a speed"),
-    ({"devices": [{**GOOD_DEVICE, "speed": 2}]}, "devices[0].speed: 2 is above"),
+    ({"devices": [{**GOOD_DEVICE, "speed": 2}]}, "devices[0].speed: 2 is more than 1"),
     ({"devices": [{**GOOD_DEVICE, "speed": "fast"}]}, "devices[0].speed: 'fast' is not a number"),
 ])
 def test_a_mistake_names_its_field(raw: dict, message: str) -> None:
