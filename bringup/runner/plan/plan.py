@@ -87,6 +87,8 @@ class ExecutionPlan:
     # value: the device the runner fell back to (global fallback, --allow-cpu-fallback), or None
     global_fallback: Choice = field(default_factory=lambda: Choice(None, "none: the model runs on the device "
                                                                          "selected"))
+    # value: which device holds which layers, the others left out with why (placement/placement.py); None: one device
+    placement: Choice = field(default_factory=lambda: Choice(None, "one device named (--device)"))
     block_size: int = BLOCK_SIZE
     warnings: list[str] = field(default_factory=list)
 

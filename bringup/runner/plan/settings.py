@@ -38,6 +38,7 @@ SETTINGS = (  # in the order of the plan's rows
     Setting("max_num_batched_tokens", short="batch_tokens"),
     Setting("host_fallbacks", quiet="none"),
     Setting("global_fallback", quiet="none"),
+    Setting("placement", quiet="one device"),
 )
 
 # the table as each reader uses it
