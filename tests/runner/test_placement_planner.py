@@ -54,12 +54,15 @@ def test_a_model_that_fits_neither_device_is_split_with_more_layers_on_the_fast_
     fast_small, slow_large = device("x:0", 200, 40.0), device("x:1", 260, 10.0)  # the model needs about 330 MiB
     devices = [fast_small, slow_large]
     placement = plan_placement(devices, NEED)
+    by_id = {d.device: d for d in devices}
     assert placement.mode == LAYER_SPLIT
     counts = {m.device: m.last - m.first + 1 for m in placement.members}
     proportional = {m.device: m.last - m.first + 1 for m in memory_proportional_split(devices, NEED).members}
     assert sum(counts.values()) == 24 and counts["x:0"] > proportional["x:0"]
-    assert placement.members[0].device == "x:0" and placement.members[0].first == 0  # contiguous, fast first
-    assert all(m.need_bytes <= usable_bytes(d) for m, d in zip(placement.members, devices))
+    # contiguous; the fast device runs last, with the output head
+    assert [(m.device, m.first, m.last) for m in placement.members] == [
+        ("x:1", 0, 23 - counts["x:0"]), ("x:0", 24 - counts["x:0"], 23)]
+    assert all(m.need_bytes <= usable_bytes(by_id[m.device]) for m in placement.members)
     assert placement.seconds_per_token < memory_proportional_split(devices, NEED).seconds_per_token
     assert "through the host" in placement.crossing and "memory alone would put" in placement.evidence
 

@@ -27,8 +27,11 @@ def held_bytes(device: DeviceFacts, need: ModelNeed, first: int, last: int, ends
     return weight_bytes(device, need, first, last, ends) + kv
 
 
-def seconds_per_token(device: DeviceFacts, need: ModelNeed, first: int, last: int, ends: int) -> float:
-    return weight_bytes(device, need, first, last, ends) / (device.gbps * 1e9)
+def seconds_per_token(device: DeviceFacts, need: ModelNeed, first: int, last: int, head: bool) -> float:
+    """Its layers' bytes, and the output head's where it holds it (the embeddings are a lookup: one row read), over
+    its measured bandwidth."""
+    streamed = weight_bytes(device, need, first, last, int(head))
+    return streamed / (device.gbps * 1e9)
 
 
 def mib(n: int) -> str:

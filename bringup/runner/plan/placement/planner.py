@@ -37,7 +37,7 @@ def plan_placement(devices: list[DeviceFacts], need: ModelNeed,
 def _whole(device: DeviceFacts, need: ModelNeed) -> Member:
     last = need.layers - 1
     held = held_bytes(device, need, 0, last, 1)
-    return Member(device.device, 0, last, seconds_per_token(device, need, 0, last, 1), held,
+    return Member(device.device, 0, last, seconds_per_token(device, need, 0, last, True), held,
                   f"needs {mib(held)} of {mib(usable_bytes(device))} usable ({device.memory_evidence}); "
                   f"{device.speed_evidence}")
 

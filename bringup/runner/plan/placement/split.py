@@ -27,7 +27,8 @@ def _members(devices: list[DeviceFacts], counts: list[int], need: ModelNeed) -> 
         last = first + count - 1
         ends = int(position == 0) + int(position == len(held) - 1)
         need_bytes = held_bytes(device, need, first, last, ends)
-        members.append(Member(device.device, first, last, seconds_per_token(device, need, first, last, ends),
+        head = position == len(held) - 1
+        members.append(Member(device.device, first, last, seconds_per_token(device, need, first, last, head),
                               need_bytes, f"{count} layers, {mib(need_bytes)} of {mib(usable_bytes(device))} usable "
                                           f"({device.memory_evidence}); {device.speed_evidence}"))
         first = last + 1
@@ -48,36 +49,38 @@ def _placement(devices: list[DeviceFacts], counts: list[int], need: ModelNeed, e
                      evidence)
 
 
-def _fill(device: DeviceFacts, need: ModelNeed, first: int, is_first: bool) -> tuple[int, bool]:
-    """How many layers from `first` on the device can hold, and whether that is all the rest (it is then last)."""
-    rest = need.layers - first
-    if held_bytes(device, need, first, need.layers - 1, int(is_first) + 1) <= usable_bytes(device):
-        return rest, True
-    count = 0
-    while count < rest and held_bytes(device, need, first, first + count, int(is_first)) <= usable_bytes(device):
+def _fill(device: DeviceFacts, need: ModelNeed, left: int, holds_head: bool) -> tuple[int, bool]:
+    """How many of the `left` layers not yet placed the device can hold, and whether that is all of them (it then
+    holds the embeddings too: it is the first member)."""
+    ends = int(holds_head)
+    if held_bytes(device, need, 0, left - 1, ends + 1) <= usable_bytes(device):
+        return left, True
+    count = 0  # the last `count` of the layers left
+    while count < left and held_bytes(device, need, left - 1 - count, left - 1, ends) <= usable_bytes(device):
         count += 1
     return count, False
 
 
 def fastest_split(devices: list[DeviceFacts], need: ModelNeed) -> Placement | None:
     """The split that minimises the time per token under each device's cap; None when together they cannot hold
-    the model."""
-    order = sorted(devices, key=lambda d: d.itemsize / d.gbps)
-    counts, first = [], 0
-    for device in order:
-        count, done = _fill(device, need, first, first == 0)
+    the model. The fastest device is filled first and runs last, with the output head (the one large weight
+    besides the layers a decode step streams); the next fastest takes the layers before, and so on."""
+    by_speed = sorted(devices, key=lambda d: d.itemsize / d.gbps)
+    counts, left = [], need.layers
+    for position, device in enumerate(by_speed):
+        count, done = _fill(device, need, left, position == 0)
         counts.append(count)
-        first += count
+        left -= count
         if done:
             break
-    if first < need.layers:
+    if left > 0:
         return None
-    order = order[:len(counts)]
+    pipeline = list(reversed(by_speed[:len(counts)]))
     proportional = memory_proportional_split(devices, need)
     said = ", ".join(f"{m.device} {m.last - m.first + 1}" for m in proportional.members)
-    evidence = (f"no device holds the model alone: layers on the fastest device first (by measured bandwidth), "
-                f"each filled to its cap; memory alone would put {said} layers")
-    return _placement(order, counts, need, evidence)
+    evidence = (f"no device holds the model alone: the fastest device (by measured bandwidth) filled to its cap "
+                f"first, running last with the output head; memory alone would put {said} layers")
+    return _placement(pipeline, list(reversed(counts)), need, evidence)
 
 
 def _counts(weights: list[float], layers: int) -> list[int]:
