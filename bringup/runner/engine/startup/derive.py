@@ -17,7 +17,8 @@ from bringup.profiles.store import default_profile_path, load_profile, same_devi
 from bringup.runner.engine.quantized_activations import with_quantized_activations
 from bringup.runner.engine.startup.context import Start
 from bringup.runner.engine.startup.free_memory import capped_free
-from bringup.runner.plan.plan import ExecutionPlan, build_plan
+from bringup.runner.engine.startup.split import split_runs
+from bringup.runner.plan.plan import Choice, ExecutionPlan, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 from bringup.runner.plan.quantize.scheme import check_requested
 
@@ -49,6 +50,8 @@ def derive(start: Start) -> ExecutionPlan:
                                           options.max_model_len, force=options.force))
     if inputs.placement is not None:
         plan = replace(plan, placement=inputs.placement)
+    if split_runs(inputs.placement) is not None:
+        plan = replace(plan, compiled=Choice(None, "eager: the layers are split across devices"))
     if inputs.fell_back is not None:
         plan = replace(plan, global_fallback=inputs.fell_back,
                        warnings=[*plan.warnings, f"global fallback: {inputs.fell_back.evidence}"])

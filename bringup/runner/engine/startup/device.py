@@ -85,7 +85,7 @@ def _checked_inputs(options: EngineOptions) -> StartInputs:
     source.check(config)  # headers, names and shapes checked before anything is timed or loaded
     placed = place(options, config)
     if placed is not None:
-        return StartInputs(options, source, placed.device, placed.info, config, tokenizer, recorder,
+        return StartInputs(placed.options, source, placed.device, placed.info, config, tokenizer, recorder,
                            placement=placed.choice)
     selection = select_device(options.device, _profile_device(options.profile_path))
     return StartInputs(options, source, selection.device, selection.info, config, tokenizer, recorder)

@@ -11,6 +11,7 @@ from bringup.runner.engine.decode_timing import sweep_limit, sweep_room
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.startup.context import Start
 from bringup.runner.engine.startup.free_memory import capped_free
+from bringup.runner.engine.startup.split import load_device, split_loaded, split_runs
 from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.plan import ExecutionPlan
 from bringup.runner.plan.record.bounds import beyond_this_start
@@ -21,9 +22,13 @@ def load_weights(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     from the device, or derived from the measurements given)."""
     inputs, bench = start.inputs, start.bench
     assert bench.layout is not None
-    bench.model = model = inputs.source.load(inputs.config, bench.dtype, inputs.device, bench.layout, checked=True)
+    runs = split_runs(inputs.placement)
+    bench.model = model = inputs.source.load(inputs.config, bench.dtype, load_device(inputs.placement, inputs.device),
+                                             bench.layout, checked=True)
     given = bench.given
-    if given is None:
+    if runs is not None:
+        bench.free = split_loaded(model, runs, inputs.options)
+    elif given is None:
         bench.free = capped_free(inputs.options, inputs.device, *backend_for(inputs.device).memory(
             inputs.device.index or 0))
     else:

@@ -4,7 +4,7 @@ refused with the command that records one: the planner never guesses a device's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -25,6 +25,7 @@ from bringup.runner.plan.placement.split import SplitRefused
 from bringup.runner.plan.plan import choose_max_model_len
 
 log = get_logger("runner.placement")
+SPLIT_LAYOUT = "out_in"
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Placed:
     info: Any
     choice: Choice  # the plan's placement row
     placement: Placement
+    options: EngineOptions  # a split serves one weight layout (the plan counted one copy of each weight)
 
 
 def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
@@ -51,11 +53,15 @@ def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
     except (ValueError, UnplaceableDevice, NoPlacement, SplitRefused) as exc:
         raise BringupError(str(exc)) from None
     _log(placement)
-    if placement.mode != SINGLE:
-        raise BringupError(f"the plan splits the model ({placement.evidence}): running a split is not built yet; "
-                           "name one device that holds the model, or raise its --device-memory")
+    dtypes = {f.dtype for f in facts if any(m.device == f.device for m in placement.members)}
+    if len(dtypes) > 1:
+        raise BringupError(f"the split's devices would run different dtypes ({', '.join(sorted(dtypes))}, each its "
+                           "profile's choice): pass --dtype with one that every device verified")
     chosen = next(info for info in infos if info.id == placement.members[0].device)
-    return Placed(torch.device(chosen.id), chosen, Choice(placement.as_value(), placement.evidence), placement)
+    if placement.mode != SINGLE and options.weight_layout is None:
+        options = replace(options, weight_layout=SPLIT_LAYOUT)  # one copy of each weight, as the plan counted
+    return Placed(torch.device(chosen.id), chosen, Choice(placement.as_value(), placement.evidence), placement,
+                  options)
 
 
 def _facts(info: Any, cap: int | None, dtype: str | None) -> DeviceFacts:
