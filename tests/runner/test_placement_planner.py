@@ -33,13 +33,13 @@ def device(name: str, memory_mib: int, gbps: float) -> DeviceFacts:
 
 
 def test_the_fastest_device_that_holds_the_model_runs_it_alone_and_the_others_are_named_with_why() -> None:
-    fast, slow, small = device("x:0", 1024, 50.0), device("x:1", 4096, 10.0), device("x:2", 128, 80.0)
+    fast, slow, small = device("x:0", 1024, 50.0), device("x:1", 4096, 10.0), device("x:2", 128, 20.0)
     placement = plan_placement([slow, small, fast], NEED)
     assert placement.mode == SINGLE and [m.device for m in placement.members] == ["x:0"]
     assert (placement.members[0].first, placement.members[0].last) == (0, 23)
     why = dict(placement.left_out)
     assert why["x:1"].startswith("slower (") and why["x:1"].endswith("and would only add transfers")
-    assert why["x:2"].startswith("too small: the model and its KV cache need")
+    assert why["x:2"].startswith("too small: the model and its KV cache need") and "; and slower (" in why["x:2"]
     assert shown_placement(placement.as_value()) == "single: x:0 layers [0, 23]; left out: x:1, x:2"
 
 
@@ -65,6 +65,15 @@ def test_a_model_that_fits_neither_device_is_split_with_more_layers_on_the_fast_
     assert all(m.need_bytes <= usable_bytes(by_id[m.device]) for m in placement.members)
     assert placement.seconds_per_token < memory_proportional_split(devices, NEED).seconds_per_token
     assert "through the host" in placement.crossing and "memory alone would put" in placement.evidence
+
+
+def test_a_split_beats_the_only_device_that_holds_the_model_when_that_one_is_much_slower() -> None:
+    fast_small, slow_large = device("x:0", 200, 40.0), device("x:1", 4096, 10.0)
+    placement = plan_placement([fast_small, slow_large], NEED)
+    assert placement.mode == LAYER_SPLIT and placement.members[-1].device == "x:0"
+    assert "on x:1 alone, the fastest that holds it" in placement.evidence
+    near = plan_placement([replace(fast_small, gbps=10.5), slow_large], NEED)  # too little gain for the crossings
+    assert near.mode == SINGLE and near.members[0].device == "x:1"
 
 
 def test_devices_that_together_cannot_hold_the_model_are_refused_with_what_each_holds() -> None:

@@ -1,14 +1,21 @@
 """The placement planner: the fastest device alone when it holds the model; otherwise the layers split to minimise
-the time per token under each device's memory cap (measured bandwidth, not memory alone); or the proportions an
-expert gave (--layer-split). Fed only by DeviceFacts and the model's need."""
+the time per token under each device's memory cap (measured bandwidth, not memory alone) -- also where only a slower
+device holds the model and the split predicts clearly faster; or the proportions an expert gave (--layer-split).
+Fed only by DeviceFacts and the model's need."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from bringup.runner.plan.placement.cost import held_bytes, mib, seconds_per_token, usable_bytes
 from bringup.runner.plan.placement.facts import DeviceFacts
 from bringup.runner.plan.placement.need import ModelNeed
 from bringup.runner.plan.placement.placement import LAYER_SPLIT, SINGLE, Member, Placement
 from bringup.runner.plan.placement.split import fastest_split, given_split, memory_proportional_split
+
+# a split is chosen over one device that holds the model only when it predicts under this share of its time: the
+# crossings between devices are not in the prediction
+SPLIT_MARGIN = 0.9
 
 
 class NoPlacement(ValueError):
@@ -21,10 +28,14 @@ def plan_placement(devices: list[DeviceFacts], need: ModelNeed,
         return given_split(devices, need, proportions)
     whole = {d.device: _whole(d, need) for d in devices}
     fitting = [d for d in devices if whole[d.device].need_bytes <= usable_bytes(d)]
+    split = fastest_split(devices, need)
     if fitting:
         best = min(fitting, key=lambda d: whole[d.device].seconds_per_token)
-        return _single(best, devices, whole)
-    split = fastest_split(devices, need)
+        alone = whole[best.device].seconds_per_token
+        if split is None or len(split.members) == 1 or split.seconds_per_token > SPLIT_MARGIN * alone:
+            return _single(best, devices, whole)
+        return replace(split, evidence=f"{split.evidence}; {split.seconds_per_token * 1e3:.3g} ms/token predicted "
+                                       f"against {alone * 1e3:.3g} on {best.device} alone, the fastest that holds it")
     if split is None:
         held = "; ".join(f"{d.device} {mib(usable_bytes(d))} of {mib(d.memory_bytes)}" for d in devices)
         total = max(whole.values(), key=lambda m: m.need_bytes).need_bytes

@@ -78,8 +78,8 @@ def fastest_split(devices: list[DeviceFacts], need: ModelNeed) -> Placement | No
     pipeline = list(reversed(by_speed[:len(counts)]))
     proportional = memory_proportional_split(devices, need)
     said = ", ".join(f"{m.device} {m.last - m.first + 1}" for m in proportional.members)
-    evidence = (f"no device holds the model alone: the fastest device (by measured bandwidth) filled to its cap "
-                f"first, running last with the output head; memory alone would put {said} layers")
+    evidence = (f"the fastest device (by measured bandwidth) filled to its cap first, running last with the output "
+                f"head; memory alone would put {said} layers")
     return _placement(pipeline, list(reversed(counts)), need, evidence)
 
 
