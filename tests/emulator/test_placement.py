@@ -66,7 +66,8 @@ def test_serve_on_the_family_runs_smollm2_on_the_dgpu_alone_and_the_plan_says_wh
         except RuntimeError:
             pytest.fail(f"serve --device emu did not start:\n{server.communicate(timeout=30)[1][-3000:]}")
         done = httpx.post(f"{url}/v1/completions", timeout=120, json={
-            "model": "SmolLM2-135M-Instruct.Q4_1", "prompt": "The capital of France is", "max_tokens": 2, "temperature": 0})
+            "model": "SmolLM2-135M-Instruct.Q4_1", "prompt": "The capital of France is", "max_tokens": 2,
+            "temperature": 0})
         plan = httpx.get(f"{url}/v1/plan", timeout=10).json()["plan"]
         metrics = httpx.get(f"{url}/metrics", timeout=10).text
     finally:
