@@ -17,7 +17,6 @@ import httpx
 import pytest
 
 from tests.emulator.emu_process import emu_env, run_python
-from tests.emulator.runner_children import serve_cli
 from tests.real_model import smollm2_gguf
 from tests.server.serve_live import free_port, wait_healthy
 
@@ -57,8 +56,10 @@ def generate(folder: Path, spec: str | dict, *args: str) -> subprocess.Completed
 def test_serve_on_the_family_runs_smollm2_on_the_dgpu_alone_and_the_plan_says_why_not_the_igpu(tmp_path) -> None:
     write_profiles(tmp_path, "default", "emu:0=5,emu:1=10")
     port = free_port()
-    server = serve_cli(["--device", "emu", "--model", str(smollm2_gguf()), "--port", str(port), "--max-model-len",
-                        "256", "--max-num-seqs", "2"], "default", tmp_path)
+    command = [sys.executable, "-m", "bringup", "serve", "--device", "emu", "--model", str(smollm2_gguf()), "--port",
+               str(port), "--max-model-len", "256", "--max-num-seqs", "2"]
+    server = subprocess.Popen(command, cwd=tmp_path, env={**emu_env("default"), "COLUMNS": "400"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # a wide table: one line a row
     try:
         url = f"http://127.0.0.1:{port}"
         try:
@@ -81,8 +82,8 @@ def test_serve_on_the_family_runs_smollm2_on_the_dgpu_alone_and_the_plan_says_wh
     assert left["device"] == "emu:0" and left["why"].startswith("too small: the model and its KV cache need")
     assert "; and slower (" in left["why"]  # 5 GB/s measured against 10
     assert placement["shown"] == "single: emu:1 layers [0, 29]; left out: emu:0"
-    table = " ".join(stdout.split())  # the start-up table (a row may wrap)
-    assert "placement" in table and "single: emu:1 layers [0, 29]; left out: emu:0" in table, stdout[-3000:]
+    (row,) = [line for line in stdout.splitlines() if "│ placement " in line]  # the start-up table's row
+    assert "single: emu:1 layers [0, 29]; left out: emu:0" in row and "holds the model and is the fastest" in row
     assert 'bringup_device_layers{device="emu:1"} 30.0' in metrics
     assert 'bringup_device_layers{device="emu:0"} 0.0' in metrics
 
@@ -91,9 +92,10 @@ def test_serve_on_the_family_runs_smollm2_on_the_dgpu_alone_and_the_plan_says_wh
 def test_a_pair_holding_the_model_only_together_splits_it_toward_the_fast_device_with_the_cpus_tokens(tmp_path
                                                                                                     ) -> None:
     write_profiles(tmp_path, PAIR, "emu:0=40,emu:1=10")  # emu:0 measured 4x faster
-    split = generate(tmp_path, PAIR, "--device", "emu:0,emu:1", "--device-memory", CAPS, "--max-tokens", "32")
+    split = generate(tmp_path, PAIR, "--device", "emu:0,emu:1", "--device-memory", CAPS, "--max-tokens", "32",
+                     "--ignore-eos")
     assert split.returncode == 0, split.stderr[-3000:]
-    cpu = generate(tmp_path, PAIR, "--device", "cpu", "--max-tokens", "32")
+    cpu = generate(tmp_path, PAIR, "--device", "cpu", "--max-tokens", "32", "--ignore-eos")
     assert cpu.returncode == 0, cpu.stderr[-3000:]
     out, reference = json.loads(split.stdout), json.loads(cpu.stdout)
     value = out["plan"]["placement"]["value"]
