@@ -41,6 +41,9 @@ def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
     """The planned placement when --device names several devices; None when it names one."""
     infos = device_set(options.device)
     if infos is None:
+        if options.layer_split is not None:
+            raise BringupError("--layer-split splits the layers across the devices --device names: name several "
+                               "(e.g. --device emu:0,emu:1), one proportion each")
         return None
     if options.profile_path is not None:
         raise BringupError("--profile names one device's profile; with several devices each is read from "
