@@ -78,6 +78,11 @@ def stage_context(
     from bringup.profiles.store import default_profile_path, ensure_profile_matches
 
     configure_logging(verbose)
+    if device is not None and "," in device:
+        from bringup.errors import BringupError
+
+        raise BringupError(f"--device {device!r} names several devices, and this command measures and records one "
+                           "device's profile: name one (generate, serve and all take several)")
     selection = select_device(device, recorded_device(profile, force))
     path = profile if profile is not None else default_profile_path(selection.info)
     ensure_profile_matches(path, selection.info, force)

@@ -60,6 +60,7 @@ def activate(value: str) -> None:
         dict(spec.wrong),
     )
     extension.configure_graphs([d.graphs for d in spec.devices], list(spec.capture_refused), dict(spec.replay_wrong))
+    extension.configure_speeds([d.speed for d in spec.devices])
     runtime.activate(extension, spec)
     numerics.install(spec.numerics)
     torch.utils.rename_privateuse1_backend("emu")

@@ -1,4 +1,4 @@
-"""The default spec: a mixed machine, a small integrated device beside a large discrete one.
+"""The default spec: a mixed machine, a small, slower integrated device beside a large discrete one.
 
 The native list is the core an inference stack runs on; the sampling ops (sort, topk, multinomial) and one piece of
 RMS norm (rsqrt) are left to the CPU fallback, so a readiness run on this spec has real host fallbacks to report.
@@ -30,8 +30,8 @@ DEFAULT_NATIVE = (
 
 DEFAULT_SPEC: dict = {
     "devices": [
-        {"name": "Emu iGPU", "integrated": True, "memory": "512MiB"},
-        {"name": "Emu dGPU", "integrated": False, "memory": "8GiB"},
+        {"name": "Emu iGPU", "integrated": True, "memory": "512MiB", "speed": 0.5},
+        {"name": "Emu dGPU", "integrated": False, "memory": "8GiB", "speed": 1.0},
     ],
     "refused_dtypes": ["float64"],
     "native": list(DEFAULT_NATIVE),

@@ -19,6 +19,7 @@ from bringup_emu.spec_checks import (
     SpecError,
     check_factor,
     check_name,
+    check_speed,
     load_json,
     load_yaml,
     parse_size,
@@ -31,7 +32,7 @@ SPEC_ENV = "BRINGUP_EMU_SPEC"
 MAX_DEVICES = 16
 MAX_SPEC_BYTES = 1 << 20
 FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort", "numerics", "capture_refused", "replay_wrong")
-DEVICE_FIELDS = ("name", "integrated", "memory", "graphs")
+DEVICE_FIELDS = ("name", "integrated", "memory", "graphs", "speed")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class DeviceSpec:
     integrated: bool
     memory_bytes: int
     graphs: bool = True  # torch.accelerator.Graph captures on this device
+    speed: float = 1.0  # a fraction of the host's speed: each op takes 1/speed of its host time
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,8 @@ class EmuSpec:
         return {
             "source": self.source,
             "devices": [
-                {"name": d.name, "integrated": d.integrated, "memory": d.memory_bytes, "graphs": d.graphs}
+                {"name": d.name, "integrated": d.integrated, "memory": d.memory_bytes, "graphs": d.graphs,
+                 "speed": d.speed}
                 for d in self.devices
             ],
             "refused_dtypes": list(self.refused_dtypes),
@@ -140,7 +143,9 @@ def _devices(raw: dict) -> tuple[DeviceSpec, ...]:
             raise SpecError(f"{field}.graphs: must be true (torch.accelerator.Graph captures here) or false")
         if "memory" not in item:
             raise SpecError(f"{field}.memory: missing (bytes, or a size such as 4GiB)")
-        devices.append(DeviceSpec(name, integrated, parse_size(item["memory"], f"{field}.memory"), graphs))
+        memory = parse_size(item["memory"], f"{field}.memory")
+        speed = check_speed(item.get("speed", 1.0), f"{field}.speed")
+        devices.append(DeviceSpec(name, integrated, memory, graphs, speed))
     return tuple(devices)
 
 

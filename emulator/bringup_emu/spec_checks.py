@@ -119,3 +119,14 @@ def check_factor(value: Any, field: str) -> float:
     if factor == 0:
         raise SpecError(f"{field}: 0 is not a factor above 0")
     return factor
+
+
+def check_speed(value: Any, field: str) -> float:
+    """A device's speed: a fraction of the host's, above 0 and at most 1 (a device cannot outrun its host)."""
+    try:
+        speed = real_number(value, field, 1.0, 0.0, strings=False)
+    except NumberRefused as exc:
+        raise SpecError(f"{exc} (a fraction of the host's speed, above 0 and at most 1)") from None
+    if speed == 0:
+        raise SpecError(f"{field}: 0 is not a speed (a fraction of the host's speed, above 0 and at most 1)")
+    return speed

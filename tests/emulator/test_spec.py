@@ -23,9 +23,10 @@ def test_sizes_are_bytes_or_a_number_with_a_unit(text, size) -> None:
     assert parse_size(text, "memory") == size
 
 
-def test_the_default_spec_is_a_small_integrated_and_a_large_discrete_device() -> None:
+def test_the_default_spec_is_a_small_slower_integrated_and_a_large_discrete_device() -> None:
     spec = load_spec("default")
     assert [(d.integrated, d.memory_bytes) for d in spec.devices] == [(True, 512 << 20), (False, 8 << 30)]
+    assert spec.devices[0].speed < spec.devices[1].speed == 1.0
     assert spec.refused_dtypes == ("float64",)
     assert {"mm", "add", "cat", "_softmax"} <= set(spec.native)
     assert not {"sort", "topk", "rsqrt"} & set(spec.native)
@@ -52,6 +53,9 @@ def test_a_spec_file_in_yaml_or_json(tmp_path) -> None:
     ({"devices": [GOOD_DEVICE], "abort": ["fill_.Scalar"]}, "abort[0]: aten::fill_.Scalar is one of the emulator's"),
     ({"devices": [GOOD_DEVICE], "wrong": {"mm": "double"}}, "wrong['mm']: 'double' is not a number"),
     ({"devices": [GOOD_DEVICE], "natve": []}, "unknown field 'natve'"),
+    ({"devices": [{**GOOD_DEVICE, "speed": 0}]}, "devices[0].speed: 0 is not a speed"),
+    ({"devices": [{**GOOD_DEVICE, "speed": 2}]}, "devices[0].speed: 2 is more than 1"),
+    ({"devices": [{**GOOD_DEVICE, "speed": "fast"}]}, "devices[0].speed: 'fast' is not a number"),
 ])
 def test_a_mistake_names_its_field(raw: dict, message: str) -> None:
     assert message in spec_error(raw)

@@ -243,10 +243,15 @@ def command(
     Ends with one screen: one line per stage, the execution plan the runner would use, and where the
     profile and the log (each stage's full output) are, then the verdict: READY, READY WITH WARNINGS (n)
     or NOT READY (n failures), naming what to look at. Exit 1 when NOT READY or a stage failed, else 0.
-    Example: `bringup all`, `bringup all --device cuda:1 --rerun`, `bringup all --only devices,probe`.
+    Example: `bringup all`, `bringup all --device cuda:1 --rerun`, `bringup all --only devices,probe`;
+    `bringup all --device emu:0,emu:1` (or a family name) runs them on each device into its own profile.
     """
+    from bringup.cli.commands.all_devices import devices_named, run_each
     from bringup.errors import BringupError
 
+    several = devices_named(device, profile)
+    if several is not None:
+        raise typer.Exit(run_each(several))
     for flag, names in (("--only", only), ("--skip", skip)):
         unknown = sorted(set(names or []) - set(STAGE_NAMES))
         if unknown:

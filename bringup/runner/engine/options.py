@@ -45,8 +45,9 @@ MODEL_HELP = ("Hugging Face style model directory (config.json, *.safetensors, t
               "(FILE.gguf: llama, qwen2, qwen3, gemma3; F32/F16/BF16, Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 and Q2_K-Q6_K tensors, "
               "dequantized at load); default: the built-in reference model.")
 PROFILE_HELP = "Profile YAML to read and update (default: profiles/<device>.yaml)."
-DEVICE_HELP = ("Device to use, e.g. cpu, cuda:1, xpu:0, mps (default: BRINGUP_DEVICE, then the profile's device, "
-               "then automatic).")
+DEVICE_HELP = ("Device to use, e.g. cpu, cuda:1, xpu:0, mps; several as a list (emu:0,emu:1 or cuda:0,cpu) or a "
+               "family name for all its devices, placed by the planner from each device's profile (default: "
+               "BRINGUP_DEVICE, then the profile's device, then automatic).")
 DTYPE_HELP = ("Model dtype: auto (the plan's choice from the profile) or float32, bfloat16, float16. A dtype the "
               "profile says does not run correctly here is refused unless --force.")
 QUANTIZATION_HELP = (
@@ -69,6 +70,11 @@ MAX_MODEL_LEN_HELP = ("Cap on prompt + generated tokens: the context the plan is
 PREFIX_CACHING_HELP = ("Keep full KV blocks and reuse them for a later prompt that starts with the same tokens "
                        "(keyed by the weights, dtype, quantization and KV layout too); --no-prefix-caching computes "
                        "every prompt from scratch.")
+DEVICE_MEMORY_HELP = ("Cap a device's memory for this run, DEVICE=SIZE[,DEVICE=SIZE...] (e.g. emu:1=2GiB): the "
+                      "placement plans under it and the device's KV cache is sized under it (rehearse a split on a "
+                      "large device).")
+LAYER_SPLIT_HELP = ("Split the layers in these proportions, in the order of --device (as llama.cpp's -ts), in place "
+                    "of the planned split: P1,P2,... (for experts and benchmarks).")
 CHAT_TEMPLATE_HELP = (
     "A Jinja chat template to render chats with, in place of the model's (a GGUF file or a directory without one "
     "gets bringup's plain 'role: content' fallback, recorded as a fallback). It sees messages, "
@@ -94,6 +100,8 @@ class EngineOptions:
     graphs: str = field(default="auto", metadata=flag(MODEL, GRAPHS_HELP, ("--graphs",), metavar="auto|off"))
     use_record: bool = True  # replay the plan `bringup tune` recorded for this model, if any (tune itself: False)
     on_measured: Callable[[StartupMeasurements], None] | None = None  # given what start-up timed (tune collects it)
+    device_memory: str | None = field(default=None, metadata=flag(TARGET, DEVICE_MEMORY_HELP, metavar="DEV=SIZE"))
+    layer_split: str | None = field(default=None, metadata=flag(TARGET, LAYER_SPLIT_HELP, metavar="P1,P2"))
     chat_template: Path | None = field(default=None, metadata=flag(CHAT, CHAT_TEMPLATE_HELP, ("--chat-template",),
                                                                     metavar="FILE"))
 

@@ -201,8 +201,8 @@ class DecoderModel(nn.Module):
     def allocate_kv_cache(self, num_blocks: int, block_size: int) -> None:
         """Allocate the cache once, every layer's planes in the model's dtype and on its device."""
         shape = cache_shape(self.config, num_blocks * block_size)
-        for cache in self.kv_caches():
-            cache.allocate(shape, self.dtype, self.device)
+        for layer in self.layers:  # a layer split across devices (engine/split_model.py) says where each layer is
+            layer.self_attn.cache.allocate(shape, self.dtype, getattr(layer, "placed_on", self.device))
 
     @property
     def k_caches(self) -> list[torch.Tensor]:

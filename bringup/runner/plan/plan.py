@@ -93,6 +93,8 @@ class ExecutionPlan:
     prefix_caching: Choice = field(default_factory=lambda: Choice(False, "not decided yet"))
     # value: prompt tokens a step may carry beside running decodes (None: prompts run whole)
     prefill_chunk: Choice = field(default_factory=lambda: Choice(None, "not decided yet"))
+    # value: which device holds which layers, the others left out with why (placement/placement.py); None: one device
+    placement: Choice = field(default_factory=lambda: Choice(None, "one device named (--device)"))
     block_size: int = BLOCK_SIZE
     warnings: list[str] = field(default_factory=list)
 

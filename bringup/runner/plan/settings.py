@@ -41,6 +41,7 @@ SETTINGS = (  # in the order of the plan's rows
     Setting("prefill_chunk", drafted=False),
     Setting("host_fallbacks", quiet="none"),
     Setting("global_fallback", quiet="none"),
+    Setting("placement", quiet="one device"),
 )
 
 # the table as each reader uses it

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from bringup.runner.plan.placement.placement import shown_placement
+
 LISTED = ("host_fallbacks", "global_fallback")  # a list of names, or one, shown as `none` when empty
 
 
 def shown(setting: str, value: Any, block_size: int) -> str:
     """`setting`'s `value` as the plan table shows it; `block_size` (tokens per KV block) for the KV cache."""
+    if setting == "placement":
+        return shown_placement(value)
     if setting in LISTED:
         return str((", ".join(value) if isinstance(value, list) else value) or "none")
     if setting == "graphs":

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from bringup.runner.plan.plan import Choice, ExecutionPlan
+from bringup.serve.metrics.placement import placement_metrics
 from bringup.serve.protocol import Engine
 
 PLAN_LABELS_SKIPPED = ("profile", "warnings")  # prose, not a setting
@@ -66,6 +67,7 @@ class EngineStateCollector(Collector):
                     1 if s.get("draining") else 0)
         yield self._fallbacks()
         yield self._plan()
+        yield from placement_metrics(self.engine.plan)
 
     def _fallbacks(self) -> CounterMetricFamily:
         family = CounterMetricFamily("bringup_fallbacks", "Runner fallbacks, by level (op, path, global), what fell "
@@ -97,6 +99,8 @@ def plan_labels(plan: ExecutionPlan) -> dict[str, str]:
             value = value.value
             if f.name == "compiled" and not value:
                 value = "eager"
+            if f.name == "placement":
+                value = plan.shown("placement")
             if f.name in ("host_fallbacks", "global_fallback"):
                 value = ", ".join(value) if isinstance(value, list) else value
                 value = value or "none"

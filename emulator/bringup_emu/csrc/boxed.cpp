@@ -4,6 +4,7 @@
 // a `wrong` op's floating outputs are then scaled. Random ops draw from the emu device's generator either way.
 #include "emu_ops.h"
 #include "graphs.h"
+#include "emu_speed.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
@@ -263,6 +264,7 @@ void emu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto rule = rule_for(op);
   const auto& name = op.schema().operator_name();
   check_one_device(op, *stack);
+  const PacedOp paced(first_emu_device(torch::jit::last(*stack, op.schema().arguments().size())));
   if (rule.abort) {
     std::fprintf(stderr, "emu: %s is listed under abort in the spec: aborting the process\n",
                  c10::toString(name).c_str());

@@ -6,6 +6,7 @@
 // What a real device cannot capture fails the capture with the device's error: host-fallback ops, host syncs,
 // copies between the host and the device, and the ops the spec's capture_refused names.
 #include "graphs.h"
+#include "emu_speed.h"
 
 #include <ATen/core/GraphImplInterface.h>
 #include <ATen/native/Copy.h>
@@ -153,6 +154,7 @@ struct BoxedStep {
   double replay_factor;
 
   void operator()() const {
+    const PacedOp paced(current_device());  // a slow device replays as slowly as it runs eagerly
     torch::jit::Stack stack(inputs.begin(), inputs.end());
     run_on_host_aliases(op, &stack);
     if (rule.scaled) {

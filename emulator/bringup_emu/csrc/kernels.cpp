@@ -1,6 +1,7 @@
 // The device's own kernels: allocation, copies, views, resizing, set_ and scalars. The CPU fallback cannot
 // provide these (it needs them itself), so they work on the device memory directly or on CPU aliases of it.
 #include "emu_ops.h"
+#include "emu_speed.h"
 #include "graphs.h"
 
 #include <ATen/EmptyTensor.h>
@@ -50,6 +51,7 @@ at::Tensor empty_strided(
 }
 
 void copy_now(const at::Tensor& self, const at::Tensor& dst) {
+  const PacedOp paced(is_emu(dst) ? dst.device().index() : self.device().index());
   if (is_emu(dst)) {
     check_dtype_allowed(dst.scalar_type());
   }

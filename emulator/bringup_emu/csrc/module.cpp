@@ -1,6 +1,7 @@
 // The Python module bringup_emu_C: configure the device from the parsed spec, read the counters and statistics.
 #include "emu.h"
 #include "graphs.h"
+#include "emu_speed.h"
 
 #include <torch/csrc/Generator.h>
 #include <pybind11/pybind11.h>
@@ -46,6 +47,8 @@ py::object default_generator(int64_t device) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "bringup's emulated accelerator (PrivateUse1 backed by host memory)";
   m.def("configure", &configure, "set the devices, refused dtypes and op rules from the parsed spec");
+  m.def("configure_speeds", &bringup_emu::configure_speeds, "each device's speed, a fraction of the host's");
+  m.def("device_speed", [](int64_t device) { return bringup_emu::device_speed(static_cast<c10::DeviceIndex>(device)); });
   m.def("device_count", [] { return static_cast<int>(bringup_emu::device_count()); });
   m.def("current_device", [] { return static_cast<int>(bringup_emu::current_device()); });
   m.def("set_device", [](int64_t index) { bringup_emu::set_current_device(static_cast<c10::DeviceIndex>(index)); });

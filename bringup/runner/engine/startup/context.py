@@ -38,6 +38,7 @@ class StartInputs:
     recorder: FallbackRecorder
     fell_back: Choice | None = None
     withdrawn: Choice | None = None
+    placement: Choice | None = None  # the plan's placement row when --device named several devices
 
     @property
     def seqs_requested(self) -> bool:

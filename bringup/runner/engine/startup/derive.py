@@ -16,7 +16,9 @@ from bringup.profiles.schema import DeviceSection, Profile
 from bringup.profiles.store import default_profile_path, load_profile, same_device
 from bringup.runner.engine.quantized_activations import with_quantized_activations
 from bringup.runner.engine.startup.context import Start
-from bringup.runner.plan.plan import ExecutionPlan, build_plan
+from bringup.runner.engine.startup.free_memory import capped_free
+from bringup.runner.engine.startup.split import split_runs
+from bringup.runner.plan.plan import Choice, ExecutionPlan, build_plan
 from bringup.runner.plan.profile_facts import ProfileFacts
 from bringup.runner.plan.quantize.scheme import check_requested
 
@@ -46,6 +48,10 @@ def derive(start: Start) -> ExecutionPlan:
                                       config.stored_quantization is not None, partial(
                                           build_plan, facts, label, str(device), config, options.max_num_seqs,
                                           options.max_model_len, force=options.force))
+    if inputs.placement is not None:
+        plan = replace(plan, placement=inputs.placement)
+    if split_runs(inputs.placement) is not None:
+        plan = replace(plan, compiled=Choice(None, "eager: the layers are split across devices"))
     if inputs.fell_back is not None:
         plan = replace(plan, global_fallback=inputs.fell_back,
                        warnings=[*plan.warnings, f"global fallback: {inputs.fell_back.evidence}"])
@@ -58,4 +64,4 @@ def _free_before_weights(start: Start) -> int | None:
     device, given = start.inputs.device, start.inputs.options.measurements
     if given is not None:
         return given.free_bytes
-    return backend_for(device).memory(device.index or 0)[1]
+    return capped_free(start.inputs.options, device, *backend_for(device).memory(device.index or 0))

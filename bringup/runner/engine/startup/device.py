@@ -20,6 +20,7 @@ from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.startup.context import StartInputs
 from bringup.runner.engine.startup.pipeline import start_on
 from bringup.runner.plan.graphs import check_graphs_option
+from bringup.runner.engine.startup.placement import place
 from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.quantize.scheme import check_requested
 from bringup.runner.sources.directory.validate import WeightsDoNotFit
@@ -62,7 +63,7 @@ def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     inputs.recorder.record("global", "device", wanted=str(device), instead=HOST_DEVICE_TYPE, why=why)
     fell_back = Choice(HOST_DEVICE_TYPE, f"wanted {device}: {why}; on the host instead (--allow-cpu-fallback)")
     on_host = StartInputs(options, inputs.source, HOST, backend_for(HOST).device_info(0), inputs.config,
-                          inputs.tokenizer, inputs.recorder, fell_back)
+                          inputs.tokenizer, inputs.recorder, fell_back, placement=inputs.placement)
     return start_on(cls, on_host)
 
 
@@ -86,6 +87,10 @@ def _checked_inputs(options: EngineOptions) -> StartInputs:
         tokenizer.use_chat_template(template)
         log.info("chat template: %s (--chat-template), in place of the model's", options.chat_template)
     source.check(config)  # headers, names and shapes checked before anything is timed or loaded
+    placed = place(options, config)
+    if placed is not None:
+        return StartInputs(placed.options, source, placed.device, placed.info, config, tokenizer, recorder,
+                           placement=placed.choice)
     selection = select_device(options.device, _profile_device(options.profile_path))
     return StartInputs(options, source, selection.device, selection.info, config, tokenizer, recorder)
 

@@ -10,6 +10,8 @@ from bringup.backends.registry import backend_for
 from bringup.runner.engine.decode_timing import sweep_limit, sweep_room
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.startup.context import Start
+from bringup.runner.engine.startup.free_memory import capped_free
+from bringup.runner.engine.startup.split import load_device, split_loaded, split_runs
 from bringup.runner.plan.kv_sizing import size_kv_cache
 from bringup.runner.plan.plan import ExecutionPlan
 from bringup.runner.plan.record.bounds import beyond_this_start
@@ -20,10 +22,15 @@ def load_weights(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     from the device, or derived from the measurements given)."""
     inputs, bench = start.inputs, start.bench
     assert bench.layout is not None
-    bench.model = model = inputs.source.load(inputs.config, bench.dtype, inputs.device, bench.layout, checked=True)
+    runs = split_runs(inputs.placement)
+    bench.model = model = inputs.source.load(inputs.config, bench.dtype, load_device(inputs.placement, inputs.device),
+                                             bench.layout, checked=True)
     given = bench.given
-    if given is None:
-        bench.free = backend_for(inputs.device).memory(inputs.device.index or 0)[1]
+    if runs is not None:
+        bench.free = split_loaded(model, runs, inputs.options)
+    elif given is None:
+        bench.free = capped_free(inputs.options, inputs.device, *backend_for(inputs.device).memory(
+            inputs.device.index or 0))
     else:
         bench.free = None if given.free_bytes is None else given.free_bytes - model.weight_bytes()
     return plan

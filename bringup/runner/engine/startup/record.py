@@ -8,6 +8,7 @@ from __future__ import annotations
 from bringup.log import get_logger
 from bringup.profiles.sections.models import ModelPlanRecord
 from bringup.runner.engine.startup.context import Start
+from bringup.runner.engine.startup.split import load_device
 from bringup.runner.plan.plan import ExecutionPlan
 from bringup.runner.plan.record.bounds import record_problem
 from bringup.runner.plan.record.recorded import find_record as recorded_plan
@@ -19,7 +20,8 @@ log = get_logger("runner.startup")
 def find_record(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     """The plan as it was; the bench's fingerprint, key and record."""
     inputs, bench = start.inputs, start.bench
-    inputs.source.check_weights(inputs.config, bench.dtype, inputs.device, inputs.options.force)
+    inputs.source.check_weights(inputs.config, bench.dtype, load_device(inputs.placement, inputs.device),
+                                inputs.options.force)
     bench.fingerprint = inputs.source.fingerprint()
     bench.key = model_key(inputs.source.name, bench.fingerprint, bench.quantization)
     bench.record = _usable_record(start, plan.dtype.value)

@@ -1,0 +1,154 @@
+"""Placement on an emulated pair that holds the model only together: the planned layer split against llama.cpp's
+memory-proportional split and against the large device alone (issue 54's acceptance: >= 1.3x faster than each).
+
+The pair: `emu:0` fast and small (speed 1.0), `emu:1` slow and large (speed 0.25, so the emulator waits three times
+what it computes); the caps (--fast-cap, --slow-cap, default 450 and 560 MiB) make SmolLM2-135M in float32 with a
+256-token cache fit neither alone. Each device's bandwidth is measured here first (bench's triad kernel through its
+harness, interleaved rounds), and the planner is fed those figures and the caps, as a start-up feeds it a profile's.
+"large alone" runs every layer on emu:1 with its cap lifted (it cannot hold the model under it: that is the point
+of the split; the row says how fast the large device would be if it could).
+
+Each placement is the runner's own executor over the model split by engine/split_model.py, greedy, batch 1; the
+rounds alternate the placements so a load that comes and goes falls on each; each figure is its best round. The
+greedy tokens of every placement are checked against the CPU's.
+
+Run:  python -m benchmarks.placement [--tokens 32] [--rounds 3] [--model FILE.gguf]
+(from the repository root; it sets BRINGUP_EMU_SPEC for itself). Not a test: the figures are this machine's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+SPEC = {"devices": [{"name": "Emu fast small", "memory": "2GiB", "speed": 1.0},
+                    {"name": "Emu slow large", "memory": "2GiB", "speed": 0.25}],
+        "refused_dtypes": ["float64"]}
+DEFAULT_MODEL = Path(".cache/test-models/SmolLM2-135M-Instruct.Q4_1.gguf")
+PROMPT = [1, 504, 3458, 282, 4649, 314]
+CONTEXT = 256
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
+    parser.add_argument("--fast-cap", type=int, default=450, help="MiB")
+    parser.add_argument("--slow-cap", type=int, default=560, help="MiB")
+    args = parser.parse_args()
+    if os.environ.get("BRINGUP_EMU_SPEC") != json.dumps(SPEC):
+        os.environ["BRINGUP_EMU_SPEC"] = json.dumps(SPEC)
+        os.execv(sys.executable, [sys.executable, "-m", "benchmarks.placement", *sys.argv[1:]])
+    run(args)
+
+
+def measured_gbps(rounds: int) -> dict[str, float]:
+    import torch
+
+    from bringup.probes.bench.groups.bandwidth import kernels
+    from bringup.probes.bench.harness import Harness, HarnessSettings
+
+    settings = HarnessSettings(warmup=2, min_reps=5, max_reps=20, budget_s=0.2)
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for device in ("emu:0", "emu:1"):
+            a, b, c = (torch.rand(1 << 22, device=device) for _ in range(3))
+            seconds = Harness.for_device(torch.device(device), settings).measure(kernels(a, b, c)["triad"]).min_s
+            best[device] = max(best.get(device, 0.0), 3 * a.numel() * 4 / seconds / 1e9)
+    return best
+
+
+def placements(model_path: Path, gbps: dict[str, float], caps: dict[str, int]) -> dict[str, list]:
+    import torch
+
+    from bringup.runner.plan.placement.facts import DeviceFacts
+    from bringup.runner.plan.placement.need import model_need
+    from bringup.runner.plan.placement.planner import plan_placement
+    from bringup.runner.plan.placement.split import memory_proportional_split
+    from bringup.runner.sources.model_source import model_source
+
+    config = model_source(model_path).config()
+    need = model_need(config, CONTEXT)
+    facts = [DeviceFacts(d, caps[d], f"{caps[d] >> 20} MiB (cap)", gbps[d], None, "float32",
+                         f"measured {gbps[d]:.2f} GB/s", False) for d in ("emu:0", "emu:1")]
+    planned = plan_placement(facts, need)
+    proportional = memory_proportional_split(facts, need)
+    runs = {name: [(torch.device(m.device), m.first, m.last) for m in p.members]
+            for name, p in (("planned", planned), ("memory-proportional", proportional))}
+    runs["large alone"] = [(torch.device("emu:1"), 0, config.num_layers - 1)]
+    for name, p in (("planned", planned), ("memory-proportional", proportional)):
+        print(f"{name:>20}: {', '.join(f'{m.device} layers [{m.first}, {m.last}]' for m in p.members)}; "
+              f"predicted {p.seconds_per_token * 1e3:.1f} ms/token")
+    print(f"{'planned evidence':>20}: {planned.evidence}")
+    return runs
+
+
+def decoder(model_path: Path, runs: list | None):  # type: ignore[no-untyped-def]
+    import torch
+
+    from bringup.fallbacks import FallbackRecorder
+    from bringup.runner.engine.executor import Executor
+    from bringup.runner.engine.split_model import split_across
+    from bringup.runner.model.decoder import WeightLayout
+    from bringup.runner.plan.plan import build_plan
+    from bringup.runner.plan.profile_facts import ProfileFacts
+    from bringup.runner.sources.model_source import model_source
+
+    source = model_source(model_path)
+    config = source.config()
+    model = source.load(config, torch.float32, "cpu", WeightLayout("out_in", "out_in", 0))
+    if runs is not None:
+        split_across(model, runs)
+    plan = build_plan(ProfileFacts(None), "benchmark", str(model.device), config, 1, CONTEXT, "float32")
+    model.allocate_kv_cache(CONTEXT // plan.block_size, plan.block_size)
+    return Executor(model, plan, FallbackRecorder())
+
+
+def greedy(executor, tokens: int) -> tuple[list[int], float]:  # type: ignore[no-untyped-def]
+    """The greedy tokens after PROMPT and the best decode step's seconds (batch 1)."""
+    from bringup.runner.model.batch_inputs import SeqChunk
+
+    ids, start, table, best = list(PROMPT), 0, list(range(CONTEXT // 16)), float("inf")
+    for step in range(tokens):
+        began = time.perf_counter()
+        logits = executor.run_chunks([SeqChunk(list(ids), start, table)]).cpu()
+        if step:
+            best = min(best, time.perf_counter() - began)
+        start = len(ids)
+        ids.append(int(logits[0].argmax()))
+    return ids[len(PROMPT):], best
+
+
+def run(args: argparse.Namespace) -> None:
+    import logging
+
+    from benchmarks.machine import header_lines, machine_facts
+
+    logging.disable(logging.WARNING)  # the plan's "no usable profile" warning: the benchmark gives the figures
+    print("\n".join(header_lines(machine_facts("cpu"))))  # the host; the emulated pair below
+    print(f"load:    {os.getloadavg()[0]:.2f} (1-min average) at the start; spec {json.dumps(SPEC['devices'])}")
+    gbps = measured_gbps(args.rounds)
+    print(f"measured: {', '.join(f'{d} {v:.2f} GB/s' for d, v in gbps.items())} (triad, best of {args.rounds})")
+    runs = placements(args.model, gbps, {"emu:0": args.fast_cap << 20, "emu:1": args.slow_cap << 20})
+    reference, _ = greedy(decoder(args.model, None), args.tokens)
+    executors = {name: decoder(args.model, r) for name, r in runs.items()}
+    best: dict[str, float] = {}
+    for round_index in range(args.rounds):
+        for name, executor in executors.items():
+            tokens, seconds = greedy(executor, args.tokens)
+            same = "same as the CPU" if tokens == reference else f"DIFFERENT from the CPU: {tokens} vs {reference}"
+            print(f"round {round_index + 1} {name:>20}: {seconds * 1e3:8.1f} ms/token (best step); {same}")
+            best[name] = min(best.get(name, float("inf")), seconds)
+    planned = best["planned"]
+    for name, seconds in best.items():
+        print(f"best {name:>20}: {seconds * 1e3:8.1f} ms/token; planned is {seconds / planned:.2f}x faster")
+    print(f"load:    {os.getloadavg()[0]:.2f} (1-min average) at the end")
+
+
+if __name__ == "__main__":
+    main()

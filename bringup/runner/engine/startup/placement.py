@@ -1,0 +1,81 @@
+"""Several devices named (--device emu:0,emu:1, or a family): each device's profile read, the placement planned
+from them (plan/placement/), and the start goes on where the plan puts the model. A device without a profile is
+refused with the command that records one: the planner never guesses a device's speed or memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from bringup.backends.selection.device_set import device_set
+from bringup.errors import BringupError
+from bringup.log import get_logger
+from bringup.runner.engine.options import EngineOptions
+from bringup.runner.engine.startup.derive import read_profile
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.plan.choice import Choice
+from bringup.runner.plan.placement.facts import DeviceFacts, UnplaceableDevice, device_facts
+from bringup.runner.plan.placement.given import memory_caps, split_proportions
+from bringup.runner.plan.placement.need import model_need
+from bringup.runner.plan.placement.placement import SINGLE, Placement
+from bringup.runner.plan.placement.planner import NoPlacement, plan_placement
+from bringup.runner.plan.placement.split import SplitRefused
+from bringup.runner.plan.plan import choose_max_model_len
+
+log = get_logger("runner.placement")
+SPLIT_LAYOUT = "out_in"
+
+
+@dataclass(frozen=True)
+class Placed:
+    device: torch.device  # where the start goes on (the single member)
+    info: Any
+    choice: Choice  # the plan's placement row
+    placement: Placement
+    options: EngineOptions  # a split serves one weight layout (the plan counted one copy of each weight)
+
+
+def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
+    """The planned placement when --device names several devices; None when it names one."""
+    infos = device_set(options.device)
+    if infos is None:
+        if options.layer_split is not None:
+            raise BringupError("--layer-split splits the layers across the devices --device names: name several "
+                               "(e.g. --device emu:0,emu:1), one proportion each")
+        return None
+    if options.profile_path is not None:
+        raise BringupError("--profile names one device's profile; with several devices each is read from "
+                           "profiles/<device>.yaml under the current folder: run from the folder holding them")
+    try:
+        caps, proportions = memory_caps(options.device_memory), split_proportions(options.layer_split)
+        facts = [_facts(info, caps.get(info.id), options.dtype) for info in infos]
+        context = choose_max_model_len(config, options.max_model_len).value
+        placement = plan_placement(facts, model_need(config, context), proportions)
+    except (ValueError, UnplaceableDevice, NoPlacement, SplitRefused) as exc:
+        raise BringupError(str(exc)) from None
+    _log(placement)
+    dtypes = {f.dtype for f in facts if any(m.device == f.device for m in placement.members)}
+    if len(dtypes) > 1:
+        raise BringupError(f"the split's devices would run different dtypes ({', '.join(sorted(dtypes))}, each its "
+                           "profile's choice): pass --dtype with one that every device verified")
+    chosen = next(info for info in infos if info.id == placement.members[0].device)
+    if placement.mode != SINGLE and options.weight_layout is None:
+        options = replace(options, weight_layout=SPLIT_LAYOUT)  # one copy of each weight, as the plan counted
+    return Placed(torch.device(chosen.id), chosen, Choice(placement.as_value(), placement.evidence), placement,
+                  options)
+
+
+def _facts(info: Any, cap: int | None, dtype: str | None) -> DeviceFacts:
+    profile, label = read_profile(None, torch.device(info.id), info)
+    if profile is None:
+        raise BringupError(f"{info.id} has no profile ({label}): run `bringup all --device {info.id}` first; the "
+                           "placement is planned from each device's measured profile, never guessed")
+    return device_facts(info.id, profile, cap, dtype)
+
+
+def _log(placement: Placement) -> None:
+    log.info("placement %s: %s", placement.mode, placement.evidence)
+    for device, why in placement.left_out:
+        log.info("placement: %s left out: %s", device, why)

@@ -1,0 +1,51 @@
+"""A placement: which device holds which layers (or the whole model), the others left out with why, and the
+predicted time per token it was chosen by. Plain data; `as_value` is what the plan's `placement` row holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SINGLE, LAYER_SPLIT, REPLICAS = "single", "layer_split", "replicas"
+
+
+@dataclass(frozen=True)
+class Member:
+    device: str
+    first: int  # the first and last decoder layer it holds
+    last: int
+    seconds_per_token: float  # predicted: its weights over its measured bandwidth
+    need_bytes: int  # its weights, its share of the KV cache and the activation reserve
+    evidence: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    mode: str
+    members: tuple[Member, ...]  # in pipeline order
+    left_out: tuple[tuple[str, str], ...]  # (device, why it is left out)
+    crossing: str  # how activations cross between members ("" for one member)
+    evidence: str
+
+    @property
+    def seconds_per_token(self) -> float:
+        return sum(m.seconds_per_token for m in self.members)
+
+    def as_value(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "devices": [{"device": m.device, "layers": [m.first, m.last], "need_bytes": m.need_bytes,
+                         "predicted_s_per_token": m.seconds_per_token, "evidence": m.evidence}
+                        for m in self.members],
+            "left_out": [{"device": device, "why": why} for device, why in self.left_out],
+            "crossing": self.crossing,
+        }
+
+
+def shown_placement(value: Any) -> str:
+    """The row as people read it: `emu:1 layers [0, 29]; left out: emu:0`."""
+    if not isinstance(value, dict):
+        return "one device"
+    held = ", ".join(f"{d['device']} layers [{d['layers'][0]}, {d['layers'][1]}]" for d in value["devices"])
+    left = ", ".join(d["device"] for d in value["left_out"])
+    return f"{value['mode']}: {held}" + (f"; left out: {left}" if left else "")

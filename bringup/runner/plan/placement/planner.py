@@ -1,0 +1,78 @@
+"""The placement planner: the fastest device alone when it holds the model; otherwise the layers split to minimise
+the time per token under each device's memory cap (measured bandwidth, not memory alone) -- also where only a slower
+device holds the model and the split predicts clearly faster; or the proportions an expert gave (--layer-split).
+Fed only by DeviceFacts and the model's need."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bringup.runner.plan.placement.cost import held_bytes, mib, seconds_per_token, usable_bytes
+from bringup.runner.plan.placement.facts import DeviceFacts
+from bringup.runner.plan.placement.need import ModelNeed
+from bringup.runner.plan.placement.placement import LAYER_SPLIT, SINGLE, Member, Placement
+from bringup.runner.plan.placement.split import fastest_split, given_split, memory_proportional_split
+
+# a split is chosen over one device that holds the model only when it predicts under this share of its time: the
+# crossings between devices are not in the prediction
+SPLIT_MARGIN = 0.9
+
+
+class NoPlacement(ValueError):
+    """No placement holds the model on these devices; the message says what each can hold."""
+
+
+def plan_placement(devices: list[DeviceFacts], need: ModelNeed,
+                   proportions: list[float] | None = None) -> Placement:
+    if proportions is not None:
+        return given_split(devices, need, proportions)
+    whole = {d.device: _whole(d, need) for d in devices}
+    fitting = [d for d in devices if whole[d.device].need_bytes <= usable_bytes(d)]
+    split = fastest_split(devices, need)
+    if fitting:
+        best = min(fitting, key=lambda d: whole[d.device].seconds_per_token)
+        alone = whole[best.device].seconds_per_token
+        if split is None or len(split.members) == 1 or split.seconds_per_token > SPLIT_MARGIN * alone:
+            return _single(best, devices, whole)
+        return replace(split, evidence=f"{split.evidence}; {split.seconds_per_token * 1e3:.3g} ms/token predicted "
+                                       f"against {alone * 1e3:.3g} on {best.device} alone, the fastest that holds it")
+    if split is None:
+        held = "; ".join(f"{d.device} {mib(usable_bytes(d))} of {mib(d.memory_bytes)}" for d in devices)
+        total = max(whole.values(), key=lambda m: m.need_bytes).need_bytes
+        raise NoPlacement(f"the model needs about {mib(total)} (weights and a KV cache of {need.context_tokens} "
+                          f"tokens) and these devices together cannot hold it ({held}): add a device, lower "
+                          "--max-model-len, or use a smaller --dtype or model")
+    return split
+
+
+def _whole(device: DeviceFacts, need: ModelNeed) -> Member:
+    last = need.layers - 1
+    held = held_bytes(device, need, 0, last, 1)
+    return Member(device.device, 0, last, seconds_per_token(device, need, 0, last, True), held,
+                  f"needs {mib(held)} of {mib(usable_bytes(device))} usable ({device.memory_evidence}); "
+                  f"{device.speed_evidence}")
+
+
+def _single(best: DeviceFacts, devices: list[DeviceFacts], whole: dict[str, Member]) -> Placement:
+    chosen = whole[best.device]
+    left = []
+    for other in devices:
+        if other is best:
+            continue
+        member = whole[other.device]
+        slower = member.seconds_per_token > chosen.seconds_per_token
+        speed = (f"slower ({member.seconds_per_token * 1e3:.3g} ms/token predicted against "
+                 f"{chosen.seconds_per_token * 1e3:.3g}; {other.speed_evidence})")
+        if member.need_bytes > usable_bytes(other):
+            why = (f"too small: the model and its KV cache need {mib(member.need_bytes)}, it has "
+                   f"{mib(usable_bytes(other))} usable ({other.memory_evidence})") + (f"; and {speed}" if slower
+                                                                                    else "")
+        else:
+            why = f"{speed}, and would only add transfers"
+        left.append((other.device, why))
+    evidence = (f"{best.device} holds the model and is the fastest that does "
+                f"({chosen.seconds_per_token * 1e3:.3g} ms/token predicted from its measured bandwidth)")
+    return Placement(SINGLE, (chosen,), tuple(left), "", evidence)
+
+
+__all__ = ["LAYER_SPLIT", "NoPlacement", "memory_proportional_split", "plan_placement"]

@@ -1,0 +1,65 @@
+// A device's speed (a fraction of the host's, from the spec): each op on a slower device takes 1/speed of its host
+// time. The emulator waits out the difference by sleeping, so a slow device leaves the CPU to other threads and
+// processes; the last stretch of a wait, shorter than a sleep's overshoot, yields in a loop, so every op (small ones
+// too) ends on time and a minimum over repetitions measures the device's speed.
+#include "emu_speed.h"
+
+#include "emu.h"
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace bringup_emu {
+namespace {
+
+using SpeedClock = std::chrono::steady_clock;
+// a sleep overshoots by up to about this much: the last stretch of a wait yields in a loop instead
+constexpr auto kSleepSlack = std::chrono::microseconds(100);
+
+std::vector<double> g_speeds;
+
+double speed_of(c10::DeviceIndex device) {
+  if (device < 0 || static_cast<size_t>(device) >= g_speeds.size()) {
+    return 1.0;
+  }
+  return g_speeds[static_cast<size_t>(device)];
+}
+
+} // namespace
+
+void configure_speeds(const std::vector<double>& speeds) {
+  for (const double speed : speeds) {
+    TORCH_CHECK(speed > 0.0 && speed <= 1.0, "emu: a device speed is a fraction of the host's, in (0, 1]");
+  }
+  g_speeds = speeds;
+}
+
+double device_speed(c10::DeviceIndex device) {
+  check_device_index(device);
+  return speed_of(device);
+}
+
+PacedOp::PacedOp(std::optional<c10::DeviceIndex> device)
+    : slowdown_(device.has_value() ? 1.0 / speed_of(*device) - 1.0 : 0.0) {
+  if (slowdown_ > 0.0) {
+    start_ = SpeedClock::now();
+  }
+}
+
+PacedOp::~PacedOp() {
+  if (slowdown_ <= 0.0) {
+    return;
+  }
+  const auto end = SpeedClock::now();
+  const auto wait = std::chrono::duration_cast<SpeedClock::duration>((end - start_) * slowdown_);
+  const auto deadline = end + wait;
+  if (wait > kSleepSlack) {
+    std::this_thread::sleep_for(wait - kSleepSlack);
+  }
+  while (SpeedClock::now() < deadline) {
+    std::this_thread::yield();
+  }
+}
+
+} // namespace bringup_emu

@@ -1,0 +1,117 @@
+"""Placement across emu devices, end to end through the real commands: `serve --device emu` on the default spec
+serves SmolLM2 on the dGPU alone and says why not the iGPU; a pair that holds the model only together (a fast small
+device, a slow large one, capped with --device-memory) runs a layer split with more layers on the fast device than
+memory alone would give it, and its greedy tokens equal the CPU's over 32 tokens; a device without a profile is
+refused naming the command that records one. The devices' measured figures are given as data in their profiles
+(bench ceilings), as planning tests take measurements: the planner's choice does not depend on this machine."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.emulator.emu_process import emu_env, run_python
+from tests.real_model import smollm2_gguf
+from tests.server.serve_live import free_port, wait_healthy
+
+WRITE_PROFILES = """
+import os, sys, torch
+os.chdir(sys.argv[1])
+from bringup.backends.registry import backend_for
+from bringup.profiles.schema import DeviceSection, Profile
+from bringup.profiles.sections.bench import BenchSection, MeasuredCeilings
+from bringup.profiles.store import default_profile_path, render_yaml
+for item in sys.argv[2].split(","):
+    device, gbps = item.split("=")
+    info = backend_for(torch.device(device)).device_info(torch.device(device).index)
+    path = default_profile_path(info)
+    path.parent.mkdir(exist_ok=True)
+    bench = BenchSection(ceilings=MeasuredCeilings(gbps=float(gbps)))
+    path.write_text(render_yaml(Profile(device=DeviceSection.model_validate(info.to_dict()), bench=bench)))
+"""
+PAIR = {"devices": [{"name": "Emu fast small", "memory": "2GiB"}, {"name": "Emu slow large", "memory": "2GiB"}],
+        "refused_dtypes": ["float64"]}
+CAPS = "emu:0=450MiB,emu:1=560MiB"  # SmolLM2 in float32 with a 256-token cache fits neither, and both together
+
+
+def write_profiles(folder: Path, spec: str | dict, measured: str) -> None:
+    code = WRITE_PROFILES.replace("sys.argv[1]", repr(str(folder))).replace("sys.argv[2]", repr(measured))
+    done = run_python(code, spec)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def generate(folder: Path, spec: str | dict, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "bringup", "generate", "The capital of France is", "--model",
+               str(smollm2_gguf()), "--max-model-len", "256", "--json", *args]
+    return subprocess.run(command, cwd=folder, env={**emu_env(spec), "COLUMNS": "400"}, capture_output=True,
+                          text=True, timeout=600, check=False)
+
+
+def test_serve_on_the_family_runs_smollm2_on_the_dgpu_alone_and_the_plan_says_why_not_the_igpu(tmp_path) -> None:
+    write_profiles(tmp_path, "default", "emu:0=5,emu:1=10")
+    port = free_port()
+    command = [sys.executable, "-m", "bringup", "serve", "--device", "emu", "--model", str(smollm2_gguf()), "--port",
+               str(port), "--max-model-len", "256", "--max-num-seqs", "2"]
+    server = subprocess.Popen(command, cwd=tmp_path, env={**emu_env("default"), "COLUMNS": "400"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # a wide table: one line a row
+    try:
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_healthy(url, timeout=300, proc=server)
+        except RuntimeError:
+            pytest.fail(f"serve --device emu did not start:\n{server.communicate(timeout=30)[1][-3000:]}")
+        done = httpx.post(f"{url}/v1/completions", timeout=120, json={
+            "model": "SmolLM2-135M-Instruct.Q4_1", "prompt": "The capital of France is", "max_tokens": 2,
+            "temperature": 0})
+        plan = httpx.get(f"{url}/v1/plan", timeout=10).json()["plan"]
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+    finally:
+        server.send_signal(signal.SIGTERM)
+        stdout, _ = server.communicate(timeout=60)
+    assert done.status_code == 200, done.text
+    placement = plan["placement"]
+    assert plan["device"] == "emu:1" and placement["value"]["mode"] == "single"
+    assert [(d["device"], d["layers"]) for d in placement["value"]["devices"]] == [("emu:1", [0, 29])]
+    (left,) = placement["value"]["left_out"]
+    assert left["device"] == "emu:0" and left["why"].startswith("too small: the model and its KV cache need")
+    assert "; and slower (" in left["why"]  # 5 GB/s measured against 10
+    assert placement["shown"] == "single: emu:1 layers [0, 29]; left out: emu:0"
+    (row,) = [line for line in stdout.splitlines() if "│ placement " in line]  # the start-up table's row
+    assert "single: emu:1 layers [0, 29]; left out: emu:0" in row and "holds the model and is the fastest" in row
+    assert 'bringup_device_layers{device="emu:1"} 30.0' in metrics
+    assert 'bringup_device_layers{device="emu:0"} 0.0' in metrics
+
+
+@pytest.mark.timeout(900)  # two SmolLM2 starts and 32 tokens each: about a minute on an idle 2-core machine
+def test_a_pair_holding_the_model_only_together_splits_it_toward_the_fast_device_with_the_cpus_tokens(tmp_path
+                                                                                                    ) -> None:
+    write_profiles(tmp_path, PAIR, "emu:0=40,emu:1=10")  # emu:0 measured 4x faster
+    split = generate(tmp_path, PAIR, "--device", "emu:0,emu:1", "--device-memory", CAPS, "--max-tokens", "32",
+                     "--ignore-eos")
+    assert split.returncode == 0, split.stderr[-3000:]
+    cpu = generate(tmp_path, PAIR, "--device", "cpu", "--max-tokens", "32", "--ignore-eos")
+    assert cpu.returncode == 0, cpu.stderr[-3000:]
+    out, reference = json.loads(split.stdout), json.loads(cpu.stdout)
+    value = out["plan"]["placement"]["value"]
+    assert value["mode"] == "layer_split" and "through the host" in value["crossing"]
+    layers = {d["device"]: d["layers"][1] - d["layers"][0] + 1 for d in value["devices"]}
+    by_memory = round(30 * 450 / (450 + 560))  # llama.cpp's split: in proportion to memory
+    assert sum(layers.values()) == 30 and layers["emu:0"] > by_memory, layers
+    assert value["devices"][-1]["device"] == "emu:0"  # the fast device runs last, with the output head
+    assert out["completion_tokens"] == reference["completion_tokens"] == 32
+    assert out["token_ids"] == reference["token_ids"]
+
+
+def test_a_device_without_a_profile_is_refused_naming_the_command_that_records_one(tmp_path) -> None:
+    write_profiles(tmp_path, PAIR, "emu:1=10")
+    done = generate(tmp_path, PAIR, "--device", "emu:0,emu:1", "--max-tokens", "1")
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "emu:0 has no profile" in lines[0], done.stderr[-2000:]
+    assert "run `bringup all --device emu:0` first" in lines[0] and "Traceback" not in done.stderr
