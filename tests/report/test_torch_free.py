@@ -18,6 +18,7 @@ TORCH_FREE_RUNNER = {"bringup.runner", "bringup.runner.plan", "bringup.runner.pl
                      "bringup.runner.plan.profile_facts", "bringup.runner.plan.choice",
                      "bringup.runner.plan.settings", "bringup.runner.plan.shown", "bringup.runner.plan.host_fallbacks",
                      "bringup.runner.plan.graphs_evidence",  # the eager-against-replay records, read as data
+                     "bringup.runner.plan.placement", "bringup.runner.plan.placement.placement",  # the row, as data
                      "bringup.runner.model",
                      "bringup.runner.model.config",
                      "bringup.runner.model.config.fields", "bringup.runner.model.config.moe_settings",

@@ -19,8 +19,8 @@ from bringup.profiles.store import load_profile
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.startup.context import StartInputs
 from bringup.runner.engine.startup.pipeline import start_on
-from bringup.runner.plan.graphs import check_graphs_option
 from bringup.runner.engine.startup.placement import place
+from bringup.runner.plan.graphs import check_graphs_option
 from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.quantize.scheme import check_requested
 from bringup.runner.sources.directory.validate import WeightsDoNotFit
