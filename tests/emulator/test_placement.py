@@ -18,7 +18,7 @@ import pytest
 
 from tests.emulator.emu_process import emu_env, run_python
 from tests.real_model import smollm2_gguf
-from tests.server.serve_live import free_port, wait_healthy
+from tests.server.serve_live import free_port, started_or_fail
 
 WRITE_PROFILES = """
 import os, sys, torch
@@ -62,10 +62,7 @@ def test_serve_on_the_family_runs_smollm2_on_the_dgpu_alone_and_the_plan_says_wh
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # a wide table: one line a row
     try:
         url = f"http://127.0.0.1:{port}"
-        try:
-            wait_healthy(url, timeout=300, proc=server)
-        except RuntimeError:
-            pytest.fail(f"serve --device emu did not start:\n{server.communicate(timeout=30)[1][-3000:]}")
+        started_or_fail(url, server, 300, "serve --device emu")
         done = httpx.post(f"{url}/v1/completions", timeout=120, json={
             "model": "SmolLM2-135M-Instruct.Q4_1", "prompt": "The capital of France is", "max_tokens": 2,
             "temperature": 0})

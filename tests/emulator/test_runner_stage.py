@@ -17,7 +17,7 @@ from bringup.runner.sources.builtin_model import builtin_config
 from tests.emulator.emu_process import emu_results
 from tests.emulator.runner_children import CLI, REFUSED_BF16, REFUSING_BF16, SERVE_CAP, serve_cli, stage_profile
 from tests.runner.hf_fixtures import make_hf_model
-from tests.server.serve_live import free_port, wait_healthy
+from tests.server.serve_live import free_port, started_or_fail
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +110,7 @@ def test_serve_on_emu_answers_chat_and_its_plan_shows_device_dtype_kv_and_host_f
                         "--max-model-len", "64"], REFUSING_BF16, tmp_path)
     try:
         url = f"http://127.0.0.1:{port}"
-        try:
-            wait_healthy(url, timeout=180, proc=server)
-        except RuntimeError:
-            pytest.fail(f"bringup serve on emu:1 did not start:\n{server.communicate(timeout=30)[1][-3000:]}")
+        started_or_fail(url, server, 180, "bringup serve on emu:1")
         chat = httpx.post(f"{url}/v1/chat/completions", timeout=60, json={
             "model": "bringup-builtin-llama-2.5m", "messages": [{"role": "user", "content": "hello"}],
             "max_tokens": 4, "temperature": 0})

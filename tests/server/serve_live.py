@@ -49,6 +49,16 @@ def wait_healthy(url: str, timeout: float = 60.0, proc: subprocess.Popen | None 
     raise TimeoutError(f"{url} did not become healthy in {timeout} s")
 
 
+def started_or_fail(url: str, server: subprocess.Popen, timeout: float, what: str) -> None:
+    """Wait for a child `bringup serve` to be healthy; if it exited first, fail the test with its last stderr."""
+    import pytest
+
+    try:
+        wait_healthy(url, timeout=timeout, proc=server)
+    except RuntimeError:
+        pytest.fail(f"{what} did not start:\n{server.communicate(timeout=30)[1][-3000:]}")
+
+
 @dataclass
 class LiveServer:
     """uvicorn serving the app in a background thread of this process."""
