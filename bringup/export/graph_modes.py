@@ -14,12 +14,12 @@ import json
 
 from bringup.export.config import Omitted, Setting
 from bringup.export.engine_spec import ExportInputs, Item
+from bringup.export.evidence import is_host
 from bringup.runner.plan.graphs_evidence import TO_VERIFY, ReplayVerdict, replay_verdict
 from bringup.runner.plan.profile_facts import ProfileFacts
 
 COMPILATION = "--compilation-config"
 LLAMA_GRAPHS = "GGML_CUDA_DISABLE_GRAPHS"
-CUDA_BACKEND = "cuda"  # the bringup backend family whose devices llama.cpp's CUDA (and HIP) backend drives
 
 
 def verdict(x: ExportInputs) -> ReplayVerdict:
@@ -43,11 +43,14 @@ def vllm_graph_mode(x: ExportInputs, eager: Item) -> Item:
 
 
 def llama_cpp_graphs(x: ExportInputs) -> Item:
-    """GGML_CUDA_DISABLE_GRAPHS=1 where the decode step's replay is not verified on a CUDA device."""
-    backend = x.profile.device.backend if x.profile.device is not None else None
-    if backend != CUDA_BACKEND:
-        return Omitted("env", LLAMA_GRAPHS, f"llama.cpp reads it in its CUDA backend only; this profile's device is "
-                                            f"{backend or 'not recorded'}")
+    """GGML_CUDA_DISABLE_GRAPHS=1 where the decode step's replay is not verified on an accelerator (llama.cpp's CUDA
+    and HIP backends read it; the others ignore it, so it is set by the evidence, not by the device's name)."""
+    host = is_host(x.profile)
+    if host is None:
+        return Omitted("env", LLAMA_GRAPHS, "the profile has no device section", (), "run `bringup devices`")
+    if host:
+        return Omitted("env", LLAMA_GRAPHS, "the device is the host: llama.cpp captures graphs only on a GPU",
+                       (f"device.backend: {x.profile.device.backend}",))
     found = verdict(x)
     if found.passed and found.whole_step:
         return Omitted("env", LLAMA_GRAPHS, f"not needed: llama.cpp captures its decode graph, and {found.evidence}",

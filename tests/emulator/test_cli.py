@@ -22,7 +22,8 @@ def test_info_reports_the_spec_in_force_and_the_build() -> None:
     done = run_module("info", "--json", spec='{"devices": [{"name": "one", "integrated": true, "memory": "1GiB"}]}')
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout)
-    assert info["spec"]["devices"] == [{"name": "one", "integrated": True, "memory": 1 << 30}]
+    assert info["spec"]["devices"] == [{"name": "one", "integrated": True, "memory": 1 << 30, "graphs": True,
+                                        "speed": 1.0}]  # the defaults in force, written out
     assert info["build"]["built"] is True and info["build"]["library"].endswith(".so")
 
 

@@ -39,7 +39,7 @@ def test_llama_cpp_disables_cuda_graphs_without_replay_records_and_ignores_other
     assert value(config, LLAMA) == "1" and config.environment[LLAMA] == "1"
     assert "not verified" in config.setting(LLAMA).reason
     assert reason_left_out(export_config(verified(host=True), "llama.cpp"), LLAMA) == (
-        "llama.cpp reads it in its CUDA backend only; this profile's device is cpu")
+        "the device is the host: llama.cpp captures graphs only on a GPU")
 
 
 def with_replay(profile, *statuses: tuple[str, str]):  # type: ignore[no-untyped-def]

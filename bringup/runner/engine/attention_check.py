@@ -48,13 +48,13 @@ def _inputs(config: ModelConfig, lengths: tuple[int, ...], dtype: torch.dtype, d
     mask = m.view(1, B, 1, L, L).expand(1, B, group, L, L).reshape(1, B, group * L, L)
     # padded query rows attend to key 0 so no row is empty (their output is dropped, as the runner drops it)
     mask = mask | ((~valid).view(1, B, group * L, 1) & (pos.view(1, 1, 1, L) == 0))
-    on = [t.to(device=device, dtype=dtype) for t in (q, k, v)]
+    on = [t.to(dtype).to(device) for t in (q, k, v)]  # cast on the host: a device may refuse float64
     return (q, k, v), on, mask.to(device), valid
 
 
 def _error(out: torch.Tensor, ref: torch.Tensor, valid: torch.Tensor) -> float:
     rows = valid.view(1, *valid.shape)
-    got, want = out.double().cpu()[rows.expand(out.shape[0], -1, -1)], ref[rows.expand(ref.shape[0], -1, -1)]
+    got, want = out.cpu().double()[rows.expand(out.shape[0], -1, -1)], ref[rows.expand(ref.shape[0], -1, -1)]
     if not bool(torch.isfinite(got).all()):
         return float("inf")
     return float((got - want).abs().max() / want.abs().max())
