@@ -46,14 +46,19 @@ def greedy(e):
 served = engine("emu:1")
 graphs = served.executor.graphs
 row = served.plan.to_dict()["graphs"]
+if LATER_FAULT:  # the device starts scaling silu in graphs captured from now on: the buckets first met serving
+    from bringup_emu import runtime
+    runtime.extension().configure_graphs([True, True], [], {"silu": 1.05})
 tokens = greedy(served)
-seen = {"row": row, "tokens": tokens, "replays": graphs.replays if graphs else 0,
+seen = {"row": row, "row_after": served.plan.to_dict()["graphs"], "failed": graphs.failed if graphs else None,
+        "tokens": tokens, "replays": graphs.replays if graphs else 0,
         "buckets": sorted(graphs.steps) if graphs else [], "fallbacks": dict(served.fallbacks.counts)}
 del served
 report(**seen, cpu=greedy(engine("cpu", Path("absent.yaml"))))
 """
 
-BUILTIN = "MODEL = None\nSEQS = 4\nPROMPTS = [[5, 17, 33], [8, 2, 9, 14, 40, 3, 7], list(range(20, 59))]\n"
+BUILTIN = ("MODEL = None\nSEQS = 4\nLATER_FAULT = False\n"
+           "PROMPTS = [[5, 17, 33], [8, 2, 9, 14, 40, 3, 7], list(range(20, 59))]\n")
 
 
 def test_the_decoder_native_serves_decode_from_graphs_with_the_cpus_tokens():
@@ -77,6 +82,15 @@ def test_an_op_wrong_only_under_replay_fails_the_runners_check_and_the_plan_serv
     assert seen["tokens"] == seen["cpu"]
 
 
+def test_a_bucket_first_met_while_serving_is_checked_before_it_replays_and_a_wrong_one_falls_back():
+    seen = emu_results(BUILTIN.replace("LATER_FAULT = False", "LATER_FAULT = True") + BODY, NATIVE_DECODER)
+    assert seen["row"]["value"] == [1, 2, 4]  # the start-up buckets (context 64) were captured before the fault
+    assert seen["failed"].startswith("RuntimeError: failed the replay check: the runner's captured decode step")
+    assert seen["fallbacks"]["path"] == 1  # one WARNING and count when context 128 was first met, then eager
+    assert seen["row_after"]["value"] == [] and "a replay failed while serving" in seen["row_after"]["evidence"]
+    assert seen["tokens"] == seen["cpu"]
+
+
 def test_with_the_default_spec_the_device_refuses_to_capture_rsqrt_and_the_row_names_it():
     seen = emu_results(BUILTIN + BODY, "default")
     assert seen["row"]["value"] == []
@@ -88,7 +102,7 @@ def test_with_the_default_spec_the_device_refuses_to_capture_rsqrt_and_the_row_n
 @pytest.mark.slow
 def test_smollm2_on_emu1_has_graphs_on_and_the_cpus_greedy_tokens_over_32():
     model = smollm2_hf_dir()
-    head = (f"from pathlib import Path\nMODEL = Path({str(model)!r})\nSEQS = 1\n"
+    head = (f"from pathlib import Path\nMODEL = Path({str(model)!r})\nSEQS = 1\nLATER_FAULT = False\n"
             "PROMPTS = [[1, 504, 3575, 282, 4649, 314]]\n")
     seen = emu_results(head + BODY, NATIVE_DECODER)
     assert seen["row"]["value"] == [1] and seen["replays"] == 31

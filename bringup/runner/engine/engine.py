@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
@@ -20,6 +21,7 @@ from bringup.runner.engine.sampling import sample
 from bringup.runner.engine.scheduler import Scheduler
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.engine.startup import start_engine
+from bringup.runner.plan.graphs import off
 from bringup.runner.plan.plan import ExecutionPlan
 from bringup.runner.sampling_params import SamplingParams
 
@@ -46,6 +48,12 @@ class LLMEngine:
 
     @property
     def plan(self) -> ExecutionPlan:
+        """The running plan; its graphs row off, with the fault, once a replay failed while serving (every decode
+        step has run eager since)."""
+        graphs = self.executor.graphs
+        if graphs is not None and graphs.failed is not None and self._plan.graphs.value:
+            self._plan = replace(self._plan, graphs=off(f"a replay failed while serving, and every decode step runs "
+                                                        f"eager since: {graphs.failed}"))
         return self._plan
 
     @plan.setter

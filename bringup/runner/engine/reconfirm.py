@@ -7,7 +7,9 @@ plan on the same decode steps once the server has been idle IDLE_S, restoring th
 plan changes only on clean evidence (the re-timing itself uncontended), between two steps, and the change is logged
 and kept in `attempts` (the server shows it at /v1/plan). A request arriving meanwhile stops the re-timing before
 its next decode step; the running plan is put back and the attempt retried later, as is a contended one. A compiled
-forward is not re-timed (its graphs are not rebuilt at idle): that setting stays as the start chose it.
+forward is not re-timed (its graphs are not rebuilt at idle): that setting stays as the start chose it. Captured
+decode graphs are dropped after each try (they replay the paths and weights they were captured on) and captured
+again, and checked, when next met.
 """
 
 from __future__ import annotations
@@ -113,6 +115,13 @@ class Reconfirmation:
     def run(self, engine, interrupted: Callable[[], bool]) -> None:  # type: ignore[no-untyped-def]
         """One try: the draft's candidates restored and timed against their plain paths, the plan switched only on
         clean timings; on anything else the running plan is put back as it was."""
+        try:
+            self._try(engine, interrupted)
+        finally:
+            if engine.executor.graphs is not None:  # they replay the paths and weights they were captured on
+                engine.executor.graphs.drop_captures()
+
+    def _try(self, engine, interrupted: Callable[[], bool]) -> None:  # type: ignore[no-untyped-def]
         executor, model = engine.executor, engine.executor.model
         saved = (executor.fused, executor.compiled, model.decode_attend, model.layout)
         at = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -11,9 +11,11 @@ import torch
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.runner.engine.graphs.buckets import bucket_for
+from bringup.runner.engine.graphs.replay_check import step_difference
 from bringup.runner.engine.graphs.static_step import StaticStep
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import DecoderModel
+from bringup.runner.plan.graphs import replay_check
 
 # capture(step) -> replay: the device family's capture (Backend.capture_graph), which warms the step up first
 Capture = Callable[[Callable[[], None]], Callable[[], None]]
@@ -28,6 +30,7 @@ class DecodeGraphs:
         self.capture, self.recorder = capture, recorder
         self.steps: dict[tuple[int, int], StaticStep] = {}
         self.replays = 0
+        self.failed: str | None = None  # why the steps run eager since a run-time fault (None: they replay)
 
     def captured(self, batch: int, capacity: int, chunks: list[SeqChunk] | None = None) -> StaticStep:
         """The step for (batch, capacity), captured now if it is not yet; its inputs `chunks` (the step about to
@@ -40,13 +43,17 @@ class DecodeGraphs:
             else:
                 step.fill(chunks)
             step.replay = self.capture(step.forward)
+            if chunks is not None:
+                wrong = replay_check(step_difference(step, chunks))
+                if wrong is not None:
+                    raise RuntimeError(wrong)
             self.steps[key] = step
         return self.steps[key]
 
     def logits(self, chunks: list[SeqChunk]) -> torch.Tensor | None:
         """Logits [len(chunks), vocab] of a decode step replayed, or None when no graph serves it: a step with a
         prompt, more sequences than the largest bucket, a context past the largest, or graphs off after a fault."""
-        if any(len(chunk.token_ids) - chunk.start != 1 for chunk in chunks):
+        if self.failed is not None or any(len(chunk.token_ids) - chunk.start != 1 for chunk in chunks):
             return None
         batch = bucket_for(self.batches, len(chunks))
         capacity = bucket_for(self.contexts, max(len(chunk.token_ids) for chunk in chunks))
@@ -63,8 +70,14 @@ class DecodeGraphs:
         except StrictFallbackError:
             raise
         except Exception as exc:
+            why = exception_line(exc)
             self.recorder.record("path", "decode step", wanted=f"graph replay (batch {batch}, context {capacity})",
-                                 instead="eager", why=exception_line(exc))
+                                 instead="eager", why=why)
             self.steps.clear()
-            self.batches = []  # every later step eager: the steps rewrite the same K/V into the same slots
+            self.failed = why  # every later step eager: the steps rewrite the same K/V into the same slots
             return None
+
+    def drop_captures(self) -> None:
+        """Forget every captured step (the weights or paths they replay were changed): each is captured again, and
+        checked, when next met."""
+        self.steps.clear()

@@ -1,20 +1,26 @@
-"""The runner's own check of its captured decode steps at start-up: each step's replay against the same step run
-eagerly (same static buffers, shapes and kernels), on inputs other than those it was captured with, so a replay that
-reads stale inputs or computes other numbers shows. verify-ops checks the numbers against float64 beforehand; this
-checks the runner's capture of the served model."""
+"""The runner's own check of its captured decode steps: each step's replay against the same step run eagerly (same
+static buffers, shapes and kernels). At start-up it runs on inputs other than those the step was captured with, so a
+replay that reads stale inputs or computes other numbers shows; a step captured later, when a longer context or a
+larger batch is first met, is checked on the step about to run before its replay is used. verify-ops checks the
+numbers against float64 beforehand; this checks the runner's capture of the served model."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
 from bringup.runner.engine.graphs.static_step import StaticStep
 from bringup.runner.model.batch_inputs import SeqChunk
+
+if TYPE_CHECKING:
+    from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
 
 
 def replay_difference(graphs: DecodeGraphs, capacity: int) -> float:
     """The largest relative max |replay - eager| of the logits over the batch buckets captured at `capacity`."""
-    return max(_difference(step) for (_, held), step in graphs.steps.items() if held == capacity)
+    return max(step_difference(step, check_inputs(step)) for (_, held), step in graphs.steps.items()
+               if held == capacity)
 
 
 def check_inputs(step: StaticStep) -> list[SeqChunk]:
@@ -26,9 +32,11 @@ def check_inputs(step: StaticStep) -> list[SeqChunk]:
     return [SeqChunk([(7 * i + 3 + j) % vocab for j in range(length)], length - 1, [i]) for i in range(rows)]
 
 
-def _difference(step: StaticStep) -> float:
+def step_difference(step: StaticStep, chunks: list[SeqChunk]) -> float:
+    """Relative max |replay - eager| of the logits of `step` on `chunks`; both write the same K/V into the same
+    slots, so running it on a live step's own inputs leaves the cache as the step itself would."""
     assert step.replay is not None and step.logits is not None
-    captured, chunks = step.logits, check_inputs(step)
+    captured = step.logits
     step.fill(chunks)
     step.forward()  # eagerly: it assigns a new logits tensor, the captured one is kept aside
     eager = step.logits.clone()
