@@ -1,5 +1,7 @@
-"""`devices[i].speed`: every op on a device of speed s takes 1/s of its host time, as bench's own estimator sees it
-(its harness timing a matmul and a bandwidth kernel on a speed-1.0 and a speed-0.25 device, alternated)."""
+"""`devices[i].speed`: every op on a device of speed s takes 1/s of its host time. bench's harness times a matmul and
+a bandwidth kernel on a speed-1.0 and a speed-0.25 device; the emulator's own totals show each op on the slow device
+waited at least 3x its host time after it (1/0.25 - 1), whatever else the machine is running, and nothing on the
+full-speed one waited. The ratio of the two devices' timings is the machine's business (benchmarks/placement.py)."""
 
 from __future__ import annotations
 
@@ -11,28 +13,27 @@ SPEC = {"devices": [{"name": "full", "memory": "1GiB"}, {"name": "quarter", "mem
 BODY = """
 from bringup.probes.bench.groups.bandwidth import kernels
 from bringup.probes.bench.harness import Harness, HarnessSettings
-torch.set_num_threads(1)  # one thread: less exposed to the other work on a shared machine
-settings = HarnessSettings(warmup=2, min_reps=5, max_reps=20, budget_s=0.15)
-best = {}
-for _ in range(3):
-    for index in (0, 1):
-        device = torch.device("emu", index)
-        harness = Harness.for_device(device, settings)
-        a, b, c = (torch.rand(1 << 20, device=device) for _ in range(3))
-        m = torch.rand(256, 256, device=device)
-        for name, fn in (("matmul", lambda: m @ m), ("triad", kernels(a, b, c)["triad"])):
-            seconds = harness.measure(fn).min_s
-            key = f"{name}:{index}"
-            best[key] = min(best.get(key, seconds), seconds)
 from bringup_emu import runtime
-report(best=best, speeds=[runtime.extension().device_speed(i) for i in (0, 1)])
+settings = HarnessSettings(warmup=1, min_reps=3, max_reps=5, budget_s=0.05)
+measured = {}
+for index in (0, 1):
+    device = torch.device("emu", index)
+    harness = Harness.for_device(device, settings)
+    a, b, c = (torch.rand(1 << 18, device=device) for _ in range(3))
+    m = torch.rand(128, 128, device=device)
+    for name, fn in (("matmul", lambda: m @ m), ("triad", kernels(a, b, c)["triad"])):
+        measured[f"{name}:{index}"] = harness.measure(fn).min_s
+extension = runtime.extension()
+report(measured=measured, totals=[list(extension.pacing_totals(i)) for i in (0, 1)],
+       speeds=[extension.device_speed(i) for i in (0, 1)])
 """
 
 
-def test_a_quarter_speed_device_measures_about_four_times_slower() -> None:
+def test_each_op_on_a_quarter_speed_device_waits_three_times_its_host_time() -> None:
     seen = emu_results(BODY, SPEC)
-    best = seen["best"]
-    for name in ("matmul", "triad"):
-        ratio = best[f"{name}:1"] / best[f"{name}:0"]
-        assert 2.5 < ratio < 8.0, (name, ratio, best)  # 4x, with room for a busy machine
     assert seen["speeds"] == [1.0, 0.25]
+    assert all(seconds > 0 for seconds in seen["measured"].values())
+    assert seen["totals"][0] == [0, 0, 0]  # a full-speed device is not paced
+    ops, host_ns, waited_ns = seen["totals"][1]
+    assert ops >= 10 and host_ns > 0
+    assert waited_ns >= 3 * host_ns - 2 * ops  # each op's deadline is 3x its host time past its end (ns rounding)

@@ -51,7 +51,7 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
         raise ValueError(f"-k {pattern!r} is not a valid regular expression: {exc}") from None
     named_blocks = [name for name in (ops or []) if name in REPLAY_TARGETS]
     if named_blocks and not compiled:
-        raise ValueError(f"{', '.join(named_blocks)}: compiled block(s), compared only with --compiled")
+        raise ValueError(f"{', '.join(named_blocks)}: compiled or replayed block(s), compared only with --compiled")
     op_names = [name for name in (ops or []) if name not in REPLAY_TARGETS]
     keys = [] if (ops and not op_names) else select_cases(catalog, op_names or None, dtypes, pattern, model_only)
     op_tasks = [op_task(key) for key in keys]
@@ -73,7 +73,7 @@ def plan_tasks(ops: list[str] | None, dtypes: list[str] | None, pattern: str | N
                                 "dtype": k.dtype, "backend": backend} for k in keys
                                if catalog.get(k.op).find(k).judge not in STATISTICAL_JUDGES]
     if skip:
-        unknown = [name for name in skip if name not in catalog.ops and name not in BLOCKS]
+        unknown = [name for name in skip if name not in catalog.ops and name not in REPLAY_TARGETS]
         if unknown:
             raise ValueError(f"--skip {', '.join(unknown)}: not an op or block in the catalog (`bringup verify-ops "
                              "--list` shows them)")

@@ -9,6 +9,7 @@ from bringup.profiles.base_model import ProfileModel
 
 ReplayStatus = Literal["pass", "mismatch", "capture_unsupported", "error", "skipped", "crashed", "timeout"]
 FAILING_REPLAY_STATUSES: frozenset[str] = frozenset({"mismatch", "error", "crashed", "timeout"})
+DECODE_STEP = "runner_decode_step"  # the target of the runner's whole decode step, whose record the plan reads
 
 
 class GraphReplayRecord(ProfileModel):

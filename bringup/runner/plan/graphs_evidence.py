@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bringup.profiles.sections.graph_replay import DECODE_STEP
 from bringup.runner.plan.profile_facts import ProfileFacts
 
 PASSED, FAILED, REFUSED, UNVERIFIED = "passed", "failed", "refused", "unverified"
 TO_VERIFY = "run `bringup verify-ops --compiled`"
-DECODE_STEP = "runner_decode_step"
 MESSAGE_CHARS = 200
 
 

@@ -3,7 +3,9 @@
 
 #include <c10/core/Device.h>
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -11,6 +13,8 @@ namespace bringup_emu {
 
 void configure_speeds(const std::vector<double>& speeds);
 double device_speed(c10::DeviceIndex device);
+// {paced ops, their host time, the time waited after them} on `device`, in ns since the process started
+std::array<int64_t, 3> pacing_totals(c10::DeviceIndex device);
 
 // Times the op it lives through; on a device slower than the host, sleeps the difference when it ends.
 class PacedOp {
@@ -21,6 +25,7 @@ class PacedOp {
   PacedOp& operator=(const PacedOp&) = delete;
 
  private:
+  c10::DeviceIndex device_;
   double slowdown_;
   std::chrono::steady_clock::time_point start_;
 };

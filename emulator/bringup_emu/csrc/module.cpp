@@ -49,6 +49,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("configure", &configure, "set the devices, refused dtypes and op rules from the parsed spec");
   m.def("configure_speeds", &bringup_emu::configure_speeds, "each device's speed, a fraction of the host's");
   m.def("device_speed", [](int64_t device) { return bringup_emu::device_speed(static_cast<c10::DeviceIndex>(device)); });
+  m.def("pacing_totals", [](int64_t device) { return bringup_emu::pacing_totals(static_cast<c10::DeviceIndex>(device)); },
+        "[paced ops, their host ns, ns waited after them] on one device");
   m.def("device_count", [] { return static_cast<int>(bringup_emu::device_count()); });
   m.def("current_device", [] { return static_cast<int>(bringup_emu::current_device()); });
   m.def("set_device", [](int64_t index) { bringup_emu::set_current_device(static_cast<c10::DeviceIndex>(index)); });

@@ -7,6 +7,7 @@
 #include "emu.h"
 
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -18,6 +19,8 @@ using SpeedClock = std::chrono::steady_clock;
 constexpr auto kSleepSlack = std::chrono::microseconds(100);
 
 std::vector<double> g_speeds;
+std::mutex g_totals_mutex;
+std::vector<std::array<int64_t, 3>> g_totals;  // per device: paced ops, their host ns, ns waited after them
 
 double speed_of(c10::DeviceIndex device) {
   if (device < 0 || static_cast<size_t>(device) >= g_speeds.size()) {
@@ -33,6 +36,15 @@ void configure_speeds(const std::vector<double>& speeds) {
     TORCH_CHECK(speed > 0.0 && speed <= 1.0, "emu: a device speed is a fraction of the host's, in (0, 1]");
   }
   g_speeds = speeds;
+  std::lock_guard<std::mutex> lock(g_totals_mutex);
+  g_totals.assign(speeds.size(), {0, 0, 0});
+}
+
+std::array<int64_t, 3> pacing_totals(c10::DeviceIndex device) {
+  check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_totals_mutex);
+  const auto index = static_cast<size_t>(device);
+  return index < g_totals.size() ? g_totals[index] : std::array<int64_t, 3>{0, 0, 0};
 }
 
 double device_speed(c10::DeviceIndex device) {
@@ -41,7 +53,7 @@ double device_speed(c10::DeviceIndex device) {
 }
 
 PacedOp::PacedOp(std::optional<c10::DeviceIndex> device)
-    : slowdown_(device.has_value() ? 1.0 / speed_of(*device) - 1.0 : 0.0) {
+    : device_(device.value_or(-1)), slowdown_(device.has_value() ? 1.0 / speed_of(*device) - 1.0 : 0.0) {
   if (slowdown_ > 0.0) {
     start_ = SpeedClock::now();
   }
@@ -57,9 +69,19 @@ PacedOp::~PacedOp() {
   if (wait > kSleepSlack) {
     std::this_thread::sleep_for(wait - kSleepSlack);
   }
-  while (SpeedClock::now() < deadline) {
+  auto now = SpeedClock::now();
+  while (now < deadline) {
     std::this_thread::yield();
+    now = SpeedClock::now();
   }
+  const auto ns = [](SpeedClock::duration d) {
+    return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  };
+  std::lock_guard<std::mutex> lock(g_totals_mutex);
+  auto& totals = g_totals.at(static_cast<size_t>(device_));
+  totals[0] += 1;
+  totals[1] += ns(end - start_);
+  totals[2] += ns(now - end);
 }
 
 } // namespace bringup_emu

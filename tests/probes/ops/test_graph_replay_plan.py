@@ -4,10 +4,9 @@ device without a graph API (the CPU) records `skipped` with the reason."""
 import torch
 
 from bringup.probes.ops.replay.execute import run_replay
-from bringup.probes.ops.replay.targets import DECODE_STEP
 from bringup.probes.ops.stage import key_of, merge_results, plan_tasks, record_key
 from bringup.profiles.schema import Profile
-from bringup.profiles.sections.graph_replay import GraphReplayRecord
+from bringup.profiles.sections.graph_replay import DECODE_STEP, GraphReplayRecord
 from bringup.profiles.verdict.graph_replay import replay_checks
 from bringup.profiles.verdict.overall import Verdict
 
@@ -21,6 +20,8 @@ def test_compiled_plans_every_block_and_the_decode_step_in_each_dtype() -> None:
     assert plan_tasks(None, ["float32"], None, compiled=False, backend="eager").replay_tasks == []
     only = plan_tasks([DECODE_STEP], ["float32"], None, compiled=True, backend="eager")
     assert [t["target"] for t in only.tasks] == [DECODE_STEP]  # the decode step is replayed, never compiled
+    skipped = plan_tasks(None, ["float32"], None, compiled=True, backend="eager", skip=[DECODE_STEP])
+    assert len(skipped.replay_tasks) == 5 and DECODE_STEP not in {t["target"] for t in skipped.replay_tasks}
 
 
 def test_a_record_resumes_and_merges_by_block_and_dtype() -> None:

@@ -12,8 +12,8 @@ import torch
 from bringup.probes.ops.compiled.blocks import BLOCKS
 from bringup.probes.ops.inputs import dtype_from_name, generator
 from bringup.probes.ops.replay import decode_step
+from bringup.profiles.sections.graph_replay import DECODE_STEP
 
-DECODE_STEP = "runner_decode_step"
 TARGETS: tuple[str, ...] = (*BLOCKS, DECODE_STEP)
 
 
