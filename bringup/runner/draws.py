@@ -26,6 +26,24 @@ class RowParams:
     max_top_k: int  # the largest top_k in force (below the vocabulary size), 0 when none
     any_min_p: bool
 
+    @classmethod
+    def of_rows(cls, rows: list[tuple[float, int, float, float, float]], vocab_size: int,
+                device: torch.device) -> RowParams:
+        """From each row's (temperature, top_k, top_p, min_p, uniform) as its request gives them: a temperature
+        under MIN_TEMPERATURE is MIN_TEMPERATURE and a top_k of the vocabulary's size or more is off; one
+        host-to-device copy."""
+        top_k = [k if k < vocab_size else 0 for _, k, _, _, _ in rows]
+        packed = torch.tensor([[max(t, MIN_TEMPERATURE), k, p, m, u] for (t, _, p, m, u), k in zip(rows, top_k)],
+                              dtype=torch.float32)
+        t, k, p, m, u = packed.to(device).unbind(dim=1)
+        return cls(temperature=t, top_k=k.long(), top_p=p, min_p=m, uniform=u, max_top_k=max(top_k),
+                   any_min_p=any(row[3] > 0.0 for row in rows))
+
+
+def uses_nucleus(top_p: float) -> bool:
+    """Whether a request draws over its sorted probabilities (a top-p nucleus) or in vocabulary order."""
+    return top_p < 1.0
+
 
 def draw_rows(logits: torch.Tensor, rp: RowParams, nucleus: bool) -> torch.Tensor:
     """A token per row of logits [R, V] (float32): the nucleus form sorts each row, the other draws in vocabulary

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from bringup.runner.draws import MIN_TEMPERATURE, RowParams, draw_rows, filter_sorted
+from bringup.runner.draws import RowParams, draw_rows, filter_sorted, uses_nucleus
 from bringup.runner.engine.outputs import TokenLogprob
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.sampling_params import SamplingParams
@@ -38,7 +38,7 @@ def sample(logits: torch.Tensor, seqs: list[Sequence]) -> list[SampledToken]:
     logits = apply_repetition_penalty(logits, seqs)
     tokens = logits.argmax(dim=-1)
     for nucleus in (False, True):
-        rows = [i for i, p in enumerate(params) if not p.greedy and (p.top_p < 1.0) == nucleus]
+        rows = [i for i, p in enumerate(params) if not p.greedy and uses_nucleus(p.top_p) == nucleus]
         if rows:
             index = _index(rows, logits.device)
             tokens[index] = _draw(logits[index], [seqs[i] for i in rows], nucleus)
@@ -79,13 +79,9 @@ def seen_token_mask(token_lists: list[list[int]], vocab_size: int, device: torch
 
 def row_params(seqs: list[Sequence], vocab_size: int, device: torch.device) -> RowParams:
     """Per-row sampling parameters as [R] tensors on the logits' device (one host-to-device copy)."""
-    ps = [s.params for s in seqs]
-    top_k = [p.top_k if p.top_k < vocab_size else 0 for p in ps]
-    packed = torch.tensor([[max(p.temperature, MIN_TEMPERATURE), k, p.top_p, p.min_p, _uniform(s.generator)]
-                           for s, p, k in zip(seqs, ps, top_k)], dtype=torch.float32)
-    t, k, p, m, u = packed.to(device).unbind(dim=1)
-    return RowParams(temperature=t, top_k=k.long(), top_p=p, min_p=m, uniform=u, max_top_k=max(top_k),
-                     any_min_p=any(p.min_p > 0.0 for p in ps))
+    rows = [(s.params.temperature, s.params.top_k, s.params.top_p, s.params.min_p, _uniform(s.generator))
+            for s in seqs]
+    return RowParams.of_rows(rows, vocab_size, device)
 
 
 def _uniform(generator: torch.Generator | None) -> float:

@@ -14,7 +14,7 @@ import torch
 
 from bringup.probes.ops.inputs import randn
 from bringup.probes.ops.spec import CaseSpec, OpSpec, op
-from bringup.runner.draws import RowParams, draw_rows
+from bringup.runner.draws import RowParams, draw_rows, uses_nucleus
 
 DRAWS = 16_000  # per distinct row (the case is DRAWS x ROWS x VOCAB floats: kept small, verify-ops runs it every time)
 ROWS, VOCAB = 3, 64
@@ -26,16 +26,9 @@ def runner_draws(logits: torch.Tensor, temperature: float, top_k: int, top_p: fl
     """[ROWS, DRAWS] token ids drawn by the runner's sampler from each row of logits [ROWS, V]."""
     rows, vocab = logits.shape
     repeated = logits.float().repeat_interleave(DRAWS, dim=0)
-    count, device = repeated.shape[0], logits.device
-    k = top_k if 0 < top_k < vocab else 0  # as the runner reads a request's top_k
-
-    def column(value: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return torch.full((count,), value, dtype=dtype, device=device)
-
-    uniform = torch.rand(count, generator=torch.Generator().manual_seed(UNIFORM_SEED)).to(device)
-    params = RowParams(temperature=column(temperature), top_k=column(k, torch.long), top_p=column(top_p),
-                       min_p=column(min_p), uniform=uniform, max_top_k=k, any_min_p=min_p > 0.0)
-    return draw_rows(repeated, params, nucleus=top_p < 1.0).view(rows, DRAWS)
+    uniforms = torch.rand(repeated.shape[0], generator=torch.Generator().manual_seed(UNIFORM_SEED)).tolist()
+    params = RowParams.of_rows([(temperature, top_k, top_p, min_p, u) for u in uniforms], vocab, logits.device)
+    return draw_rows(repeated, params, nucleus=uses_nucleus(top_p)).view(rows, DRAWS)
 
 
 def expected_distribution(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, min_p: float
