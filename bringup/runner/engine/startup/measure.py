@@ -26,9 +26,12 @@ def measure_kernels(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     bench.measured = measured
     bench.given = measured if options.measurements or record else None  # timings given as data or by a record
     if options.measurements is None:  # given as data (tests, replays of stated numbers): nothing is run here
-        plan = replace(plan, attention=with_checked_attention(
+        attention, checked = with_checked_attention(
             plan.attention, config, bench.dtype, device,
-            ruled_out(bench.facts, plan.dtype.value, config, plan.max_model_len.value)))
+            ruled_out(bench.facts, plan.dtype.value, config, plan.max_model_len.value),
+            measured.attention if record else None, bench.key)
+        plan = replace(plan, attention=attention)
+        bench.measured = measured = replace(measured, attention=checked)
     cannot = attention_limits(config, plan.max_model_len.value).get(PAGED_DECODE)  # the model's math, not speed
     return replace(plan, attention=with_paged_decode(plan.attention, *((False, cannot) if cannot else
                                                                        measured.paged_decode)))
