@@ -38,6 +38,7 @@ log = get_logger("runner.attention_check")
 
 CHECK_LENGTHS = (48, 37)  # two ragged prompts: a padded, causal, boolean mask as the runner builds it
 REPEATS = 3
+GIVEN = "given as data"
 
 
 def _inputs(config: ModelConfig, lengths: tuple[int, ...], dtype: torch.dtype, device: torch.device):  # type: ignore[no-untyped-def]
@@ -123,7 +124,7 @@ def with_checked_attention(choice: Choice, config: ModelConfig, dtype: torch.dty
     """`choice` when it plans more than the plain path (and no timings); otherwise the plain path behind the first
     SDPA backend (not in `ruled_out`: the profile's failures, the model's limits) checked correct and faster here,
     and the numbers that chose it. `recorded`: a tune record's timings (`record` names it), replayed when they cover
-    the choice."""
+    the choice (GIVEN: the start's measurements given as data)."""
     if choice.value != [PLAIN_ATTENTION]:
         return choice, None
     candidates = [name for name in SDPA_BY_PREFERENCE if name not in ruled_out]
@@ -133,7 +134,7 @@ def with_checked_attention(choice: Choice, config: ModelConfig, dtype: torch.dty
                 "plain matmul-softmax over [heads, T, T] scores", ", ".join(candidates))
     began = time.perf_counter()
     timings, replayed = measure_attention(config, dtype, device, candidates, recorded)
-    how = (f"timings from tune record {record}, the float64 check run here" if replayed
+    how = (f"timings {'from tune record ' if record != GIVEN else ''}{record}, the float64 check run here" if replayed
            else f"checked and timed at start-up in {time.perf_counter() - began:.2f} s")
     chosen, notes = attention_verdicts(timings, candidates)
     if chosen is None:
