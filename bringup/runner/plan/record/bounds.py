@@ -103,9 +103,10 @@ def _late(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
         yield from _seconds(("attention_check", "plain_s"), check.plain_s)
         for name, seconds in check.seconds.items():
             yield from _seconds(("attention_check", "seconds", name), seconds)
-        for name, error in {"plain": check.plain_error, **check.errors}.items():
-            if not error >= 0:  # infinite: a candidate's output was not finite, which its check says
-                yield ("attention_check", "errors", name), f"{error!r} is not an error of at least 0"
+        errors = {("plain_error",): check.plain_error, **{("errors", n): e for n, e in check.errors.items()}}
+        for loc, error in errors.items():
+            if not error >= 0:  # inf passes: a candidate's output was not finite, which its verdict says
+                yield ("attention_check", *loc), f"{error!r} is not an error of at least 0"
 
 
 def _batches(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
