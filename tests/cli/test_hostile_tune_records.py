@@ -102,6 +102,12 @@ HOSTILE = [  # (what, edit, the field the refusal names)
     ("a second pass over a batch never swept", _set(("by_batch_again",), {3: 0.002}),
      "by_batch_again.3: "),
     ("a NaN batch spread", _set(("batch_spreads", "1"), math.nan), "batch_spreads.1: nan is not a finite spread"),
+    ("a graphs timing of 0 s", _set(("graph_decode",), {"candidate_s": 0.0, "plain_s": 0.002}),
+     "graph_decode.candidate_s: 0.0 is not a positive, finite number of seconds"),
+    ("a prefill step of -1 s", _set(("prefill", "by_tokens", "16"), -1.0),
+     "prefill.by_tokens.16: -1.0 is not a positive, finite number of seconds"),
+    ("an attention check error of NaN", _set(("attention_check", "plain_error"), math.nan),
+     "attention_check.plain_error: nan is not an error of at least 0"),
 ]
 
 

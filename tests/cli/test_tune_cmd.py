@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from bringup.profiles.store import load_profile, render_yaml
+from bringup.runner.engine import attention_check
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
+from bringup.runner.engine.startup import chunking
 from bringup.runner.plan.measurements import StartupMeasurements
 from bringup.runner.plan.record.recorded import MEASURED_SETTINGS
 from tests.cli.run_cli import run_cli
@@ -115,3 +118,48 @@ def test_tune_json_is_the_recorded_plan(tmp_path):
     record = load_profile(path).models[document["key"]]
     assert document["schema"] == "bringup.tune/v1" and document["runs"] == 2
     assert document["plan"] == record.model_dump(mode="json")["plan"]
+
+
+def _never(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+    raise AssertionError("a start replaying the record timed what the record holds")
+
+
+@pytest.mark.slow
+def test_the_record_keeps_the_late_decisions_and_a_replay_takes_them_without_timing(tuned, monkeypatch):
+    path, _ = tuned
+    (key, record), = load_profile(path).models.items()
+    assert record.torch == torch.__version__
+    assert record.prefill is not None and record.prefill.by_tokens and record.prefill.decode_step > 0
+    check = record.attention_check  # no profile verified SDPA here, so start-up checked it
+    assert check is not None and check.plain_s > 0 and check.errors
+    monkeypatch.setattr(chunking, "measure_prefill", _never)
+    monkeypatch.setattr(attention_check, "_seconds", _never)
+    engine, (given,) = replayed_start(path)
+    chunk, attention = engine.plan.prefill_chunk, engine.plan.attention
+    assert chunk.value == record.plan["prefill_chunk"].value
+    assert chunk.evidence.endswith(f"; from tune record {key}, tuned {record.tuned}")
+    assert f"timings from tune record {key}, the float64 check run here" in attention.evidence
+    assert attention.value == record.plan["attention"].value
+    assert given.attention.seconds == check.seconds and given.attention.plain_s == check.plain_s
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("update, said", [
+    ({"prefill": None, "attention_check": None, "graph_decode": None}, ""),  # written before they were kept
+    ({"torch": "0.0.1"}, "was tuned under torch 0.0.1, not "),
+])
+def test_an_older_record_or_another_torchs_is_measured_not_trusted(tuned, tmp_path, caplog, update, said):
+    path, _ = tuned
+    profile = load_profile(path)
+    (key, record), = profile.models.items()
+    profile.models = {key: record.model_copy(update=update)}
+    other = tmp_path / "other.yaml"
+    other.write_text(render_yaml(profile))
+    engine, _ = replayed_start(other)
+    assert "measured at start-up in " in engine.plan.prefill_chunk.evidence
+    assert "checked and timed at start-up in " in engine.plan.attention.evidence
+    if "torch" in update:
+        assert said in caplog.text
+        assert not any("recorded by tune" in getattr(engine.plan, s).evidence for s in MEASURED_SETTINGS)
+    else:  # the rest of the older record is still replayed
+        assert engine.plan.max_num_seqs.evidence.startswith("recorded by tune at ")

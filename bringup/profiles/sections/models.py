@@ -30,6 +30,29 @@ class CandidateRecord(ProfileModel):
     spread: float = 0.0  # relative spread of the repeated timings (the machine's own noise)
 
 
+class PrefillRecord(ProfileModel):
+    """A one-sequence decode step and prefill steps by prompt tokens, in seconds (the prefill chunk's timings)."""
+
+    floats_checked_later: ClassVar[bool] = True
+
+    decode_step: float
+    by_tokens: dict[int, float]
+    how: str = ""
+
+
+class AttentionCheckRecord(ProfileModel):
+    """The start-up attention check: each SDPA candidate's error against float64 beside the plain path's, and the
+    seconds of a long prompt's attention with it and with the plain path (only those the choice timed)."""
+
+    floats_checked_later: ClassVar[bool] = True
+
+    plain_error: float
+    plain_s: float
+    errors: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    cannot_run: dict[str, str] = {}
+
+
 class ModelPlanRecord(ProfileModel):
     """One tuned model, keyed in the profile by `name [short hash of its config and weights' index]`."""
 
@@ -64,6 +87,13 @@ class ModelPlanRecord(ProfileModel):
     memory_batch: int | None = None
     noise: dict[str, float] = {}  # what -> floor noise across tune's runs
     cpu_share: float | None = None  # the smallest share of the CPU tune's timed threads got (None: not measured)
+    # the torch it was tuned under (None: a record from before it was kept); a record of another torch is not replayed
+    torch: str | None = None
+    # the decisions start-up measures after the plan is followed (None: not measured by tune, or an older record;
+    # start-up then measures them)
+    graph_decode: CandidateRecord | None = None  # replayed graphs vs eager, seconds per decode step at batch 1
+    prefill: PrefillRecord | None = None
+    attention_check: AttentionCheckRecord | None = None
 
     def value(self, setting: str) -> Any:
         """`setting`'s recorded value as data; None when not recorded, or recorded as text (format 1)."""

@@ -7,12 +7,14 @@ does not rule out is run on the model's head shapes (two ragged prompts, the run
 and compared with float64 attention on the CPU from the same inputs; it is accepted when its error is not materially
 worse than the plain path's on the same inputs (PyTorch's accuracy-checker rule, DESIGN.md), then timed against the
 plain path on one PROMPT_TOKENS-token prompt and planned first only when faster. Each candidate's verdict is in the
-attention row; the plain path stays behind it as the op fallback.
+attention row; the plain path stays behind it as the op fallback. A tune record stores the numbers
+(plan/attention_timings.py); a start that replays it runs the float64 check again (cheap) and takes the timings.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import torch
 
@@ -22,6 +24,12 @@ from bringup.profiles.attention_kinds import PLAIN_ATTENTION, SDPA_BY_PREFERENCE
 from bringup.runner.model.attention import implementation
 from bringup.runner.model.attention_layer import matmul_softmax_attention
 from bringup.runner.model.config import ModelConfig
+from bringup.runner.plan.attention_timings import (
+    PROMPT_TOKENS,
+    AttentionTimings,
+    attention_verdicts,
+    needs_timing,
+)
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.plan import attention_limits
 from bringup.runner.plan.profile_facts import ProfileFacts
@@ -29,9 +37,8 @@ from bringup.runner.plan.profile_facts import ProfileFacts
 log = get_logger("runner.attention_check")
 
 CHECK_LENGTHS = (48, 37)  # two ragged prompts: a padded, causal, boolean mask as the runner builds it
-PROMPT_TOKENS = 512
-ERROR_FACTOR, ERROR_SLACK = 2.0, 1e-6  # err <= 2 x plain's + slack (relative to the largest output)
 REPEATS = 3
+GIVEN = "given as data"
 
 
 def _inputs(config: ModelConfig, lengths: tuple[int, ...], dtype: torch.dtype, device: torch.device):  # type: ignore[no-untyped-def]
@@ -70,34 +77,38 @@ def _seconds(fn, args) -> float:  # type: ignore[no-untyped-def]
     return best
 
 
-def check_attention(config: ModelConfig, dtype: torch.dtype, device: torch.device,
-                    candidates: list[str]) -> tuple[str | None, list[str]]:
-    """The first candidate that is correct here and faster than the plain path (None if none), and each verdict."""
+def measure_attention(config: ModelConfig, dtype: torch.dtype, device: torch.device, candidates: list[str],
+                      recorded: AttentionTimings | None = None) -> tuple[AttentionTimings, bool]:
+    """Each candidate's error against float64 (always run: a few milliseconds on two short prompts, and it guards
+    correctness), then its time against the plain path's on a PROMPT_TOKENS-token prompt, in order until one wins;
+    the times taken from `recorded` (a tune record's) when it holds every one the choice reads (then True)."""
     scale = config.head_dim ** -0.5
     (q64, k64, v64), inputs, mask, valid = _inputs(config, CHECK_LENGTHS, dtype, device)
     ref = matmul_softmax_attention(q64, k64, v64, mask.cpu(), scale)
     plain_err = _error(matmul_softmax_attention(*inputs, mask, scale), ref, valid)
+    errors, cannot = {}, {}
+    for name in candidates:
+        try:
+            errors[name] = _error(implementation(name)(*inputs, mask, scale), ref, valid)
+        except Exception as exc:  # a backend this build or device cannot run: the next one
+            cannot[name] = exception_line(exc)
+    checked = AttentionTimings(plain_err, 0.0, errors, {}, cannot)
+    if recorded is not None:
+        replay = replace(checked, plain_s=recorded.plain_s, seconds=dict(recorded.seconds))
+        if not needs_timing(replay, candidates):
+            return replay, True
     _, timed, long_mask, _ = _inputs(config, (PROMPT_TOKENS,), dtype, device)
     plain_s = _seconds(matmul_softmax_attention, (*timed, long_mask, scale))
-    notes = []
-    for name in candidates:
-        attend = implementation(name)
+    seconds: dict[str, float] = {}
+    for name in needs_timing(replace(checked, plain_s=plain_s), candidates):
         try:
-            err = _error(attend(*inputs, mask, scale), ref, valid)
-            seconds = _seconds(attend, (*timed, long_mask, scale))
-        except Exception as exc:  # a backend this build or device cannot run: the next one
-            notes.append(f"{name} cannot run here ({exception_line(exc)})")
+            seconds[name] = _seconds(implementation(name), (*timed, long_mask, scale))
+        except Exception as exc:
+            cannot[name] = exception_line(exc)
             continue
-        verdict = (f"{name}: error {err:.2g} vs plain {plain_err:.2g} against float64 on {len(CHECK_LENGTHS)} ragged "
-                   f"prompts; a {PROMPT_TOKENS}-token prompt's attention {seconds * 1e3:.2f} ms vs plain "
-                   f"{plain_s * 1e3:.2f} ms")
-        if err > ERROR_FACTOR * plain_err + ERROR_SLACK:
-            notes.append(f"{verdict}: less accurate than the plain path, not used")
-        elif seconds >= plain_s:
-            notes.append(f"{verdict}: not faster, not used")
-        else:
-            return name, [*notes, f"{verdict}: checked at start-up, used"]
-    return None, notes
+        if seconds[name] < plain_s:
+            break
+    return AttentionTimings(plain_err, plain_s, errors, seconds, cannot), False
 
 
 def ruled_out(facts: ProfileFacts, dtype: str, config: ModelConfig, max_model_len: int) -> set[str]:
@@ -108,17 +119,24 @@ def ruled_out(facts: ProfileFacts, dtype: str, config: ModelConfig, max_model_le
 
 
 def with_checked_attention(choice: Choice, config: ModelConfig, dtype: torch.dtype, device: torch.device,
-                           ruled_out: set[str]) -> Choice:
-    """`choice` when it plans more than the plain path; otherwise the plain path behind the first SDPA backend
-    (not in `ruled_out`: the profile's failures, the model's limits) checked correct and faster here."""
+                           ruled_out: set[str], recorded: AttentionTimings | None = None, record: str = ""
+                           ) -> tuple[Choice, AttentionTimings | None]:
+    """`choice` when it plans more than the plain path (and no timings); otherwise the plain path behind the first
+    SDPA backend (not in `ruled_out`: the profile's failures, the model's limits) checked correct and faster here,
+    and the numbers that chose it. `recorded`: a tune record's timings (`record` names it), replayed when they cover
+    the choice (GIVEN: the start's measurements given as data)."""
     if choice.value != [PLAIN_ATTENTION]:
-        return choice
+        return choice, None
     candidates = [name for name in SDPA_BY_PREFERENCE if name not in ruled_out]
     if not candidates:
-        return choice
+        return choice, None
     log.warning("attention: no profile verified an SDPA backend; checking %s at start-up instead of planning "
                 "plain matmul-softmax over [heads, T, T] scores", ", ".join(candidates))
-    chosen, notes = check_attention(config, dtype, device, candidates)
+    began = time.perf_counter()
+    timings, replayed = measure_attention(config, dtype, device, candidates, recorded)
+    how = (f"timings {'from tune record ' if record != GIVEN else ''}{record}, the float64 check run here" if replayed
+           else f"checked and timed at start-up in {time.perf_counter() - began:.2f} s")
+    chosen, notes = attention_verdicts(timings, candidates)
     if chosen is None:
-        return Choice(choice.value, f"{choice.evidence}; start-up check: {'; '.join(notes)}")
-    return Choice([chosen, PLAIN_ATTENTION], f"{'; '.join(notes)}; {choice.evidence}")
+        return Choice(choice.value, f"{choice.evidence}; start-up check ({how}): {'; '.join(notes)}"), timings
+    return Choice([chosen, PLAIN_ATTENTION], f"{'; '.join(notes)} ({how}); {choice.evidence}"), timings

@@ -13,6 +13,7 @@ import torch
 
 from bringup.backends.registry import backend_for
 from bringup.runner.model.config import ModelConfig
+from bringup.runner.plan.attention_timings import AttentionTimings
 from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.host_kernels import paged_decode_verdict, panels_why_not
 from bringup.runner.plan.layout import LayoutTimings, measure_layouts
@@ -33,6 +34,7 @@ class StartupMeasurements:
     # (replayed, eager, noise): seconds per decode step at batch 1 with graphs and without (timed unless given)
     graph_decode: tuple[float, float, float] | None = None
     prefill: PrefillTimings | None = None  # prefill and decode steps for the prefill chunk (None: prompts run whole)
+    attention: AttentionTimings | None = None  # the start-up attention check's numbers (None: not run)
 
 
 def measure(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> StartupMeasurements:

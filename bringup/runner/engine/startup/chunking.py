@@ -1,5 +1,5 @@
-"""Step 16, prefill chunk: the prefill_chunk row, from prefill and decode steps timed on the served plan (or none when
-the start's timings are given as data without them)."""
+"""Step 17, prefill chunk: the prefill_chunk row, from prefill and decode steps timed on the served plan, or replayed
+from a tune record of the same block size (or none when the start's timings are given as data without them)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,28 @@ from dataclasses import replace
 
 from bringup.runner.engine.prefill_timing import measure_prefill
 from bringup.runner.engine.startup.context import Start
+from bringup.runner.engine.startup.late_source import given_replayed_or_measured
 from bringup.runner.plan.plan import ExecutionPlan
-from bringup.runner.plan.prefill_chunk import choose_prefill_chunk
+from bringup.runner.plan.prefill_chunk import PrefillTimings, choose_prefill_chunk
 
 
 def prefill_chunk(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
-    given = start.inputs.options.measurements
-    executor = start.bench.executor
+    executor, record = start.bench.executor, start.bench.record
     assert executor is not None
-    timings = given.prefill if given is not None else measure_prefill(executor, plan)
-    return replace(plan, prefill_chunk=choose_prefill_chunk(timings, plan.block_size))
+    if start.inputs.options.measurements is not None:  # given as data: without prefill timings, prompts run whole
+        timings, how = start.inputs.options.measurements.prefill, ""
+    else:
+        same_blocks = record is None or record.block_size == plan.block_size  # else its sizes are other blocks'
+        timings, how = given_replayed_or_measured(start, "prefill", lambda: measure_prefill(executor, plan),
+                                                  replayable=same_blocks)
+        timings = within(timings, plan)
+    chosen = choose_prefill_chunk(timings, plan.block_size)
+    return replace(plan, prefill_chunk=replace(chosen, evidence=f"{chosen.evidence}; {how}") if how else chosen)
+
+
+def within(timings: PrefillTimings | None, plan: ExecutionPlan) -> PrefillTimings | None:
+    """The timings of chunks this plan can run (a record's may be of a longer context or a larger cache)."""
+    if timings is None:
+        return None
+    room = min(plan.max_model_len.value, plan.kv_blocks.value * plan.block_size)
+    return replace(timings, by_tokens={n: s for n, s in timings.by_tokens.items() if n < room})

@@ -35,7 +35,6 @@ def confirm(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     bench.draft, bench.draft_layout = plan, bench.model.layout
     bench.timings = timings = given.decode if given else measure_decode(executor, plan, bench.free,
                                                                         not inputs.seqs_requested)
-    if inputs.options.on_measured is not None:
-        inputs.options.on_measured(replace(measured, decode=timings))
+    bench.measured = replace(measured, decode=timings)
     plan = confirm_plan(plan, timings, inputs.seqs_requested)
     return without_unused_compile(plan, executor.fused is not None and executor.fused.serves_every_decode_step())

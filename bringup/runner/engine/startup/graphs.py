@@ -1,6 +1,7 @@
 """Step 14: the graphs row. Decode steps captured per batch-size bucket on the loaded model, the runner's replay
-checked against the same step run eagerly, and replay timed against eager on the served model; the executor replays
-them only where every check passed (plan/graphs.py says which did not)."""
+checked against the same step run eagerly, and replay timed against eager on the served model (or the timing given,
+or replayed from a tune record: the capture and its replay check still run); the executor replays them only where
+every check passed (plan/graphs.py says which did not)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from bringup.runner.engine.graphs.capture import family_capture
 from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
 from bringup.runner.engine.graphs.replay_check import replay_difference
 from bringup.runner.engine.startup.context import Start
+from bringup.runner.engine.startup.late_source import given_replayed_or_measured
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.graphs import OFF, off, on, option_off, replay_check, through_host, timed
 from bringup.runner.plan.graphs_evidence import replay_verdict
@@ -49,14 +51,12 @@ def capture_graphs(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     wrong = replay_check(difference)
     if wrong is not None:
         return replace(plan, graphs=off(wrong))
-    given = start.inputs.options.measurements
-    if given is not None and given.graph_decode is not None:
-        candidate_s, plain_s, spread = given.graph_decode
-    else:
-        step = DecodeSteps(executor, sweep_context(plan))
-        candidate_s, plain_s, spread = timed_pair(step, lambda use: setattr(executor, "graphs",
-                                                                              graphs if use else None))
-    faster, timing = timed(candidate_s, plain_s, spread)
+    step = DecodeSteps(executor, sweep_context(plan))
+    pair, how = given_replayed_or_measured(start, "graph_decode", lambda: timed_pair(
+        step, lambda use: setattr(executor, "graphs", graphs if use else None)))
+    assert pair is not None
+    faster, timing = timed(*pair)
+    timing = f"{timing} ({how})"
     executor.graphs = graphs if faster else None
     if not faster:
         return replace(plan, graphs=off(timing))

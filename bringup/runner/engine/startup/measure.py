@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from bringup.backends.registry import backend_for
 from bringup.profiles.attention_kinds import PAGED_DECODE
-from bringup.runner.engine.attention_check import ruled_out, with_checked_attention
+from bringup.runner.engine.attention_check import GIVEN, ruled_out, with_checked_attention
 from bringup.runner.engine.startup.context import Start
 from bringup.runner.plan.host_kernels import with_paged_decode
 from bringup.runner.plan.measurements import measure
@@ -25,10 +25,14 @@ def measure_kernels(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
         else measure(device, bench.dtype, config))
     bench.measured = measured
     bench.given = measured if options.measurements or record else None  # timings given as data or by a record
-    if options.measurements is None:  # given as data (tests, replays of stated numbers): nothing is run here
-        plan = replace(plan, attention=with_checked_attention(
+    given = options.measurements  # as data (tests, tune's combined runs): the check's timings, if any, are taken
+    if given is None or given.attention is not None:
+        attention, checked = with_checked_attention(
             plan.attention, config, bench.dtype, device,
-            ruled_out(bench.facts, plan.dtype.value, config, plan.max_model_len.value)))
+            ruled_out(bench.facts, plan.dtype.value, config, plan.max_model_len.value),
+            measured.attention if given or record else None, bench.key if record else GIVEN)
+        plan = replace(plan, attention=attention)
+        bench.measured = measured = replace(measured, attention=checked)
     cannot = attention_limits(config, plan.max_model_len.value).get(PAGED_DECODE)  # the model's math, not speed
     return replace(plan, attention=with_paged_decode(plan.attention, *((False, cannot) if cannot else
                                                                        measured.paged_decode)))

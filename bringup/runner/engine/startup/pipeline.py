@@ -54,6 +54,9 @@ def run_steps(start: Start) -> ExecutionPlan:
     plan = derive(start)
     for step in STEPS:
         plan = step(plan, start)
+    on_measured = start.inputs.options.on_measured
+    if on_measured is not None and start.bench.measured is not None:
+        on_measured(start.bench.measured)  # what the steps timed (or were given), as tune collects it
     return plan
 
 

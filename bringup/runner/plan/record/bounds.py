@@ -54,6 +54,7 @@ def _problems(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
         yield from _seconds(("candidates", name, "plain_s"), c.plain_s)
         yield from _spread(("candidates", name, "spread"), c.spread)
     yield from _batches(r)
+    yield from _late(r)
     if r.cpu_share is not None and not (math.isfinite(r.cpu_share) and 0 < r.cpu_share <= 1):
         yield ("cpu_share",), f"{r.cpu_share!r} is not a share of the CPU above 0 and at most 1"
 
@@ -83,6 +84,29 @@ def _layouts(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
     yield from _names(("layout_skipped",), r.layout_skipped, TIMED_KINDS, "a weight kind start-up times")
     if r.layout_stream_bytes < 1:
         yield ("layout_stream_bytes",), f"{r.layout_stream_bytes} is not a positive number of bytes"
+
+
+def _late(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
+    """The graphs', prefill chunk's and attention check's timings (late_timings.py)."""
+    if r.graph_decode is not None:
+        yield from _seconds(("graph_decode", "candidate_s"), r.graph_decode.candidate_s)
+        yield from _seconds(("graph_decode", "plain_s"), r.graph_decode.plain_s)
+        yield from _spread(("graph_decode", "spread"), r.graph_decode.spread)
+    if r.prefill is not None:
+        yield from _seconds(("prefill", "decode_step"), r.prefill.decode_step)
+        for tokens, seconds in r.prefill.by_tokens.items():
+            if tokens < 1:
+                yield ("prefill", "by_tokens", tokens), f"{tokens} is not a number of prompt tokens"
+            yield from _seconds(("prefill", "by_tokens", tokens), seconds)
+    check = r.attention_check
+    if check is not None:
+        yield from _seconds(("attention_check", "plain_s"), check.plain_s)
+        for name, seconds in check.seconds.items():
+            yield from _seconds(("attention_check", "seconds", name), seconds)
+        errors = {("plain_error",): check.plain_error, **{("errors", n): e for n, e in check.errors.items()}}
+        for loc, error in errors.items():
+            if not error >= 0:  # inf passes: a candidate's output was not finite, which its verdict says
+                yield ("attention_check", *loc), f"{error!r} is not an error of at least 0"
 
 
 def _batches(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:

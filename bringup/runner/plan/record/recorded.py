@@ -1,10 +1,10 @@
 """The served model's plan as `bringup tune` recorded it, and its reuse at start-up.
 
 A record holds the timings tune combined (profile section `models`, keyed by the model's name and a hash of its
-files: sources/identity.py). Start-up on a recorded model replays them — the same choices from the same
-numbers — after the checks that the chosen kernels still compute right here, and times nothing. A record tuned at
-another dtype is not used: its timings say nothing about this one; one that breaks the bounds replay needs
-(record/bounds.py) is refused.
+files: sources/identity.py, and the --quantization; the dtype and the torch it was tuned under are checked here).
+Start-up on a recorded model replays them — the same choices from the same numbers — after the checks that the
+chosen kernels still compute right here, and times nothing. A record tuned at another dtype or torch is not used:
+its timings say nothing about this one; one that breaks the bounds replay needs (record/bounds.py) is refused.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from bringup.runner.plan.host_kernels import panels_why_not
 from bringup.runner.plan.layout import LayoutTimings
 from bringup.runner.plan.measurements import StartupMeasurements
 from bringup.runner.plan.plan import SETTING_NAMES, Choice, ExecutionPlan
+from bringup.runner.plan.record.late_timings import recorded_fields, replayed_fields
 from bringup.runner.plan.settings import MEASURED_SETTINGS  # the others: the profile, the caller or memory decide
 from bringup.runner.weights.kinds import PACKED, PANELS
 from bringup.runner.weights.registry import packed_check
@@ -50,6 +51,9 @@ def find_record(profile: Profile | None, key: str, dtype: str, quantization: str
     if record.quantization != quantization:
         return None, (f"the plan recorded for {key} was tuned with --quantization {record.quantization}, not "
                       f"{quantization}: timing at start-up")
+    if record.torch is not None and record.torch != torch.__version__:
+        return None, (f"the plan recorded for {key} was tuned under torch {record.torch}, not {torch.__version__}: "
+                      "timing at start-up")
     return record, f"the plan recorded for {key} by tune at {record.tuned}"
 
 
@@ -76,7 +80,8 @@ def replayed(record: ModelPlanRecord, device: torch.device, dtype: torch.dtype, 
         layouts=LayoutTimings(times, {**record.layout_skipped, **{k: f"its check fails now: {w}"
                                                                    for k, w in failing.items()}},
                               record.layout_stream_bytes, record.layout_spreads),
-        paged_decode=paged, free_bytes=free_bytes, decode=decode, fused_decode=record.fused_decode)
+        paged_decode=paged, free_bytes=free_bytes, decode=decode, fused_decode=record.fused_decode,
+        **replayed_fields(record))
 
 
 def marked(plan: ExecutionPlan, record: ModelPlanRecord, seqs_requested: bool) -> ExecutionPlan:
@@ -108,4 +113,4 @@ def plan_record(measured: StartupMeasurements, plan: ExecutionPlan, model: str, 
                     for name, (c, p) in decode.candidates.items()},
         candidates_skipped=decode.skipped, decode_how=decode.how, by_batch=decode.by_batch,
         by_batch_again=decode.by_batch_again, batch_spreads=decode.batch_spreads, memory_batch=decode.memory_batch,
-        noise=noise, cpu_share=decode.cpu_share)
+        noise=noise, cpu_share=decode.cpu_share, torch=torch.__version__, **recorded_fields(measured))

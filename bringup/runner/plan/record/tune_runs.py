@@ -9,6 +9,7 @@ from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.layout import LayoutTimings
 from bringup.runner.plan.measurements import StartupMeasurements
 from bringup.runner.plan.noise import floor_noise
+from bringup.runner.plan.record.late_runs import combine_late
 
 
 def combine(runs: list[StartupMeasurements]) -> tuple[StartupMeasurements, dict[str, float]]:
@@ -23,7 +24,8 @@ def combine(runs: list[StartupMeasurements]) -> tuple[StartupMeasurements, dict[
         evidence = f"{'faster' if use_paged else 'not faster'} in {sum(u for u, _ in paged)} of {len(runs)} runs; " \
                    f"{evidence}"
     return StartupMeasurements(layouts=layouts, paged_decode=(use_paged, evidence), free_bytes=runs[-1].free_bytes,
-                               decode=decode, fused_decode=all(r.fused_decode for r in runs)), noise
+                               decode=decode, fused_decode=all(r.fused_decode for r in runs),
+                               **combine_late(runs, noise)), noise
 
 
 def _layouts(runs: list[LayoutTimings]) -> LayoutTimings:

@@ -1,0 +1,48 @@
+"""Tune's runs of the late start-up decisions (graphs, prefill chunk, attention check) combined as tune_runs.py
+combines the others: the fastest of each timing across the runs that took it, the noise across them, and the
+largest error any run measured (a check's error is not noise to take the best of)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bringup.runner.plan.attention_timings import AttentionTimings
+from bringup.runner.plan.measurements import StartupMeasurements
+from bringup.runner.plan.noise import floor_noise
+from bringup.runner.plan.prefill_chunk import PrefillTimings
+
+
+def combine_late(runs: list[StartupMeasurements], noise: dict[str, float]) -> dict[str, Any]:
+    """StartupMeasurements' fields for these decisions; a decision some run did not measure is left unmeasured."""
+    graphs = [r.graph_decode for r in runs]
+    prefill = [r.prefill for r in runs]
+    attention = [r.attention for r in runs]
+    return {
+        "graph_decode": None if None in graphs else _graphs([g for g in graphs if g is not None], noise),
+        "prefill": None if None in prefill else _prefill([p for p in prefill if p is not None], noise),
+        "attention": None if None in attention else _attention([a for a in attention if a is not None]),
+    }
+
+
+def _graphs(runs: list[tuple[float, float, float]], noise: dict[str, float]) -> tuple[float, float, float]:
+    across = max(floor_noise([c for c, _, _ in runs]), floor_noise([p for _, p, _ in runs]))
+    noise["graphs"] = across
+    return min(c for c, _, _ in runs), min(p for _, p, _ in runs), max([across, *(s for _, _, s in runs)])
+
+
+def _prefill(runs: list[PrefillTimings], noise: dict[str, float]) -> PrefillTimings:
+    sizes = sorted({n for r in runs for n in r.by_tokens})
+    by_tokens = {n: min(r.by_tokens[n] for r in runs if n in r.by_tokens) for n in sizes}
+    noise["prefill decode step"] = floor_noise([r.decode_step for r in runs])
+    how = f"fastest of {len(runs)} start-up runs, each {runs[0].how}" if len(runs) > 1 else runs[0].how
+    return PrefillTimings(min(r.decode_step for r in runs), by_tokens, how)
+
+
+def _attention(runs: list[AttentionTimings]) -> AttentionTimings:
+    names = list(dict.fromkeys(n for r in runs for n in r.errors))
+    timed = list(dict.fromkeys(n for r in runs for n in r.seconds))
+    return AttentionTimings(
+        plain_error=max(r.plain_error for r in runs), plain_s=min(r.plain_s for r in runs),
+        errors={n: max(r.errors[n] for r in runs if n in r.errors) for n in names},
+        seconds={n: min(r.seconds[n] for r in runs if n in r.seconds) for n in timed},
+        cannot_run={n: why for r in runs for n, why in r.cannot_run.items()})

@@ -1,0 +1,40 @@
+"""The start-up decisions measured after the plan is followed — the graphs' replay against eager, the prefill
+chunk's step times, the attention check's numbers — as a tune record stores them and as a replay gives them back.
+A record without them (tuned before they were kept) gives None, and start-up measures them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bringup.profiles.sections.models import AttentionCheckRecord, CandidateRecord, ModelPlanRecord, PrefillRecord
+from bringup.runner.plan.attention_timings import AttentionTimings
+from bringup.runner.plan.measurements import StartupMeasurements
+from bringup.runner.plan.prefill_chunk import PrefillTimings
+
+
+def recorded_fields(measured: StartupMeasurements) -> dict[str, Any]:
+    """ModelPlanRecord's fields for these decisions."""
+    graph = measured.graph_decode
+    prefill, attention = measured.prefill, measured.attention
+    return {
+        "graph_decode": None if graph is None else CandidateRecord(candidate_s=graph[0], plain_s=graph[1],
+                                                                   spread=graph[2]),
+        "prefill": None if prefill is None else PrefillRecord(decode_step=prefill.decode_step,
+                                                              by_tokens=dict(prefill.by_tokens), how=prefill.how),
+        "attention_check": None if attention is None else AttentionCheckRecord(
+            plain_error=attention.plain_error, plain_s=attention.plain_s, errors=dict(attention.errors),
+            seconds=dict(attention.seconds), cannot_run=dict(attention.cannot_run)),
+    }
+
+
+def replayed_fields(record: ModelPlanRecord) -> dict[str, Any]:
+    """StartupMeasurements' fields for these decisions, from the record."""
+    graph, prefill, attention = record.graph_decode, record.prefill, record.attention_check
+    return {
+        "graph_decode": None if graph is None else (graph.candidate_s, graph.plain_s, graph.spread),
+        "prefill": None if prefill is None else PrefillTimings(prefill.decode_step, dict(prefill.by_tokens),
+                                                               prefill.how),
+        "attention": None if attention is None else AttentionTimings(
+            attention.plain_error, attention.plain_s, dict(attention.errors), dict(attention.seconds),
+            dict(attention.cannot_run)),
+    }
