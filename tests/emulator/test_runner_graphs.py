@@ -79,6 +79,7 @@ def test_an_op_wrong_only_under_replay_fails_the_runners_check_and_the_plan_serv
     assert seen["row"]["value"] == [] and seen["replays"] == 0
     assert seen["row"]["evidence"].startswith("off: failed the replay check: the runner's captured decode step "
                                               "replayed ")
+    assert seen["fallbacks"]["path"] == 1
     assert seen["tokens"] == seen["cpu"]
 
 
@@ -94,8 +95,9 @@ def test_a_bucket_first_met_while_serving_is_checked_before_it_replays_and_a_wro
 def test_with_the_default_spec_the_device_refuses_to_capture_rsqrt_and_the_row_names_it():
     seen = emu_results(BUILTIN + BODY, "default")
     assert seen["row"]["value"] == []
-    assert seen["row"]["evidence"].startswith("off: capture refused an op: RuntimeError: emu: the graph capture was "
-                                              "invalidated: graph capture refused aten::rsqrt")
+    assert seen["row"]["evidence"].startswith("off: the runner's capture of its decode step failed: RuntimeError: emu: "
+                                              "the graph capture was invalidated: graph capture refused aten::rsqrt")
+    assert seen["fallbacks"]["path"] == 1  # the record said it replays: eager instead is a fallback, counted
     assert seen["tokens"] == seen["cpu"]
 
 

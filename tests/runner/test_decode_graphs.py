@@ -78,6 +78,26 @@ def test_a_replay_that_fails_is_a_counted_path_fallback_and_the_steps_run_eager(
     assert (event.what, event.instead) == ("decode step", "eager") and "replay lost the device" in event.why
 
 
+def test_a_step_captured_while_serving_whose_replay_is_wrong_never_serves_a_token(engine):
+    eager = _greedy(engine)
+
+    def one_percent_high(body):  # type: ignore[no-untyped-def]
+        def replay() -> None:
+            body()
+            body.__self__.logits.mul_(1.01)  # the StaticStep's logits: a replay that computes other numbers
+        return replay
+
+    before = engine.fallbacks.counts["path"]
+    graphs = engine.executor.graphs = _eager_body_graphs(engine, one_percent_high)
+    try:
+        served = _greedy(engine)
+    finally:
+        engine.executor.graphs = None
+    assert served == eager and graphs.replays == 0
+    assert engine.fallbacks.counts["path"] == before + 1
+    assert graphs.failed is not None and "failed the replay check" in graphs.failed
+
+
 def test_graphs_off_says_so(tmp_path):
     engine = LLMEngine.create(EngineOptions(device="cpu", profile_path=tmp_path / "none.yaml", max_model_len=32,
                                             max_num_seqs=1, graphs="off", measurements=stated()))

@@ -35,13 +35,15 @@ def check_inputs(step: StaticStep) -> list[SeqChunk]:
 def step_difference(step: StaticStep, chunks: list[SeqChunk]) -> float:
     """Relative max |replay - eager| of the logits of `step` on `chunks`; both write the same K/V into the same
     slots, so running it on a live step's own inputs leaves the cache as the step itself would."""
-    assert step.replay is not None and step.logits is not None
-    captured = step.logits
+    assert step.replay is not None
+    captured = step.logits  # the output tensor a replay writes into
     step.fill(chunks)
-    step.forward()  # eagerly: it assigns a new logits tensor, the captured one is kept aside
+    step.forward()  # eagerly: it assigns a new logits tensor
+    assert step.logits is not None
     eager = step.logits.clone()
     step.logits = captured
     step.fill(chunks)
     step.replay()
+    assert step.logits is not None
     scale = eager.abs().max().clamp_min(torch.finfo(torch.float32).tiny)
-    return float(((captured - eager).abs().max() / scale).cpu())
+    return float(((step.logits - eager).abs().max() / scale).cpu())

@@ -1,4 +1,4 @@
-"""Step 14: the graphs row. Decode steps captured per batch-size bucket on the loaded model, the runner's replay
+"""Step 16: the graphs row. Decode steps captured per batch-size bucket on the loaded model, the runner's replay
 checked against the same step run eagerly, and replay timed against eager on the served model (or the timing given,
 or replayed from a tune record: the capture and its replay check still run); the executor replays them only where
 every check passed (plan/graphs.py says which did not)."""
@@ -47,10 +47,10 @@ def capture_graphs(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     except StrictFallbackError:
         raise
     except Exception as exc:
-        return replace(plan, graphs=off(f"capture refused an op: {exception_line(exc)}"))
+        return _fell_back(plan, start, f"the runner's capture of its decode step failed: {exception_line(exc)}")
     wrong = replay_check(difference)
     if wrong is not None:
-        return replace(plan, graphs=off(wrong))
+        return _fell_back(plan, start, wrong)
     step = DecodeSteps(executor, sweep_context(plan))
     pair, how = given_replayed_or_measured(start, "graph_decode", lambda: timed_pair(
         step, lambda use: setattr(executor, "graphs", graphs if use else None)))
@@ -62,6 +62,14 @@ def capture_graphs(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
         return replace(plan, graphs=off(timing))
     check = f"the runner's replay equals eager (relative max |difference| {difference:.2g})"
     return replace(plan, graphs=on(batches, contexts, verified.evidence, check, timing))
+
+
+def _fell_back(plan: ExecutionPlan, start: Start, why: str) -> ExecutionPlan:
+    """Off where the profile verified graphs at this dtype and the runner's own capture or check did not hold: a
+    path fallback (WARNING, counted; --strict refuses it)."""
+    start.inputs.recorder.record("path", "decode step", wanted="graph replay (verify-ops' record passed)",
+                                 instead="eager", why=why)
+    return replace(plan, graphs=off(why))
 
 
 def _refused(plan: ExecutionPlan, start: Start) -> Choice | None:

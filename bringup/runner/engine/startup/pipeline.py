@@ -44,8 +44,8 @@ STEPS: tuple[Step, ...] = (
     host_fallbacks,  # host_fallbacks row, each counted
     prefix_caching,  # prefix_caching row, as the options ask
     follow,  # the executor runs the plan
-    capture_graphs,  # graphs row: decode steps captured per batch bucket, checked against eager, timed
     compare_unquantized,  # quantization row against the unquantized plan (auto's choice may be withdrawn)
+    capture_graphs,  # graphs row: decode steps captured per batch bucket, checked against eager, timed
     prefill_chunk,  # prefill_chunk row: prefill and decode steps timed on the served plan
 )
 
@@ -54,6 +54,8 @@ def run_steps(start: Start) -> ExecutionPlan:
     plan = derive(start)
     for step in STEPS:
         plan = step(plan, start)
+        if start.bench.withdrawn is not None:
+            return plan  # auto's scheme lost: the pass is dropped, and the steps run again with none
     on_measured = start.inputs.options.on_measured
     if on_measured is not None and start.bench.measured is not None:
         on_measured(start.bench.measured)  # what the steps timed (or were given), as tune collects it

@@ -1,7 +1,8 @@
 """The quantization steps. auto_quantize (with --quantization auto, after the warm-up): each candidate scheme
 measured against the unquantized weights on the model itself, the winner kept (quantization and weight_layout rows).
-compare_unquantized (last): the served plan's decode steps against the unquantized plan's, in the quantization row;
-when auto's choice did not beat it, the choice is withdrawn and pipeline.py serves a second pass with none."""
+compare_unquantized (before graphs are captured, so both sides run eager): the served plan's decode steps against
+the unquantized plan's, in the quantization row; when auto's choice did not beat it, the choice is withdrawn, the
+pass stops there and pipeline.py serves a second pass with none."""
 
 from __future__ import annotations
 
