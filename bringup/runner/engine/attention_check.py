@@ -21,6 +21,7 @@ import torch
 from bringup.errors import exception_line
 from bringup.log import get_logger
 from bringup.profiles.attention_kinds import PLAIN_ATTENTION, SDPA_BY_PREFERENCE
+from bringup.runner.engine.best_of import best_of
 from bringup.runner.model.attention import implementation
 from bringup.runner.model.attention_layer import matmul_softmax_attention
 from bringup.runner.model.config import ModelConfig
@@ -69,12 +70,7 @@ def _error(out: torch.Tensor, ref: torch.Tensor, valid: torch.Tensor) -> float:
 
 def _seconds(fn, args) -> float:  # type: ignore[no-untyped-def]
     fn(*args)
-    best = float("inf")
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        fn(*args)
-        best = min(best, time.perf_counter() - start)
-    return best
+    return best_of(lambda: fn(*args), args[0].device, REPEATS)
 
 
 def measure_attention(config: ModelConfig, dtype: torch.dtype, device: torch.device, candidates: list[str],

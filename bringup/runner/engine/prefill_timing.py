@@ -7,24 +7,13 @@ first blocks, before any request holds one.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
+from bringup.runner.engine.best_of import best_of
 from bringup.runner.engine.executor import Executor
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.plan.plan import ExecutionPlan
 from bringup.runner.plan.prefill_chunk import CHUNK_STEP_RATIO, PrefillTimings, chunk_sizes
 
 REPEATS = 3
-
-
-def _best(run: Callable[[], object]) -> float:
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def measure_prefill(executor: Executor, plan: ExecutionPlan) -> PrefillTimings | None:
@@ -39,10 +28,11 @@ def measure_prefill(executor: Executor, plan: ExecutionPlan) -> PrefillTimings |
         return None
     table, tokens = list(range(blocks)), [1 + i % 97 for i in range(sizes[-1] + 1)]
     executor.run_chunks([SeqChunk(tokens[:size + 1], 0, table)])  # warm: the first forward of a shape
-    decode = _best(lambda: executor.run_chunks([SeqChunk(tokens[:size + 1], size, table)]))
+    device = executor.model.device
+    decode = best_of(lambda: executor.run_chunks([SeqChunk(tokens[:size + 1], size, table)]), device, REPEATS)
     by_tokens: dict[int, float] = {}
     for n in sizes:
-        by_tokens[n] = _best(lambda n=n: executor.run_chunks([SeqChunk(tokens[:n], 0, table)]))
+        by_tokens[n] = best_of(lambda n=n: executor.run_chunks([SeqChunk(tokens[:n], 0, table)]), device, REPEATS)
         if by_tokens[n] > (CHUNK_STEP_RATIO - 1) * decode:
             break
     return PrefillTimings(decode, by_tokens, f"best of {REPEATS}")

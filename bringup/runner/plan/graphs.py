@@ -37,15 +37,14 @@ def check_graphs_option(value: str) -> str | None:
     return f"--graphs {value!r} is not one of {', '.join(GRAPHS_OPTIONS)}; pass auto (the plan decides) or off"
 
 
-def through_host(host_fallbacks: Choice, device: str) -> Choice | None:
-    """Off when an op the captured step runs goes through the host (the plan's host_fallbacks row, sampling aside:
-    it runs outside the graph): a capture refuses host work."""
-    inside = [op for op in host_fallbacks.value if op not in SAMPLING_OPS]
+def through_host(notes: dict[str, str], device: str) -> Choice | None:
+    """Off when an op the captured step runs goes through the host (`notes`: the host_fallbacks row's ops, each with
+    its profile record; sampling aside, it runs outside the graph): a capture refuses host work."""
+    inside = {op: why for op, why in notes.items() if op not in SAMPLING_OPS}
     if not inside:
         return None
-    notes = "; ".join(note for note in host_fallbacks.evidence.split("; ") if note.split(" ")[0] in inside)
-    return off(f"capture refuses an op: {', '.join(inside)} runs through the host on {device} ({notes}), and a "
-               "graph holds device work only")
+    return off(f"capture refuses an op: {', '.join(inside)} runs through the host on {device} "
+               f"({'; '.join(inside.values())}), and a graph holds device work only")
 
 
 def replay_check(max_rel: float) -> str | None:

@@ -21,7 +21,8 @@ from bringup.runner.engine.startup.late_source import given_replayed_or_measured
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.graphs import OFF, off, on, option_off, replay_check, through_host, timed
 from bringup.runner.plan.graphs_evidence import replay_verdict
-from bringup.runner.plan.plan import ExecutionPlan
+from bringup.runner.plan.host_fallbacks import hot_path_fallbacks
+from bringup.runner.plan.plan import ExecutionPlan, planned_ops
 
 
 def capture_graphs(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
@@ -79,4 +80,5 @@ def _refused(plan: ExecutionPlan, start: Start) -> Choice | None:
     device = start.inputs.device
     if backend_for(device).graph_api() is None:
         return off(f"the {device.type} backend offers no graph capture")
-    return through_host(plan.host_fallbacks, plan.device)
+    notes = hot_path_fallbacks(start.bench.facts, plan.dtype.value, planned_ops(start.inputs.config, plan))
+    return through_host(notes, plan.device)
