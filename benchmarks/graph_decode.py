@@ -33,8 +33,7 @@ from benchmarks.machine import header_lines, machine_facts
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.engine.graphs.buckets import batch_buckets, context_buckets
 from bringup.runner.engine.graphs.capture import family_capture
-from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
-from bringup.runner.engine.graphs.replay_check import replay_difference
+from bringup.runner.engine.graphs.checked_capture import capture_checked
 from bringup.runner.plan.graphs import replay_check
 from bringup.runner.sampling_params import SamplingParams
 
@@ -134,12 +133,8 @@ def forced(engine: LLMEngine) -> str:
     start-up does, after the same replay check; what was done."""
     model, plan = engine.executor.model, engine.plan
     contexts = context_buckets(plan.max_model_len.value, plan.block_size)
-    graphs = DecodeGraphs(model, plan.block_size, batch_buckets(plan.max_num_seqs.value), contexts,
-                          family_capture(model.device), engine.fallbacks)
-    with torch.inference_mode():
-        for batch in graphs.batches:
-            graphs.captured(batch, contexts[0])
-        difference = replay_difference(graphs, contexts[0])
+    graphs, difference = capture_checked(model, plan.block_size, batch_buckets(plan.max_num_seqs.value), contexts,
+                                         family_capture(model.device), engine.fallbacks)
     if replay_check(difference) is not None:
         return f"not used: {replay_check(difference)}"
     engine.executor.graphs = graphs

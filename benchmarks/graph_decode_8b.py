@@ -32,8 +32,7 @@ from bringup.runner.engine.decode_timing import DecodeSteps, timed_pair
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.graphs.buckets import context_buckets
 from bringup.runner.engine.graphs.capture import family_capture
-from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
-from bringup.runner.engine.graphs.replay_check import replay_difference
+from bringup.runner.engine.graphs.checked_capture import capture_checked
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.families import build_model, hf_tensor_shapes
 from bringup.runner.plan.choice import Choice
@@ -112,11 +111,7 @@ def main() -> int:
     model.allocate_kv_cache(blocks, plan.block_size)
     executor = Executor(model, plan, recorder)
     contexts = context_buckets(MAX_MODEL_LEN, plan.block_size)
-    graphs = DecodeGraphs(model, plan.block_size, [1], contexts,
-                          family_capture(device), recorder)
-    with torch.inference_mode():
-        graphs.captured(1, contexts[0])
-        difference = replay_difference(graphs, contexts[0])
+    graphs, difference = capture_checked(model, plan.block_size, [1], contexts, family_capture(device), recorder)
     print(f"replay check: relative max |replay - eager| of the logits {difference:.2g}", flush=True)
     steps = DecodeSteps(executor, args.context)
     replayed_s, eager_s, noise = timed_pair(steps, lambda on: setattr(executor, "graphs", graphs if on else None))

@@ -6,21 +6,10 @@ numbers against float64 beforehand; this checks the runner's capture of the serv
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from bringup.runner.engine.graphs.static_step import StaticStep
 from bringup.runner.model.batch_inputs import SeqChunk
-
-if TYPE_CHECKING:
-    from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
-
-
-def replay_difference(graphs: DecodeGraphs, capacity: int) -> float:
-    """The largest relative max |replay - eager| of the logits over the batch buckets captured at `capacity`."""
-    return max(step_difference(step, check_inputs(step)) for (_, held), step in graphs.steps.items()
-               if held == capacity)
 
 
 def check_inputs(step: StaticStep) -> list[SeqChunk]:

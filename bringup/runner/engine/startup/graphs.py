@@ -7,15 +7,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import torch
-
 from bringup.backends.registry import backend_for
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.runner.engine.decode_timing import DecodeSteps, sweep_context, timed_pair
 from bringup.runner.engine.graphs.buckets import batch_buckets, context_buckets
 from bringup.runner.engine.graphs.capture import family_capture
-from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
-from bringup.runner.engine.graphs.replay_check import replay_difference
+from bringup.runner.engine.graphs.checked_capture import capture_checked
 from bringup.runner.engine.startup.context import Start
 from bringup.runner.engine.startup.late_source import given_replayed_or_measured
 from bringup.runner.plan.choice import Choice
@@ -38,13 +35,9 @@ def capture_graphs(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     assert executor is not None
     batches = batch_buckets(plan.max_num_seqs.value)
     contexts = context_buckets(plan.max_model_len.value, plan.block_size)
-    graphs = DecodeGraphs(executor.model, plan.block_size, batches, contexts, family_capture(device),
-                          start.inputs.recorder)
     try:
-        with torch.inference_mode():
-            for batch in batches:
-                graphs.captured(batch, contexts[0])
-            difference = replay_difference(graphs, contexts[0])
+        graphs, difference = capture_checked(executor.model, plan.block_size, batches, contexts,
+                                             family_capture(device), start.inputs.recorder)
     except StrictFallbackError:
         raise
     except Exception as exc:
