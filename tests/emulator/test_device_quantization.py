@@ -22,6 +22,8 @@ from tests.runner.hf_fixtures import make_hf_model
 CHECKS = "features.int8_weight_only_matmul,features.int4_weight_only_matmul,features.fp8_scaled_mm"
 DEVICES = [{"name": "Emu iGPU", "integrated": True, "memory": "512MiB"}, {"name": "Emu dGPU", "memory": "8GiB"}]
 FP8_NATIVE = {"devices": DEVICES, "native": [*DEFAULT_NATIVE, "_scaled_mm", "abs", "amax", "clamp"]}
+INT4_NATIVE = {"devices": DEVICES, "native": [*DEFAULT_NATIVE, "_convert_weight_to_int4pack_for_cpu",
+                                              "_weight_int4pack_mm_for_cpu"]}
 WRONG_INT8 = {"devices": DEVICES, "native": list(DEFAULT_NATIVE), "wrong": {"_weight_int8pack_mm": 1.01}}
 
 BODY = """
@@ -52,8 +54,8 @@ def served(device, quantization, model=MODEL):
                 recorded=[event.what for event in e.executor.recorder.events])
 
 results = {q: served("emu:1", q) for q in SERVE}
-if GGUF:
-    results["gguf int8"] = served("emu:1", "int8", GGUF)
+for name, path in GGUF.items():
+    results[name] = served("emu:1", name.split()[-1], path)
 report(results=results)
 """
 
@@ -66,11 +68,11 @@ def tiny(tmp_path_factory) -> Path:
 
 
 def _run(model: Path, profile: Path, spec: dict | str, serve: list[str], refuse: list[str], probe: bool = True,
-         gguf: Path | None = None) -> dict:
+         gguf: dict[str, str] | None = None) -> dict:
     """The probe's records (unless `probe` is False), the engine serving each of `serve`, and `bringup generate`'s
     answer to each of `refuse`, all under `spec`."""
     head = (f"MODEL = {str(model)!r}\nPROFILE = {str(profile)!r}\nCHECKS = {CHECKS!r}\nPROBE = {probe}\n"
-            f"SERVE = {serve!r}\nGGUF = {str(gguf) if gguf else None!r}\n")
+            f"SERVE = {serve!r}\nGGUF = {gguf or {}!r}\n")
     seen = emu_results(head + BODY, spec)
     seen["refusals"] = {q: run_bringup(["generate", "hi", "--model", str(model), "--device", "emu:1", "--profile",
                                         str(profile), "--quantization", q, "--max-tokens", "2"], spec,
@@ -91,7 +93,7 @@ def default_spec(tiny, tmp_path_factory) -> tuple[dict, Path]:
     hf = make_hf_model(profile.parent / "hf", "llama", tied=True)
     q8_0 = write_gguf(profile.parent / "q8_0.gguf", hf, profile.parent / "hf", "llama",
                       lambda name, tensor: T.F32 if tensor.dim() == 1 else T.Q8_0)
-    return _run(tiny, profile, "default", ["int8", "auto"], ["int4", "fp8"], gguf=q8_0), profile
+    return _run(tiny, profile, "default", ["int8", "auto"], ["int4", "fp8"], gguf={"gguf int8": str(q8_0)}), profile
 
 
 def test_int8_serves_through_weight_int8pack_mm_on_the_device_naming_kernel_and_record(default_spec):
@@ -151,3 +153,36 @@ def test_a_gguf_file_s_q8_0_blocks_are_converted_once_for_the_device_kind_and_th
     assert value == "int8" and seen["layout"][0] == "int8_pack"
     assert "its Q8_0 blocks dequantized and quantized again (a second rounding: a recorded fallback)" in evidence
     assert "int8_pack weights" in seen["recorded"]  # the fallback, counted (and refused under --strict)
+
+
+@pytest.fixture(scope="module")
+def int4_spec(tiny, tmp_path_factory) -> dict:
+    """int4 native on emu:1: the probe's record, int4 served on a float model and on GGUF Q4_1 and Q4_0 files."""
+    profile = tmp_path_factory.mktemp("devquant-int4") / "emu1.yaml"
+    hf = make_hf_model(profile.parent / "hf", "llama", tied=True)
+    files = {f"{block} int4": str(write_gguf(profile.parent / f"{block}.gguf", hf, profile.parent / "hf", "llama",
+                                             lambda name, tensor, t=getattr(T, block): T.F32 if tensor.dim() == 1
+                                             else t)) for block in ("Q4_1", "Q4_0")}
+    return _run(tiny, profile, INT4_NATIVE, ["int4"], [], gguf=files)
+
+
+def test_int4_serves_through_the_int4pack_kernel_the_probe_verified_on_the_device(int4_spec):
+    seen = int4_spec["results"]["int4"]
+    value, evidence = seen["quantization"]
+    assert value == "int4" and seen["layout"][0] == "int4_pack_cpu", seen
+    assert "served by torch's _weight_int4pack_mm_for_cpu (int4_pack_cpu weights): capabilities.features." \
+           "int4_weight_only_matmul is supported (_weight_int4pack_mm_for_cpu[float32] vs float64" in evidence
+    assert "quantized at load" in evidence
+    assert seen["native"].get("aten::_weight_int4pack_mm_for_cpu", 0) > 0
+    assert not any("int4pack" in op for op in seen["fallbacks"]), seen["fallbacks"]
+    assert len(seen["tokens"]) == 12
+
+
+def test_gguf_q4_blocks_map_onto_the_int4pack_form_without_a_second_rounding(int4_spec):
+    for block in ("Q4_1", "Q4_0"):
+        seen = int4_spec["results"][f"{block} int4"]
+        value, evidence = seen["quantization"]
+        assert value == "int4" and seen["layout"][0] == "int4_pack_cpu", seen
+        assert f"from the file's {block} blocks, mapped directly onto the op's form" in evidence, evidence
+        assert "quantized again" not in evidence and "int4_pack_cpu weights" not in seen["recorded"]
+        assert len(seen["tokens"]) == 12

@@ -4,8 +4,8 @@ that kind must compute its float64 reference's product here at the plan's dtype 
 Otherwise the scheme is refused, the reason quoting the record. Nothing here reads a device's name.
 
 int8 -> int8_pack (`_weight_int8pack_mm`), fp8 -> fp8_scaled_mm (`_scaled_mm`, per-tensor scales: the form the
-record's cases verify). int4 has a record (`_weight_int4pack_mm`) but no device kind yet: its packed layout is the
-device's own, so it is refused with the record quoted either way.
+record's cases verify), int4 (groups of 32) -> int4_pack (`_weight_int4pack_mm`) or int4_pack_cpu
+(`_weight_int4pack_mm_for_cpu`), whichever kernel the record names. int4's larger groups have no device kind.
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ import torch
 from bringup.profiles.schema import Profile
 from bringup.runner.weights.formats import device_fp8, device_int8
 from bringup.runner.weights.kernels.device_check import device_kind_why_not
-from bringup.runner.weights.kinds import FP8, FP8_SCALED_MM, INT4_KINDS, INT8, INT8_PACK
+from bringup.runner.weights.kinds import FP8, FP8_SCALED_MM, INT4, INT4_KINDS, INT4_PACK_KERNELS, INT8, INT8_PACK
 
 # each scheme's record in capabilities.features (written by the probe's quantized checks)
 RECORDS = {INT8: "int8_weight_only_matmul", **{kind: "int4_weight_only_matmul" for kind in INT4_KINDS},
            FP8: "fp8_scaled_mm"}
 QUOTED = 400  # characters of a record's evidence or reason quoted in a refusal (the profile has it whole)
-KIND_KERNELS = {INT8: (INT8_PACK, device_int8.KERNEL), FP8: (FP8_SCALED_MM, device_fp8.KERNEL)}
+# each scheme's device kinds by the kernel they call
+KIND_KERNELS = {INT8: {device_int8.KERNEL: INT8_PACK}, FP8: {device_fp8.KERNEL: FP8_SCALED_MM},
+                INT4: {kernel: kind for kind, kernel in INT4_PACK_KERNELS.items()}}
 
 
 @dataclass(frozen=True)
@@ -67,12 +69,16 @@ def device_kernel(scheme: str, device: torch.device, profile: Profile | None, dt
     if record.status != "supported":
         return None, f"{record.quoted()}, so no {scheme} kernel is verified on {device}"
     if scheme not in KIND_KERNELS:
-        return None, (f"{record.path} is supported ({record.kernel}), but the runner has no {scheme} weight kind for "
-                      f"{record.kernel} yet (its packed layout is the device's own); only int8 (_weight_int8pack_mm) "
-                      "and fp8 (_scaled_mm) are served off the host")
-    kind, kernel = KIND_KERNELS[scheme]
-    if record.kernel != kernel:
-        return None, f"{record.path} is supported by {record.kernel}, not {kernel}, the kernel the {kind} kind calls"
+        return None, (f"{record.path} is supported ({record.kernel}), but the runner has no {scheme} weight kind off "
+                      f"the host: the device's int4 kinds hold groups of 32 (--quantization int4)")
+    kinds = KIND_KERNELS[scheme]
+    if record.kernel not in kinds:
+        several = len(kinds) > 1
+        return None, (f"{record.path} is supported by {record.kernel}, not by {' or '.join(kinds)}, the "
+                      f"{'kernels the' if several else 'kernel the'} {scheme} device "
+                      f"{'kinds call' if several else 'kind calls'}")
+    kernel = record.kernel
+    kind = kinds[kernel]
     why = device_kind_why_not(kind, device, dtype)
     if why:
         return None, f"{record.path} is supported ({kernel}), but the {kind} weights' check on {device} failed: {why}"

@@ -18,13 +18,16 @@ from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.quantize.device_kernels import device_kernel
-from bringup.runner.plan.quantize.held_blocks import requantized
+from bringup.runner.plan.quantize.held_blocks import origin, requantized
 from bringup.runner.plan.quantize.scheme import AUTO_SCHEMES, QUANTIZED_AT_LOAD, group_why_not_for
-from bringup.runner.weights.held import LinearWeightTypes
-from bringup.runner.weights.kinds import FP8, INT8
+from bringup.runner.weights.held import HELD_AS, MAPPED, LinearWeightTypes
+from bringup.runner.weights.kinds import FP8, INT4, INT8
 
 DESCRIPTION = {INT8: "int8 weights with a float32 scale per output channel (max / 127), activations in the plan "
                      "dtype",
+               INT4: "int4 codes per group of 32 as the host's int4 rounds them (float16 d and m), in the op's form "
+                     "w = (q - 8) * scale + zero with scale = d and zero = m + 8d rounded to bfloat16, activations "
+                     "bfloat16",
                FP8: "float8_e4m3fn weights with one float32 scale per tensor (max / 448), activations quantized to "
                     "float8_e4m3fn per tensor at each product, a float32 result"}
 
@@ -66,10 +69,20 @@ def device_candidates(device: torch.device, config: ModelConfig, profile: Profil
     return candidates, notes, kinds
 
 
+MAPPED_BLOCKS = ("mapped directly onto the op's form (the codes as they are; scale = d and zero = m + 8d per group "
+                 "of 32, only these rounded to bfloat16)")
+
+
+def device_origin(kind: str, weights: LinearWeightTypes) -> str:
+    """How `kind`'s weights are made from the checkpoint's: a kind that maps a host storage (int4_pack) takes the
+    blocks that storage holds exactly without rounding their codes again."""
+    return origin(HELD_AS[kind], weights, MAPPED_BLOCKS) if kind in MAPPED else origin(kind, weights)
+
+
 def record_converted(kind: str, weights: LinearWeightTypes, recorder: FallbackRecorder) -> None:
-    """A fallback when the file's blocks that a host storage holds exactly must be rounded again for `kind` (a device
-    kind's scale per output channel holds no GGUF block as it is)."""
-    again = requantized(kind, weights)
+    """A fallback when the file's blocks that a host storage holds exactly must be rounded again for `kind` (int8_pack's
+    scale per output channel holds no GGUF block as it is)."""
+    again = requantized(HELD_AS[kind] if kind in MAPPED else kind, weights)
     if again:
         types = " and ".join(again)
         recorder.record("op", f"{kind} weights", wanted=f"the file's {types} blocks kept as they are",
