@@ -24,6 +24,7 @@ DEVICES = [{"name": "Emu iGPU", "integrated": True, "memory": "512MiB"}, {"name"
 FP8_NATIVE = {"devices": DEVICES, "native": [*DEFAULT_NATIVE, "_scaled_mm", "abs", "amax", "clamp"]}
 INT4_NATIVE = {"devices": DEVICES, "native": [*DEFAULT_NATIVE, "_convert_weight_to_int4pack_for_cpu",
                                               "_weight_int4pack_mm_for_cpu"]}
+WRONG_INT4 = {**INT4_NATIVE, "wrong": {"_weight_int4pack_mm_for_cpu": 1.01}}
 WRONG_INT8 = {"devices": DEVICES, "native": list(DEFAULT_NATIVE), "wrong": {"_weight_int8pack_mm": 1.01}}
 
 BODY = """
@@ -156,18 +157,18 @@ def test_a_gguf_file_s_q8_0_blocks_are_converted_once_for_the_device_kind_and_th
 
 
 @pytest.fixture(scope="module")
-def int4_spec(tiny, tmp_path_factory) -> dict:
+def int4_spec(tiny, tmp_path_factory) -> tuple[dict, Path]:
     """int4 native on emu:1: the probe's record, int4 served on a float model and on GGUF Q4_1 and Q4_0 files."""
     profile = tmp_path_factory.mktemp("devquant-int4") / "emu1.yaml"
     hf = make_hf_model(profile.parent / "hf", "llama", tied=True)
     files = {f"{block} int4": str(write_gguf(profile.parent / f"{block}.gguf", hf, profile.parent / "hf", "llama",
                                              lambda name, tensor, t=getattr(T, block): T.F32 if tensor.dim() == 1
                                              else t)) for block in ("Q4_1", "Q4_0")}
-    return _run(tiny, profile, INT4_NATIVE, ["int4"], [], gguf=files)
+    return _run(tiny, profile, INT4_NATIVE, ["int4"], [], gguf=files), profile
 
 
 def test_int4_serves_through_the_int4pack_kernel_the_probe_verified_on_the_device(int4_spec):
-    seen = int4_spec["results"]["int4"]
+    seen = int4_spec[0]["results"]["int4"]
     value, evidence = seen["quantization"]
     assert value == "int4" and seen["layout"][0] == "int4_pack_cpu", seen
     assert "served by torch's _weight_int4pack_mm_for_cpu (int4_pack_cpu weights): capabilities.features." \
@@ -180,9 +181,16 @@ def test_int4_serves_through_the_int4pack_kernel_the_probe_verified_on_the_devic
 
 def test_gguf_q4_blocks_map_onto_the_int4pack_form_without_a_second_rounding(int4_spec):
     for block in ("Q4_1", "Q4_0"):
-        seen = int4_spec["results"][f"{block} int4"]
+        seen = int4_spec[0]["results"][f"{block} int4"]
         value, evidence = seen["quantization"]
         assert value == "int4" and seen["layout"][0] == "int4_pack_cpu", seen
         assert f"from the file's {block} blocks, mapped directly onto the op's form" in evidence, evidence
         assert "quantized again" not in evidence and "int4_pack_cpu weights" not in seen["recorded"]
         assert len(seen["tokens"]) == 12
+
+
+def test_an_int4_kernel_gone_wrong_since_the_probe_cannot_read_its_codes_back_and_is_refused(int4_spec, tiny):
+    line = _one_line(_run(tiny, int4_spec[1], WRONG_INT4, [], ["int4"], probe=False)["refusals"]["int4"])
+    assert "int4_weight_only_matmul is supported (_weight_int4pack_mm_for_cpu), but the int4_pack_cpu weights' " \
+           "check on emu:1 failed: it does not run at float32: ValueError: _weight_int4pack_mm_for_cpu does not " \
+           "read its packed codes back as integers 0..15" in line, line

@@ -58,6 +58,13 @@ def test_int4_pack_holds_the_host_int4_codes_as_they_are_and_rounds_only_scale_a
     assert torch.equal(device_int4.dequantize(CPU_INT4, stored), (codes.reshape(48, 128).float() - 8) * scale + zero)
 
 
+def test_int4_pack_names_the_layer_sizes_its_packing_kernels_cannot_take():
+    assert device_int4.shapes_why_not([576, 192, 49152], [576, 1536]) is None
+    why = device_int4.shapes_why_not([40, 64], [64, 96])
+    assert why == ("the int4 packing kernels take output sizes in multiples of 16 and input sizes in multiples of 64; "
+                   "this model's linear layers have 40 outputs, 96 inputs")
+
+
 def _profile(**features) -> Profile:
     records = {name: Capability(**record) for name, record in features.items()}
     return Profile(capabilities=Capabilities(features=records))

@@ -20,6 +20,7 @@ from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.quantize.device_kernels import device_kernel
 from bringup.runner.plan.quantize.held_blocks import origin, requantized
 from bringup.runner.plan.quantize.scheme import AUTO_SCHEMES, QUANTIZED_AT_LOAD, group_why_not_for
+from bringup.runner.weights.formats import device_int4
 from bringup.runner.weights.held import HELD_AS, MAPPED, LinearWeightTypes
 from bringup.runner.weights.kinds import FP8, INT4, INT8
 
@@ -39,6 +40,12 @@ def device_why_not(scheme: str, device: torch.device, config: ModelConfig, profi
     if why:
         return None, f"a layer has {why}"
     found, why = device_kernel(scheme, device, profile, dtype)
+    if found and found.kind in MAPPED:
+        c = config
+        why = device_int4.shapes_why_not([c.hidden_size, c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim,
+                                          c.intermediate_size, c.vocab_size],
+                                         [c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size]) or ""
+        return (None, f"{found.note}, but {why}") if why else (found.kind, found.note)
     return (found.kind, found.note) if found else (None, why)
 
 

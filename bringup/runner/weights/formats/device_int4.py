@@ -69,6 +69,20 @@ def _packed_form(kernel: Int4Kernel, device: torch.device, out: int, k: int) -> 
     return _PACKED[key]
 
 
+OUT_MULTIPLE, IN_MULTIPLE = 16, GROUP * 2  # what the packing kernels take
+
+
+def shapes_why_not(outs: list[int], ins: list[int]) -> str | None:
+    """Why linear layers with these output and input sizes cannot be packed, or None."""
+    odd_out = [n for n in outs if n % OUT_MULTIPLE]
+    odd_in = [k for k in ins if k % IN_MULTIPLE]
+    if not odd_out and not odd_in:
+        return None
+    sizes = ", ".join([*(f"{n} outputs" for n in odd_out), *(f"{k} inputs" for k in odd_in)])
+    return (f"the int4 packing kernels take output sizes in multiples of {OUT_MULTIPLE} and input sizes in multiples "
+            f"of {IN_MULTIPLE}; this model's linear layers have {sizes}")
+
+
 def in_features(stored: torch.Tensor) -> int:
     return stored.shape[1] * 8 // 5
 
@@ -76,9 +90,9 @@ def in_features(stored: torch.Tensor) -> int:
 def pack(kernel: str, codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
     """Codes [out, in] (0..15), scale and zero [out, in / 32] as the stored [out, 5 * in / 8] uint8."""
     out, k = codes.shape
-    if k % (GROUP * 2) or out % 16:
-        raise ValueError(f"int4_pack needs input features in multiples of {GROUP * 2} and output features in "
-                         f"multiples of 16, not [{out}, {k}]")
+    why = shapes_why_not([out], [k])
+    if why:
+        raise ValueError(why)
     packed = _device_pack(KERNELS[kernel], codes).contiguous().view(torch.uint8).reshape(-1)
     if packed.numel() != out * k // 2:
         raise ValueError(f"{KERNELS[kernel].pack} packed [{out}, {k}] codes into {packed.numel()} bytes, not "
