@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bringup_emu.default_spec import DEFAULT_NATIVE
 from tests.emulator.emu_cli import run_bringup
@@ -19,7 +20,8 @@ from tests.emulator.emu_process import emu_results
 from tests.runner.gguf_files import T, write_gguf
 from tests.runner.hf_fixtures import make_hf_model
 
-CHECKS = "features.int8_weight_only_matmul,features.int4_weight_only_matmul,features.fp8_scaled_mm"
+CHECKS = ("features.int8_weight_only_matmul,features.int4_weight_only_matmul,features.fp8_scaled_mm,"
+          "features.fp8_scaled_mm_rowwise")
 DEVICES = [{"name": "Emu iGPU", "integrated": True, "memory": "512MiB"}, {"name": "Emu dGPU", "memory": "8GiB"}]
 FP8_NATIVE = {"devices": DEVICES, "native": [*DEFAULT_NATIVE, "_scaled_mm", "abs", "amax", "clamp"]}
 INT4_NATIVE = {"devices": DEVICES, "native": [*DEFAULT_NATIVE, "_convert_weight_to_int4pack_for_cpu",
@@ -118,14 +120,18 @@ def test_int4_and_fp8_not_native_are_refused_in_one_line_quoting_the_probe_recor
     assert fp8.startswith("error: --quantization fp8 on emu:1: capabilities.features.fp8_scaled_mm is unsupported "
                           "(_scaled_mm[float8_e4m3fn]"), fp8
     assert "aten::_scaled_mm copied arguments to the host" in fp8
+    rowwise = yaml.safe_load(default_spec[1].read_text())["capabilities"]["features"]["fp8_scaled_mm_rowwise"]
+    assert rowwise["status"] == "unsupported" and "passed through the host, not on the device" in rowwise["reason"]
+    assert "scales=per row/column" in rowwise["reason"]
 
 
-def test_fp8_serves_through_scaled_mm_where_the_spec_makes_it_native(tiny, tmp_path):
+def test_fp8_serves_through_scaled_mm_with_per_row_scales_where_the_spec_makes_it_native(tiny, tmp_path):
     seen = _run(tiny, tmp_path / "emu1.yaml", FP8_NATIVE, ["fp8"], [])["results"]["fp8"]
     value, evidence = seen["quantization"]
-    assert value == "fp8" and seen["layout"][0] == "fp8_scaled_mm"
-    assert "served by torch's _scaled_mm (fp8_scaled_mm weights): capabilities.features.fp8_scaled_mm is supported" \
-           in evidence
+    assert value == "fp8" and seen["layout"][0] == "fp8_scaled_mm_rowwise"
+    assert "activations quantized to float8_e4m3fn per row (token)" in evidence
+    assert "served by per-row scales: torch's _scaled_mm (fp8_scaled_mm_rowwise weights): capabilities.features." \
+           "fp8_scaled_mm_rowwise is supported (_scaled_mm[float8_e4m3fn]" in evidence
     assert seen["native"].get("aten::_scaled_mm", 0) > 0 and "aten::_scaled_mm" not in seen["fallbacks"]
 
 

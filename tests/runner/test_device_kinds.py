@@ -10,7 +10,7 @@ import torch
 
 from bringup.profiles.schema import Capabilities, Capability, Profile
 from bringup.runner.plan.quantize.device_kernels import device_kernel
-from bringup.runner.weights.formats import device_fp8, device_int4, device_int8
+from bringup.runner.weights.formats import device_fp8, device_fp8_rowwise, device_int4, device_int8
 from bringup.runner.weights.formats.integer import quantize_int4, unpack_int4
 from bringup.runner.weights.kinds import FP8, INT4, INT4_G64, INT8
 
@@ -65,6 +65,13 @@ def test_int4_pack_names_the_layer_sizes_its_packing_kernels_cannot_take():
                    "this model's linear layers have 40 outputs, 96 inputs")
 
 
+def test_fp8_rowwise_storage_keeps_a_scale_per_output_channel():
+    w = torch.randn(24, 32, generator=torch.Generator().manual_seed(6))
+    codes, scales = device_fp8_rowwise.unpack(device_fp8_rowwise.quantize(w))
+    assert codes.dtype == torch.float8_e4m3fn and torch.equal(scales, w.abs().amax(dim=1) / 448)
+    assert ((codes.float() * scales[:, None] - w).abs() / w.abs().amax(dim=1, keepdim=True)).max() < 2 ** -4
+
+
 def _profile(**features) -> Profile:
     records = {name: Capability(**record) for name, record in features.items()}
     return Profile(capabilities=Capabilities(features=records))
@@ -104,3 +111,22 @@ def test_a_supported_record_and_a_passing_check_serve_the_device_kind_naming_bot
 def test_anything_less_is_refused_quoting_the_record(features, scheme, said):
     found, why = device_kernel(scheme, torch.device("cpu"), _profile(**features), torch.float32)
     assert found is None and said in why, why
+
+
+SUPPORTED_FP8 = dict(status="supported", evidence="_scaled_mm[float8_e4m3fn] vs float64: max_abs 1e-06",
+                     details={"kernel": "_scaled_mm", "activations": "float8_e4m3fn"})
+
+
+def test_fp8_takes_per_row_scales_only_where_their_record_is_supported_and_says_which():
+    rowwise_off = dict(status="unsupported", reason="_scaled_mm[float8_e4m3fn] decode [1,1024] scales=per row/column: "
+                                                    "unsupported (rowwise scales need an sm90 kernel)")
+    found, _ = device_kernel(FP8, torch.device("cpu"), _profile(fp8_scaled_mm=SUPPORTED_FP8,
+                                                                fp8_scaled_mm_rowwise=rowwise_off), torch.float32)
+    assert found is not None and found.kind == "fp8_scaled_mm"
+    assert found.note.startswith("per-tensor scales: torch's _scaled_mm (fp8_scaled_mm weights)")
+    assert found.note.endswith("not per-row scales, as capabilities.features.fp8_scaled_mm_rowwise is unsupported "
+                               "(_scaled_mm[float8_e4m3fn] decode [1,1024] scales=per row/column: unsupported "
+                               "(rowwise scales need an sm90 kernel)), so no fp8 kernel is verified on cpu")
+    found, _ = device_kernel(FP8, torch.device("cpu"), _profile(fp8_scaled_mm=SUPPORTED_FP8,
+                                                                fp8_scaled_mm_rowwise=SUPPORTED_FP8), torch.float32)
+    assert found is not None and found.kind == "fp8_scaled_mm_rowwise" and found.note.startswith("per-row scales: ")

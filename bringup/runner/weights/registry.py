@@ -14,13 +14,14 @@ from functools import partial
 import torch
 
 from bringup.runner.weights import layouts
-from bringup.runner.weights.formats import device_fp8, device_int4, device_int8, fp8
+from bringup.runner.weights.formats import device_fp8, device_fp8_rowwise, device_int4, device_int8, fp8
 from bringup.runner.weights.formats.integer import reference_linear
 from bringup.runner.weights.kernels import panels, quantized
 from bringup.runner.weights.kinds import (
     ANY_DEVICE,
     DEQUANT_KINDS,
     FP8,
+    FP8_ROWWISE,
     FP8_SCALED_MM,
     HOST_MEMORY,
     IN_OUT,
@@ -102,6 +103,8 @@ KINDS: dict[str, Kind] = {
                     device_int8.reference),
     FP8_SCALED_MM: Kind(FP8_SCALED_MM, ANY_DEVICE, device_fp8.quantize, device_fp8.dequantize, device_fp8.linear,
                         device_fp8.reference),
+    FP8_ROWWISE: Kind(FP8_ROWWISE, ANY_DEVICE, device_fp8_rowwise.quantize, device_fp8_rowwise.dequantize,
+                      device_fp8_rowwise.linear, device_fp8_rowwise.reference),
     **_int4_pack_kinds(),
 }
 

@@ -90,7 +90,7 @@ def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes
     kind = kinds.get(best, best)
     model.use_layout(WeightLayout(kind, kind, 0))
     origin = (origins or {}).get(best)
-    described = DESCRIPTION[best] if kind == best else device_description(best)
+    described = DESCRIPTION[best] if kind == best else device_description(kind)
     return Choice(best, f"auto: {described}, {origin + ', ' if origin else ''}{checked_note(best)}; "
                   + "; ".join(notes))
 

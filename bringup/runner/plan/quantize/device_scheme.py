@@ -22,15 +22,18 @@ from bringup.runner.plan.quantize.held_blocks import origin, requantized
 from bringup.runner.plan.quantize.scheme import AUTO_SCHEMES, QUANTIZED_AT_LOAD, group_why_not_for
 from bringup.runner.weights.formats import device_int4
 from bringup.runner.weights.held import HELD_AS, MAPPED, LinearWeightTypes
-from bringup.runner.weights.kinds import FP8, INT4, INT8
+from bringup.runner.weights.kinds import FP8_ROWWISE, FP8_SCALED_MM, INT4_PACK_KERNELS, INT8_PACK
 
-DESCRIPTION = {INT8: "int8 weights with a float32 scale per output channel (max / 127), activations in the plan "
-                     "dtype",
-               INT4: "int4 codes per group of 32 as the host's int4 rounds them (float16 d and m), in the op's form "
-                     "w = (q - 8) * scale + zero with scale = d and zero = m + 8d rounded to bfloat16, activations "
-                     "bfloat16",
-               FP8: "float8_e4m3fn weights with one float32 scale per tensor (max / 448), activations quantized to "
-                    "float8_e4m3fn per tensor at each product, a float32 result"}
+INT4_DESCRIPTION = ("int4 codes per group of 32 as the host's int4 rounds them (float16 d and m), in the op's form "
+                    "w = (q - 8) * scale + zero with scale = d and zero = m + 8d rounded to bfloat16, activations "
+                    "bfloat16")
+DESCRIPTION = {INT8_PACK: "int8 weights with a float32 scale per output channel (max / 127), activations in the plan "
+                          "dtype",
+               FP8_SCALED_MM: "float8_e4m3fn weights with one float32 scale per tensor (max / 448), activations "
+                              "quantized to float8_e4m3fn per tensor at each product, a float32 result",
+               FP8_ROWWISE: "float8_e4m3fn weights with a float32 scale per output channel (max / 448), activations "
+                            "quantized to float8_e4m3fn per row (token) at each product, a bfloat16 result",
+               **dict.fromkeys(INT4_PACK_KERNELS, INT4_DESCRIPTION)}  # by kind
 
 
 def device_why_not(scheme: str, device: torch.device, config: ModelConfig, profile: Profile | None,
@@ -57,7 +60,7 @@ def device_requested(scheme: str, device: torch.device, config: ModelConfig, pro
     kind, said = device_why_not(scheme, device, config, profile, dtype)
     if kind is None:
         raise BringupError(f"--quantization {scheme} on {device}: {said}; use --quantization none (or auto)")
-    return WeightLayout(kind, kind, 0), Choice(scheme, f"requested; {DESCRIPTION[scheme]}, {origin(kind)}; served by "
+    return WeightLayout(kind, kind, 0), Choice(scheme, f"requested; {DESCRIPTION[kind]}, {origin(kind)}; served by "
                                                        f"{said}")
 
 
@@ -98,5 +101,5 @@ def record_converted(kind: str, weights: LinearWeightTypes, recorder: FallbackRe
                             "of 32: no device kind holds these blocks as they are")
 
 
-def device_description(scheme: str) -> str:
-    return DESCRIPTION.get(scheme, scheme)
+def device_description(kind: str) -> str:
+    return DESCRIPTION.get(kind, kind)

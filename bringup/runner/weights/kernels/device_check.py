@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from bringup.errors import exception_line
-from bringup.runner.weights.kinds import FP8_SCALED_MM, INT4_PACK_KERNELS
+from bringup.runner.weights.kinds import FP8_ROWWISE, FP8_SCALED_MM, INT4_PACK_KERNELS
 from bringup.runner.weights.registry import kind
 
 ROWS, IN, OUT = 5, 64, 48
@@ -24,8 +24,10 @@ def _name(dtype: torch.dtype) -> str:
 
 
 # kinds whose product keeps fewer bits than the activations they are given: the float8 product (float16's, see
-# above) and int4's (computed in bfloat16 whatever the plan's dtype, formats/device_int4.py)
-FEWER_BITS = {FP8_SCALED_MM: torch.float16, **{name: torch.bfloat16 for name in INT4_PACK_KERNELS}}
+# above; the row-wise form's bfloat16 result) and int4's (computed in bfloat16 whatever the plan's dtype,
+# formats/device_int4.py)
+FEWER_BITS = {FP8_SCALED_MM: torch.float16, FP8_ROWWISE: torch.bfloat16,
+              **{name: torch.bfloat16 for name in INT4_PACK_KERNELS}}
 
 
 def _unit_roundoff(name: str, dtype: torch.dtype) -> float:
