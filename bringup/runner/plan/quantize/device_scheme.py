@@ -92,13 +92,16 @@ def device_origin(kind: str, weights: LinearWeightTypes) -> str:
 def record_converted(kind: str, weights: LinearWeightTypes, recorder: FallbackRecorder) -> None:
     """A fallback when the file's blocks that a host storage holds exactly must be rounded again for `kind` (int8_pack's
     scale per output channel holds no GGUF block as it is)."""
-    again = requantized(HELD_AS[kind] if kind in MAPPED else kind, weights)
+    mapped = kind in MAPPED
+    again = requantized(HELD_AS[kind] if mapped else kind, weights)
     if again:
         types = " and ".join(again)
+        why = (f"the {kind} kind holds 4-bit codes per group of 32 (mapped from Q4_0 / Q4_1 blocks), which {types} "
+               "blocks are not" if mapped else f"the device kernel's {kind} storage has a scale per output channel, "
+               "not one per block of 32: no device kind holds these blocks as they are")
         recorder.record("op", f"{kind} weights", wanted=f"the file's {types} blocks kept as they are",
                         instead=f"them dequantized and quantized again to {kind} once at load (a second rounding)",
-                        why=f"the device kernel's {kind} storage has a scale per output channel, not one per block "
-                            "of 32: no device kind holds these blocks as they are")
+                        why=why)
 
 
 def device_description(kind: str) -> str:
