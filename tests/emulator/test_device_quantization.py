@@ -170,6 +170,7 @@ def int4_spec(tiny, tmp_path_factory) -> tuple[dict, Path]:
     files = {f"{block} int4": str(write_gguf(profile.parent / f"{block}.gguf", hf, profile.parent / "hf", "llama",
                                              lambda name, tensor, t=getattr(T, block): T.F32 if tensor.dim() == 1
                                              else t)) for block in ("Q4_1", "Q4_0")}
+    files["Q4_1 auto"] = files["Q4_1 int4"]
     return _run(tiny, profile, INT4_NATIVE, ["int4"], [], gguf=files), profile
 
 
@@ -200,3 +201,13 @@ def test_an_int4_kernel_gone_wrong_since_the_probe_cannot_read_its_codes_back_an
     assert "int4_weight_only_matmul is supported (_weight_int4pack_mm_for_cpu), but the int4_pack_cpu weights' " \
            "check on emu:1 failed: it does not run at float32: ValueError: _weight_int4pack_mm_for_cpu does not " \
            "read its packed codes back as integers 0..15" in line, line
+
+
+def test_auto_on_a_q4_1_file_times_int4_pack_with_the_file_s_blocks_mapped(int4_spec):
+    seen = int4_spec[0]["results"]["Q4_1 auto"]
+    value, evidence = seen["quantization"]
+    assert "int4 tried as torch's _weight_int4pack_mm_for_cpu (int4_pack_cpu weights)" in evidence, evidence
+    assert "int4: KLD " in evidence and "int4_pack_cpu weights" not in seen["recorded"]
+    if value == "int4":  # kept where it measured faster within the budget: then from the file's blocks
+        assert "from the file's Q4_1 blocks, mapped directly onto the op's form" in evidence, evidence
+        assert seen["layout"][0] == "int4_pack_cpu"

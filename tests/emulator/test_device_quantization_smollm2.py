@@ -111,6 +111,7 @@ def _kld(model: Path, device: str, profile: Path, quantization: str, reference: 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # three loads of the model, 96 decode steps and three evals of 512 tokens
 def test_smollm2_int4_on_emu_maps_the_q4_1_file_and_equals_the_same_weights_on_the_host(tmp_path):
     """Greedy: emu:1's int4 equals the same int4_pack_cpu weights through torch's CPU kernel on the host, token for
     token; bringup's own host int4 (activations int8 per block of 32) is another arithmetic, so only reported. eval:

@@ -18,7 +18,7 @@ from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.quantize.device_kernels import device_kernel
-from bringup.runner.plan.quantize.held_blocks import origin, requantized
+from bringup.runner.plan.quantize.held_blocks import has_blocks, origin, requantized
 from bringup.runner.plan.quantize.scheme import AUTO_SCHEMES, QUANTIZED_AT_LOAD, group_why_not_for
 from bringup.runner.weights.formats import device_int4
 from bringup.runner.weights.held import HELD_AS, MAPPED, LinearWeightTypes
@@ -87,6 +87,11 @@ def device_origin(kind: str, weights: LinearWeightTypes) -> str:
     """How `kind`'s weights are made from the checkpoint's: a kind that maps a host storage (int4_pack) takes the
     blocks that storage holds exactly without rounding their codes again."""
     return origin(HELD_AS[kind], weights, MAPPED_BLOCKS) if kind in MAPPED else origin(kind, weights)
+
+
+def device_origins(candidates: list[str], kinds: dict[str, str], weights: LinearWeightTypes) -> dict[str, str]:
+    """Each device candidate's origin, for auto's row; empty for a float checkpoint (the row then reads as always)."""
+    return {s: device_origin(kinds[s], weights) for s in candidates} if has_blocks(weights) else {}
 
 
 def record_converted(kind: str, weights: LinearWeightTypes, recorder: FallbackRecorder) -> None:
