@@ -3,8 +3,11 @@
 The probe writes emu:1's quantized records under a spec; the runner then serves, or refuses, by them: int8 through
 `_weight_int8pack_mm` (native in the default spec) with the plan row naming the kernel and the record; int4 and fp8
 (not native there: their cases pass only through the host's CPU fallback) refused in one line quoting the record;
-fp8 served through `_scaled_mm` where a spec makes it native; and a kernel that computes 1 % off, under a profile
-recorded before it went wrong, refused by the start-up check."""
+fp8 served through `_scaled_mm` (per-row scales, where the row-wise record passes too) where a spec makes it native;
+int4 served through `_weight_int4pack_mm_for_cpu` where a spec makes the int4 kernels native, GGUF Q4_1 / Q4_0 blocks
+mapped onto its form without rounding the codes again; and a kernel that computes 1 % off, under a profile recorded
+before it went wrong, refused by the start-up check (int8: outside the rounding bound; int4: its codes do not read
+back)."""
 
 from __future__ import annotations
 

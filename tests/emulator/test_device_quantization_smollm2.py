@@ -2,7 +2,9 @@
 spec, recorded supported by the probe there): its greedy tokens over 32 tokens equal the same int8_pack weights applied
 by torch's CPU kernel on the host, token for token (the emulator's native op is that kernel: any difference would be
 the runner's doing). The host's own int8 path (blocks of 32, activations quantized to int8) is another arithmetic and
-is not expected to agree: measured, it leaves float32's greedy path at the first token, while int8_pack keeps it."""
+is not expected to agree: measured, it leaves float32's greedy path at the first token, while int8_pack keeps it.
+int4 likewise (with the int4 kernels native on emu:1), from the Q4_1 file's blocks mapped directly, plus the eval KLD
+of emu:1's int4 and the host's int4 against float32."""
 
 from __future__ import annotations
 
