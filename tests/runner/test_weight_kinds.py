@@ -14,7 +14,11 @@ from bringup.runner.weights.kinds import (
     CONVERTIBLE,
     DEVICE_KINDS,
     FP8,
+    FP8_ROWWISE,
     HOST_MEMORY,
+    INT4_PACK,
+    INT4_PACK_CPU,
+    INT4_PACK_KERNELS,
     INTEGER_KINDS,
     PANELS,
     SLICES,
@@ -24,12 +28,15 @@ from tests.runner.host_compiler import needs_compiler
 
 # float32 kinds differ from float64 by float32 rounding; the integer kinds' reference quantizes x as they do, so they
 # differ by float32 sums; fp8 by the float8 product's own rounding of x (its reference does not round x)
-TOLERANCE = {FP8: 0.1}
+# int4_pack_cpu and fp8_scaled_mm_rowwise by their bfloat16 results' rounding (their references round x as they do)
+TOLERANCE = {FP8: 0.1, INT4_PACK_CPU: 2 ** -7, FP8_ROWWISE: 2 ** -7}
 DEFAULT_TOLERANCE = 1e-4
 
 
 def test_every_kind_named_in_kinds_py_is_in_the_registry_with_its_placement():
-    assert set(INTEGER_KINDS) | {FP8, PANELS, SLICES, *CONVERTIBLE, *DEVICE_KINDS.values()} == set(KINDS)
+    assert set(INTEGER_KINDS) | {FP8, PANELS, SLICES, *CONVERTIBLE, *DEVICE_KINDS.values(), FP8_ROWWISE,
+                                                                    *INT4_PACK_KERNELS} \
+        == set(KINDS)
     assert {name for name, k in KINDS.items() if k.placement == HOST_MEMORY} == {PANELS, *INTEGER_KINDS}
     assert all(k.name == name and k.placement in (ANY_DEVICE, HOST_MEMORY) for name, k in KINDS.items())
 
@@ -39,6 +46,9 @@ def test_every_kind_named_in_kinds_py_is_in_the_registry_with_its_placement():
 def test_each_kind_applies_its_weight_as_its_float64_reference(name):
     if name == FP8 and not hasattr(torch, "float8_e4m3fn"):
         pytest.skip("this torch has no float8_e4m3fn")
+    if name == INT4_PACK:
+        pytest.skip("_weight_int4pack_mm has kernels for CUDA, ROCm, MPS and XPU, not the CPU: the start-up check "
+                    "proves it where it serves")
     gen = torch.Generator().manual_seed(1)
     w, b = torch.randn(48, 128, generator=gen), torch.randn(48, generator=gen)
     stored = place(w, name)

@@ -1,5 +1,7 @@
 """Quantized matmul capabilities (features group): proven by running the kernel's own verify-ops cases — one at
 decode and one at prefill shapes, against the float64 reference of the dequantized math — on the device.
+`fp8_scaled_mm` is `_scaled_mm` with one scale per tensor and a float32 result; `fp8_scaled_mm_rowwise` the same
+kernel with a scale per row of a and per column of b and a bfloat16 result (the form CUDA's row-wise kernels take).
 
 A capability is `supported` when one of its kernels passed both cases in one activation dtype on the device itself
 (the evidence names the kernel, dtype and errors); `unsupported` when none did, with each kernel's reason: a case
@@ -15,6 +17,7 @@ import torch
 
 from bringup.probes.capabilities.result import supported, unsupported
 from bringup.probes.ops.catalog import load_catalog
+from bringup.probes.ops.catalog.quantized import ROWWISE
 from bringup.probes.ops.execute import run_case
 from bringup.probes.ops.spec import CaseKey
 from bringup.profiles.sections.ops import HOST_FALLBACK, OpCaseRecord
@@ -25,8 +28,11 @@ KERNELS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "int4_weight_only_matmul": [("_weight_int4pack_mm_for_cpu", ("float32", "bfloat16")),
                                 ("_weight_int4pack_mm", ("bfloat16", "float32"))],
     "fp8_scaled_mm": [("_scaled_mm", ("float8_e4m3fn",))],
+    "fp8_scaled_mm_rowwise": [("_scaled_mm", ("float8_e4m3fn",))],
 }
 ROLES = ("decode", "prefill")
+# a capability proven by the op's cases that carry this parameter (the others' cases are those without it)
+CASE_PARAMS = {"fp8_scaled_mm_rowwise": f"scales={ROWWISE}"}
 
 
 def capability_of(kernel: str) -> str | None:
@@ -34,9 +40,12 @@ def capability_of(kernel: str) -> str | None:
     return next((name for name, options in KERNELS.items() if any(op == kernel for op, _ in options)), None)
 
 
-def probe_cases(op: str) -> list[str]:
-    """The first decode and the first prefill case of the op."""
-    labels = [case.label for case in load_catalog().get(op).cases]
+def probe_cases(op: str, capability: str = "") -> list[str]:
+    """The first decode and the first prefill case of the op that carry the capability's parameter (CASE_PARAMS),
+    or, for the others, no such parameter."""
+    wanted = CASE_PARAMS.get(capability)
+    labels = [case.label for case in load_catalog().get(op).cases
+              if (wanted in case.label if wanted else not any(p in case.label for p in CASE_PARAMS.values()))]
     return [next(label for label in labels if label.startswith(role)) for role in ROLES]
 
 
@@ -51,7 +60,7 @@ def check_kernels(device: torch.device, capability: str) -> dict[str, Any]:
     rejections: list[str] = []
     for op, dtypes in KERNELS[capability]:
         for dtype in dtypes:
-            records = [run_case(CaseKey(op, dtype, label), catalog, device) for label in probe_cases(op)]
+            records = [run_case(CaseKey(op, dtype, label), catalog, device) for label in probe_cases(op, capability)]
             wrong = [r for r in records if r.status not in ("pass", "unsupported")]
             if wrong:
                 return unsupported(f"{_describe(wrong[0])}: {wrong[0].status} ({(wrong[0].message or '')[:200]})",

@@ -55,8 +55,9 @@ QUANTIZATION_HELP = (
     "a minimum per group of 32, Q4_1's; int4_g64 / int4_g128: per group of 64 / 128); all quantize the activations "
     "per block of 32 as llama.cpp does; fp8 (weight-only float8_e4m3fn, a scale per output channel), or auto (the "
     "plan quantizes only where the kernel checked out here, decode measured faster on this model and the KL "
-    "divergence stayed under its budget). These are the host's kernels; on an accelerator int8 and fp8 run torch's "
-    "_weight_int8pack_mm / _scaled_mm where the probe's record verified them there (else refused, quoting it). A "
+    "divergence stayed under its budget). These are the host's kernels; on an accelerator int8, int4 and fp8 run "
+    "torch's _weight_int8pack_mm / _weight_int4pack_mm / _scaled_mm where the probe's record verified them there "
+    "(else refused, quoting it). A "
     "compressed-tensors checkpoint is served in its own scheme.")
 GRAPHS_HELP = ("Decode steps from captured graphs: auto (captured per batch-size bucket only where verify-ops passed "
                "eager against replay, the runner's own replay check passes and replay measures faster on this "

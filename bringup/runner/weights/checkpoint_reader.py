@@ -50,7 +50,7 @@ class CheckpointReader:
         """Store `linear`'s weight (the checkpoint's `names`, fused) for each kind: a kind whose storage the checkpoint
         holds it in already takes those bytes as they are (weights/held.py); the others are placed from `weight()`,
         read only when one of them needs it."""
-        held = {kind: held_rows(names, kind, self.stored, self.tensor) for kind in kinds}
+        held = {kind: held_rows(names, kind, self.stored, self.tensor, self.device) for kind in kinds}
         rest = [kind for kind, rows in held.items() if rows is None]
         linear.load(weight() if rest else None, bias, rest)
         for kind, rows in held.items():

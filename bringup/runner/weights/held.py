@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from bringup.runner.weights.formats.device_int4 import from_int4
 from bringup.runner.weights.formats.integer import tile_rows, untile
-from bringup.runner.weights.kinds import INT4, INT4_DEQUANT, INT8, INT8_DEQUANT
+from bringup.runner.weights.kinds import INT4, INT4_DEQUANT, INT4_PACK_KERNELS, INT8, INT8_DEQUANT
 from bringup.runner.weights.registry import place
 
-HELD_AS = {INT8: INT8, INT8_DEQUANT: INT8, INT4: INT4, INT4_DEQUANT: INT4}  # a kind -> the scheme's storage it keeps
+# a kind -> the scheme's storage it keeps; the device's int4 kinds map that storage onto their own (device_int4.py)
+HELD_AS = {INT8: INT8, INT8_DEQUANT: INT8, INT4: INT4, INT4_DEQUANT: INT4, **dict.fromkeys(INT4_PACK_KERNELS, INT4)}
+MAPPED = {kind: (lambda rows, kernel=kernel: from_int4(kernel, rows)) for kind, kernel in INT4_PACK_KERNELS.items()}
 StoredGetter = Callable[[str, str], "torch.Tensor | None"]  # (tensor name, scheme) -> its untiled rows, or None
 
 
@@ -35,15 +38,17 @@ FLOAT_CHECKPOINT = LinearWeightTypes()  # nothing held pre-quantized: a model di
 
 
 def held_rows(names: list[str], kind: str, stored: StoredGetter | None,
-              float_weight: Callable[[str], torch.Tensor]) -> torch.Tensor | None:
+              float_weight: Callable[[str], torch.Tensor], device: torch.device | None = None) -> torch.Tensor | None:
     """The weights `names` (fused in order) as `kind` stores them, when the checkpoint holds at least one of them in
-    that storage already (the others quantized from `float_weight(name)`); None when it holds none so."""
+    that storage already (the others quantized from `float_weight(name)`); None when it holds none so. A kind that
+    maps the storage onto its own (MAPPED) gets it on `device`, where its packing runs."""
     scheme = HELD_AS.get(kind)
     if scheme is None or stored is None:
         return None
     parts = [stored(name, scheme) for name in names]
     if all(part is None for part in parts):
         return None
-    rows = [untile(place(float_weight(name), kind), scheme) if part is None else part
+    rows = [untile(place(float_weight(name), scheme), scheme) if part is None else part.to(device or part.device)
             for name, part in zip(names, parts, strict=True)]
-    return tile_rows(torch.cat(rows, 0), scheme)
+    joined = tile_rows(torch.cat(rows, 0), scheme)
+    return MAPPED[kind](joined) if kind in MAPPED else joined

@@ -4,7 +4,8 @@
 summed by `embedding_bag`, 16-column panels for bringup's own host kernel (layouts.py, kernels/panels.py); int8 /
 int4 blocks of 32 applied by the host kernel or, their fallback, dequantized and applied by F.linear
 (formats/integer.py, kernels/quantized.py); float8 with a scale per output channel (formats/fp8.py); and, for an
-accelerator, torch's own `_weight_int8pack_mm` and `_scaled_mm` (formats/device_int8.py, device_fp8.py). The layout
+accelerator, torch's own `_weight_int8pack_mm`, `_weight_int4pack_mm` and `_scaled_mm` (formats/device_int8.py,
+device_int4.py, device_fp8.py). The layout
 chooser times them; the model uses the faster.
 """
 
@@ -30,9 +31,13 @@ INT8_DEQUANT, INT4_DEQUANT = DEQUANT_KINDS[INT8], DEQUANT_KINDS[INT4]
 INTEGER_KINDS = (*DEQUANT_KINDS, *DEQUANT_KINDS.values())
 FP8 = "fp8"
 # torch's device kernels the probe verifies (formats/device_int8.py, device_fp8.py): each scheme's kind off the host
-INT8_PACK, FP8_SCALED_MM = "int8_pack", "fp8_scaled_mm"
+INT8_PACK, FP8_SCALED_MM, FP8_ROWWISE = "int8_pack", "fp8_scaled_mm", "fp8_scaled_mm_rowwise"
+# int4 through `_weight_int4pack_mm` or its CPU variant (formats/device_int4.py): one kind per kernel, the packed
+# layout being each kernel's own
+INT4_PACK, INT4_PACK_CPU = "int4_pack", "int4_pack_cpu"
+INT4_PACK_KERNELS = {INT4_PACK: "_weight_int4pack_mm", INT4_PACK_CPU: "_weight_int4pack_mm_for_cpu"}
 DEVICE_KINDS = {INT8: INT8_PACK, FP8: FP8_SCALED_MM}
-QUANTIZED_KINDS = (*INTEGER_KINDS, FP8, *DEVICE_KINDS.values())
+QUANTIZED_KINDS = (*INTEGER_KINDS, FP8, *DEVICE_KINDS.values(), FP8_ROWWISE, *INT4_PACK_KERNELS)
 CONVERTIBLE = (OUT_IN, IN_OUT, PANELS, PACKED)  # kinds whose storage turns back into [out, in] unchanged
 
 ANY_DEVICE, HOST_MEMORY = "any device", "host memory"  # where a kind's storage can be applied

@@ -1,7 +1,7 @@
 """Every kind of linear-weight storage (kinds.py), in one table built here from the modules that implement them:
 the plain layouts (layouts.py), the panels kernel (kernels/panels.py), the int8 / int4 blocks with their kernel and
 its dequantizing fallback (formats/integer.py, kernels/quantized.py), fp8 (formats/fp8.py), and torch's device
-kernels (formats/device_int8.py, device_fp8.py). Nothing registers
+kernels (formats/device_int8.py, device_int4.py, device_fp8.py). Nothing registers
 itself on import: a kind exists because it is listed here. Host kernels build at their first use, not here.
 """
 
@@ -9,20 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
 from bringup.runner.weights import layouts
-from bringup.runner.weights.formats import device_fp8, device_int8, fp8
+from bringup.runner.weights.formats import device_fp8, device_fp8_rowwise, device_int4, device_int8, fp8
 from bringup.runner.weights.formats.integer import reference_linear
 from bringup.runner.weights.kernels import panels, quantized
 from bringup.runner.weights.kinds import (
     ANY_DEVICE,
     DEQUANT_KINDS,
     FP8,
+    FP8_ROWWISE,
     FP8_SCALED_MM,
     HOST_MEMORY,
     IN_OUT,
+    INT4_PACK_KERNELS,
     INT8_PACK,
     OUT_IN,
     PACKED,
@@ -74,6 +77,13 @@ def _integer_kinds() -> dict[str, Kind]:
     return found
 
 
+def _int4_pack_kinds() -> dict[str, Kind]:
+    """One kind per int4 kernel: the same storage plan, each with the kernel's own packed layout."""
+    return {name: Kind(name, ANY_DEVICE, partial(device_int4.quantize, kernel), partial(device_int4.dequantize, kernel),
+                       partial(device_int4.linear, kernel), partial(device_int4.reference, kernel))
+            for name, kernel in INT4_PACK_KERNELS.items()}
+
+
 def _out_in_apply(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     return torch.nn.functional.linear(x, w, b)
 
@@ -93,6 +103,9 @@ KINDS: dict[str, Kind] = {
                     device_int8.reference),
     FP8_SCALED_MM: Kind(FP8_SCALED_MM, ANY_DEVICE, device_fp8.quantize, device_fp8.dequantize, device_fp8.linear,
                         device_fp8.reference),
+    FP8_ROWWISE: Kind(FP8_ROWWISE, ANY_DEVICE, device_fp8_rowwise.quantize, device_fp8_rowwise.dequantize,
+                      device_fp8_rowwise.linear, device_fp8_rowwise.reference),
+    **_int4_pack_kinds(),
 }
 
 

@@ -175,6 +175,9 @@ FP8_ACCUMULATOR_REASON = (
 )
 
 
+ROWWISE = "per row/column"  # the rowwise cases' scales parameter (capabilities/quantized.py picks them by it)
+
+
 def scaled_mm_case(m: int, k: int, n: int, role: str = "", rowwise: bool = False,
                    params: tuple[Param, ...] = ()) -> CaseSpec:
     """Per-tensor scales with a float32 result, or per-row/column scales with a bfloat16 result (the form the
@@ -195,7 +198,7 @@ def scaled_mm_case(m: int, k: int, n: int, role: str = "", rowwise: bool = False
     def ref(a, b, sa, sb):
         return (a * sa) @ (b * sb)
     if rowwise:
-        params = (*params, ("scales", "per row/column"), ("out", "bfloat16"))
+        params = (*params, ("scales", ROWWISE), ("out", "bfloat16"))
     return CaseSpec(make, fn, shapes=((m, k), (n, k)), role=role, view="b transposed", params=params, ref=ref,
                     layout=_transposed(1), accum=k, keep_dtype=(2, 3),
                     accumulator=None if rowwise else "float16", accumulator_reason=FP8_ACCUMULATOR_REASON)
@@ -247,5 +250,6 @@ def quantized_ops() -> list[OpSpec]:
         scaled_mm_case(16, 256, 48),
         *(scaled_mm_case(m, k, n, role=role) for role, m, k, n in SHAPES[:3]),
         scaled_mm_case(64, 1024, 512, role="prefill", rowwise=True),
+        scaled_mm_case(1, 1024, 512, role="decode", rowwise=True),
     ], dtypes=("float8_e4m3fn",), note="float8 inputs, float32 output; where the device offers it")
     return [int_mm, scaled_mm, int8pack, int4_cpu, int4]

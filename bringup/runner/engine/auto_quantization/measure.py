@@ -24,7 +24,7 @@ from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.confirm import kept
 from bringup.runner.plan.plan import MARGIN, Choice, ExecutionPlan
-from bringup.runner.plan.quantize.device_scheme import device_candidates, device_description
+from bringup.runner.plan.quantize.device_scheme import device_candidates, device_description, device_origins
 from bringup.runner.plan.quantize.held_blocks import auto_candidates_for, origins
 from bringup.runner.plan.quantize.scheme import DESCRIPTION, KLD_BUDGET, NONE, auto_candidates, checked_note
 from bringup.runner.weights.held import FLOAT_CHECKPOINT, LinearWeightTypes
@@ -90,7 +90,7 @@ def choose_auto(executor: Executor, tokenizer: Any, candidates: list[str], notes
     kind = kinds.get(best, best)
     model.use_layout(WeightLayout(kind, kind, 0))
     origin = (origins or {}).get(best)
-    described = DESCRIPTION[best] if kind == best else device_description(best)
+    described = DESCRIPTION[best] if kind == best else device_description(kind)
     return Choice(best, f"auto: {described}, {origin + ', ' if origin else ''}{checked_note(best)}; "
                   + "; ".join(notes))
 
@@ -113,7 +113,8 @@ def auto_quantization(executor: Executor, tokenizer: Any, plan: ExecutionPlan,
         candidates = []
     if not candidates:
         return replace(plan, quantization=Choice(NONE, "auto: no candidate; " + "; ".join(notes)))
-    choice = choose_auto(executor, tokenizer, candidates, notes, source, origins(candidates, weights), kinds)
+    made = origins(candidates, weights) if not kinds else device_origins(candidates, kinds, weights)
+    choice = choose_auto(executor, tokenizer, candidates, notes, source, made, kinds)
     if choice.value == NONE:
         return replace(plan, quantization=choice)
     layout = Choice(kinds.get(choice.value, choice.value), "the auto-chosen quantization scheme's storage (see "

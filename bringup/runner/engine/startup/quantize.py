@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bringup.backends.host import is_host
 from bringup.runner.engine.auto_quantization.held_candidates import load_held_candidates
+from bringup.runner.engine.auto_quantization.held_device import load_held_device_kinds
 from bringup.runner.engine.auto_quantization.measure import auto_quantization
 from bringup.runner.engine.quantized_activations import versus_unquantized
 from bringup.runner.engine.startup.context import Start
@@ -22,9 +23,11 @@ def auto_quantize(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
         return plan
     model, executor = bench.model, bench.executor
     assert model is not None and executor is not None and bench.weights is not None
-    if is_host(inputs.device):  # an accelerator's kinds hold no file's blocks as they are
+    if is_host(inputs.device):
         load_held_candidates(model, inputs.source, inputs.config, bench.dtype, bench.weights,
                              auto_candidates(inputs.device, inputs.config)[0])
+    else:  # a device kind that maps the file's blocks (int4_pack) takes them from the file
+        load_held_device_kinds(model, inputs.source, inputs.config, bench.dtype, bench.weights, bench.profile)
     plan = auto_quantization(executor, inputs.tokenizer, plan, bench.weights, bench.profile)
     model.use_layout(model.layout)  # frees a file's blocks loaded for a scheme auto did not keep
     return plan

@@ -12,7 +12,7 @@ from bringup.runner.model.decoder import WeightLayout
 from bringup.runner.plan.host_kernels import choose_layout
 from bringup.runner.plan.plan import Choice, ExecutionPlan
 from bringup.runner.plan.quantize.checkpoint import checkpoint_scheme
-from bringup.runner.plan.quantize.device_scheme import device_requested, record_converted
+from bringup.runner.plan.quantize.device_scheme import device_origin, device_requested, record_converted
 from bringup.runner.plan.quantize.held_blocks import none_choice, origin, record_requantized
 from bringup.runner.plan.quantize.scheme import SCHEMES, requested_scheme
 from bringup.runner.weights.kinds import IN_OUT, OUT_IN
@@ -47,7 +47,7 @@ def _on_device(start: Start) -> tuple[WeightLayout, Choice]:
     scheme, weights = bench.quantization, bench.weights
     assert weights is not None
     layout, choice = device_requested(scheme, inputs.device, inputs.config, bench.profile, bench.dtype,
-                                      lambda kind: origin(kind, weights))
+                                      lambda kind: device_origin(kind, weights))
     record_converted(layout.small, weights, inputs.recorder)
     return layout, choice
 

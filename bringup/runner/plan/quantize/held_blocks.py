@@ -39,8 +39,12 @@ def _unheld(types: list[str]) -> list[str]:
     return [t for t in types if is_quantized_type(t) and t not in ROUTES]
 
 
-def origin(scheme: str, weights: LinearWeightTypes) -> str:
-    """How `scheme`'s stored weights are made from the checkpoint's, per type, for its plan row."""
+REPACKED = "re-packed (no re-quantization)"
+
+
+def origin(scheme: str, weights: LinearWeightTypes, kept: str = REPACKED) -> str:
+    """How `scheme`'s stored weights are made from the checkpoint's, per type, for its plan row (`kept`: what
+    becomes of the blocks it holds exactly)."""
     if not has_blocks(weights):
         return QUANTIZED_AT_LOAD
     types, again = _types(weights), requantized(scheme, weights)
@@ -48,7 +52,7 @@ def origin(scheme: str, weights: LinearWeightTypes) -> str:
     floats = [t for t in types if not is_quantized_type(t)]
     unheld = _unheld(types)
     head = weights.head
-    phrases = [f"from the file's {_names(held)} blocks, re-packed (no re-quantization)"] if held else []
+    phrases = [f"from the file's {_names(held)} blocks, {kept}"] if held else []
     if again:
         phrases.append(f"its {_names(again)} blocks dequantized and quantized again (a second rounding: a recorded "
                        "fallback)")

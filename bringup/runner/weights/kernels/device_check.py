@@ -1,5 +1,5 @@
-"""The start-up check of a device kind (int8_pack, fp8_scaled_mm) on the device and dtype that will serve it: its
-product on a small random layer against its float64 reference from the same stored weight.
+"""The start-up check of a device kind (int8_pack, int4_pack, fp8_scaled_mm) on the device and dtype that will serve
+it: its product on a small random layer against its float64 reference from the same stored weight.
 
 The probe's record proved the kernel on its own cases; this proves the runner's use of it (its packing, its views,
 the scales' dtype) at the plan's activations. The bound is Higham's for a dot product of k terms, gamma_k * |x| |W|^T,
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from bringup.errors import exception_line
-from bringup.runner.weights.kinds import FP8_SCALED_MM
+from bringup.runner.weights.kinds import FP8_ROWWISE, FP8_SCALED_MM, INT4_PACK_KERNELS
 from bringup.runner.weights.registry import kind
 
 ROWS, IN, OUT = 5, 64, 48
@@ -23,8 +23,15 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+# kinds whose product keeps fewer bits than the activations they are given: the float8 product (float16's, see
+# above; the row-wise form's bfloat16 result) and int4's (computed in bfloat16 whatever the plan's dtype,
+# formats/device_int4.py)
+FEWER_BITS = {FP8_SCALED_MM: torch.float16, FP8_ROWWISE: torch.bfloat16,
+              **{name: torch.bfloat16 for name in INT4_PACK_KERNELS}}
+
+
 def _unit_roundoff(name: str, dtype: torch.dtype) -> float:
-    accumulates = torch.float16 if name == FP8_SCALED_MM else dtype
+    accumulates = FEWER_BITS.get(name, dtype)
     return max(torch.finfo(accumulates).eps, torch.finfo(torch.float32).eps) / 2
 
 
@@ -37,10 +44,10 @@ def _why_at(name: str, device: torch.device, dtype: torch.dtype) -> str | None:
         stored = found.place(w.to(device=device, dtype=dtype))
         with torch.inference_mode():
             got = found.apply(x.to(device), stored, b.to(device=device, dtype=dtype)).cpu().double()
-    except Exception as exc:  # the kernel is missing here, or refuses these arguments
+            want = found.reference(x, stored, b.to(dtype))
+            weight = found.to_out_in(stored).cpu().double() if found.to_out_in else w.double()
+    except Exception as exc:  # the kernel is missing here, refuses these arguments, or cannot read its codes back
         return f"it does not run at {_name(dtype)}: {exception_line(exc, 160)}"
-    want = found.reference(x, stored, b.to(dtype))
-    weight = found.to_out_in(stored).cpu().double() if found.to_out_in else w.double()
     u = _unit_roundoff(name, dtype)
     gamma = IN * u / (1 - IN * u)
     bound = gamma * (x.double().abs() @ weight.abs().t() + b.to(dtype).double().abs()) + u * want.abs()
