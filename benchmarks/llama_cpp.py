@@ -159,8 +159,17 @@ def write_gguf(model_dir: Path, out: Path, dtype: str, vendored: bool = True) ->
 
 def decode_tokens_per_s(gguf_path: Path, tokens: int, threads: int, reps: int = 3) -> float:
     """llama-bench's batch-1 generation rate (tg) over `tokens` tokens, no prompt."""
-    done = subprocess.run([str(llama_bench()), "-m", str(gguf_path), "-p", "0", "-n", str(tokens), "-t",
-                           str(threads), "-r", str(reps), "-o", "json"], capture_output=True, text=True, timeout=900)
+    return _bench_rate(gguf_path, ["-p", "0", "-n", str(tokens)], threads, reps)
+
+
+def prefill_tokens_per_s(gguf_path: Path, tokens: int, threads: int, reps: int = 3) -> float:
+    """llama-bench's prompt-processing rate (pp) of one `tokens`-token prompt, nothing generated."""
+    return _bench_rate(gguf_path, ["-p", str(tokens), "-n", "0"], threads, reps)
+
+
+def _bench_rate(gguf_path: Path, test: list[str], threads: int, reps: int) -> float:
+    done = subprocess.run([str(llama_bench()), "-m", str(gguf_path), *test, "-t", str(threads), "-r", str(reps),
+                           "-o", "json"], capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise Unavailable(f"llama-bench failed: {done.stderr.strip()[-300:]}")
     runs = json.loads(done.stdout)
