@@ -89,7 +89,7 @@ class CudaBackend(ModuleBackend):
                 step()
         torch.cuda.current_stream(device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, pool=_graph_pool(device)):
             step()
         return graph.replay
 
@@ -134,3 +134,16 @@ class CudaBackend(ModuleBackend):
 
     def graph_api(self) -> str | None:
         return "torch.cuda.CUDAGraph" if hasattr(torch.cuda, "CUDAGraph") else None
+
+
+_GRAPH_POOLS: dict[int, object] = {}
+
+
+def _graph_pool(device: torch.device) -> object:
+    """One memory pool for every graph captured on `device`: a private pool per capture (torch's default) holds
+    each bucket's activations apart, and a runner captures one step per batch and context bucket. They are replayed
+    one at a time, and each replay's output is copied out before the next, so they may share it."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _GRAPH_POOLS:
+        _GRAPH_POOLS[index] = torch.cuda.graph_pool_handle()
+    return _GRAPH_POOLS[index]

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from bringup.backends.registry import backend_for
+from bringup.errors import exception_line
 from bringup.probes.ops.compiled.rule import judge, rmse
 from bringup.probes.ops.inputs import dtype_from_name, prepare_inputs
 from bringup.probes.ops.judge.metrics import flatten_outputs
@@ -21,11 +22,6 @@ from bringup.probes.ops.sync import synchronize
 from bringup.profiles.sections.graph_replay import GraphReplayRecord
 
 REPLAYS = 2
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:400]
 
 
 def _run(fn: Any, args: list[Any]) -> Any:
@@ -58,7 +54,7 @@ def _compare(record: GraphReplayRecord, device: torch.device) -> None:
         target = replay_target(record.target, record.dtype, device)
         static, _ = prepare_inputs(target.inputs(0), dtype, device)
     except Exception as exc:
-        record.message = f"building the block: {_short(exc)}"
+        record.message = f"building the block: {exception_line(exc, 400)}"
         return
     held: dict[str, Any] = {}
 
@@ -74,7 +70,7 @@ def _compare(record: GraphReplayRecord, device: torch.device) -> None:
             warnings.simplefilter("ignore")
             replay = capture(step)
     except Exception as exc:
-        record.status, record.message = "capture_unsupported", f"capture failed: {_short(exc)}"
+        record.status, record.message = "capture_unsupported", f"capture failed: {exception_line(exc, 400)}"
         return
     if replay is None:
         record.status, record.message = "skipped", f"bringup has no executed capture for {record.api}"
@@ -114,13 +110,13 @@ def _one_replay(record: GraphReplayRecord, target: Any, static: list[Any], held:
         synchronize(device)
         replayed = _host_copy(held["out"])
     except Exception as exc:
-        record.status, record.message = "capture_unsupported", f"replay {n} failed: {_short(exc)}"
+        record.status, record.message = "capture_unsupported", f"replay {n} failed: {exception_line(exc, 400)}"
         return None
     try:
         eager = _host_copy(_run(target.fn, fresh))
         reference = _run(target.ref, reference_args)
     except Exception as exc:
-        record.message = f"eager run or float64 reference of replay {n}: {_short(exc)}"
+        record.message = f"eager run or float64 reference of replay {n}: {exception_line(exc, 400)}"
         return None
     eager_err, replay_err = rmse(eager, reference), rmse(replayed, reference)
     numel = sum(t.numel() for t in flatten_outputs(reference))

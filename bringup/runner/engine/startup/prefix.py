@@ -17,6 +17,7 @@ def prefix_caching(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
                                                           "from scratch"))
     return replace(plan, prefix_caching=Choice(True, (
         f"on (default): full blocks of {plan.block_size} tokens found again by the hash chain of their token ids, "
-        f"rooted in the weights' sha256 and the plan's {', '.join(KV_SETTINGS)}, block size and device; shared by "
+        f"rooted in the weights' file identity (name, size, the first and last MiB) and the plan's "
+        f"{', '.join(KV_SETTINGS)}, block size and device; shared by "
         "reference count, least recently used evicted first; prompts that ask for prompt_logprobs compute every "
         "position")))
