@@ -46,6 +46,7 @@ import json
 import math
 import os
 import random
+import shlex
 import signal
 import socket
 import string
@@ -202,12 +203,12 @@ def start_vllm(model: Path, dtype: str, bind: str, max_len: int, memory_fraction
     return start(f"vLLM CPU (bind {bind})", command, env, port)
 
 
-def start_bringup(model: Path, dtype: str, profile: Path | None, max_len: int) -> Server:
+def start_bringup(model: Path, dtype: str, profile: Path | None, max_len: int, extra: list[str]) -> Server:
     port = free_port()
     profile = profile or Path(tempfile.mkdtemp(prefix="vs-vllm-")) / "no-profile.yaml"
     command = [sys.executable, "-m", "bringup", "serve", "--model", str(model), "--dtype", dtype, "--port",
                str(port), "--served-model-name", SERVED_NAME, "--profile", str(profile), "--max-model-len",
-               str(max_len)]
+               str(max_len), *extra]
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return start("bringup serve", command, env, port)
 
@@ -403,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                              "reserves; its 0.92 does not fit beside bringup's server)")
     parser.add_argument("--rounds", type=int, default=2, help="turns per side per workload (best kept)")
     parser.add_argument("--max-model-len", type=int, default=2048)
+    parser.add_argument("--bringup-args", default="", help="more `bringup serve` options, e.g. '--prefill-chunk off'")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json-out", type=Path, help="also write every figure as JSON")
     parser.add_argument("--client", default="lean", choices=["lean", "httpx"],
@@ -418,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     header = [*header_lines(machine_facts("cpu")), f"model:   {model.name}, {args.dtype}, both sides",
               f"client:  {args.client} (benchmarks/lean_client.py)" if args.client == "lean" else "client:  httpx"]
     results, startups, idle = {}, {}, {}
-    bringup = start_bringup(model, args.dtype, args.profile, args.max_model_len)
+    bringup = start_bringup(model, args.dtype, args.profile, args.max_model_len, shlex.split(args.bringup_args))
     startups[bringup.name] = bringup.startup_s
     if args.no_vllm:
         return bringup_alone(bringup, workloads, args, header)

@@ -81,3 +81,18 @@ def test_the_chunk_is_the_largest_prefill_within_the_step_ratio(decode_ms, expec
     assert choice.value == expected
     assert f"{CHUNK_STEP_RATIO - 1:g} × " in choice.evidence and "64: 7.0" in choice.evidence
     assert choose_prefill_chunk(None, 16).value is None
+
+
+def test_prefill_chunk_option_sets_the_row_or_is_refused_in_one_line(tmp_path):
+    from bringup.errors import BringupError
+    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+
+    def plan(value: str):  # type: ignore[no-untyped-def]
+        return LLMEngine.create(EngineOptions(device="cpu", profile_path=tmp_path / "none.yaml", max_model_len=64,
+                                              max_num_seqs=2, prefill_chunk=value)).plan.prefill_chunk
+
+    assert plan("off").value is None and plan("off").evidence.startswith("off (--prefill-chunk off)")
+    assert plan("48").value == 48 and "not measured" in plan("48").evidence
+    for bad in ("0", "some", "-16"):
+        with pytest.raises(BringupError, match=r"--prefill-chunk '.*' is not auto, off or a positive number"):
+            plan(bad)

@@ -66,6 +66,9 @@ FORCE_HELP = ("Run a --dtype the profile marks broken, and load weights with non
               "tensor is logged).")
 CPU_FALLBACK_HELP = "If the device cannot run the model, run on the CPU instead of refusing (a global fallback)."
 MAX_NUM_SEQS_HELP = "Cap on sequences per batch (default: the plan's)."
+PREFILL_CHUNK_HELP = ("Prompt tokens a step may carry while other sequences decode: auto (the largest prefill step "
+                      "measured within 1x a decode step, so running streams' inter-token gaps at most double), off "
+                      "(prompts run whole: the fastest prefill, the longest stalls) or a number of tokens.")
 MAX_MODEL_LEN_HELP = ("Cap on prompt + generated tokens: the context the plan is made for (default: the model's, "
                       "capped at 4096).")
 PREFIX_CACHING_HELP = ("Keep full KV blocks and reuse them for a later prompt that starts with the same tokens "
@@ -90,6 +93,8 @@ class EngineOptions:
     strict: bool = field(default=False, metadata=flag(TARGET, "Treat any fallback as an error.", ("--strict",)))
     allow_cpu_fallback: bool = field(default=False, metadata=flag(CPU_FALLBACK, CPU_FALLBACK_HELP))
     max_num_seqs: int | None = field(default=None, metadata=flag(BATCH, MAX_NUM_SEQS_HELP, min=1))
+    prefill_chunk: str = field(default="auto", metadata=flag(BATCH, PREFILL_CHUNK_HELP, ("--prefill-chunk",),
+                                                             metavar="auto|off|N"))
     max_model_len: int | None = field(default=None, metadata=flag(CONTEXT, MAX_MODEL_LEN_HELP, min=1))
     prefix_caching: bool = field(default=True, metadata=flag(BATCH, PREFIX_CACHING_HELP,
                                                              ("--prefix-caching/--no-prefix-caching",)))

@@ -50,3 +50,20 @@ def choose_prefill_chunk(timings: PrefillTimings | None, block_size: int) -> Cho
     return Choice(fitting[-1], f"the largest prefill step within {CHUNK_STEP_RATIO - 1:g} × a decode step "
                                f"({allowed * 1e3:.1f} ms), so a stream's step with a chunk takes at most "
                                f"{CHUNK_STEP_RATIO:g} × its step without; {measured}")
+
+
+def check_prefill_chunk_option(value: str) -> str | None:
+    """One line saying why `value` is not a --prefill-chunk value, or None."""
+    if value in ("auto", "off") or (value.isdigit() and int(value) > 0):
+        return None
+    return (f"--prefill-chunk {value!r} is not auto, off or a positive number of tokens; pass auto (measured), off "
+            "(prompts run whole) or e.g. 256")
+
+
+def chunk_option(value: str) -> Choice | None:
+    """The row --prefill-chunk sets (None: auto, measured)."""
+    if value == "off":
+        return Choice(None, "off (--prefill-chunk off): prompts run whole, stalling running streams for their prefill")
+    if value.isdigit():
+        return Choice(int(value), f"{value} tokens (--prefill-chunk), not measured")
+    return None

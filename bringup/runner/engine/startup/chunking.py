@@ -9,12 +9,15 @@ from bringup.runner.engine.prefill_timing import measure_prefill
 from bringup.runner.engine.startup.context import Start
 from bringup.runner.engine.startup.late_source import given_replayed_or_measured
 from bringup.runner.plan.plan import ExecutionPlan
-from bringup.runner.plan.prefill_chunk import PrefillTimings, choose_prefill_chunk
+from bringup.runner.plan.prefill_chunk import PrefillTimings, choose_prefill_chunk, chunk_option
 
 
 def prefill_chunk(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     executor, record = start.bench.executor, start.bench.record
     assert executor is not None
+    asked = chunk_option(start.inputs.options.prefill_chunk)
+    if asked is not None:
+        return replace(plan, prefill_chunk=asked)
     if start.inputs.options.measurements is not None:  # given as data: without prefill timings, prompts run whole
         timings, how = start.inputs.options.measurements.prefill, ""
     else:

@@ -22,6 +22,7 @@ from bringup.runner.engine.startup.pipeline import start_on
 from bringup.runner.engine.startup.placement import place
 from bringup.runner.plan.graphs import check_graphs_option
 from bringup.runner.plan.plan import Choice
+from bringup.runner.plan.prefill_chunk import check_prefill_chunk_option
 from bringup.runner.plan.quantize.scheme import check_requested
 from bringup.runner.sources.directory.validate import WeightsDoNotFit
 from bringup.runner.sources.model_source import model_source
@@ -74,9 +75,9 @@ def _checked_inputs(options: EngineOptions) -> StartInputs:
     if options.max_num_seqs is not None and options.max_num_seqs < 1:
         raise BringupError(f"max_num_seqs {options.max_num_seqs} must be at least 1")
     check_requested(options.quantization)
-    wrong_graphs = check_graphs_option(options.graphs)
-    if wrong_graphs is not None:
-        raise BringupError(wrong_graphs)
+    for wrong in (check_graphs_option(options.graphs), check_prefill_chunk_option(options.prefill_chunk)):
+        if wrong is not None:
+            raise BringupError(wrong)
     recorder = FallbackRecorder(strict=options.strict)
     template = None if options.chat_template is None else template_from_file(options.chat_template)
     source = model_source(options.model_dir)
