@@ -221,7 +221,8 @@ class AsyncEngine:
             if loss is None:
                 log.exception("engine loop failed")
             else:
-                log.error("%s", loss.message)  # the lost device is the news, not the traceback under it
+                log.warning("engine loop stopped: %s lost; failing the requests in flight, then stopping",
+                            ", ".join(loss.lost))  # the lost device is the news, not the traceback under it
             self._state.device_loss = loss
             self._state.dead_reason = f"{type(exc).__name__}: {exc}" if loss is None else loss.message
             self._call_in_loop(self._fail_all, self._state.dead_reason)

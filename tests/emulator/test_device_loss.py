@@ -4,7 +4,13 @@ runner's check (engine/device_loss.py) names the lost device and only it. A bad 
 
 from __future__ import annotations
 
+import json
+
+import httpx
+
 from tests.emulator.emu_process import emu_results, run_python
+from tests.emulator.runner_children import serve_cli
+from tests.server.serve_live import free_port, started_or_fail
 
 BODY = """
 import os
@@ -57,3 +63,34 @@ def test_a_bad_fail_after_ops_is_refused_in_one_line() -> None:
     assert done.stderr.strip().splitlines() == [
         "error: BRINGUP_EMU_SPEC: devices[0].fail_after_ops: -2 is less than 0, the least it can be (the ops the "
         "device runs before it is lost: 0 or more) (see docs/emulator.md, or unset BRINGUP_EMU_SPEC)"]
+
+
+def test_serve_fails_the_request_on_a_device_pulled_mid_run_and_stops_in_one_line(tmp_path) -> None:
+    pull = tmp_path / "pull-emu0"
+    spec = {"devices": [{"name": "pulled", "memory": "2GiB", "lost_when": str(pull)}]}
+    port = free_port()
+    server = serve_cli(["--device", "emu:0", "--port", str(port), "--max-model-len", "128"], spec, tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        started_or_fail(url, server, 240, "serve --device emu:0")
+        model = httpx.get(f"{url}/v1/models").json()["data"][0]["id"]
+        pull.touch()  # the card falls off the bus while the server runs: the next request's first step fails
+        with httpx.stream("POST", f"{url}/v1/completions", timeout=120, json={
+                "model": model, "prompt": "one two three", "max_tokens": 8, "stream": True}) as stream:
+            events = [line.removeprefix("data: ") for line in stream.iter_lines() if line.startswith("data: ")]
+        code = server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    _, stderr = server.communicate(timeout=30)
+    assert events[-1] == "[DONE]", events
+    error = json.loads(events[-2])["error"]
+    assert error["code"] == "engine_dead"
+    lost = f"emu:0 no longer answers (RuntimeError: emu: device emu:0 is lost: it no longer answers (devices[0]" \
+           f".lost_when: {pull} exists))"
+    assert f"device lost mid-run: {lost}; the requests in flight on it were failed" in error["message"]
+    assert code == 1
+    said = " ".join(stderr.split())  # the log handler wraps long lines
+    assert said.endswith(f"error: device lost mid-run: {lost}; the requests in flight on it were failed; check the "
+                         "device (driver, power, bus) and start again"), stderr[-3000:]
+    assert "Traceback" not in stderr

@@ -26,9 +26,10 @@ class DeviceLoss:
 
     @property
     def message(self) -> str:
-        named = "; ".join(f"{device} ({error})" for device, error in self.lost.items())
-        return (f"device lost mid-run: {named}; the step failed with {self.cause}; the requests in flight on it "
-                "were failed; check the device (driver, power, bus) and start again")
+        named = "; ".join(f"{device} no longer answers ({error})" for device, error in self.lost.items())
+        step = "" if self.cause in self.lost.values() else f"; the step failed with {self.cause}"
+        return (f"device lost mid-run: {named}{step}; the requests in flight on it were failed; check the device "
+                "(driver, power, bus) and start again")
 
 
 def plan_devices(plan: Any) -> list[str]:
