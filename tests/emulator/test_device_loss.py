@@ -31,12 +31,20 @@ try:
 except RuntimeError as exc:
     copy = str(exc).splitlines()[0]
 other = (torch.ones(2, device="emu:0") * 3).cpu().tolist()
+from types import SimpleNamespace
+from bringup.runner.engine.device_loss import device_loss
+from bringup.runner.plan.choice import Choice
+split = Choice({"mode": "layer_split", "devices": [{"device": "emu:0"}, {"device": "emu:1"}]}, "planned")
+loss = device_loss(SimpleNamespace(device="emu:0", placement=split), RuntimeError("a step failed"))
+split_lost = sorted(loss.lost)
+single = device_loss(SimpleNamespace(device="emu:0", placement=Choice(None, "one device")), RuntimeError("x"))
 pulled_before = answers("emu:0")
 open(os.environ["PULL"], "w").close()
 import time; time.sleep(0.01)
 answers("emu:0")  # the first op after the file appeared may come before the look (once a millisecond)
 time.sleep(0.01)
-report(errors=errors, copy=copy, other=other, lost=answers("emu:1"), pulled_before=pulled_before,
+report(split_lost=split_lost, single=single is None, split_says=loss.message,
+       errors=errors, copy=copy, other=other, lost=answers("emu:1"), pulled_before=pulled_before,
        pulled=answers("emu:0"))
 """
 
@@ -53,6 +61,10 @@ def test_a_device_fails_after_its_ops_and_once_its_file_appears_and_the_other_ke
     assert seen["other"] == [3.0, 3.0]
     assert seen["lost"] == f"RuntimeError: {lost}"
     assert seen["pulled_before"] is None
+    assert seen["split_lost"] == ["emu:1"] and seen["single"]  # a split needs emu:1; a plan on emu:0 alone does not
+    assert seen["split_says"] == (f"device lost mid-run: emu:1 no longer answers (RuntimeError: {lost}); the step "
+                                  "failed with RuntimeError: a step failed; the requests in flight on it were "
+                                  "failed; check the device (driver, power, bus) and start again")
     assert seen["pulled"] == ("RuntimeError: emu: device emu:0 is lost: it no longer answers "
                               f"(devices[0].lost_when: {pull} exists)")
 
