@@ -33,9 +33,9 @@ class DeviceLoss:
 
 
 def plan_devices(plan: Any) -> list[str]:
-    """The devices a plan runs on: the placement's members, else the plan's one device."""
+    """The devices a plan runs on: a split's members, else the plan's one device (a replica's own)."""
     placement = getattr(getattr(plan, "placement", None), "value", None)
-    if isinstance(placement, dict):
+    if isinstance(placement, dict) and placement["mode"] != "replicas":
         return [member["device"] for member in placement["devices"]]
     device = getattr(plan, "device", None)
     return [device] if isinstance(device, str) else []
