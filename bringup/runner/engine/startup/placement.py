@@ -44,6 +44,9 @@ def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
         if options.layer_split is not None:
             raise BringupError("--layer-split splits the layers across the devices --device names: name several "
                                "(e.g. --device emu:0,emu:1), one proportion each")
+        if (options.placement or "auto") != "auto":
+            raise BringupError(f"--placement {options.placement} places the model on the devices --device names: "
+                               "name several (e.g. --device emu:0,emu:1), or leave --placement out")
         return None
     if options.profile_path is not None:
         raise BringupError("--profile names one device's profile; with several devices each is read from "
