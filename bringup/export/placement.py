@@ -61,8 +61,14 @@ def _evidence(value: dict[str, Any]) -> tuple[str, ...]:
     return tuple(f"placement: {m['device']} layers [{m['layers'][0]}, {m['layers'][1]}]" for m in value["devices"])
 
 
+REPLICAS_WHY = ("the placement runs replicas (one engine per device, a router above them): start one {engine} per "
+                "device, each given that device alone; a router in front of them is not part of {engine}")
+
+
 def _unmapped(value: dict[str, Any], engine: str, covered: str) -> str | None:
     """Why `engine` cannot run this placement's devices, or None."""
+    if value.get("mode") == "replicas":
+        return REPLICAS_WHY.format(engine=engine)
     odd = [d for d, _ in _counts(value) if _backend(d)[0] not in (HOST, GPU) or
            (_backend(d)[0] == GPU and _backend(d)[1] is None)]
     if odd:

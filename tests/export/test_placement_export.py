@@ -66,6 +66,14 @@ def test_devices_the_engines_have_no_backend_for_are_named() -> None:
         assert all(i.reason.startswith(f"emu:0, emu:1: {engine} has no backend for these devices") for i in items)
 
 
+def test_replicas_are_not_one_engines_command_and_the_export_says_so() -> None:
+    plan = {**placement(("cuda:0", 0, 29), ("cuda:1", 0, 29)), "mode": "replicas"}
+    for items, engine in ((llama_cpp_items(plan), "llama.cpp"), (vllm_items(plan), "vLLM")):
+        assert items and all(not hasattr(i, "value") for i in items)
+        assert all(i.reason.startswith("the placement runs replicas") and f"one {engine} per device" in i.reason
+                   for i in items)
+
+
 def test_the_command_reads_the_plan_json_and_refuses_one_without_a_placement(tmp_path) -> None:
     Path("profiles").mkdir()
     shutil.copy(REFERENCE / "nvidia-h200-sxm-torch2.11-cu130.yaml", "profiles/gpu.yaml")
