@@ -36,9 +36,12 @@ def plan_placement(devices: list[DeviceFacts], need: ModelNeed,
                               f"{len(fitting)} of {len(devices)} do: {_holds(devices, whole)}")
         return replica_placement(fitting, whole, devices)
     split = fastest_split(devices, need) if mode != SINGLE else None
-    if mode == LAYER_SPLIT and (split is None or len(split.members) == 1):
+    if mode == LAYER_SPLIT and split is None:
         raise NoPlacement(f"--placement split: no split of the layers across these devices holds the model "
                           f"({_holds(devices, whole)})")
+    if mode == LAYER_SPLIT and len(split.members) == 1:
+        raise NoPlacement(f"--placement split: the fastest split puts every layer on {split.members[0].device}, "
+                          "which holds the model alone; give the proportions with --layer-split P1,P2,...")
     if mode == LAYER_SPLIT:
         return split
     if mode == SINGLE and not fitting:
