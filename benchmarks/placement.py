@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> None:
     if args.case == "replicas":
         from benchmarks.placement_replicas import run as run_replicas
 
-        run_replicas(args.model, args.tokens, args.rounds, gbps)
+        run_replicas(args.model, args.tokens, args.rounds)
         return
     runs = placements(args.model, gbps, {"emu:0": args.fast_cap << 20, "emu:1": args.slow_cap << 20})
     reference, _ = greedy(decoder(args.model, None), args.tokens)
