@@ -1,5 +1,6 @@
 """The replica router over two real engines on emulated devices (start-up measurements given as data, so the test
-states what it depends on): short requests spread over both, more on the faster; a prompt only the larger replica
+states what it depends on): short requests fill the faster replica's batches until the slower one predicts the
+earlier completion; a prompt only the larger replica
 holds goes there and is served; when one device is pulled, its requests fail naming it, the router logs and counts
 it, and the other replica serves on, new requests included."""
 
@@ -17,12 +18,14 @@ from bringup.runner.engine.replicas.router import ReplicaRouter
 from bringup.runner.sampling_params import SamplingParams
 from tests.runner.stated import stated
 
-def replica(device, context, seconds):
+def replica(device, context, seconds, seqs):
     thread = ThreadPoolExecutor(max_workers=1)
-    options = EngineOptions(device=device, max_model_len=context, measurements=stated(free_bytes=256 << 20))
+    options = EngineOptions(device=device, max_model_len=context, max_num_seqs=seqs,
+                            measurements=stated(free_bytes=256 << 20))
     return Replica(device, thread.submit(LLMEngine.create, options).result(), thread, seconds)
 
-router = ReplicaRouter([replica("emu:0", 64, 1e-3), replica("emu:1", 256, 2e-3)])  # fast and short, slow and long
+# fast with a short context and a batch of 2, slow with a long context
+router = ReplicaRouter([replica("emu:0", 64, 1e-3, 2), replica("emu:1", 256, 2e-3, 8)])
 
 def run(prompts, max_tokens=8):
     for name, prompt in prompts.items():
@@ -41,7 +44,7 @@ long = {"long": list(range(5, 105))}  # 100 tokens: only emu:1's 256-token conte
 where, ended = run({**short, **long})
 Path(PULL).touch()
 import time; time.sleep(0.01)
-lost_where, lost_ended = run({f"p{i}": [7, 8, 9 + i] for i in range(4)}, max_tokens=40)
+lost_where, lost_ended = run({f"p{i}": [7, 8, 9 + i] for i in range(6)})
 after_where, after_ended = run({"after": [3, 2, 1]})
 report(where=where, ended=ended, lost_where=lost_where, lost_ended=lost_ended, after_where=after_where,
        after_ended=after_ended, stats=router.stats())
@@ -57,10 +60,10 @@ def test_the_router_spreads_requests_sends_the_long_prompt_to_the_large_replica_
     where, ended = seen["where"], seen["ended"]
     assert where["long"] == "emu:1" and ended["long"] == ["length", 8, None]
     shorts = [where[f"s{i}"] for i in range(6)]
-    assert shorts.count("emu:0") > shorts.count("emu:1") > 0  # both serve; the faster more
+    assert shorts == ["emu:0"] * 4 + ["emu:1"] * 2  # the faster takes two batches of 2 before the slower pays
     assert all(ended[f"s{i}"] == ["length", 8, None] for i in range(6))
     on_lost = [name for name, device in seen["lost_where"].items() if device == "emu:0"]
-    assert on_lost and len(on_lost) < 4
+    assert on_lost == ["p0", "p1", "p2", "p3"]
     for name, (reason, _, message) in seen["lost_ended"].items():
         if name in on_lost:
             assert reason == "error" and message.startswith("device lost mid-run: emu:0 no longer answers")

@@ -36,6 +36,10 @@ class Replica:
         return self.lost is None and prompt_len + 1 <= self.engine.max_model_len and total <= self.kv_tokens()
 
     def predicted_s(self, tokens: int) -> float:
-        """When a request of `tokens` more would finish here: the tokens already queued and its own, each at the
-        replica's predicted seconds per token."""
-        return (self.outstanding + tokens) * self.seconds_per_token
+        """When a request of `tokens` more would finish here. A decode step runs the whole batch at about the cost
+        of one sequence (its weights are streamed once), so the request takes its own tokens' steps, plus the steps
+        of the full batches queued ahead of it, each at the replica's seconds per token."""
+        seats = max(int(self.engine.plan.max_num_seqs.value), 1)
+        ahead = len(self.held) // seats
+        mean = self.outstanding / len(self.held) if self.held else 0.0
+        return (tokens + ahead * mean) * self.seconds_per_token
