@@ -217,7 +217,7 @@ class AsyncEngine:
                     else:
                         time.sleep(0.001)  # nothing could be scheduled this step: don't spin
         except BaseException as exc:  # the loop must never die silently
-            loss = device_loss(self.engine.plan, exc) if isinstance(exc, Exception) else None
+            loss = device_loss(getattr(self.engine, "plan", None), exc) if isinstance(exc, Exception) else None
             if loss is None:
                 log.exception("engine loop failed")
             else:
