@@ -12,7 +12,9 @@ Each placement is the runner's own executor over the model split by engine/split
 rounds alternate the placements so a load that comes and goes falls on each; each figure is its best round. The
 greedy tokens of every placement are checked against the CPU's.
 
-Run:  python -m benchmarks.placement [--tokens 32] [--rounds 3] [--model FILE.gguf]
+`--case replicas` runs the replicas case instead (benchmarks/placement_replicas.py says what it measures).
+
+Run:  python -m benchmarks.placement [--case split|replicas] [--tokens 32] [--rounds 3] [--model FILE.gguf]
 (from the repository root; it sets BRINGUP_EMU_SPEC for itself). Not a test: the figures are this machine's.
 """
 
@@ -35,14 +37,18 @@ CONTEXT = 256
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=("split", "replicas"), default="split")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--fast-cap", type=int, default=450, help="MiB")
     parser.add_argument("--slow-cap", type=int, default=560, help="MiB")
     args = parser.parse_args()
-    if os.environ.get("BRINGUP_EMU_SPEC") != json.dumps(SPEC):
-        os.environ["BRINGUP_EMU_SPEC"] = json.dumps(SPEC)
+    from benchmarks import placement_replicas
+
+    spec = placement_replicas.SPEC if args.case == "replicas" else SPEC
+    if os.environ.get("BRINGUP_EMU_SPEC") != json.dumps(spec):
+        os.environ["BRINGUP_EMU_SPEC"] = json.dumps(spec)
         os.execv(sys.executable, [sys.executable, "-m", "benchmarks.placement", *sys.argv[1:]])
     run(args)
 
@@ -131,9 +137,15 @@ def run(args: argparse.Namespace) -> None:
 
     logging.disable(logging.WARNING)  # the plan's "no usable profile" warning: the benchmark gives the figures
     print("\n".join(header_lines(machine_facts("cpu"))))  # the host; the emulated pair below
-    print(f"load:    {os.getloadavg()[0]:.2f} (1-min average) at the start; spec {json.dumps(SPEC['devices'])}")
+    spec = json.loads(os.environ["BRINGUP_EMU_SPEC"])
+    print(f"load:    {os.getloadavg()[0]:.2f} (1-min average) at the start; spec {json.dumps(spec['devices'])}")
     gbps = measured_gbps(args.rounds)
     print(f"measured: {', '.join(f'{d} {v:.2f} GB/s' for d, v in gbps.items())} (triad, best of {args.rounds})")
+    if args.case == "replicas":
+        from benchmarks.placement_replicas import run as run_replicas
+
+        run_replicas(args.model, args.tokens, args.rounds)
+        return
     runs = placements(args.model, gbps, {"emu:0": args.fast_cap << 20, "emu:1": args.slow_cap << 20})
     reference, _ = greedy(decoder(args.model, None), args.tokens)
     executors = {name: decoder(args.model, r) for name, r in runs.items()}

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from bringup.log import get_logger
+from bringup.runner.engine.device_loss import DeviceLoss, device_loss
 from bringup.runner.sampling_params import SamplingParams
 from bringup.serve.engine_thread import EngineThread
 from bringup.serve.errors import APIError
@@ -62,6 +63,7 @@ class _Abort:
 class _State:
     stats: dict = field(default_factory=dict)
     dead_reason: str | None = None
+    device_loss: DeviceLoss | None = None  # the loop died because a device it runs on stopped answering
 
 
 class AsyncEngine:
@@ -104,6 +106,10 @@ class AsyncEngine:
     @property
     def dead_reason(self) -> str | None:
         return self._state.dead_reason
+
+    @property
+    def device_loss(self) -> DeviceLoss | None:
+        return self._state.device_loss
 
     def start_drain(self) -> None:
         """Stop admitting; requests already admitted run to completion."""
@@ -211,8 +217,14 @@ class AsyncEngine:
                     else:
                         time.sleep(0.001)  # nothing could be scheduled this step: don't spin
         except BaseException as exc:  # the loop must never die silently
-            log.exception("engine loop failed")
-            self._state.dead_reason = f"{type(exc).__name__}: {exc}"
+            loss = device_loss(getattr(self.engine, "plan", None), exc) if isinstance(exc, Exception) else None
+            if loss is None:
+                log.exception("engine loop failed")
+            else:
+                log.warning("engine loop stopped: %s lost; failing the requests in flight, then stopping",
+                            ", ".join(loss.lost))  # the lost device is the news, not the traceback under it
+            self._state.device_loss = loss
+            self._state.dead_reason = f"{type(exc).__name__}: {exc}" if loss is None else loss.message
             self._call_in_loop(self._fail_all, self._state.dead_reason)
             self._reject_pending(exc)
 

@@ -18,6 +18,8 @@ from bringup_emu.op_names import check_op_name
 from bringup_emu.spec_checks import (
     SpecError,
     check_factor,
+    check_fail_after,
+    check_lost_when,
     check_name,
     check_speed,
     load_json,
@@ -32,7 +34,7 @@ SPEC_ENV = "BRINGUP_EMU_SPEC"
 MAX_DEVICES = 16
 MAX_SPEC_BYTES = 1 << 20
 FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort", "numerics", "capture_refused", "replay_wrong")
-DEVICE_FIELDS = ("name", "integrated", "memory", "graphs", "speed")
+DEVICE_FIELDS = ("name", "integrated", "memory", "graphs", "speed", "fail_after_ops", "lost_when")
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class DeviceSpec:
     memory_bytes: int
     graphs: bool = True  # torch.accelerator.Graph captures on this device
     speed: float = 1.0  # a fraction of the host's speed: each op takes 1/speed of its host time
+    fail_after_ops: int | None = None  # the device is lost after this many ops (each later op raises); None: never
+    lost_when: str | None = None  # the device is lost once this file exists (a test "pulls the card"); None: never
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class EmuSpec:
             "source": self.source,
             "devices": [
                 {"name": d.name, "integrated": d.integrated, "memory": d.memory_bytes, "graphs": d.graphs,
-                 "speed": d.speed}
+                 "speed": d.speed, "fail_after_ops": d.fail_after_ops, "lost_when": d.lost_when}
                 for d in self.devices
             ],
             "refused_dtypes": list(self.refused_dtypes),
@@ -145,7 +149,9 @@ def _devices(raw: dict) -> tuple[DeviceSpec, ...]:
             raise SpecError(f"{field}.memory: missing (bytes, or a size such as 4GiB)")
         memory = parse_size(item["memory"], f"{field}.memory")
         speed = check_speed(item.get("speed", 1.0), f"{field}.speed")
-        devices.append(DeviceSpec(name, integrated, memory, graphs, speed))
+        fail_after = check_fail_after(item.get("fail_after_ops"), f"{field}.fail_after_ops")
+        lost_when = check_lost_when(item.get("lost_when"), f"{field}.lost_when")
+        devices.append(DeviceSpec(name, integrated, memory, graphs, speed, fail_after, lost_when))
     return tuple(devices)
 
 

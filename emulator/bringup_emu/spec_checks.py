@@ -130,3 +130,22 @@ def check_speed(value: Any, field: str) -> float:
     if speed == 0:
         raise SpecError(f"{field}: 0 is not a speed (a fraction of the host's speed, above 0 and at most 1)")
     return speed
+
+
+def check_fail_after(value: Any, field: str) -> int | None:
+    """A device's fail_after_ops: the ops it runs before it is lost, a whole number; absent (None) never fails."""
+    if value is None:
+        return None
+    try:
+        return whole_number(value, field, strings=False)
+    except NumberRefused as exc:
+        raise SpecError(f"{exc} (the ops the device runs before it is lost: 0 or more)") from None
+
+
+def check_lost_when(value: Any, field: str) -> str | None:
+    """A device's lost_when: the path of a file whose existence loses the device; absent (None) never."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise SpecError(f"{field}: {described(value)} is not a file path (the file whose existence loses the device)")
+    return value

@@ -25,11 +25,20 @@ ExportProfileOption = Annotated[
                  show_default=False),
 ]
 
+PlacementOption = Annotated[
+    Optional[Path],
+    typer.Option("--placement", help="A plan holding a placement of several devices (the JSON `bringup generate "
+                 "--device A,B --json` prints, or GET /v1/plan returns): the engine's device and split flags "
+                 "from it (llama.cpp -dev/-sm/-ts/-mg/-ngl, vLLM's pipeline settings), or why the engine cannot "
+                 "run it.", show_default=False),
+]
+
 
 def command(
     engine: EngineOption = None,
     model: ExportModelOption = None,
     profile: ExportProfileOption = None,
+    placement: PlacementOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Print the command line and environment that start vLLM or llama-server on this device, derived from the
@@ -62,6 +71,12 @@ def command(
       -c, -np, -b, -ub          the tuned plan
       and which GGUF types have verified kernels (Q8_0, Q4_0 before K-quants)
 
+    \b
+    --placement PLAN.json (a plan of several devices):
+      llama.cpp  -dev, -sm, -ts, -mg, -ngl from the planned layers
+      vllm       --pipeline-parallel-size, VLLM_PP_LAYER_PARTITION,
+                 CUDA_VISIBLE_DEVICES where vLLM runs the pair
+
     The evidence comes from `bringup all` (probe, verify-ops --compiled, bench), `bringup verify-collectives` and
     `bringup tune --model M` (the plan).
 
@@ -72,13 +87,15 @@ def command(
     from bringup.cli.output import print_json
     from bringup.export import export_config
     from bringup.export.engines import engine_spec
+    from bringup.export.placement import read_placement
     from bringup.export.render import text_lines, to_document
     from bringup.profiles.store import load_profile
     from bringup.terminal_text import shown
 
     engine_spec(engine)
     path = profile if profile is not None else only_profile_here()
-    config = export_config(load_profile(path), engine or "", model)
+    placed = read_placement(placement) if placement is not None else None
+    config = export_config(load_profile(path), engine or "", model, placed)
     if json_out:
         print_json("export", {"profile": str(path), **to_document(config)})
         return

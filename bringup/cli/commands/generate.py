@@ -121,7 +121,7 @@ def run_one(engine: LLMEngine, ids: list[int], params: SamplingParams) -> dict:
     first = last = None
     out = None
     while engine.has_unfinished():
-        for o in engine.step():
+        for o in stepped(engine):
             out = o
         now = time.perf_counter()
         first = first or now
@@ -134,6 +134,19 @@ def run_one(engine: LLMEngine, ids: list[int], params: SamplingParams) -> dict:
             "completion_tokens": len(out.token_ids), "finish_reason": out.finish_reason,
             "ttft_s": first - start, "decode_s": last - first,
             "decode_tokens_per_s": decoded / (last - first) if decoded > 0 and last > first else 0.0}
+
+
+def stepped(engine: LLMEngine) -> list:
+    """One engine step; a device of the plan that stopped answering under it ends the run in one line (exit 1)."""
+    from bringup.runner.engine.device_loss import DeviceLostError, device_loss
+
+    try:
+        return engine.step()
+    except Exception as exc:
+        loss = device_loss(engine.plan, exc)
+        if loss is None:
+            raise
+        raise DeviceLostError(loss.message) from None
 
 
 def print_plan(engine: LLMEngine) -> None:

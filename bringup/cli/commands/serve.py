@@ -85,6 +85,7 @@ def command(
     if host not in LOOPBACK and not api_key:
         log.warning("binding %s without --api-key: anyone who can reach this address can use the server", host)
     sock = bind(host, port)
+    from bringup.runner.engine.device_loss import DeviceLostError
     from bringup.runner.engine.engine import LLMEngine
     from bringup.serve.app import create_app
     from bringup.serve.engine_thread import EngineThread
@@ -112,6 +113,8 @@ def command(
                       f"{'API key required' if api_key else 'no API key'}; Ctrl-C or SIGTERM drains and stops)")
     server = make_server(ctx, app, bound_host, bound_port, log_level="info" if verbose else "warning")
     server.run(sockets=[sock])
+    if ctx.async_engine.device_loss is not None:
+        raise DeviceLostError(ctx.async_engine.device_loss.message)
     if server.requests_cut:
         log.error("server stopped with %d request(s) cut at the drain timeout (listed above); exit status 1",
                   len(server.requests_cut))

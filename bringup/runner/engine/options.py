@@ -79,6 +79,9 @@ DEVICE_MEMORY_HELP = ("Cap a device's memory for this run, DEVICE=SIZE[,DEVICE=S
                       "large device).")
 LAYER_SPLIT_HELP = ("Split the layers in these proportions, in the order of --device (as llama.cpp's -ts), in place "
                     "of the planned split: P1,P2,... (for experts and benchmarks).")
+PLACEMENT_HELP = ("How the model is placed on the devices --device names: auto (the planner's choice from their "
+                  "profiles), single, split (the layers across them) or replicas (one engine per device, requests "
+                  "routed by predicted completion); for benchmarks and experts.")
 CHAT_TEMPLATE_HELP = (
     "A Jinja chat template to render chats with, in place of the model's (a GGUF file or a directory without one "
     "gets bringup's plain 'role: content' fallback, recorded as a fallback). It sees messages, "
@@ -108,6 +111,7 @@ class EngineOptions:
     on_measured: Callable[[StartupMeasurements], None] | None = None  # given what start-up timed (tune collects it)
     device_memory: str | None = field(default=None, metadata=flag(TARGET, DEVICE_MEMORY_HELP, metavar="DEV=SIZE"))
     layer_split: str | None = field(default=None, metadata=flag(TARGET, LAYER_SPLIT_HELP, metavar="P1,P2"))
+    placement: str = field(default="auto", metadata=flag(TARGET, PLACEMENT_HELP, metavar="MODE"))
     chat_template: Path | None = field(default=None, metadata=flag(CHAT, CHAT_TEMPLATE_HELP, ("--chat-template",),
                                                                     metavar="FILE"))
 

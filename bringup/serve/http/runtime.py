@@ -65,6 +65,8 @@ class DrainingServer(uvicorn.Server):
         self.ctx.async_engine.start_drain()
 
     async def on_tick(self, counter: int) -> bool:
+        if self.drain_started is None and self.ctx.async_engine.device_loss is not None:
+            self.begin_drain()  # nothing is left to serve on: answer the failed requests, then stop
         if self.drain_started is not None and not self.should_exit:
             self._drain_tick(time.monotonic())
         return await super().on_tick(counter)

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from bringup.runner.plan.plan import Choice, ExecutionPlan
-from bringup.serve.metrics.placement import placement_metrics
+from bringup.serve.metrics.placement import placement_metrics, replica_metrics
 from bringup.serve.protocol import Engine
 
 PLAN_LABELS_SKIPPED = ("profile", "warnings")  # prose, not a setting
@@ -68,6 +68,7 @@ class EngineStateCollector(Collector):
         yield self._fallbacks()
         yield self._plan()
         yield from placement_metrics(self.engine.plan)
+        yield from replica_metrics(s)
 
     def _fallbacks(self) -> CounterMetricFamily:
         family = CounterMetricFamily("bringup_fallbacks", "Runner fallbacks, by level (op, path, global), what fell "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from bringup.runner.plan.plan import ExecutionPlan
 
@@ -28,3 +28,21 @@ def placement_metrics(plan: ExecutionPlan) -> Iterator[GaugeMetricFamily]:
     yield layers
     yield predicted
 
+
+
+def replica_metrics(stats: dict) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """Per replica (a replicas placement's router stats): requests routed, tokens generated, lost or not."""
+    replicas = stats.get("replicas") or []
+    routed = CounterMetricFamily("bringup_replica_requests_routed", "Requests the router placed on each replica "
+                                 "(by predicted completion).", labels=["device"])
+    tokens = CounterMetricFamily("bringup_replica_tokens_generated", "Tokens each replica generated.",
+                                 labels=["device"])
+    lost = GaugeMetricFamily("bringup_replica_lost", "1 once a replica's device stopped answering (its requests "
+                             "failed; the others serve on).", labels=["device"])
+    for replica in replicas:
+        routed.add_metric([replica["device"]], replica["requests_routed"])
+        tokens.add_metric([replica["device"]], replica["tokens_generated"])
+        lost.add_metric([replica["device"]], 0 if replica["lost"] is None else 1)
+    yield routed
+    yield tokens
+    yield lost

@@ -2,6 +2,7 @@
 #include "emu.h"
 #include "graphs.h"
 #include "emu_speed.h"
+#include "emu_fault.h"
 
 #include <torch/csrc/Generator.h>
 #include <pybind11/pybind11.h>
@@ -51,6 +52,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("device_speed", [](int64_t device) { return bringup_emu::device_speed(static_cast<c10::DeviceIndex>(device)); });
   m.def("pacing_totals", [](int64_t device) { return bringup_emu::pacing_totals(static_cast<c10::DeviceIndex>(device)); },
         "[paced ops, their host ns, ns waited after them] on one device");
+  m.def("configure_failures", &bringup_emu::configure_failures, "per device: ops before it is lost (-1 none), the file that loses it");
+  m.def("device_ops", [](int64_t device) { return bringup_emu::device_ops(static_cast<c10::DeviceIndex>(device)); });
   m.def("device_count", [] { return static_cast<int>(bringup_emu::device_count()); });
   m.def("current_device", [] { return static_cast<int>(bringup_emu::current_device()); });
   m.def("set_device", [](int64_t index) { bringup_emu::set_current_device(static_cast<c10::DeviceIndex>(index)); });

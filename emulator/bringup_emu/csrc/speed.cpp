@@ -5,6 +5,7 @@
 #include "emu_speed.h"
 
 #include "emu.h"
+#include "emu_fault.h"
 
 #include <chrono>
 #include <mutex>
@@ -54,6 +55,7 @@ double device_speed(c10::DeviceIndex device) {
 
 PacedOp::PacedOp(std::optional<c10::DeviceIndex> device)
     : device_(device.value_or(-1)), slowdown_(device.has_value() ? 1.0 / speed_of(*device) - 1.0 : 0.0) {
+  count_device_op(device);  // every paced op is one op on its device: a lost device raises here, before it runs
   if (slowdown_ > 0.0) {
     start_ = SpeedClock::now();
   }

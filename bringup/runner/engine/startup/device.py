@@ -20,6 +20,7 @@ from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.startup.context import StartInputs
 from bringup.runner.engine.startup.pipeline import start_on
 from bringup.runner.engine.startup.placement import place
+from bringup.runner.engine.startup.replicas import runs_replicas, start_replicas
 from bringup.runner.plan.graphs import check_graphs_option
 from bringup.runner.plan.plan import Choice
 from bringup.runner.plan.prefill_chunk import check_prefill_chunk_option
@@ -43,6 +44,8 @@ def collected(engine: Engine) -> Engine:
 
 def start_engine(cls: Callable[..., Engine], options: EngineOptions) -> Engine:
     inputs = _checked_inputs(options)
+    if runs_replicas(inputs.placement):
+        return collected(start_replicas(start_on, cls, inputs))
     device = inputs.device
     try:
         return collected(start_on(cls, inputs))

@@ -17,7 +17,7 @@ from bringup.runner.engine.startup.derive import read_profile
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.placement.facts import DeviceFacts, UnplaceableDevice, device_facts
-from bringup.runner.plan.placement.given import memory_caps, split_proportions
+from bringup.runner.plan.placement.given import memory_caps, placement_mode, split_proportions
 from bringup.runner.plan.placement.need import model_need
 from bringup.runner.plan.placement.placement import SINGLE, Placement
 from bringup.runner.plan.placement.planner import NoPlacement, plan_placement
@@ -44,15 +44,19 @@ def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
         if options.layer_split is not None:
             raise BringupError("--layer-split splits the layers across the devices --device names: name several "
                                "(e.g. --device emu:0,emu:1), one proportion each")
+        if (options.placement or "auto") != "auto":
+            raise BringupError(f"--placement {options.placement} places the model on the devices --device names: "
+                               "name several (e.g. --device emu:0,emu:1), or leave --placement out")
         return None
     if options.profile_path is not None:
         raise BringupError("--profile names one device's profile; with several devices each is read from "
                            "profiles/<device>.yaml under the current folder: run from the folder holding them")
     try:
         caps, proportions = memory_caps(options.device_memory), split_proportions(options.layer_split)
+        mode = placement_mode(options.placement)
         facts = [_facts(info, caps.get(info.id), options.dtype) for info in infos]
         context = choose_max_model_len(config, options.max_model_len).value
-        placement = plan_placement(facts, model_need(config, context), proportions)
+        placement = plan_placement(facts, model_need(config, context), proportions, mode)
     except (ValueError, UnplaceableDevice, NoPlacement, SplitRefused) as exc:
         raise BringupError(str(exc)) from None
     _log(placement)

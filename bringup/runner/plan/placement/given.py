@@ -1,10 +1,12 @@
-"""The placement's command-line inputs read: --device-memory caps (DEVICE=SIZE,...) and --layer-split
-proportions. Each mistake is a ValueError of one line naming the item."""
+"""The placement's command-line inputs read: --device-memory caps (DEVICE=SIZE,...), --layer-split
+proportions and the --placement mode. Each mistake is a ValueError of one line naming the item."""
 
 from __future__ import annotations
 
 import math
 import re
+
+from bringup.runner.plan.placement.placement import PLACEMENT_MODES
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -47,3 +49,11 @@ def split_proportions(text: str | None) -> list[float] | None:
             raise ValueError(f"--layer-split {text!r}: {item.strip()!r} must be a finite number, 0 or more")
         proportions.append(value)
     return proportions
+
+
+def placement_mode(text: str | None) -> str:
+    """--placement's mode (auto, single, split, replicas) as the planner spells it."""
+    mode = PLACEMENT_MODES.get((text or "auto").strip().lower())
+    if mode is None:
+        raise ValueError(f"--placement {text!r} is not a placement mode; use one of {', '.join(PLACEMENT_MODES)}")
+    return mode

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 SINGLE, LAYER_SPLIT, REPLICAS = "single", "layer_split", "replicas"
+AUTO = "auto"
+PLACEMENT_MODES = {"auto": AUTO, "single": SINGLE, "split": LAYER_SPLIT, "replicas": REPLICAS}  # --placement
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,9 @@ def shown_placement(value: Any) -> str:
     """The row as people read it: `emu:1 layers [0, 29]; left out: emu:0`."""
     if not isinstance(value, dict):
         return "one device"
-    held = ", ".join(f"{d['device']} layers [{d['layers'][0]}, {d['layers'][1]}]" for d in value["devices"])
+    if value["mode"] == REPLICAS:
+        held = ", ".join(f"{d['device']} replica {rank + 1}" for rank, d in enumerate(value["devices"]))
+    else:
+        held = ", ".join(f"{d['device']} layers [{d['layers'][0]}, {d['layers'][1]}]" for d in value["devices"])
     left = ", ".join(d["device"] for d in value["left_out"])
     return f"{value['mode']}: {held}" + (f"; left out: {left}" if left else "")

@@ -10,7 +10,8 @@ from dataclasses import replace
 from bringup.runner.plan.placement.cost import held_bytes, mib, seconds_per_token, usable_bytes
 from bringup.runner.plan.placement.facts import DeviceFacts
 from bringup.runner.plan.placement.need import ModelNeed
-from bringup.runner.plan.placement.placement import LAYER_SPLIT, SINGLE, Member, Placement
+from bringup.runner.plan.placement.placement import AUTO, LAYER_SPLIT, REPLICAS, SINGLE, Member, Placement
+from bringup.runner.plan.placement.replicas import REPLICA_GAIN, replica_gain, replica_placement
 from bringup.runner.plan.placement.split import fastest_split, given_split, memory_proportional_split
 
 # a split is chosen over one device that holds the model only when it predicts under this share of its time: the
@@ -23,12 +24,28 @@ class NoPlacement(ValueError):
 
 
 def plan_placement(devices: list[DeviceFacts], need: ModelNeed,
-                   proportions: list[float] | None = None) -> Placement:
+                   proportions: list[float] | None = None, mode: str = AUTO) -> Placement:
+    """The placement `mode` asks for (--placement; auto: the planner's choice)."""
     if proportions is not None:
         return given_split(devices, need, proportions)
     whole = {d.device: _whole(d, need) for d in devices}
     fitting = [d for d in devices if whole[d.device].need_bytes <= usable_bytes(d)]
-    split = fastest_split(devices, need)
+    if mode == REPLICAS or (mode == AUTO and len(fitting) > 1 and replica_gain(fitting, whole) >= REPLICA_GAIN):
+        if len(fitting) < 2:
+            raise NoPlacement(f"--placement replicas needs two devices that each hold the model; "
+                              f"{len(fitting)} of {len(devices)} do: {_holds(devices, whole)}")
+        return replica_placement(fitting, whole, devices)
+    split = fastest_split(devices, need) if mode != SINGLE else None
+    if mode == LAYER_SPLIT and split is None:
+        raise NoPlacement(f"--placement split: no split of the layers across these devices holds the model "
+                          f"({_holds(devices, whole)})")
+    if mode == LAYER_SPLIT and len(split.members) == 1:
+        raise NoPlacement(f"--placement split: the fastest split puts every layer on {split.members[0].device}, "
+                          "which holds the model alone; give the proportions with --layer-split P1,P2,...")
+    if mode == LAYER_SPLIT:
+        return split
+    if mode == SINGLE and not fitting:
+        raise NoPlacement(f"--placement single: no device holds the model alone ({_holds(devices, whole)})")
     if fitting:
         best = min(fitting, key=lambda d: whole[d.device].seconds_per_token)
         alone = whole[best.device].seconds_per_token
@@ -43,6 +60,11 @@ def plan_placement(devices: list[DeviceFacts], need: ModelNeed,
                           f"tokens) and these devices together cannot hold it ({held}): add a device, lower "
                           "--max-model-len, or use a smaller --dtype or model")
     return split
+
+
+def _holds(devices: list[DeviceFacts], whole: dict[str, Member]) -> str:
+    return "; ".join(f"{d.device} needs {mib(whole[d.device].need_bytes)}, has {mib(usable_bytes(d))} usable"
+                     for d in devices)
 
 
 def _whole(device: DeviceFacts, need: ModelNeed) -> Member:

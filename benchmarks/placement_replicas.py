@@ -1,0 +1,94 @@
+"""The replicas case of benchmarks/placement.py (`--case replicas`): two emulated devices slow enough that the
+emulator waits more than it computes (speeds 0.25 and 0.125), SmolLM2 on each, the router over both against the
+faster device alone, at concurrency 8 (issue 54's acceptance: aggregate throughput >= 1.3x the faster alone), and a
+long prompt only the larger replica's context holds, which must be served there.
+
+Each replica is a real engine (LLMEngine) on its own thread, as `serve --placement replicas` starts them; start-up's
+layout and decode timings are given as data (plain F.linear, no paged kernel) so both arms run the same plan and the
+start does not spend minutes timing candidates at an eighth of the host's speed. The router's predicted seconds per
+token come from each replica's own decode measured here (a short greedy run on each, the best of two, after both
+started): the triad bandwidth printed above is shown for reference only, as it swings widely on a busy machine.
+Rounds alternate the arms; each figure is its best round. Not a test: the figures are this machine's."""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+SPEC = {"devices": [{"name": "Emu quarter, small context", "memory": "2GiB", "speed": 0.25},
+                    {"name": "Emu eighth, large context", "memory": "2GiB", "speed": 0.125}],
+        "refused_dtypes": ["float64"]}
+CONTEXTS = {"emu:0": 128, "emu:1": 512}  # the long prompt (300 tokens) fits only emu:1's
+CONCURRENCY = 8
+
+
+def replica(model: Path, device: str):  # type: ignore[no-untyped-def]
+    from bringup.runner.engine.engine import LLMEngine
+    from bringup.runner.engine.options import EngineOptions
+    from bringup.runner.engine.replicas.replica import Replica
+    from bringup.runner.plan.layout import LayoutTimings
+    from bringup.runner.plan.measurements import StartupMeasurements
+
+    layouts = LayoutTimings({m: {"in_out": 2e-6 * m, "out_in": 1e-6 * m} for m in (1, 2, 4, 8, 16, 32, 64, 256)})
+    given = StartupMeasurements(layouts=layouts, paged_decode=(False, "given as data (benchmark)"),
+                                free_bytes=1 << 30)
+    options = EngineOptions(model_dir=model, device=device, max_model_len=CONTEXTS[device], max_num_seqs=CONCURRENCY,
+                            measurements=given, graphs="off", prefix_caching=False, use_record=False)
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"replica-{device}")
+    return Replica(device, thread.submit(LLMEngine.create, options).result(), thread, 0.0)
+
+
+def decode_seconds(replica) -> float:  # type: ignore[no-untyped-def]
+    """The replica's seconds per generated token on a short greedy run (batch 1)."""
+    from bringup.runner.sampling_params import SamplingParams
+
+    params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
+    began = time.perf_counter()
+    replica.call(replica.engine.generate, [[1, 504, 3458, 282]], params)
+    return (time.perf_counter() - began) / 4
+
+
+def round_trip(router, prompts: dict[str, list[int]], max_tokens: int) -> tuple[float, int, dict[str, str]]:  # type: ignore[no-untyped-def]
+    """Seconds to finish every prompt, tokens generated, and where each ran."""
+    from bringup.runner.sampling_params import SamplingParams
+
+    began = time.perf_counter()
+    for name, ids in prompts.items():
+        router.add_request(name, ids, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
+    where = {name: next(r.device for r in router.replicas if name in r.held) for name in prompts}
+    tokens = 0
+    while router.has_unfinished():
+        for out in router.step():
+            if out.finished:
+                assert out.finish_reason == "length", (out.request_id, out.finish_reason, out.error)
+                tokens += len(out.token_ids)
+    return time.perf_counter() - began, tokens, where
+
+
+def run(model: Path, tokens: int, rounds: int) -> None:
+    from bringup.runner.engine.replicas.router import ReplicaRouter
+
+    fast, slow = replica(model, "emu:0"), replica(model, "emu:1")
+    for one in (fast, slow, fast, slow):  # interleaved: a load that comes and goes falls on both
+        took = decode_seconds(one)
+        one.seconds_per_token = took if not one.seconds_per_token else min(one.seconds_per_token, took)
+    print(f"measured decode: {fast.seconds_per_token * 1e3:.0f} ms/token on emu:0, "
+          f"{slow.seconds_per_token * 1e3:.0f} on emu:1 (batch 1, best of 2)")
+    arms = {"replicas (router)": ReplicaRouter([fast, slow]), "faster alone": ReplicaRouter([fast])}
+    prompts = {f"r{i}": [1, 504, 3458, 282, 4649 + i] for i in range(CONCURRENCY)}
+    best: dict[str, float] = {}
+    for index in range(rounds):
+        for name, router in arms.items():
+            took, made, where = round_trip(router, prompts, tokens)
+            spread = {d: list(where.values()).count(d) for d in ("emu:0", "emu:1")}
+            print(f"round {index + 1} {name:>18}: {made / took:7.2f} tokens/s ({made} tokens in {took:.2f} s; "
+                  f"requests per device {spread})")
+            best[name] = max(best.get(name, 0.0), made / took)
+    ratio = best["replicas (router)"] / best["faster alone"]
+    print(f"best: replicas {best['replicas (router)']:.2f} tokens/s, faster alone {best['faster alone']:.2f}: "
+          f"{ratio:.2f}x (target >= 1.3x)")
+    took, made, where = round_trip(arms["replicas (router)"], {"long": list(range(10, 310))}, 4)
+    print(f"long prompt (300 tokens; contexts {CONTEXTS}): served on {where['long']} ({made} tokens in {took:.2f} s)")
+    print(f"load:    {os.getloadavg()[0]:.2f} (1-min average) at the end")

@@ -1,0 +1,1 @@
+"""Replicas: one engine per device, each holding the whole model, and a router above them (router.py)."""

@@ -1,0 +1,45 @@
+"""One replica: an engine on its device, the one thread that built it and runs every call into it, and what the
+router knows of its load (the requests it holds, the tokens they still need)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Replica:
+    device: str
+    engine: Any  # an LLMEngine
+    thread: ThreadPoolExecutor  # one worker: every call into the engine, in order, on the thread that built it
+    seconds_per_token: float  # predicted from its measured bandwidth (the placement row)
+    held: dict[str, int] = field(default_factory=dict)  # request id -> tokens it still needs (prompt + to generate)
+    stepping: Future | None = None
+    lost: str | None = None  # why the device no longer answers
+    served: int = 0  # requests routed here
+    tokens: int = 0  # tokens generated here
+    last_stats: dict = field(default_factory=dict)  # its engine's stats when last read (not while it steps)
+
+    def call(self, function: Any, *args: Any) -> Any:
+        return self.thread.submit(function, *args).result()
+
+    @property
+    def outstanding(self) -> int:
+        return sum(self.held.values())
+
+    def kv_tokens(self) -> int:
+        return self.engine.blocks.num_blocks * self.engine.plan.block_size
+
+    def holds(self, prompt_len: int, total: int) -> bool:
+        """Whether this replica can take a prompt of `prompt_len` tokens growing to `total`."""
+        return self.lost is None and prompt_len + 1 <= self.engine.max_model_len and total <= self.kv_tokens()
+
+    def predicted_s(self, tokens: int) -> float:
+        """When a request of `tokens` more would finish here. A decode step runs the whole batch at about the cost
+        of one sequence (its weights are streamed once), so the request takes its own tokens' steps, plus the steps
+        of the full batches queued ahead of it, each at the replica's seconds per token."""
+        seats = max(int(self.engine.plan.max_num_seqs.value), 1)
+        ahead = len(self.held) // seats
+        mean = self.outstanding / len(self.held) if self.held else 0.0
+        return (tokens + ahead * mean) * self.seconds_per_token
