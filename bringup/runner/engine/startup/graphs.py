@@ -15,6 +15,7 @@ from bringup.runner.engine.graphs.capture import family_capture
 from bringup.runner.engine.graphs.checked_capture import capture_checked
 from bringup.runner.engine.startup.context import Start
 from bringup.runner.engine.startup.late_source import given_replayed_or_measured
+from bringup.runner.engine.startup.split import split_runs
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.graphs import OFF, off, on, option_off, replay_check, through_host, timed
 from bringup.runner.plan.graphs_evidence import replay_verdict
@@ -67,9 +68,12 @@ def _fell_back(plan: ExecutionPlan, start: Start, why: str) -> ExecutionPlan:
 
 
 def _refused(plan: ExecutionPlan, start: Start) -> Choice | None:
-    """The off row of a start that captures nothing: --graphs off, no capture API, an op through the host."""
+    """The off row of a start that captures nothing: --graphs off, a layer split, no capture API, an op through
+    the host."""
     if start.inputs.options.graphs == OFF:
         return option_off()
+    if split_runs(start.inputs.placement) is not None:
+        return off("the layers are split across devices: a captured step holds one device's work")
     device = start.inputs.device
     if backend_for(device).graph_api() is None:
         return off(f"the {device.type} backend offers no graph capture")

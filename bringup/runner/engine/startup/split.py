@@ -13,16 +13,16 @@ from bringup.runner.engine.split_model import split_across
 from bringup.runner.engine.startup.free_memory import capped_free
 from bringup.runner.model.decoder import DecoderModel
 from bringup.runner.plan.choice import Choice
-from bringup.runner.plan.placement.placement import SINGLE
+from bringup.runner.plan.placement.placement import LAYER_SPLIT
 
 Runs = list[tuple[torch.device, int, int]]
 
 
 def split_runs(placement: Choice | None) -> Runs | None:
     """(device, first layer, last layer) of each member of a layer split in the plan's placement row; None when
-    the model runs on one device."""
+    the model runs on one device (one device alone, or each replica of a replicas placement)."""
     value = placement.value if placement is not None else None
-    if not isinstance(value, dict) or value["mode"] == SINGLE:
+    if not isinstance(value, dict) or value["mode"] != LAYER_SPLIT:
         return None
     return [(torch.device(m["device"]), m["layers"][0], m["layers"][1]) for m in value["devices"]]
 
