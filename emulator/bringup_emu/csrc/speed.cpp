@@ -20,6 +20,7 @@ using SpeedClock = std::chrono::steady_clock;
 constexpr auto kSleepSlack = std::chrono::microseconds(100);
 
 std::vector<double> g_speeds;
+thread_local int t_paced_depth = 0;  // paced ops open on this thread: only the outermost waits
 std::mutex g_totals_mutex;
 std::vector<std::array<int64_t, 3>> g_totals;  // per device: paced ops, their host ns, ns waited after them
 
@@ -56,12 +57,16 @@ double device_speed(c10::DeviceIndex device) {
 PacedOp::PacedOp(std::optional<c10::DeviceIndex> device)
     : device_(device.value_or(-1)), slowdown_(device.has_value() ? 1.0 / speed_of(*device) - 1.0 : 0.0) {
   count_device_op(device);  // every paced op is one op on its device: a lost device raises here, before it runs
+  if (t_paced_depth++ > 0) {
+    slowdown_ = 0.0;  // inside another paced op (a fallback's copies, say): the outer op's time already holds it
+  }
   if (slowdown_ > 0.0) {
     start_ = SpeedClock::now();
   }
 }
 
 PacedOp::~PacedOp() {
+  --t_paced_depth;
   if (slowdown_ <= 0.0) {
     return;
   }
