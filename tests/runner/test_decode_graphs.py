@@ -58,43 +58,38 @@ def test_the_static_step_gives_the_eager_tokens_with_padded_rows_and_two_context
     assert {(4, 32), (4, 64)} <= set(graphs.steps)
 
 
-def test_a_replay_that_fails_is_a_counted_path_fallback_and_the_steps_run_eager(engine):
-    eager = _greedy(engine)
+def _serve_faulty(engine: LLMEngine, capture) -> tuple[DecodeGraphs, int]:  # type: ignore[no-untyped-def]
+    """Greedy tokens served with graphs made by `capture` equal eager's; the graphs, and the path fallbacks taken."""
+    eager, before = _greedy(engine), engine.fallbacks.counts["path"]
+    graphs = engine.executor.graphs = _eager_body_graphs(engine, capture)
+    try:
+        assert _greedy(engine) == eager
+    finally:
+        engine.executor.graphs = None
+    return graphs, engine.fallbacks.counts["path"] - before
 
+
+def test_a_replay_that_fails_is_a_counted_path_fallback_and_the_steps_run_eager(engine):
     def broken(body):  # type: ignore[no-untyped-def]
         def replay() -> None:
             raise RuntimeError("emu: replay lost the device")
         return replay
 
-    before = engine.fallbacks.counts["path"]
-    graphs = engine.executor.graphs = _eager_body_graphs(engine, broken)
-    try:
-        served = _greedy(engine)
-    finally:
-        engine.executor.graphs = None
-    assert served == eager and graphs.replays == 0 and not graphs.steps
-    assert engine.fallbacks.counts["path"] == before + 1
+    graphs, fallbacks = _serve_faulty(engine, broken)
+    assert graphs.replays == 0 and not graphs.steps and fallbacks == 1
     event = engine.fallbacks.events[-1]
     assert (event.what, event.instead) == ("decode step", "eager") and "replay lost the device" in event.why
 
 
 def test_a_step_captured_while_serving_whose_replay_is_wrong_never_serves_a_token(engine):
-    eager = _greedy(engine)
-
     def one_percent_high(body):  # type: ignore[no-untyped-def]
         def replay() -> None:
             body()
             body.__self__.logits.mul_(1.01)  # the StaticStep's logits: a replay that computes other numbers
         return replay
 
-    before = engine.fallbacks.counts["path"]
-    graphs = engine.executor.graphs = _eager_body_graphs(engine, one_percent_high)
-    try:
-        served = _greedy(engine)
-    finally:
-        engine.executor.graphs = None
-    assert served == eager and graphs.replays == 0
-    assert engine.fallbacks.counts["path"] == before + 1
+    graphs, fallbacks = _serve_faulty(engine, one_percent_high)
+    assert graphs.replays == 0 and fallbacks == 1
     assert graphs.failed is not None and "failed the replay check" in graphs.failed
 
 
