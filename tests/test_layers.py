@@ -24,7 +24,8 @@ CORE = {"bringup", "bringup.errors", "bringup.log", "bringup.fallbacks", "bringu
 # profiles. The runner never imports probes; backends never import profiles (profiles store the device record
 # backends fill). report reads profiles, fleet results (probes/fleet) and drafts a plan from a profile through the
 # runner's torch-free planning modules; export (other engines' launch flags from a profile) reads profiles and the
-# same planning modules (graphs_evidence: what graph_replay records say), and report shows its result.
+# same planning modules (graphs_evidence: what graph_replay records say), and report shows its result; a
+# placement's export names devices as the peers do through the backends' torch-free naming modules.
 LAYERS: dict[str, set[str]] = {
     "bringup.__main__": {"bringup.cli"},
     "bringup.cli": {"bringup.serve", "bringup.report", "bringup.export", "bringup.probes", "bringup.runner",
@@ -34,7 +35,8 @@ LAYERS: dict[str, set[str]] = {
                        "bringup.runner.plan.profile_facts", "bringup.runner.plan.settings",
                        "bringup.runner.model.config.builtin", "bringup.profiles"},
     "bringup.export": {"bringup.runner.plan.plan", "bringup.runner.plan.profile_facts",
-                       "bringup.runner.plan.graphs_evidence", "bringup.profiles"},
+                       "bringup.runner.plan.graphs_evidence", "bringup.profiles",
+                       "bringup.backends.host", "bringup.backends.peer_names"},  # torch-free: family names
     "bringup.probes": {"bringup.runner.model", "bringup.runner.sources.builtin_model", "bringup.runner.model_files",
                        "bringup.runner.draws",
                        "bringup.runner.throughput", "bringup.runner.serving_latency", "bringup.profiles",

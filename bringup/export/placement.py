@@ -9,13 +9,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bringup.backends.host import HOST_DEVICE_TYPE
+from bringup.backends.peer_names import PEER_GPU_FAMILY, llama_cpp_device
 from bringup.bounded_file import FileRefused, read_bounded
 from bringup.errors import BringupError
 from bringup.export.config import Omitted, Setting
 
 Item = Setting | Omitted
 MAX_PLAN_BYTES = 4 << 20
-HOST, GPU = "cpu", "cuda"  # the backends these mappings cover: llama.cpp's CPU and CUDA{N}; vLLM's CUDA platform
+HOST, GPU = HOST_DEVICE_TYPE, PEER_GPU_FAMILY  # the families these mappings cover: the host, and the peers' GPUs
 ORDER = ("CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as torch saw them (llama.cpp's CUDA{N} and torch's cuda:N "
          "then name the same card)")
 
@@ -107,10 +109,11 @@ def _gpu_flags(value: dict[str, Any], gpus: list[tuple[str, int]], layers: int, 
     if len(gpus) == 1:
         (device, _), index = gpus[0], _backend(gpus[0][0])[1]
         return [Setting("flag", "-sm", "none", f"one GPU ({device}) holds every offloaded layer", said),
-                Setting("flag", "-mg", str(index), f"{device}: llama.cpp's CUDA{index}, with {ORDER}", said),
+                Setting("flag", "-mg", str(index), f"{device}: llama.cpp's {llama_cpp_device(index)}, with {ORDER}",
+                        said),
                 Setting("flag", "-ngl", *ngl, said)]
     shares = [c + (1 if i == len(gpus) - 1 else 0) for i, (_, c) in enumerate(gpus)]
-    return [Setting("flag", "-dev", ",".join(f"CUDA{_backend(d)[1]}" for d, _ in gpus),
+    return [Setting("flag", "-dev", ",".join(llama_cpp_device(_backend(d)[1]) for d, _ in gpus),
                     f"the GPUs in pipeline order ({', '.join(d for d, _ in gpus)}), with {ORDER}", said),
             Setting("flag", "-sm", "layer", "the placement splits the layers (a pipeline)", said),
             Setting("flag", "-ts", ",".join(map(str, shares)), "each GPU's layers, in -dev's order (the last "
