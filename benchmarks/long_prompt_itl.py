@@ -26,6 +26,7 @@ if str(REPO) not in sys.path:
 
 from benchmarks.machine import header_lines, machine_facts  # noqa: E402
 from bringup.runner.engine.engine import EngineOptions, LLMEngine  # noqa: E402
+from bringup.runner.plan.prefill_chunk import shown_chunks  # noqa: E402
 from bringup.runner.sampling_params import SamplingParams  # noqa: E402
 
 DEFAULT_MODEL = REPO / ".cache/test-models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -51,7 +52,7 @@ def _gaps(engine: LLMEngine, streams: set[str], last: dict[str, float], until) -
             return gaps
 
 
-def one_round(engine: LLMEngine, chunk: int | None, args: argparse.Namespace, seed: int) -> dict:
+def one_round(engine: LLMEngine, chunk: list[list[int]] | None, args: argparse.Namespace, seed: int) -> dict:
     engine.scheduler.prefill_chunk = chunk
     rng = random.Random(seed)
     vocab = engine.vocab_size
@@ -80,12 +81,13 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=4000)
     parser.add_argument("--streams", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--chunk", type=int, default=None, help="the chunk when on (default: the plan's)")
+    parser.add_argument("--chunk", type=int, default=None,
+                        help="one chunk for every context when on (default: the plan's table)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     engine = LLMEngine.create(EngineOptions(model_dir=args.model, device="cpu", dtype=args.dtype,
                                             max_model_len=args.prompt + 512, max_num_seqs=args.streams + 1))
-    chunk = args.chunk or engine.plan.prefill_chunk.value
+    chunk = [[0, args.chunk]] if args.chunk else engine.plan.prefill_chunk.value
     results: dict[str, list[dict]] = {"off": [], "on": []}
     for r in range(args.rounds):
         for side, value in (("off", None), ("on", chunk)):
@@ -100,7 +102,8 @@ def main() -> None:
         return
     print("\n".join(header_lines(machine_facts("cpu"))))
     print(f"model {args.model.name}, dtype {engine.plan.dtype.value}, {args.streams} streams, a {args.prompt}-token "
-          f"prompt arriving; chunk {chunk} ({engine.plan.prefill_chunk.evidence}); best of {args.rounds} rounds")
+          f"prompt arriving; chunk {shown_chunks(chunk)} ({engine.plan.prefill_chunk.evidence}); best of "
+          f"{args.rounds} rounds")
     for side, s in summary.items():
         print(f"chunking {side:3}: p99 gap without {s['p99_without'] * 1e3:7.1f} ms, during "
               f"{s['p99_during'] * 1e3:8.1f} ms ({s['ratio']:.2f}x); long prompt's first token after {s['ttft']:.2f} s")

@@ -147,16 +147,22 @@ def test_the_record_keeps_the_late_decisions_and_a_replay_takes_them_without_tim
 @pytest.mark.parametrize("update, said", [
     ({"prefill": None, "attention_check": None, "graph_decode": None}, ""),  # written before they were kept
     ({"torch": "0.0.1"}, "was tuned under torch 0.0.1, not "),
+    ({"prefill": "chunk alone"}, ""),  # prefill timings from before the chunk ran in the decodes' forward
 ])
 def test_an_older_record_or_another_torchs_is_measured_not_trusted(tuned, tmp_path, caplog, update, said):
     path, _ = tuned
     profile = load_profile(path)
     (key, record), = profile.models.items()
+    if update == {"prefill": "chunk alone"}:
+        update = {"prefill": record.prefill.model_copy(update={"with_decode": False})}
     profile.models = {key: record.model_copy(update=update)}
     other = tmp_path / "other.yaml"
     other.write_text(render_yaml(profile))
     engine, _ = replayed_start(other)
     assert "measured at start-up in " in engine.plan.prefill_chunk.evidence
+    if update.get("prefill") is not None:
+        assert "from tune record" in engine.plan.attention.evidence
+        return
     assert "checked and timed at start-up in " in engine.plan.attention.evidence
     if "torch" in update:
         assert said in caplog.text

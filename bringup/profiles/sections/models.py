@@ -31,13 +31,18 @@ class CandidateRecord(ProfileModel):
 
 
 class PrefillRecord(ProfileModel):
-    """A one-sequence decode step and prefill steps by prompt tokens, in seconds (the prefill chunk's timings)."""
+    """A one-sequence decode step, and steps of that decode and a prompt chunk by the chunk's tokens at no context and
+    at `context` tokens of context, in seconds (the prefill chunk's timings). `with_decode` false: a record from
+    before the chunk ran in the decode's forward, whose timings are of the chunk alone (not replayed)."""
 
     floats_checked_later: ClassVar[bool] = True
 
     decode_step: float
     by_tokens: dict[int, float]
     how: str = ""
+    context: int = 0
+    at_context: dict[int, float] = {}
+    with_decode: bool = False
 
 
 class AttentionCheckRecord(ProfileModel):

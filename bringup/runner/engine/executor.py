@@ -14,7 +14,7 @@ from bringup.runner.engine.prompt_logprobs import ScoredPrompt, score_prompt
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.host.paged_decode import DecodeAttention
 from bringup.runner.model.attention import AttentionDispatcher
-from bringup.runner.model.batch_inputs import BatchInputs, SeqChunk, build_inputs
+from bringup.runner.model.batch_inputs import BatchInputs, SeqChunk, build_inputs, build_mixed_inputs
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.moe import (
     DENSE,
@@ -103,8 +103,9 @@ class Executor:
         """Logits of each chunk's last token ([len(chunks), vocab]), or of every new token (`all_positions`).
 
         Attention pads every sequence's queries and context to the step's longest, so a step of very unequal
-        chunks runs as a few forwards of similar ones (`forward_groups`): the decodes apart (one query each, the
-        fast decode path), prompts of similar lengths together."""
+        chunks attends in a few groups of similar ones (`forward_groups`): the decodes apart (one query each, the
+        fast decode path), prompts of similar lengths together, all in one forward (a mixed step) unless a prompt
+        scores its tokens."""
         return self._run_groups(chunks, all_positions, {})[0]
 
     def _run_groups(self, chunks: list[SeqChunk], all_positions: bool,
@@ -113,6 +114,12 @@ class Executor:
         groups = [list(range(len(chunks)))] if all_positions else forward_groups(chunks)
         if len(groups) == 1:
             return self._run_together(chunks, all_positions, scored)
+        if not scored:  # one forward: each group attends apart, every weight read once
+            order = [i for group in groups for i in group]
+            mixed, _ = self._run_together([chunks[i] for i in order], False, {}, [len(g) for g in groups])
+            logits = torch.empty_like(mixed)
+            logits[order] = mixed
+            return logits, {}
         parts = [(group, self._run_together([chunks[i] for i in group], False,
                                             {j: scored[i] for j, i in enumerate(group) if i in scored}))
                  for group in groups]
@@ -124,16 +131,18 @@ class Executor:
             scores.update({group[j]: score for j, score in part_scores.items()})
         return logits, scores
 
-    def _run_together(self, chunks: list[SeqChunk], all_positions: bool,
-                      scored: dict[int, int]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
+    def _run_together(self, chunks: list[SeqChunk], all_positions: bool, scored: dict[int, int],
+                      parts: list[int] | None = None) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
+        """One forward over `chunks`; `parts`: the sizes of consecutive groups that attend apart (a mixed step)."""
         m = self.model
-        if self.graphs is not None and not all_positions and not scored:
+        if self.graphs is not None and not all_positions and not scored and parts is None:
             with torch.inference_mode():
                 replayed = self.graphs.logits(chunks)
             if replayed is not None:
                 return replayed, {}
-        inputs = build_inputs(chunks, self.plan.block_size, m.config.num_queries_per_kv, m.device,
-                              m.config.attention_window)
+        shape = self.plan.block_size, m.config.num_queries_per_kv, m.device, m.config.attention_window
+        inputs = build_inputs(chunks, *shape) if parts is None else build_mixed_inputs(split_sizes(chunks, parts),
+                                                                                       *shape)
         with torch.inference_mode():
             try:
                 return self._logits(inputs, all_positions, chunks, scored)
@@ -143,7 +152,7 @@ class Executor:
                 if isinstance(exc, GroupedPathError):
                     self.recorder.record("op", "experts", wanted=GROUPED, instead=DENSE, why=exception_line(exc))
                     use_expert_path(m, DENSE)
-                    return self._run_together(chunks, all_positions, scored)  # a linear fallback may still follow
+                    return self._run_together(chunks, all_positions, scored, parts)  # a linear fallback may follow
                 if HOST_KIND not in m.layout.kinds:
                     raise
                 self.recorder.record("op", "linear", wanted=HOST_KIND, instead=OUT_IN, why=exception_line(exc))
@@ -222,9 +231,9 @@ class Executor:
 
 
 def forward_groups(chunks: list[SeqChunk]) -> list[list[int]]:
-    """Chunk indices split into forwards: decodes together; prompts by length, a new group whenever padding
-    the group's queries and contexts to its longest would cost over PADDING_LIMIT x the attention work it needs,
-    at most MAX_PROMPT_GROUPS groups (each forward reads every weight once more)."""
+    """Chunk indices split into groups that attend apart: decodes together; prompts by length, a new group whenever
+    padding the group's queries and contexts to its longest would cost over PADDING_LIMIT x the attention work it
+    needs, at most MAX_PROMPT_GROUPS groups (a step that scores a prompt runs each group as its own forward)."""
     new = [len(c.token_ids) - c.start for c in chunks]
     decodes = [i for i, n in enumerate(new) if n == 1]
     prompts = sorted((i for i, n in enumerate(new) if n > 1), key=lambda i: (new[i], len(chunks[i].token_ids)))
@@ -242,6 +251,12 @@ def forward_groups(chunks: list[SeqChunk]) -> list[list[int]]:
             break
         limit *= 2
     return [g for g in ([decodes] if decodes else []) + groups]
+
+
+def split_sizes(chunks: list[SeqChunk], sizes: list[int]) -> list[list[SeqChunk]]:
+    """`chunks` cut into consecutive groups of `sizes`."""
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [chunks[start:start + size] for start, size in zip(starts, sizes, strict=True)]
 
 
 def is_decode(inputs: BatchInputs) -> bool:

@@ -19,10 +19,11 @@ log = get_logger("runner.scheduler")
 
 class Scheduler:
     def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
-                 prefill_chunk: int | None = None) -> None:
+                 prefill_chunk: list[list[int]] | None = None) -> None:
         self.blocks = blocks
         self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
-        self.prefill_chunk = prefill_chunk  # prompt tokens a step may carry beside decodes (None: whole prompts)
+        # [context, prompt tokens a step may carry beside decodes] pairs (None: whole prompts)
+        self.prefill_chunk = prefill_chunk
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []  # in arrival order
         self.num_preemptions = 0

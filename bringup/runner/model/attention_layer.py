@@ -44,6 +44,17 @@ class AttentionMetadata:
     num_queries: int  # Q
     context_lens: torch.Tensor | None = None  # [B] context length of each sequence (int64)
     window_mask: torch.Tensor | None = None  # like mask, for the sliding layers; None: no key is outside the window
+    parts: list[AttentionPart] | None = None  # a mixed step: attention runs per part (the rest of the fields unused)
+
+
+@dataclass
+class AttentionPart:
+    """Tokens [first, end) of a mixed step (batch_inputs.build_mixed_inputs), which attend with their own metadata:
+    decodes apart from prompt chunks, so each runs its own path while every linear layer reads its weights once."""
+
+    first: int
+    end: int
+    meta: AttentionMetadata
 
 
 def matmul_softmax_attention(q, k, v, mask, scale, softcap=None):  # type: ignore[no-untyped-def]
@@ -117,6 +128,8 @@ class Attention(nn.Module):
 
     def _attend(self, q: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """Attention output [T, H*hd] of the queries q [T, H, hd] over each sequence's cached context."""
+        if meta.parts is not None:
+            return torch.cat([self._attend(q[part.first:part.end], part.meta) for part in meta.parts])
         T, H, KV, D = q.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
         decode_attend, Q = self.ops.decode_attend, meta.num_queries
         windowed = self.spec.window is not None and meta.window_mask is not None

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bringup.runner.model.attention_layer import AttentionMetadata
+from bringup.runner.model.attention_layer import AttentionMetadata, AttentionPart
 
 
 @dataclass
@@ -75,6 +75,23 @@ def build_inputs(chunks: list[SeqChunk], block_size: int, queries_per_kv: int,
     )
     return BatchInputs(torch.tensor(ids, dtype=torch.long, device=device), positions.to(device), meta,
                        (starts[1:] - 1).to(device))
+
+
+def build_mixed_inputs(groups: list[list[SeqChunk]], block_size: int, queries_per_kv: int,
+                       device: torch.device, window: int | None = None) -> BatchInputs:
+    """One forward's inputs for several groups of chunks (decodes, prompt chunks of similar lengths): their tokens
+    flattened in group order, each group attending as its own part; last_index follows the same order."""
+    built = [build_inputs(group, block_size, queries_per_kv, device, window) for group in groups]
+    parts, first = [], 0
+    for inputs in built:
+        end = first + inputs.input_ids.shape[0]
+        parts.append(AttentionPart(first, end, inputs.meta))
+        first = end
+    last = torch.cat([inputs.last_index + part.first for inputs, part in zip(built, parts, strict=True)])
+    meta = AttentionMetadata(slot_mapping=torch.cat([b.meta.slot_mapping for b in built]),
+                             context_slots=built[0].meta.context_slots, mask=None, query_index=None,
+                             output_index=None, num_queries=max(b.meta.num_queries for b in built), parts=parts)
+    return BatchInputs(torch.cat([b.input_ids for b in built]), torch.cat([b.positions for b in built]), meta, last)
 
 
 def _per_head(m: torch.Tensor, queries_per_kv: int) -> torch.Tensor:

@@ -1,9 +1,12 @@
 """The prefill chunk: how many prompt tokens a step may carry beside running decodes, from measured step times.
 
-A step that carries a prompt chunk beside decodes takes the decodes' time plus the chunk's (the executor runs them
-as separate forwards, executor.forward_groups). The chunk is the largest size timed whose prefill step takes at most
-(CHUNK_STEP_RATIO - 1) × a one-sequence decode step, so a running stream's step with a chunk in it takes at most
-CHUNK_STEP_RATIO × its step without one. Sizes are whole KV blocks; one block at least, so a prompt always moves.
+A step that carries a prompt chunk beside decodes runs them in one forward (executor: each group attends apart,
+every weight is read once). The chunk is the largest size timed whose step -- one decode and the chunk -- takes at
+most CHUNK_STEP_RATIO x a one-sequence decode step, so a running stream's step with a chunk in it takes at most that
+many times its step without one. A chunk's step grows with the context its prompt has reached (attention reads it
+all), so the steps are timed at no context and at a long one, and the chunk is chosen for each context from the line
+through them: a table of [context, chunk] pairs that shrinks the chunk as the prompt grows. At least MIN_CHUNK
+tokens, so a prompt always moves.
 """
 
 from __future__ import annotations
@@ -12,44 +15,92 @@ from dataclasses import dataclass, field
 
 from bringup.runner.plan.choice import Choice
 
-# a decode step that carries a prompt chunk takes at most this many times a decode step alone (issue 55 asks the
-# streams' inter-token p99 with a long prompt arriving to stay within 3x of theirs without; 2 leaves room for noise)
-CHUNK_STEP_RATIO = 2.0
-MAX_CHUNK_BLOCKS = 64  # the largest chunk timed: 64 blocks (1,024 tokens of 16)
+# a step that carries a prompt chunk takes at most this many times a decode step alone (issue 55 asks the streams'
+# inter-token p99 with a long prompt arriving to stay within 3x of theirs without; 2.5 leaves room for noise)
+CHUNK_STEP_RATIO = 2.5
+MIN_CHUNK = 4  # the smallest chunk timed: a prompt always moves at least this many tokens a step
+MAX_CHUNK = 1024  # the largest chunk timed
+CONTEXT_TIMED = 2048  # the context the chunk steps are timed at again, where the cache and context allow
+FIRST_CONTEXT = 256  # the table's first context past 0; then doubling up to the model's context
 
 
 @dataclass(frozen=True)
 class PrefillTimings:
-    """Seconds of one decode step (one sequence) and of prefill steps by their prompt tokens (the best of a few)."""
+    """Seconds of one decode step (one sequence), of steps of one decode and a prompt chunk by the chunk's tokens
+    at no context (`by_tokens`), and at `context` tokens of context (`at_context`; empty: not timed there)."""
 
     decode_step: float
     by_tokens: dict[int, float] = field(default_factory=dict)
     how: str = ""
+    context: int = 0
+    at_context: dict[int, float] = field(default_factory=dict)
 
 
-def chunk_sizes(block_size: int, max_model_len: int) -> list[int]:
-    """The chunk sizes to time, ascending: 1, 2, 4, ... blocks, up to MAX_CHUNK_BLOCKS or the context."""
-    sizes, blocks = [], 1
-    while blocks <= MAX_CHUNK_BLOCKS and blocks * block_size < max_model_len:
-        sizes.append(blocks * block_size)
-        blocks *= 2
-    return sizes or [block_size]
+def chunk_sizes(max_model_len: int) -> list[int]:
+    """The chunk sizes to time, ascending: MIN_CHUNK, 2 x, 4 x, ... tokens, up to MAX_CHUNK or the context."""
+    sizes, tokens = [], MIN_CHUNK
+    while tokens <= MAX_CHUNK and tokens < max_model_len:
+        sizes.append(tokens)
+        tokens *= 2
+    return sizes or [1]
 
 
-def choose_prefill_chunk(timings: PrefillTimings | None, block_size: int) -> Choice:
+def predicted_step(timings: PrefillTimings, tokens: int, context: int) -> float:
+    """Seconds of a step of one decode and a `tokens` chunk whose prompt has `context` tokens cached: the line
+    through the two timings (flat where the long context was not timed)."""
+    at_zero = timings.by_tokens[tokens]
+    if tokens not in timings.at_context or timings.context <= 0:
+        return at_zero
+    return at_zero + max(timings.at_context[tokens] - at_zero, 0.0) * context / timings.context
+
+
+def chunk_table(timings: PrefillTimings, max_model_len: int) -> list[list[int]]:
+    """[context, chunk] pairs, ascending, each chunk from its context on (plain lists: the table is plan data that
+    JSON carries unchanged): the largest size timed whose predicted step fits at the end of the
+    span it serves (the next context in the table, or the model's context)."""
+    allowed = CHUNK_STEP_RATIO * timings.decode_step
+    sizes = sorted(timings.by_tokens)
+    starts, context = [0], FIRST_CONTEXT
+    while timings.at_context and context < max_model_len:
+        starts.append(context)
+        context *= 2
+    table: list[list[int]] = []
+    for start, end in zip(starts, [*starts[1:], max_model_len], strict=True):
+        fitting = [n for n in sizes if predicted_step(timings, n, end) <= allowed]
+        chunk = fitting[-1] if fitting else sizes[0]
+        if not table or chunk != table[-1][1]:
+            table.append([start, chunk])
+    return table
+
+
+def chunk_at(table: list[list[int]], context: int) -> int:
+    """The chunk for a prompt with `context` tokens cached."""
+    return [chunk for start, chunk in table if start <= context][-1]
+
+
+def choose_prefill_chunk(timings: PrefillTimings | None, max_model_len: int) -> Choice:
     if timings is None:
         return Choice(None, "not measured (start-up timings given as data): prompts run whole")
-    allowed = (CHUNK_STEP_RATIO - 1) * timings.decode_step
-    fitting = [n for n, seconds in sorted(timings.by_tokens.items()) if seconds <= allowed]
+    table = chunk_table(timings, max_model_len)
+    allowed = CHUNK_STEP_RATIO * timings.decode_step
     timed = ", ".join(f"{n}: {seconds * 1e3:.1f}" for n, seconds in sorted(timings.by_tokens.items()))
-    measured = (f"decode step {timings.decode_step * 1e3:.1f} ms; prefill ms by tokens {timed}"
-                f"{f' ({timings.how})' if timings.how else ''}")
-    if not fitting:
-        return Choice(block_size, f"one block: no timed prefill step fits {CHUNK_STEP_RATIO - 1:g} × the decode "
-                                  f"step ({allowed * 1e3:.1f} ms); {measured}")
-    return Choice(fitting[-1], f"the largest prefill step within {CHUNK_STEP_RATIO - 1:g} × a decode step "
-                               f"({allowed * 1e3:.1f} ms), so a stream's step with a chunk takes at most "
-                               f"{CHUNK_STEP_RATIO:g} × its step without; {measured}")
+    measured = f"decode step {timings.decode_step * 1e3:.1f} ms; one decode + a chunk, ms by tokens at context 0: " \
+               f"{timed}"
+    if timings.at_context:
+        at = ", ".join(f"{n}: {seconds * 1e3:.1f}" for n, seconds in sorted(timings.at_context.items()))
+        measured += f"; at context {timings.context}: {at}"
+    else:
+        measured += "; not timed at a long context (the cache or context is too small): the chunk does not shrink"
+    how = f" ({timings.how})" if timings.how else ""
+    return Choice(table, f"the largest chunk whose step with one decode is predicted within {CHUNK_STEP_RATIO:g} × "
+                         f"the decode step ({allowed * 1e3:.1f} ms), at each context; {measured}{how}")
+
+
+def shown_chunks(table: list[list[int]] | None) -> str:
+    if not table:
+        return "whole prompts"
+    steps = [f"{chunk} tokens from context {context}" for context, chunk in table]
+    return ("; ".join(steps) if len(steps) > 1 else f"{table[0][1]} tokens") + " beside decodes"
 
 
 def check_prefill_chunk_option(value: str) -> str | None:
@@ -65,5 +116,5 @@ def chunk_option(value: str) -> Choice | None:
     if value == "off":
         return Choice(None, "off (--prefill-chunk off): prompts run whole, stalling running streams for their prefill")
     if value.isdigit():
-        return Choice(int(value), f"{value} tokens (--prefill-chunk), not measured")
+        return Choice([[0, int(value)]], f"{value} tokens at every context (--prefill-chunk), not measured")
     return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bringup.runner.plan.placement.placement import shown_placement
+from bringup.runner.plan.prefill_chunk import shown_chunks
 
 LISTED = ("host_fallbacks", "global_fallback")  # a list of names, or one, shown as `none` when empty
 
@@ -23,12 +24,12 @@ def shown(setting: str, value: Any, block_size: int) -> str:
         return str((", ".join(value) if isinstance(value, list) else value) or "none")
     if setting == "graphs":
         return "batch " + ", ".join(str(size) for size in value) if value else "off"
+    if setting == "prefill_chunk":
+        return shown_chunks(value)
     if isinstance(value, list):
         return " > ".join(value)  # the implementations in the order tried
     if setting == "compiled":
         return f"compiled ({value})" if value else "eager"
-    if setting == "prefill_chunk":
-        return f"{value} tokens beside decodes" if value else "whole prompts"
     if setting == "prefix_caching":
         return "on" if value else "off"
     if setting == "kv_blocks":

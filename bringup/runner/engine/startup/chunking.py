@@ -22,10 +22,11 @@ def prefill_chunk(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
         timings, how = start.inputs.options.measurements.prefill, ""
     else:
         same_blocks = record is None or record.block_size == plan.block_size  # else its sizes are other blocks'
+        same_blocks = same_blocks and (record is None or record.prefill is None or record.prefill.with_decode)
         timings, how = given_replayed_or_measured(start, "prefill", lambda: measure_prefill(executor, plan),
                                                   replayable=same_blocks)
         timings = within(timings, plan)
-    chosen = choose_prefill_chunk(timings, plan.block_size)
+    chosen = choose_prefill_chunk(timings, plan.max_model_len.value)
     return replace(plan, prefill_chunk=replace(chosen, evidence=f"{chosen.evidence}; {how}") if how else chosen)
 
 
@@ -34,4 +35,9 @@ def within(timings: PrefillTimings | None, plan: ExecutionPlan) -> PrefillTiming
     if timings is None:
         return None
     room = min(plan.max_model_len.value, plan.kv_blocks.value * plan.block_size)
-    return replace(timings, by_tokens={n: s for n, s in timings.by_tokens.items() if n < room})
+    by_tokens = {n: s for n, s in timings.by_tokens.items() if n < room}
+    if not by_tokens:
+        return None
+    long = timings.context + max(by_tokens, default=0) < room
+    return replace(timings, by_tokens=by_tokens, context=timings.context if long else 0,
+                   at_context={n: s for n, s in timings.at_context.items() if n in by_tokens} if long else {})

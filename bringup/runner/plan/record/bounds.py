@@ -98,6 +98,12 @@ def _late(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
             if tokens < 1:
                 yield ("prefill", "by_tokens", tokens), f"{tokens} is not a number of prompt tokens"
             yield from _seconds(("prefill", "by_tokens", tokens), seconds)
+        if r.prefill.context < 0:
+            yield ("prefill", "context"), f"{r.prefill.context} is not a number of context tokens"
+        for tokens, seconds in r.prefill.at_context.items():
+            if tokens not in r.prefill.by_tokens:
+                yield ("prefill", "at_context", tokens), f"{tokens} is not a chunk timed at no context"
+            yield from _seconds(("prefill", "at_context", tokens), seconds)
     check = r.attention_check
     if check is not None:
         yield from _seconds(("attention_check", "plain_s"), check.plain_s)

@@ -35,7 +35,10 @@ def _prefill(runs: list[PrefillTimings], noise: dict[str, float]) -> PrefillTimi
     by_tokens = {n: min(r.by_tokens[n] for r in runs if n in r.by_tokens) for n in sizes}
     noise["prefill decode step"] = floor_noise([r.decode_step for r in runs])
     how = f"fastest of {len(runs)} start-up runs, each {runs[0].how}" if len(runs) > 1 else runs[0].how
-    return PrefillTimings(min(r.decode_step for r in runs), by_tokens, how)
+    context = min(r.context for r in runs)  # each run's context is the same where the plan is
+    at_context = {n: min(r.at_context[n] for r in runs if n in r.at_context) for n in by_tokens
+                  if context and all(n in r.at_context for r in runs)}
+    return PrefillTimings(min(r.decode_step for r in runs), by_tokens, how, context if at_context else 0, at_context)
 
 
 def _attention(runs: list[AttentionTimings]) -> AttentionTimings:
