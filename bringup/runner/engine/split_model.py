@@ -37,8 +37,10 @@ class _StepCopies:
 
 
 def _meta_on(meta: AttentionMetadata, device: torch.device) -> AttentionMetadata:
-    moved = {f.name: getattr(meta, f.name).to(device) for f in fields(meta)
-             if isinstance(getattr(meta, f.name), torch.Tensor) and getattr(meta, f.name).device != device}
+    tensors = {f.name: getattr(meta, f.name) for f in fields(meta) if isinstance(getattr(meta, f.name), torch.Tensor)}
+    moved: dict[str, Any] = {name: t.to(device) for name, t in tensors.items() if t.device != device}
+    if meta.parts is not None:  # a mixed step: each part's metadata too
+        moved["parts"] = [replace(part, meta=_meta_on(part.meta, device)) for part in meta.parts]
     return replace(meta, **moved) if moved else meta
 
 
