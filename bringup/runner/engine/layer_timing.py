@@ -39,9 +39,11 @@ class LayerTime:
     evidence: str
 
 
-def layer_seconds(device: str, config: ModelConfig, dtype: str) -> LayerTime:
-    """One layer of `config` in `dtype` timed on `device` (a few seconds at most on a slow device)."""
-    steps = {count: _Stepper(_model(config, count, dtype, device)) for count in (FEW, MANY)}
+def layer_seconds(device: str, config: ModelConfig, dtype: str, facts: ProfileFacts | None = None) -> LayerTime:
+    """One layer of `config` in `dtype` timed on `device` (a few seconds at most on a slow device), planned from
+    the device's profile `facts` (None: the conservative plan, with its warning)."""
+    facts = facts or ProfileFacts(None)
+    steps = {count: _Stepper(_model(config, count, dtype, device, facts)) for count in (FEW, MANY)}
     best = {count: float("inf") for count in steps}
     for _ in range(ROUNDS):
         for count, stepper in steps.items():
@@ -59,14 +61,14 @@ def _cut(config: ModelConfig, layers: int) -> ModelConfig:
     return dataclasses.replace(config, num_layers=layers, vocab_size=VOCAB, stored_quantization=None, **changes)
 
 
-def _model(config: ModelConfig, layers: int, dtype: str, device: str) -> Executor:
+def _model(config: ModelConfig, layers: int, dtype: str, device: str, facts: ProfileFacts) -> Executor:
     cut = _cut(config, layers)
     generator = torch.Generator().manual_seed(0)
     shapes = hf_tensor_shapes(cut)
     model = build_model(cut, getattr(torch, dtype), device, WeightLayout("out_in", "out_in", 0))
     model.load_hf_tensors(lambda name: None if shapes.get(name) is None
                           else 0.02 * torch.randn(shapes[name], generator=generator))
-    plan = build_plan(ProfileFacts(None), "layer timing", device, cut, 1, CONTEXT, dtype)
+    plan = build_plan(facts, "layer timing", device, cut, 1, CONTEXT, dtype)
     model.allocate_kv_cache(CONTEXT // plan.block_size, plan.block_size)
     return Executor(model, plan, FallbackRecorder())
 
