@@ -28,9 +28,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from bringup_emu.default_spec import DEFAULT_NATIVE
+
 SPEC = {"devices": [{"name": "Emu fast small", "memory": "2GiB", "speed": 1.0},
                     {"name": "Emu slow large", "memory": "2GiB", "speed": 0.25}],
-        "refused_dtypes": ["float64"]}
+        "refused_dtypes": ["float64"], "native": list(DEFAULT_NATIVE)}
 DEFAULT_MODEL = Path(".cache/test-models/SmolLM2-135M-Instruct.Q4_1.gguf")
 PROMPT = [1, 504, 3458, 282, 4649, 314]
 CONTEXT = 256

@@ -17,9 +17,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bringup_emu.default_spec import DEFAULT_NATIVE
+
 SPEC = {"devices": [{"name": "Emu quarter, small context", "memory": "2GiB", "speed": 0.25},
                     {"name": "Emu eighth, large context", "memory": "2GiB", "speed": 0.125}],
-        "refused_dtypes": ["float64"]}
+        "refused_dtypes": ["float64"], "native": list(DEFAULT_NATIVE)}
 CONTEXTS = {"emu:0": 128, "emu:1": 512}  # the long prompt (300 tokens) fits only emu:1's
 CONCURRENCY = 8
 
