@@ -43,7 +43,7 @@ class ReplicaRouter:
         able = [r for r in live if r.holds(prompt, min(prompt + max_tokens, r.engine.max_model_len))]
         if not able:  # none holds it: the largest live one refuses it in its own words
             return max(live, key=lambda r: (r.engine.max_model_len, r.kv_tokens()))
-        return min(able, key=lambda r: r.predicted_s(min(prompt + max_tokens, r.engine.max_model_len)))
+        return min(able, key=lambda r: r.predicted_s(min(prompt + max_tokens, r.engine.max_model_len), prompt))
 
     def abort_request(self, request_id: str) -> None:
         for replica in self.replicas:
