@@ -59,3 +59,6 @@ def test_the_router_splits_a_batch_only_where_the_measured_step_grows_with_it() 
         chosen = min((fast, slow), key=lambda r: r.predicted_s(16 + 5, 5))
         assert chosen.device == eighth_goes_to, (costs, fast.predicted_s(21, 5), slow.predicted_s(21, 5))
     assert fast.predicted_s(21, 5) == pytest.approx(5 * 0.005 + 16 * flat["fast"].decode_s(8))
+    fast.unprefilled = {f"r{i}": 160 for i in range(7)}  # their 160-token prompts not prefilled yet: they go first
+    assert fast.predicted_s(21, 5) == pytest.approx((5 + 7 * 160) * 0.005 + 16 * flat["fast"].decode_s(8))
+    assert slow.predicted_s(21, 5) < fast.predicted_s(21, 5)
