@@ -2,9 +2,12 @@
 memory-proportional split and against the large device alone (issue 54's acceptance: >= 1.3x faster than each).
 
 The pair: `emu:0` fast and small (speed 1.0), `emu:1` slow and large (speed 0.25, so the emulator waits three times
-what it computes); the caps (--fast-cap, --slow-cap, default 450 and 560 MiB) make SmolLM2-135M in float32 with a
+what it computes), both running the default spec's native ops (matmuls, elementwise, indexing, KV writes) as an
+accelerator does; the caps (--fast-cap, --slow-cap, default 450 and 560 MiB) make SmolLM2-135M in float32 with a
 256-token cache fit neither alone. Each device's bandwidth is measured here first (bench's triad kernel through its
-harness, interleaved rounds), and the planner is fed those figures and the caps, as a start-up feeds it a profile's.
+harness, interleaved rounds), then a layer of the model is timed on each (engine/layer_timing.py, as a start-up
+does), and the planner is fed those figures and the caps, as a start-up feeds it a profile's. Each placement's
+predicted time is printed beside its measured one.
 "large alone" runs every layer on emu:1 with its cap lifted (it cannot hold the model under it: that is the point
 of the split; the row says how fast the large device would be if it could).
 

@@ -1,14 +1,18 @@
 """The replicas case of benchmarks/placement.py (`--case replicas`): two emulated devices slow enough that the
-emulator waits more than it computes (speeds 0.25 and 0.125), SmolLM2 on each, the router over both against the
-faster device alone, at concurrency 8 (issue 54's acceptance: aggregate throughput >= 1.3x the faster alone), and a
-long prompt only the larger replica's context holds, which must be served there.
+emulator waits more than it computes (speeds 0.25 and 0.125; the default spec's native ops, as an accelerator runs
+them), SmolLM2 on each, the router over both against the faster device alone, at concurrency 8 (issue 54's
+acceptance: aggregate throughput >= 1.3x the faster alone), and a long prompt only the larger replica's context
+holds, which must be served there.
 
 Each replica is a real engine (LLMEngine) on its own thread, as `serve --placement replicas` starts them; start-up's
 layout and decode timings are given as data (plain F.linear, no paged kernel) so both arms run the same plan and the
-start does not spend minutes timing candidates at an eighth of the host's speed. The router's predicted seconds per
-token come from each replica's own decode measured here (a short greedy run on each, the best of two, after both
-started): the triad bandwidth printed above is shown for reference only, as it swings widely on a busy machine.
-Rounds alternate the arms; each figure is its best round. Not a test: the figures are this machine's."""
+start does not spend minutes timing candidates at an eighth of the host's speed. The router's step costs
+(engine/replicas/step_cost.py) come from each replica's own steps measured here: a decode step at batch 1 and at
+batch 8, and the prefill of one CHAT_PROMPT-token prompt (the best of two, interleaved). Two workloads, each 8
+requests of 16 generated tokens: short prompts (5 tokens: decode only) and a chat (CHAT_PROMPT-token prompts:
+prefill a real share of the work). Rounds alternate the arms; each figure is its best round. The emulated devices
+share the host's cores for the part of each op they compute, so two replicas stepping together slow each other,
+which separate devices would not. Not a test: the figures are this machine's."""
 
 from __future__ import annotations
 
@@ -82,6 +86,21 @@ def measure_costs(replicas: list, prompt: int) -> None:  # type: ignore[no-untyp
         print(f"measured {one.device}: {one.cost.evidence}")
 
 
+def predicted_split(replicas: list, prompt: int, tokens: int) -> str:  # type: ignore[no-untyped-def]
+    """The best split of CONCURRENCY requests between the two replicas that their measured step costs predict (each
+    replica prefills its prompts, then decodes its batch `tokens` steps; the two run side by side), against all on
+    the faster one: the ceiling these two speeds allow this workload, before any slowdown of running both."""
+    fast, slow = (one.cost for one in replicas)
+
+    def took(cost, count: int) -> float:  # type: ignore[no-untyped-def]
+        return count * prompt * cost.prefill_s_per_token + tokens * cost.decode_s(count) if count else 0.0
+
+    spans = {k: max(took(fast, CONCURRENCY - k), took(slow, k)) for k in range(CONCURRENCY + 1)}
+    best = min(spans, key=spans.__getitem__)
+    return (f"predicted: all on {replicas[0].device} {spans[0]:.2f} s; best split {CONCURRENCY - best}/{best} "
+            f"{spans[best]:.2f} s ({spans[0] / spans[best]:.2f}x)")
+
+
 def round_trip(router, prompts: dict[str, list[int]], max_tokens: int) -> tuple[float, int, dict[str, str]]:  # type: ignore[no-untyped-def]
     """Seconds to finish every prompt, tokens generated, and where each ran."""
     from bringup.runner.sampling_params import SamplingParams
@@ -109,6 +128,7 @@ def run(model: Path, tokens: int, rounds: int) -> None:
                  f"chat ({CHAT_PROMPT}-token prompts)": {f"c{i}": [1 + (i * 7 + t) % 400 for t in range(CHAT_PROMPT)]
                                                         for i in range(CONCURRENCY)}}
     for workload, prompts in workloads.items():
+        print(f"{workload}, {predicted_split([fast, slow], len(next(iter(prompts.values()))), tokens)}")
         best: dict[str, float] = {}
         for index in range(rounds):
             for name, router in arms.items():
