@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bringup_emu.default_spec import DEFAULT_NATIVE
 from tests.emulator.emu_process import emu_env, run_python
 from tests.real_model import smollm2_gguf
 from tests.server.serve_live import free_port, started_or_fail
@@ -36,10 +37,11 @@ for item in sys.argv[2].split(","):
     path.write_text(render_yaml(Profile(device=DeviceSection.model_validate(info.to_dict()), bench=bench)))
 """
 # emu:1 runs at a quarter of the host's speed, as its profile below says (4x slower): the planner also times a layer
-# on each device at the start, and a profile's figure the device belies would leave the order to the noise
+# on each device at the start, and a profile's figure the device belies would leave the order to the noise; the
+# default spec's native ops, as an accelerator runs them (with none, each op copies its weights through the host)
 PAIR = {"devices": [{"name": "Emu fast small", "memory": "2GiB"},
                     {"name": "Emu slow large", "memory": "2GiB", "speed": 0.25}],
-        "refused_dtypes": ["float64"]}
+        "refused_dtypes": ["float64"], "native": list(DEFAULT_NATIVE)}
 CAPS = "emu:0=450MiB,emu:1=560MiB"  # SmolLM2 in float32 with a 256-token cache fits neither, and both together
 
 
