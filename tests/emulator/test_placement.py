@@ -106,6 +106,8 @@ def test_a_pair_holding_the_model_only_together_splits_it_toward_the_fast_device
     by_memory = round(30 * 450 / (450 + 560))  # llama.cpp's split: in proportion to memory
     assert sum(layers.values()) == 30 and layers["emu:0"] > by_memory, layers
     assert value["devices"][-1]["device"] == "emu:0"  # the fast device runs last, with the output head
+    for member in value["devices"]:  # each device's layer was timed on it at the start, and the term recorded
+        assert "a layer timed at" in member["evidence"] and "beyond its bytes over" in member["evidence"], member
     assert out["completion_tokens"] == reference["completion_tokens"] == 32
     assert out["token_ids"] == reference["token_ids"]
 
