@@ -2,9 +2,12 @@
 memory-proportional split and against the large device alone (issue 54's acceptance: >= 1.3x faster than each).
 
 The pair: `emu:0` fast and small (speed 1.0), `emu:1` slow and large (speed 0.25, so the emulator waits three times
-what it computes); the caps (--fast-cap, --slow-cap, default 450 and 560 MiB) make SmolLM2-135M in float32 with a
+what it computes), both running the default spec's native ops (matmuls, elementwise, indexing, KV writes) as an
+accelerator does; the caps (--fast-cap, --slow-cap, default 450 and 560 MiB) make SmolLM2-135M in float32 with a
 256-token cache fit neither alone. Each device's bandwidth is measured here first (bench's triad kernel through its
-harness, interleaved rounds), and the planner is fed those figures and the caps, as a start-up feeds it a profile's.
+harness, interleaved rounds), then a layer of the model is timed on each (engine/layer_timing.py, as a start-up
+does), and the planner is fed those figures and the caps, as a start-up feeds it a profile's. Each placement's
+predicted time is printed beside its measured one.
 "large alone" runs every layer on emu:1 with its cap lifted (it cannot hold the model under it: that is the point
 of the split; the row says how fast the large device would be if it could).
 
@@ -25,11 +28,14 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+
+from bringup_emu.default_spec import DEFAULT_NATIVE
 
 SPEC = {"devices": [{"name": "Emu fast small", "memory": "2GiB", "speed": 1.0},
                     {"name": "Emu slow large", "memory": "2GiB", "speed": 0.25}],
-        "refused_dtypes": ["float64"]}
+        "refused_dtypes": ["float64"], "native": list(DEFAULT_NATIVE)}
 DEFAULT_MODEL = Path(".cache/test-models/SmolLM2-135M-Instruct.Q4_1.gguf")
 PROMPT = [1, 504, 3458, 282, 4649, 314]
 CONTEXT = 256
@@ -69,29 +75,37 @@ def measured_gbps(rounds: int) -> dict[str, float]:
     return best
 
 
-def placements(model_path: Path, gbps: dict[str, float], caps: dict[str, int]) -> dict[str, list]:
+def placements(model_path: Path, gbps: dict[str, float], caps: dict[str, int]) -> tuple[dict[str, list],
+                                                                                         dict[str, float]]:
+    """Each placement's runs of layers, and the planner's predicted seconds per token for each."""
     import torch
 
+    from bringup.runner.engine.layer_timing import layer_seconds
     from bringup.runner.plan.placement.facts import DeviceFacts
+    from bringup.runner.plan.placement.layer_term import with_layer_time
     from bringup.runner.plan.placement.need import model_need
     from bringup.runner.plan.placement.planner import plan_placement
-    from bringup.runner.plan.placement.split import memory_proportional_split
+    from bringup.runner.plan.placement.split import given_split, memory_proportional_split
     from bringup.runner.sources.model_source import model_source
 
     config = model_source(model_path).config()
     need = model_need(config, CONTEXT)
-    facts = [DeviceFacts(d, caps[d], f"{caps[d] >> 20} MiB (cap)", gbps[d], None, "float32",
-                         f"measured {gbps[d]:.2f} GB/s", False) for d in ("emu:0", "emu:1")]
-    planned = plan_placement(facts, need)
-    proportional = memory_proportional_split(facts, need)
-    runs = {name: [(torch.device(m.device), m.first, m.last) for m in p.members]
-            for name, p in (("planned", planned), ("memory-proportional", proportional))}
-    runs["large alone"] = [(torch.device("emu:1"), 0, config.num_layers - 1)]
-    for name, p in (("planned", planned), ("memory-proportional", proportional)):
+    facts = []
+    for d in ("emu:0", "emu:1"):
+        timed = layer_seconds(d, config, "float32")
+        plain = DeviceFacts(d, caps[d], f"{caps[d] >> 20} MiB (cap)", gbps[d], None, "float32",
+                            f"measured {gbps[d]:.2f} GB/s", False)
+        facts.append(with_layer_time(plain, need, timed.seconds, timed.evidence))
+        print(f"{d:>20}: {facts[-1].speed_evidence}")
+    lifted = [facts[0], replace(facts[1], memory_bytes=1 << 40)]
+    chosen = {"planned": plan_placement(facts, need), "memory-proportional": memory_proportional_split(facts, need),
+              "large alone": given_split(lifted, need, [0.0, 1.0])}
+    for name, p in chosen.items():
         print(f"{name:>20}: {', '.join(f'{m.device} layers [{m.first}, {m.last}]' for m in p.members)}; "
               f"predicted {p.seconds_per_token * 1e3:.1f} ms/token")
-    print(f"{'planned evidence':>20}: {planned.evidence}")
-    return runs
+    print(f"{'planned evidence':>20}: {chosen['planned'].evidence}")
+    runs = {name: [(torch.device(m.device), m.first, m.last) for m in p.members] for name, p in chosen.items()}
+    return runs, {name: p.seconds_per_token for name, p in chosen.items()}
 
 
 def decoder(model_path: Path, runs: list | None):  # type: ignore[no-untyped-def]
@@ -146,7 +160,7 @@ def run(args: argparse.Namespace) -> None:
 
         run_replicas(args.model, args.tokens, args.rounds)
         return
-    runs = placements(args.model, gbps, {"emu:0": args.fast_cap << 20, "emu:1": args.slow_cap << 20})
+    runs, predicted = placements(args.model, gbps, {"emu:0": args.fast_cap << 20, "emu:1": args.slow_cap << 20})
     reference, _ = greedy(decoder(args.model, None), args.tokens)
     executors = {name: decoder(args.model, r) for name, r in runs.items()}
     best: dict[str, float] = {}
@@ -158,7 +172,8 @@ def run(args: argparse.Namespace) -> None:
             best[name] = min(best.get(name, float("inf")), seconds)
     planned = best["planned"]
     for name, seconds in best.items():
-        print(f"best {name:>20}: {seconds * 1e3:8.1f} ms/token; planned is {seconds / planned:.2f}x faster")
+        print(f"best {name:>20}: {seconds * 1e3:8.1f} ms/token; planned is {seconds / planned:.2f}x faster; "
+              f"predicted {predicted[name] * 1e3:.1f} (measured/predicted {seconds / predicted[name]:.2f})")
     print(f"load:    {os.getloadavg()[0]:.2f} (1-min average) at the end")
 
 

@@ -1,14 +1,18 @@
 """The replicas case of benchmarks/placement.py (`--case replicas`): two emulated devices slow enough that the
-emulator waits more than it computes (speeds 0.25 and 0.125), SmolLM2 on each, the router over both against the
-faster device alone, at concurrency 8 (issue 54's acceptance: aggregate throughput >= 1.3x the faster alone), and a
-long prompt only the larger replica's context holds, which must be served there.
+emulator waits more than it computes (speeds 0.25 and 0.125; the default spec's native ops, as an accelerator runs
+them), SmolLM2 on each, the router over both against the faster device alone, at concurrency 8 (issue 54's
+acceptance: aggregate throughput >= 1.3x the faster alone), and a long prompt only the larger replica's context
+holds, which must be served there.
 
 Each replica is a real engine (LLMEngine) on its own thread, as `serve --placement replicas` starts them; start-up's
 layout and decode timings are given as data (plain F.linear, no paged kernel) so both arms run the same plan and the
-start does not spend minutes timing candidates at an eighth of the host's speed. The router's predicted seconds per
-token come from each replica's own decode measured here (a short greedy run on each, the best of two, after both
-started): the triad bandwidth printed above is shown for reference only, as it swings widely on a busy machine.
-Rounds alternate the arms; each figure is its best round. Not a test: the figures are this machine's."""
+start does not spend minutes timing candidates at an eighth of the host's speed. The router's step costs
+(engine/replicas/step_cost.py) come from each replica's own steps measured here: a decode step at batch 1 and at
+batch 8, and the prefill of one CHAT_PROMPT-token prompt (the best of two, interleaved). Two workloads, each 8
+requests of 16 generated tokens: short prompts (5 tokens: decode only) and a chat (CHAT_PROMPT-token prompts:
+prefill a real share of the work). Rounds alternate the arms; each figure is its best round. The emulated devices
+share the host's cores for the part of each op they compute, so two replicas stepping together slow each other,
+which separate devices would not. Not a test: the figures are this machine's."""
 
 from __future__ import annotations
 
@@ -17,10 +21,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bringup_emu.default_spec import DEFAULT_NATIVE
+
 SPEC = {"devices": [{"name": "Emu quarter, small context", "memory": "2GiB", "speed": 0.25},
                     {"name": "Emu eighth, large context", "memory": "2GiB", "speed": 0.125}],
-        "refused_dtypes": ["float64"]}
-CONTEXTS = {"emu:0": 128, "emu:1": 512}  # the long prompt (300 tokens) fits only emu:1's
+        "refused_dtypes": ["float64"], "native": list(DEFAULT_NATIVE)}
+CONTEXTS = {"emu:0": 256, "emu:1": 1024}  # the long prompt fits only emu:1's
+LONG_PROMPT = 400
+CHAT_PROMPT = 160  # the chat workload's prompts: prefill a real share of the work
 CONCURRENCY = 8
 
 
@@ -40,14 +48,57 @@ def replica(model: Path, device: str):  # type: ignore[no-untyped-def]
     return Replica(device, thread.submit(LLMEngine.create, options).result(), thread, 0.0)
 
 
-def decode_seconds(replica) -> float:  # type: ignore[no-untyped-def]
-    """The replica's seconds per generated token on a short greedy run (batch 1)."""
+def timed_steps(replica, batch: int, prompt: int, steps: int = 3) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """The first step's seconds (the prompts' prefill) and the fastest decode step's, for `batch` prompts of
+    `prompt` tokens on the replica's engine."""
     from bringup.runner.sampling_params import SamplingParams
 
-    params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
-    began = time.perf_counter()
-    replica.call(replica.engine.generate, [[1, 504, 3458, 282]], params)
-    return (time.perf_counter() - began) / 4
+    engine = replica.engine
+    params = SamplingParams(max_tokens=steps + 1, temperature=0, ignore_eos=True)
+
+    def run() -> tuple[float, float]:
+        for index in range(batch):
+            engine.add_request(f"timed-{index}", [1 + (index + t) % 400 for t in range(prompt)], params)
+        times = []
+        while engine.has_unfinished():
+            began = time.perf_counter()
+            engine.step()
+            times.append(time.perf_counter() - began)
+        return times[0], min(times[1:])
+    return replica.call(run)
+
+
+def measure_costs(replicas: list, prompt: int) -> None:  # type: ignore[no-untyped-def]
+    """Each replica's step costs (replicas/step_cost.py), the best of two interleaved measurements."""
+    from bringup.runner.engine.replicas.step_cost import measured_cost
+
+    best: dict[str, list[float]] = {}
+    for _ in range(2):
+        for one in replicas:
+            prefill, one_s = timed_steps(one, 1, prompt)
+            _, full_s = timed_steps(one, CONCURRENCY, 8)
+            got = best.setdefault(one.device, [prefill, one_s, full_s])
+            best[one.device] = [min(a, b) for a, b in zip(got, (prefill, one_s, full_s))]
+    for one in replicas:
+        prefill, one_s, full_s = best[one.device]
+        one.cost = measured_cost(one_s, full_s, CONCURRENCY, prefill, prompt)
+        one.seconds_per_token = one_s
+        print(f"measured {one.device}: {one.cost.evidence}")
+
+
+def predicted_split(replicas: list, prompt: int, tokens: int) -> str:  # type: ignore[no-untyped-def]
+    """The best split of CONCURRENCY requests between the two replicas that their measured step costs predict (each
+    replica prefills its prompts, then decodes its batch `tokens` steps; the two run side by side), against all on
+    the faster one: the ceiling these two speeds allow this workload, before any slowdown of running both."""
+    fast, slow = (one.cost for one in replicas)
+
+    def took(cost, count: int) -> float:  # type: ignore[no-untyped-def]
+        return count * prompt * cost.prefill_s_per_token + tokens * cost.decode_s(count) if count else 0.0
+
+    spans = {k: max(took(fast, CONCURRENCY - k), took(slow, k)) for k in range(CONCURRENCY + 1)}
+    best = min(spans, key=spans.__getitem__)
+    return (f"predicted: all on {replicas[0].device} {spans[0]:.2f} s; best split {CONCURRENCY - best}/{best} "
+            f"{spans[best]:.2f} s ({spans[0] / spans[best]:.2f}x)")
 
 
 def round_trip(router, prompts: dict[str, list[int]], max_tokens: int) -> tuple[float, int, dict[str, str]]:  # type: ignore[no-untyped-def]
@@ -71,24 +122,25 @@ def run(model: Path, tokens: int, rounds: int) -> None:
     from bringup.runner.engine.replicas.router import ReplicaRouter
 
     fast, slow = replica(model, "emu:0"), replica(model, "emu:1")
-    for one in (fast, slow, fast, slow):  # interleaved: a load that comes and goes falls on both
-        took = decode_seconds(one)
-        one.seconds_per_token = took if not one.seconds_per_token else min(one.seconds_per_token, took)
-    print(f"measured decode: {fast.seconds_per_token * 1e3:.0f} ms/token on emu:0, "
-          f"{slow.seconds_per_token * 1e3:.0f} on emu:1 (batch 1, best of 2)")
+    measure_costs([fast, slow], CHAT_PROMPT)
     arms = {"replicas (router)": ReplicaRouter([fast, slow]), "faster alone": ReplicaRouter([fast])}
-    prompts = {f"r{i}": [1, 504, 3458, 282, 4649 + i] for i in range(CONCURRENCY)}
-    best: dict[str, float] = {}
-    for index in range(rounds):
-        for name, router in arms.items():
-            took, made, where = round_trip(router, prompts, tokens)
-            spread = {d: list(where.values()).count(d) for d in ("emu:0", "emu:1")}
-            print(f"round {index + 1} {name:>18}: {made / took:7.2f} tokens/s ({made} tokens in {took:.2f} s; "
-                  f"requests per device {spread})")
-            best[name] = max(best.get(name, 0.0), made / took)
-    ratio = best["replicas (router)"] / best["faster alone"]
-    print(f"best: replicas {best['replicas (router)']:.2f} tokens/s, faster alone {best['faster alone']:.2f}: "
-          f"{ratio:.2f}x (target >= 1.3x)")
-    took, made, where = round_trip(arms["replicas (router)"], {"long": list(range(10, 310))}, 4)
-    print(f"long prompt (300 tokens; contexts {CONTEXTS}): served on {where['long']} ({made} tokens in {took:.2f} s)")
+    workloads = {"short prompts": {f"r{i}": [1, 504, 3458, 282, 4649 + i] for i in range(CONCURRENCY)},
+                 f"chat ({CHAT_PROMPT}-token prompts)": {f"c{i}": [1 + (i * 7 + t) % 400 for t in range(CHAT_PROMPT)]
+                                                        for i in range(CONCURRENCY)}}
+    for workload, prompts in workloads.items():
+        print(f"{workload}, {predicted_split([fast, slow], len(next(iter(prompts.values()))), tokens)}")
+        best: dict[str, float] = {}
+        for index in range(rounds):
+            for name, router in arms.items():
+                took, made, where = round_trip(router, prompts, tokens)
+                spread = {d: list(where.values()).count(d) for d in ("emu:0", "emu:1")}
+                print(f"{workload}, round {index + 1} {name:>18}: {made / took:7.2f} tokens/s ({made} tokens in "
+                      f"{took:.2f} s; requests per device {spread})")
+                best[name] = max(best.get(name, 0.0), made / took)
+        ratio = best["replicas (router)"] / best["faster alone"]
+        print(f"{workload}, best: replicas {best['replicas (router)']:.2f} tokens/s, faster alone "
+              f"{best['faster alone']:.2f}: {ratio:.2f}x (target >= 1.3x)")
+    took, made, where = round_trip(arms["replicas (router)"], {"long": list(range(10, 10 + LONG_PROMPT))}, 4)
+    print(f"long prompt ({LONG_PROMPT} tokens; contexts {CONTEXTS}): served on {where['long']} ({made} tokens in "
+          f"{took:.2f} s)")
     print(f"load:    {os.getloadavg()[0]:.2f} (1-min average) at the end")

@@ -15,6 +15,7 @@ from bringup.profiles.store import load_profile
 from bringup.runner.plan.placement.cost import usable_bytes
 from bringup.runner.plan.placement.facts import DeviceFacts, UnplaceableDevice, device_facts
 from bringup.runner.plan.placement.given import memory_caps, split_proportions
+from bringup.runner.plan.placement.layer_term import with_layer_time
 from bringup.runner.plan.placement.need import ModelNeed
 from bringup.runner.plan.placement.placement import LAYER_SPLIT, SINGLE, shown_placement
 from bringup.runner.plan.placement.planner import NoPlacement, plan_placement
@@ -117,3 +118,20 @@ def test_a_profile_without_a_measured_bandwidth_names_the_command_to_run() -> No
     with pytest.raises(UnplaceableDevice, match=r"no measured bandwidth: run `bringup bench --device cuda:0`"):
         device_facts("cuda:0", Profile(device=load_profile(REFERENCE / "nvidia-h200-sxm-torch2.11-cu130.yaml")
                                        .device), None, None)
+
+
+def test_a_measured_per_layer_time_orders_the_split_and_is_recorded_as_evidence() -> None:
+    # x:0 streams 4x faster but its timed layer took 20 ms (the ops' dispatch, not the bytes); x:1's 0.5 ms
+    layer_s = NEED.layer_elements[0] * 4 / 1e9
+    quick_bytes = with_layer_time(device("x:0", 200, 40.0), NEED, 0.020, "a layer timed at 20 ms")
+    quick_ops = with_layer_time(device("x:1", 260, 10.0), NEED, 0.0005, "a layer timed at 0.5 ms")
+    assert quick_bytes.layer_overhead_s == pytest.approx(0.020 - layer_s / 40.0)
+    assert quick_ops.layer_overhead_s == 0.0  # its bytes alone take longer than the timed layer: the bytes count
+    assert "a layer timed at 20 ms: 19.7 ms beyond its bytes over 40 GB/s (0.262 ms)" in quick_bytes.speed_evidence
+    split = plan_placement([quick_bytes, quick_ops], NEED)
+    counts = {m.device: m.last - m.first + 1 for m in split.members}
+    assert split.members[-1].device == "x:1" and counts["x:1"] > counts["x:0"]  # the quicker layers fill first
+    member = split.members[0]
+    layers = member.last - member.first + 1
+    assert member.seconds_per_token == pytest.approx(layers * 0.020)  # its bytes and overhead; no head on it
+    assert quick_bytes.speed_evidence in member.evidence

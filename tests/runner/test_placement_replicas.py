@@ -37,3 +37,28 @@ def test_placement_forces_a_mode_or_says_why_the_devices_cannot_run_it() -> None
     assert placement_mode("Split") == LAYER_SPLIT and placement_mode(None) == "auto"
     with pytest.raises(ValueError, match=r"^--placement 'pairs' is not a placement mode; use one of auto, single, "):
         placement_mode("pairs")
+
+
+def test_the_router_splits_a_batch_only_where_the_measured_step_grows_with_it() -> None:
+    from types import SimpleNamespace
+
+    from bringup.runner.engine.replicas.replica import Replica
+    from bringup.runner.engine.replicas.step_cost import measured_cost
+    from bringup.runner.plan.choice import Choice
+
+    # the engine's plan is read for its batch size only: eight seats on each replica
+    engine = SimpleNamespace(plan=SimpleNamespace(max_num_seqs=Choice(8, "given")))
+    growing = {"fast": measured_cost(0.30, 0.70, 8, 0.80, 160), "slow": measured_cost(0.60, 1.40, 8, 1.60, 160)}
+    assert growing["fast"].per_seq_s == pytest.approx(0.4 / 7) and growing["fast"].prefill_s_per_token == 0.005
+    assert "decode step 300 ms at batch 1, 700 ms at batch 8; prefill 5.00 ms a token" in growing["fast"].evidence
+    flat = {"fast": measured_cost(0.30, 0.32, 8, 0.80, 160), "slow": measured_cost(0.60, 0.64, 8, 1.60, 160)}
+    for costs, eighth_goes_to in ((growing, "slow"), (flat, "fast")):
+        fast = Replica("fast", engine, None, 0.3, cost=costs["fast"])  # type: ignore[arg-type]
+        slow = Replica("slow", engine, None, 0.6, cost=costs["slow"])  # type: ignore[arg-type]
+        fast.held = {f"r{i}": 16 for i in range(7)}  # seven requests of 16 tokens to go on the fast one
+        chosen = min((fast, slow), key=lambda r: r.predicted_s(16 + 5, 5))
+        assert chosen.device == eighth_goes_to, (costs, fast.predicted_s(21, 5), slow.predicted_s(21, 5))
+    assert fast.predicted_s(21, 5) == pytest.approx(5 * 0.005 + 16 * flat["fast"].decode_s(8))
+    fast.unprefilled = {f"r{i}": 160 for i in range(7)}  # their 160-token prompts not prefilled yet: they go first
+    assert fast.predicted_s(21, 5) == pytest.approx((5 + 7 * 160) * 0.005 + 16 * flat["fast"].decode_s(8))
+    assert slow.predicted_s(21, 5) < fast.predicted_s(21, 5)

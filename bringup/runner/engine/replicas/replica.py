@@ -7,6 +7,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from bringup.runner.engine.replicas.step_cost import StepCost
+
 
 @dataclass
 class Replica:
@@ -20,6 +22,8 @@ class Replica:
     served: int = 0  # requests routed here
     tokens: int = 0  # tokens generated here
     last_stats: dict = field(default_factory=dict)  # its engine's stats when last read (not while it steps)
+    cost: StepCost | None = None  # its measured step costs by batch and its prefill rate, where measured
+    unprefilled: dict[str, int] = field(default_factory=dict)  # request id -> prompt tokens, until its first output
 
     def call(self, function: Any, *args: Any) -> Any:
         return self.thread.submit(function, *args).result()
@@ -35,11 +39,18 @@ class Replica:
         """Whether this replica can take a prompt of `prompt_len` tokens growing to `total`."""
         return self.lost is None and prompt_len + 1 <= self.engine.max_model_len and total <= self.kv_tokens()
 
-    def predicted_s(self, tokens: int) -> float:
-        """When a request of `tokens` more would finish here. A decode step runs the whole batch at about the cost
-        of one sequence (its weights are streamed once), so the request takes its own tokens' steps, plus the steps
-        of the full batches queued ahead of it, each at the replica's seconds per token."""
+    def predicted_s(self, tokens: int, prompt: int = 0) -> float:
+        """When a request of `tokens` more (`prompt` of them its prompt) would finish here. A decode step runs the
+        whole batch at once (its weights are streamed once), so the request takes its own tokens' steps, plus the
+        steps of the full batches queued ahead of it. Each step costs the replica's seconds per token, or, where its
+        step costs were measured, the decode step of the batch the request joins, after the prefill of its prompt and
+        of the prompts routed here before it that have not started."""
         seats = max(int(self.engine.plan.max_num_seqs.value), 1)
         ahead = len(self.held) // seats
         mean = self.outstanding / len(self.held) if self.held else 0.0
-        return (tokens + ahead * mean) * self.seconds_per_token
+        if self.cost is None:
+            return (tokens + ahead * mean) * self.seconds_per_token
+        batch = min(len(self.held) + 1, seats)
+        steps = tokens - prompt + ahead * mean
+        prefill = prompt + sum(self.unprefilled.values())  # the prompts routed here ahead of it prefill first
+        return prefill * self.cost.prefill_s_per_token + steps * self.cost.decode_s(batch)

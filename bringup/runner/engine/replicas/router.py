@@ -36,6 +36,7 @@ class ReplicaRouter:
         chosen = self._route(prompt, params.max_tokens)
         chosen.call(chosen.engine.add_request, request_id, prompt_token_ids, params)  # its ValueError: bad input
         chosen.held[request_id] = min(prompt + params.max_tokens, chosen.engine.max_model_len)
+        chosen.unprefilled[request_id] = prompt
         chosen.served += 1
 
     def _route(self, prompt: int, max_tokens: int) -> Replica:
@@ -43,10 +44,11 @@ class ReplicaRouter:
         able = [r for r in live if r.holds(prompt, min(prompt + max_tokens, r.engine.max_model_len))]
         if not able:  # none holds it: the largest live one refuses it in its own words
             return max(live, key=lambda r: (r.engine.max_model_len, r.kv_tokens()))
-        return min(able, key=lambda r: r.predicted_s(min(prompt + max_tokens, r.engine.max_model_len)))
+        return min(able, key=lambda r: r.predicted_s(min(prompt + max_tokens, r.engine.max_model_len), prompt))
 
     def abort_request(self, request_id: str) -> None:
         for replica in self.replicas:
+            replica.unprefilled.pop(request_id, None)
             if replica.held.pop(request_id, None) is not None and replica.lost is None:
                 replica.thread.submit(replica.engine.abort_request, request_id)
 
@@ -73,6 +75,7 @@ class ReplicaRouter:
         if failure is None:
             outputs = done.result()
             for out in outputs:
+                replica.unprefilled.pop(out.request_id, None)
                 if out.request_id in replica.held:
                     replica.held[out.request_id] = max(replica.held[out.request_id] - 1, 0)
                     replica.tokens += 1 if out.token_ids else 0
@@ -90,6 +93,7 @@ class ReplicaRouter:
         self.lost_replicas += 1
         failed = sorted(replica.held)
         replica.held.clear()
+        replica.unprefilled.clear()
         log.warning("replica on %s lost (%s): %d request(s) on it failed; serving on %s", replica.device,
                     "; ".join(loss.lost.values()), len(failed),
                     ", ".join(r.device for r in self.replicas if r.lost is None))

@@ -12,17 +12,21 @@ import torch
 from bringup.backends.selection.device_set import device_set
 from bringup.errors import BringupError
 from bringup.log import get_logger
+from bringup.profiles.schema import Profile
+from bringup.runner.engine.layer_timing import layer_seconds
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.startup.derive import read_profile
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.placement.facts import DeviceFacts, UnplaceableDevice, device_facts
 from bringup.runner.plan.placement.given import memory_caps, placement_mode, split_proportions
-from bringup.runner.plan.placement.need import model_need
+from bringup.runner.plan.placement.layer_term import with_layer_time
+from bringup.runner.plan.placement.need import ModelNeed, model_need
 from bringup.runner.plan.placement.placement import SINGLE, Placement
 from bringup.runner.plan.placement.planner import NoPlacement, plan_placement
 from bringup.runner.plan.placement.split import SplitRefused
 from bringup.runner.plan.plan import choose_max_model_len
+from bringup.runner.plan.profile_facts import ProfileFacts
 
 log = get_logger("runner.placement")
 SPLIT_LAYOUT = "out_in"
@@ -54,9 +58,12 @@ def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
     try:
         caps, proportions = memory_caps(options.device_memory), split_proportions(options.layer_split)
         mode = placement_mode(options.placement)
-        facts = [_facts(info, caps.get(info.id), options.dtype) for info in infos]
-        context = choose_max_model_len(config, options.max_model_len).value
-        placement = plan_placement(facts, model_need(config, context), proportions, mode)
+        profiles = [_profile(info) for info in infos]
+        facts = [device_facts(info.id, p, caps.get(info.id), options.dtype) for info, p in zip(infos, profiles)]
+        need = model_need(config, choose_max_model_len(config, options.max_model_len).value)
+        if proportions is None:  # the planner weighs the devices: each one's layer timed on it
+            facts = [_timed(f, p, need, config) for f, p in zip(facts, profiles)]
+        placement = plan_placement(facts, need, proportions, mode)
     except (ValueError, UnplaceableDevice, NoPlacement, SplitRefused) as exc:
         raise BringupError(str(exc)) from None
     _log(placement)
@@ -71,12 +78,19 @@ def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
                   options)
 
 
-def _facts(info: Any, cap: int | None, dtype: str | None) -> DeviceFacts:
+def _profile(info: Any) -> Profile:
     profile, label = read_profile(None, torch.device(info.id), info)
     if profile is None:
         raise BringupError(f"{info.id} has no profile ({label}): run `bringup all --device {info.id}` first; the "
                            "placement is planned from each device's measured profile, never guessed")
-    return device_facts(info.id, profile, cap, dtype)
+    return profile
+
+
+def _timed(facts: DeviceFacts, profile: Profile, need: ModelNeed, config: ModelConfig) -> DeviceFacts:
+    """`facts` with its measured per-layer term (engine/layer_timing.py): a layer of the model timed on it."""
+    timed = layer_seconds(facts.device, config, facts.dtype, ProfileFacts(profile))
+    log.info("placement: %s: %s", facts.device, timed.evidence)
+    return with_layer_time(facts, need, timed.seconds, timed.evidence)
 
 
 def _log(placement: Placement) -> None:

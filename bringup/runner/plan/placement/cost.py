@@ -1,5 +1,6 @@
-"""What a run of layers costs on one device: the bytes it must hold and the time per token it predicts (a decode
-step streams each weight once, so its time is its weights over the device's measured bandwidth)."""
+"""What a run of layers costs on one device: the bytes it must hold and the time per token it predicts. A decode
+step streams each weight once, so its time is its weights over the device's measured bandwidth, plus each layer's
+measured time beyond its bytes (its ops' dispatch: on a slow device and a small model, most of the step)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,14 @@ def held_bytes(device: DeviceFacts, need: ModelNeed, first: int, last: int, ends
 
 def seconds_per_token(device: DeviceFacts, need: ModelNeed, first: int, last: int, head: bool) -> float:
     """Its layers' bytes, and the output head's where it holds it (the embeddings are a lookup: one row read), over
-    its measured bandwidth."""
+    its measured bandwidth; and each layer's measured time beyond its bytes."""
     streamed = weight_bytes(device, need, first, last, int(head))
-    return streamed / (device.gbps * 1e9)
+    return streamed / (device.gbps * 1e9) + (last - first + 1) * device.layer_overhead_s
+
+
+def seconds_per_layer(device: DeviceFacts, need: ModelNeed) -> float:
+    """A mean layer's predicted time on the device (what orders the devices of a split)."""
+    return seconds_per_token(device, need, 0, need.layers - 1, False) / need.layers
 
 
 def mib(n: int) -> str:

@@ -22,6 +22,7 @@ class DeviceFacts:
     dtype: str  # what this device's plan runs in (the plan's dtype rule on its profile, or --dtype)
     speed_evidence: str
     peer_access: bool  # the probe proved direct copies to another device
+    layer_overhead_s: float = 0.0  # a layer's measured decode time beyond its bytes over `gbps` (0: not measured)
 
     @property
     def itemsize(self) -> int:

@@ -1,8 +1,9 @@
 """Layer splits: contiguous runs of layers, one per member, in pipeline order.
 
-- fastest: the members ordered by time per byte (their measured bandwidth), each filled to its memory cap before the
-  next one takes a layer. A decode step runs the members one after another, so the time per token is the sum of each
-  member's bytes over its bandwidth: filling the fastest first minimises it.
+- fastest: the members ordered by their predicted time per layer (bytes over measured bandwidth, plus the layer's
+  measured overhead where it was timed), each filled to its memory cap before the next one takes a layer. A decode
+  step runs the members one after another, so the time per token is the sum of each member's layers' times:
+  filling the fastest first minimises it.
 - given: proportions in the order of --device (llama.cpp's -ts), checked against each device's cap.
 - memory-proportional: layers in proportion to each device's memory (llama.cpp's default), the reference a
   benchmark compares the fastest split against.
@@ -10,7 +11,7 @@
 
 from __future__ import annotations
 
-from bringup.runner.plan.placement.cost import held_bytes, mib, seconds_per_token, usable_bytes
+from bringup.runner.plan.placement.cost import held_bytes, mib, seconds_per_layer, seconds_per_token, usable_bytes
 from bringup.runner.plan.placement.facts import DeviceFacts
 from bringup.runner.plan.placement.need import ModelNeed
 from bringup.runner.plan.placement.placement import LAYER_SPLIT, Member, Placement
@@ -65,7 +66,7 @@ def fastest_split(devices: list[DeviceFacts], need: ModelNeed) -> Placement | No
     """The split that minimises the time per token under each device's cap; None when together they cannot hold
     the model. The fastest device is filled first and runs last, with the output head (the one large weight
     besides the layers a decode step streams); the next fastest takes the layers before, and so on."""
-    by_speed = sorted(devices, key=lambda d: d.itemsize / d.gbps)
+    by_speed = sorted(devices, key=lambda d: seconds_per_layer(d, need))
     counts, left = [], need.layers
     for position, device in enumerate(by_speed):
         count, done = _fill(device, need, left, position == 0)
@@ -78,8 +79,8 @@ def fastest_split(devices: list[DeviceFacts], need: ModelNeed) -> Placement | No
     pipeline = list(reversed(by_speed[:len(counts)]))
     proportional = memory_proportional_split(devices, need)
     said = ", ".join(f"{m.device} {m.last - m.first + 1}" for m in proportional.members)
-    evidence = (f"the fastest device (by measured bandwidth) filled to its cap first, running last with the output "
-                f"head; memory alone would put {said} layers")
+    evidence = (f"the fastest device (by predicted time per layer) filled to its cap first, running last with the "
+                f"output head; memory alone would put {said} layers")
     return _placement(pipeline, list(reversed(counts)), need, evidence)
 
 
