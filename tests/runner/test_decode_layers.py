@@ -79,7 +79,9 @@ def test_bfloat16_decode_steps_run_through_the_kernel(tmp_path, monkeypatch):
     calls.clear()  # the start-up check's call
     outputs = e.generate(PROMPTS, GREEDY)
     assert [len(o.token_ids) for o in outputs] == [GREEDY.max_tokens] * len(PROMPTS)
-    assert sum(calls) == len(PROMPTS) * (GREEDY.max_tokens - 1)  # every decode token, none through the modules
+    # the first step's unequal prompts as rows (batch_inputs.decode_rows), then every decode token: none through
+    # the modules
+    assert calls[0] == sum(map(len, PROMPTS)) and sum(calls[1:]) == len(PROMPTS) * (GREEDY.max_tokens - 1)
     assert e.stats()["fallbacks"]["op"] == 0
 
 
@@ -255,3 +257,29 @@ def test_indices_outside_the_tables_are_refused_before_the_kernel_runs(tmp_path)
     for bad, message in cases.values():
         with pytest.raises(HostKernelInputError, match=message):
             fused.hidden(bad.input_ids, bad.positions, bad.meta)
+
+
+@needs_compiler
+def test_a_step_of_decodes_and_prompt_chunks_runs_in_the_kernel_as_rows_with_the_modules_logits(tmp_path):
+    """Each prompt token a decode row of its own (batch_inputs.decode_rows): the kernel writes every row's K/V before
+    any row attends, so the chunk's causal attention is exact; the logits, and the next step that reads the K/V the
+    rows wrote, match the modules (the same step with the kernel off)."""
+    model_dir = tmp_path / "llama"
+    make_hf_model(model_dir, "llama", hidden=64, heads=4, kv_heads=2, intermediate=96, layers=3)
+    fused, plain = engine(tmp_path, model_dir, fused=True), engine(tmp_path, model_dir, fused=False)
+    gen = torch.Generator().manual_seed(0)
+    tokens = [torch.randint(3, 200, (n,), generator=gen).tolist() for n in (9, 40)]
+    steps = [[SeqChunk(tokens[0][:8], 0, [0])],  # the decoding sequence's prompt
+             [SeqChunk(tokens[0], 8, [0]), SeqChunk(tokens[1][:20], 0, [1, 2])],  # a decode and a first chunk
+             [SeqChunk(tokens[0] + [7], 9, [0]), SeqChunk(tokens[1][:32], 20, [1, 2])],  # a chunk at context 20
+             [SeqChunk(tokens[1][:33], 32, [1, 2, 3])]]  # a decode reading the chunks' K/V
+    calls = []
+    kernel = fused.executor.fused
+    assert kernel is not None
+    original = kernel.hidden
+    kernel.hidden = lambda ids, *rest: calls.append(ids.shape[0]) or original(ids, *rest)
+    for step in steps:
+        got, want = fused.executor.run_chunks(step), plain.executor.run_chunks(step)
+        assert (got - want).abs().max().item() <= 1e-4 * want.abs().max().item()
+    assert calls == [1 + 20, 1 + 12, 1]  # the two mixed steps ran as rows in the kernel
+    assert fused.stats()["fallbacks"]["op"] == 0

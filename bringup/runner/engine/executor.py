@@ -14,7 +14,13 @@ from bringup.runner.engine.prompt_logprobs import ScoredPrompt, score_prompt
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.host.paged_decode import DecodeAttention
 from bringup.runner.model.attention import AttentionDispatcher
-from bringup.runner.model.batch_inputs import BatchInputs, SeqChunk, build_inputs, build_mixed_inputs
+from bringup.runner.model.batch_inputs import (
+    BatchInputs,
+    SeqChunk,
+    build_inputs,
+    build_mixed_inputs,
+    decode_rows,
+)
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.model.moe import (
     DENSE,
@@ -114,7 +120,11 @@ class Executor:
         groups = [list(range(len(chunks)))] if all_positions else forward_groups(chunks)
         if len(groups) == 1:
             return self._run_together(chunks, all_positions, scored)
-        if not scored:  # one forward: each group attends apart, every weight read once
+        if not scored:
+            as_rows = self._run_as_rows(chunks)
+            if as_rows is not None:
+                return as_rows, {}
+            # one forward: each group attends apart, every weight read once
             order = [i for group in groups for i in group]
             mixed, _ = self._run_together([chunks[i] for i in order], False, {}, [len(g) for g in groups])
             logits = torch.empty_like(mixed)
@@ -130,6 +140,21 @@ class Executor:
             logits[group] = part
             scores.update({group[j]: score for j, score in part_scores.items()})
         return logits, scores
+
+    def _run_as_rows(self, chunks: list[SeqChunk]) -> torch.Tensor | None:
+        """Logits of a step of decodes and prompt chunks run by the fused decode kernel, each prompt token a row of
+        its own (batch_inputs.decode_rows), where the kernel serves that many rows; else None."""
+        rows, last = decode_rows(chunks)
+        if self.fused is None or not self.fused.serves(len(rows)):
+            return None
+        m = self.model
+        inputs = build_inputs(rows, self.plan.block_size, m.config.num_queries_per_kv, m.device,
+                              m.config.attention_window)
+        with torch.inference_mode():
+            hidden = self._fused_hidden(inputs)
+            if hidden is None or self.fused is None:  # its fallback recorded: the modules rewrite the same slots
+                return None
+            return m.logits(hidden[torch.tensor(last, device=m.device)], self.fused.kind)
 
     def _run_together(self, chunks: list[SeqChunk], all_positions: bool, scored: dict[int, int],
                       parts: list[int] | None = None) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:

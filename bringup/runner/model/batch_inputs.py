@@ -77,6 +77,18 @@ def build_inputs(chunks: list[SeqChunk], block_size: int, queries_per_kv: int,
                        (starts[1:] - 1).to(device))
 
 
+def decode_rows(chunks: list[SeqChunk]) -> tuple[list[SeqChunk], list[int]]:
+    """Each new token of each chunk as a decode of its own, whose context is the tokens up to it, and the row of each
+    chunk's last token. A kernel that writes every row's K/V before any row attends (the fused decode kernel) then
+    computes a prompt chunk's causal attention exactly, from the cache, with no gather and no mask."""
+    rows: list[SeqChunk] = []
+    last: list[int] = []
+    for c in chunks:
+        rows += [SeqChunk(c.token_ids[:p + 1], p, c.block_table) for p in range(c.start, len(c.token_ids))]
+        last.append(len(rows) - 1)
+    return rows, last
+
+
 def build_mixed_inputs(groups: list[list[SeqChunk]], block_size: int, queries_per_kv: int,
                        device: torch.device, window: int | None = None) -> BatchInputs:
     """One forward's inputs for several groups of chunks (decodes, prompt chunks of similar lengths): their tokens
