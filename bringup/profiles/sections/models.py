@@ -32,7 +32,8 @@ class CandidateRecord(ProfileModel):
 
 class PrefillRecord(ProfileModel):
     """A one-sequence decode step, and steps of that decode and a prompt chunk by the chunk's tokens at no context and
-    at `context` tokens of context, in seconds (the prefill chunk's timings). `with_decode` false: a record from
+    at `context` tokens of context, and a decode step of `decodes` sequences (0: not timed), in seconds (the prefill
+    chunk's timings). `with_decode` false: a record from
     before the chunk ran in the decode's forward, whose timings are of the chunk alone (not replayed)."""
 
     floats_checked_later: ClassVar[bool] = True
@@ -43,6 +44,8 @@ class PrefillRecord(ProfileModel):
     context: int = 0
     at_context: dict[int, float] = {}
     with_decode: bool = False
+    decodes: int = 1
+    decodes_step: float = 0.0
 
 
 class AttentionCheckRecord(ProfileModel):

@@ -17,9 +17,10 @@ from bringup.runner.plan.prefill_chunk import chunk_at
 class StepBudget:
     def __init__(self, max_tokens: int, prefill_chunk: list[list[int]] | None, running: list[Sequence]) -> None:
         self.tokens = max_tokens
-        self.whole = max_tokens - sum(1 for seq in running if seq.num_new_tokens == 1)  # room the decodes leave
+        self.decodes = sum(1 for seq in running if seq.num_new_tokens == 1)
+        self.whole = max_tokens - self.decodes  # room the decodes leave
         # with no decode running, nothing waits on a prompt: it runs whole
-        self.chunks = prefill_chunk if self.whole < max_tokens else None
+        self.chunks = prefill_chunk if self.decodes else None
         self.prompt_spent = 0
         self.chunked = prefill_chunk is not None
 
@@ -27,8 +28,8 @@ class StepBudget:
         """How many of `seq`'s `new` tokens this step can run (0: none)."""
         if new <= 1:
             return new if self.tokens >= new else 0
-        allowed = self.whole if self.chunks is None else min(chunk_at(self.chunks, len(seq.token_ids) - new),
-                                                             self.whole)
+        context = len(seq.token_ids) - new
+        allowed = self.whole if self.chunks is None else min(chunk_at(self.chunks, self.decodes, context), self.whole)
         room = min(allowed - self.prompt_spent, self.tokens)
         if not self.chunked or seq.scores_prompt_now:
             return new if new <= room else 0

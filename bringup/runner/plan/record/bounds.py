@@ -98,6 +98,10 @@ def _late(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
             if tokens < 1:
                 yield ("prefill", "by_tokens", tokens), f"{tokens} is not a number of prompt tokens"
             yield from _seconds(("prefill", "by_tokens", tokens), seconds)
+        if r.prefill.decodes < 1:
+            yield ("prefill", "decodes"), f"{r.prefill.decodes} is not a number of decoding sequences"
+        if r.prefill.decodes_step:
+            yield from _seconds(("prefill", "decodes_step"), r.prefill.decodes_step)
         if r.prefill.context < 0:
             yield ("prefill", "context"), f"{r.prefill.context} is not a number of context tokens"
         for tokens, seconds in r.prefill.at_context.items():

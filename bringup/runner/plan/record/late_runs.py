@@ -38,7 +38,10 @@ def _prefill(runs: list[PrefillTimings], noise: dict[str, float]) -> PrefillTimi
     context = min(r.context for r in runs)  # each run's context is the same where the plan is
     at_context = {n: min(r.at_context[n] for r in runs if n in r.at_context) for n in by_tokens
                   if context and all(n in r.at_context for r in runs)}
-    return PrefillTimings(min(r.decode_step for r in runs), by_tokens, how, context if at_context else 0, at_context)
+    decodes = min(r.decodes for r in runs)  # the same batch where the plan is
+    decodes_step = min((r.decodes_step for r in runs if r.decodes == decodes), default=0.0)
+    return PrefillTimings(min(r.decode_step for r in runs), by_tokens, how, context if at_context else 0, at_context,
+                          decodes, decodes_step)
 
 
 def _attention(runs: list[AttentionTimings]) -> AttentionTimings:

@@ -21,7 +21,8 @@ def recorded_fields(measured: StartupMeasurements) -> dict[str, Any]:
                                                                    spread=graph[2]),
         "prefill": None if prefill is None else PrefillRecord(
             decode_step=prefill.decode_step, by_tokens=dict(prefill.by_tokens), how=prefill.how,
-            context=prefill.context, at_context=dict(prefill.at_context), with_decode=True),
+            context=prefill.context, at_context=dict(prefill.at_context), with_decode=True, decodes=prefill.decodes,
+            decodes_step=prefill.decodes_step),
         "attention_check": None if attention is None else AttentionCheckRecord(
             plain_error=attention.plain_error, plain_s=attention.plain_s, errors=dict(attention.errors),
             seconds=dict(attention.seconds), cannot_run=dict(attention.cannot_run)),
@@ -34,7 +35,8 @@ def replayed_fields(record: ModelPlanRecord) -> dict[str, Any]:
     return {
         "graph_decode": None if graph is None else (graph.candidate_s, graph.plain_s, graph.spread),
         "prefill": None if prefill is None else PrefillTimings(
-            prefill.decode_step, dict(prefill.by_tokens), prefill.how, prefill.context, dict(prefill.at_context)),
+            prefill.decode_step, dict(prefill.by_tokens), prefill.how, prefill.context, dict(prefill.at_context),
+            prefill.decodes, prefill.decodes_step),
         "attention": None if attention is None else AttentionTimings(
             attention.plain_error, attention.plain_s, dict(attention.errors), dict(attention.seconds),
             dict(attention.cannot_run)),
