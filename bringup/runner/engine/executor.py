@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import torch
@@ -110,38 +111,30 @@ class Executor:
 
         Attention pads every sequence's queries and context to the step's longest, so a step of very unequal
         chunks attends in a few groups of similar ones (`forward_groups`): the decodes apart (one query each, the
-        fast decode path), prompts of similar lengths together, all in one forward (a mixed step) unless a prompt
-        scores its tokens."""
+        fast decode path), prompts of similar lengths together, all in one forward (a mixed step)."""
         return self._run_groups(chunks, all_positions, {})[0]
 
     def _run_groups(self, chunks: list[SeqChunk], all_positions: bool,
                     scored: dict[int, int]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
-        """scored: chunk index -> how many top alternatives its prompt logprobs list."""
+        """scored: chunk index -> how many top alternatives its prompt logprobs list. Scoring reads the hidden
+        states the step computes anyway, so a scored prompt changes nothing for the others of its step."""
         groups = [list(range(len(chunks)))] if all_positions else forward_groups(chunks)
         if len(groups) == 1:
             return self._run_together(chunks, all_positions, scored)
-        if not scored:
-            as_rows = self._run_as_rows(chunks)
-            if as_rows is not None:
-                return as_rows, {}
-            # one forward: each group attends apart, every weight read once
-            order = [i for group in groups for i in group]
-            mixed, _ = self._run_together([chunks[i] for i in order], False, {}, [len(g) for g in groups])
-            logits = torch.empty_like(mixed)
-            logits[order] = mixed
-            return logits, {}
-        parts = [(group, self._run_together([chunks[i] for i in group], False,
-                                            {j: scored[i] for j, i in enumerate(group) if i in scored}))
-                 for group in groups]
-        first = parts[0][1][0]
-        logits = torch.empty(len(chunks), first.shape[-1], dtype=first.dtype, device=first.device)
-        scores: dict[int, ScoredPrompt] = {}
-        for group, (part, part_scores) in parts:
-            logits[group] = part
-            scores.update({group[j]: score for j, score in part_scores.items()})
-        return logits, scores
+        as_rows = self._run_as_rows(chunks, scored)
+        if as_rows is not None:
+            return as_rows
+        # one forward: each group attends apart, every weight read once
+        order = [i for group in groups for i in group]
+        where = {i: j for j, i in enumerate(order)}
+        mixed, scores = self._run_together([chunks[i] for i in order], False,
+                                           {where[i]: top_k for i, top_k in scored.items()}, [len(g) for g in groups])
+        logits = torch.empty_like(mixed)
+        logits[order] = mixed
+        return logits, {order[j]: score for j, score in scores.items()}
 
-    def _run_as_rows(self, chunks: list[SeqChunk]) -> torch.Tensor | None:
+    def _run_as_rows(self, chunks: list[SeqChunk],
+                     scored: dict[int, int]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]] | None:
         """Logits of a step of decodes and prompt chunks run by the fused decode kernel, each prompt token a row of
         its own (batch_inputs.decode_rows), where the kernel serves that many rows; else None."""
         rows, last = decode_rows(chunks)
@@ -154,7 +147,11 @@ class Executor:
             hidden = self._fused_hidden(inputs)
             if hidden is None or self.fused is None:  # its fallback recorded: the modules rewrite the same slots
                 return None
-            return m.logits(hidden[torch.tensor(last, device=m.device)], self.fused.kind)
+            head = functools.partial(m.logits, kind=self.fused.kind)
+            firsts = [0, *(row + 1 for row in last[:-1])]
+            scores = {i: score_prompt(head, hidden[firsts[i]:last[i]], chunks[i].token_ids, chunks[i].start, top_k)
+                      for i, top_k in scored.items()}
+            return head(hidden[torch.tensor(last, device=m.device)]), scores
 
     def _run_together(self, chunks: list[SeqChunk], all_positions: bool, scored: dict[int, int],
                       parts: list[int] | None = None) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
