@@ -255,7 +255,7 @@ class Executor:
 def forward_groups(chunks: list[SeqChunk]) -> list[list[int]]:
     """Chunk indices split into groups that attend apart: decodes together; prompts by length, a new group whenever
     padding the group's queries and contexts to its longest would cost over PADDING_LIMIT x the attention work it
-    needs, at most MAX_PROMPT_GROUPS groups (a step that scores a prompt runs each group as its own forward)."""
+    needs, at most MAX_PROMPT_GROUPS groups."""
     new = [len(c.token_ids) - c.start for c in chunks]
     decodes = [i for i, n in enumerate(new) if n == 1]
     prompts = sorted((i for i, n in enumerate(new) if n > 1), key=lambda i: (new[i], len(chunks[i].token_ids)))
