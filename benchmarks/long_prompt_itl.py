@@ -102,7 +102,7 @@ def main() -> None:
     args = parser.parse_args()
     engine = LLMEngine.create(EngineOptions(model_dir=args.model, device="cpu", dtype=args.dtype,
                                             max_model_len=args.prompt + 512, max_num_seqs=args.streams + 1))
-    chunk = [[1, 0, args.chunk]] if args.chunk else engine.plan.prefill_chunk.value
+    chunk = [[1, 0, 0, args.chunk]] if args.chunk else engine.plan.prefill_chunk.value
     results: dict[str, list[dict]] = {"off": [], "on": []}
     for r in range(args.rounds):
         for side, value in (("off", None), ("on", chunk)):

@@ -15,6 +15,7 @@ from bringup.runner.plan.prefill_chunk import (
     choose_prefill_chunk,
     chunk_at,
     chunk_table,
+    row_seconds,
     shown_chunks,
 )
 from bringup.runner.sampling_params import SamplingParams
@@ -30,7 +31,7 @@ def _serve(engine, chunk: int | None) -> tuple[dict[str, list[int]], int]:
     a part of a prompt."""
     engine.blocks = BlockManager(engine.blocks.num_blocks, engine.plan.block_size)  # no prefix cache: same work
     engine.scheduler = Scheduler(engine.blocks, 8, engine.plan.max_num_batched_tokens.value,
-                                 None if chunk is None else [[1, 0, chunk]])
+                                 None if chunk is None else [[1, 0, 0, chunk]])
     for i, params in enumerate((GREEDY, SEEDED, GREEDY)):
         engine.add_request(f"s{i}", [30 + i] * (5 + i), params)
     engine.step()
@@ -60,7 +61,7 @@ def test_chunked_prefill_gives_the_tokens_of_whole_prefills(builtin_engine):
 
 
 def test_a_prompt_runs_whole_when_nothing_decodes_and_in_chunks_beside_decodes():
-    sched = Scheduler(BlockManager(64, 4), max_num_seqs=4, max_num_batched_tokens=64, prefill_chunk=[[1, 0, 8]])
+    sched = Scheduler(BlockManager(64, 4), max_num_seqs=4, max_num_batched_tokens=64, prefill_chunk=[[1, 0, 0, 8]])
     a, b = _seq(0, 20), _seq(1, 30)
     sched.add(a)
     assert sched.schedule() == [a] and a.num_scheduled_tokens == 20  # alone: whole
@@ -78,42 +79,49 @@ def test_a_scoring_prompt_is_never_cut():
     decoding = _seq(1, 3)
     decoding.num_cached_tokens = 3
     decoding.token_ids.append(7)
-    budget = StepBudget(64, [[1, 0, 8]], [decoding])
+    budget = StepBudget(64, [[1, 0, 0, 8]], [decoding])
     assert budget.fits(scoring, 30) == 0 and budget.fits(_seq(2, 30), 30) == 8
 
 
-@pytest.mark.parametrize(("decode_ms", "expected"), [(10.0, 64), (2.0, 16), (0.5, 16)])
+# beside a 10 ms decode a chunk may add 15 ms: 25 ms lies between 64 tokens (9 ms) and 128 (27 ms), at 120 on their
+# line; beside 2 ms, 5 ms lies between 16 (4 ms) and 32 (6 ms), at 24; beside 0.5 ms nothing fits: the smallest
+@pytest.mark.parametrize(("decode_ms", "expected"), [(10.0, 120), (2.0, 24), (0.5, 16)])
 def test_the_chunk_is_the_largest_step_within_the_step_ratio(decode_ms, expected):
     timings = PrefillTimings(decode_ms / 1e3, {16: 4e-3, 32: 6e-3, 64: 9e-3, 128: 27e-3})
     choice = choose_prefill_chunk(timings, 4096)
-    assert choice.value == [[1, 0, expected]]  # not timed at a long context: one chunk for every context
+    assert choice.value == [[1, 0, 0, expected]]  # not timed at a long context: one chunk for every context
     assert f"{CHUNK_STEP_RATIO:g} × " in choice.evidence and "64: 9.0" in choice.evidence
     assert "the chunk does not shrink" in choice.evidence
     assert choose_prefill_chunk(None, 4096).value is None
 
 
-def test_the_chunk_shrinks_as_the_prompt_s_context_grows_and_grows_beside_more_decodes():
+def test_the_chunk_shrinks_as_the_prompt_s_context_grows_and_grows_beside_more_decodes_and_longer_ones():
     ms = 1e-3
     timings = PrefillTimings(10 * ms, {4: 12 * ms, 8: 15 * ms, 16: 20 * ms, 32: 30 * ms}, context=2048,
                              at_context={4: 16 * ms, 8: 22 * ms, 16: 34 * ms, 32: 58 * ms}, decodes=8,
                              decodes_step=20 * ms)
-    # beside one decode a step may take 25 ms, beside 8 (a 20 ms step) 40 ms with the chunk's step less its decode;
-    # each step on the line through its two timings, at the end of the span the chunk serves
+    # a decode row reads its context at (16 - 12) ms / (4 rows x 2048 tokens); beside one short decode a chunk may
+    # add 15 ms: at the end of the first span (256 tokens) a step of 16 + k tokens is predicted at
+    # 20 + 0.625 k + (14 + 0.875 k) / 8 ms, within 25 up to k = 4
     assert CHUNK_STEP_RATIO == 2.5
+    assert row_seconds(timings) == pytest.approx(4 * ms / (4 * 2048))
     table = chunk_table(timings, 8192)
-    assert table == [[1, 0, 16], [1, 512, 8], [1, 2048, 4],  # at 8192 not even 4 fit (28 ms): the smallest moves
-                     [8, 0, 32], [8, 512, 16], [8, 2048, 8], [8, 4096, 4]]
-    assert [chunk_at(table, 1, c) for c in (0, 511, 512, 1023, 5000)] == [16, 16, 8, 8, 4]
-    assert [chunk_at(table, d, 300) for d in (1, 7, 8, 12)] == [16, 16, 32, 32]
+    assert [chunk_at(table, 1, 0, c) for c in (0, 255, 256, 1023, 5000)] == [20, 20, 17, 14, 4]
+    assert chunk_at(table, 7, 0, 0) == 20 and chunk_at(table, 8, 0, 0) == 32  # the full batch's 20 ms step: 30 more
+    # decodes at a long context take longer steps: one at 1024 tokens adds 0.5 ms, so 15.75 ms more and 21 tokens;
+    # eight at 2048 add 8 ms, and at a prompt context of 1024-2048 the chunk grows from 20 tokens to 28
+    assert chunk_at(table, 1, 1024, 0) == 21
+    assert (chunk_at(table, 8, 0, 1500), chunk_at(table, 8, 2048, 1500)) == (20, 28)
     decoding = _seq(1, 3)
     decoding.num_cached_tokens = 3
     decoding.token_ids.append(7)
     budget = StepBudget(64, table, [decoding])
     early, late = _seq(2, 30), _seq(3, 2000)
     late.num_cached_tokens = 1990
-    assert budget.fits(early, 30) == 16 and budget.fits(late, 10) == 8  # its context: 1990
-    assert shown_chunks(table).startswith("beside 1+ decodes: 16 tokens from context 0, 8 tokens from context 512")
+    assert budget.fits(early, 30) == 20 and budget.fits(late, 10) == chunk_at(table, 1, 0, 1990) < 20
+    assert shown_chunks(table).startswith("beside 1+ decodes: 20 tokens from context 0, 17 tokens from context 256")
     assert "; beside 8+ decodes: 32 tokens from context 0, " in shown_chunks(table)
+    assert "more columns for decodes at a longer context of their own (up to 32 tokens)" in shown_chunks(table)
 
 
 def test_prefill_chunk_option_sets_the_row_or_is_refused_in_one_line(tmp_path):
@@ -125,7 +133,7 @@ def test_prefill_chunk_option_sets_the_row_or_is_refused_in_one_line(tmp_path):
                                               max_num_seqs=2, prefill_chunk=value)).plan.prefill_chunk
 
     assert plan("off").value is None and plan("off").evidence.startswith("off (--prefill-chunk off)")
-    assert plan("48").value == [[1, 0, 48]] and "not measured" in plan("48").evidence
+    assert plan("48").value == [[1, 0, 0, 48]] and "not measured" in plan("48").evidence
     for bad in ("0", "some", "-16"):
         with pytest.raises(BringupError, match=r"--prefill-chunk '.*' is not auto, off or a positive number"):
             plan(bad)

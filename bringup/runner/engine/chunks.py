@@ -1,10 +1,10 @@
 """A step's token budget, and chunked prefill: how many of a sequence's new tokens one step runs.
 
-A decode runs its one token. A prompt runs whole when the step carries no decode (the fastest first token), up to
-the step's budget. While other sequences decode, the step's prompt tokens together are capped at the plan's
-`prefill_chunk` for the context the prompt has reached (a table chosen from measured step times,
-plan/prefill_chunk.py), so a long prompt arriving mid-stream is prefilled a chunk per step beside the decodes instead
-of stalling them for its whole prefill, in smaller chunks as its context grows. A prompt that scores its own tokens
+A decode runs its one token. A prompt runs whole when the step carries no decode (the fastest first token), up to the
+step's budget. While other sequences decode, the step's prompt tokens together are capped at the plan's `prefill_chunk`
+for the decodes' number and context and the context the prompt has reached (a table chosen from measured step times,
+plan/prefill_chunk.py), so a long prompt arriving mid-stream is prefilled a chunk per step beside the decodes instead of
+stalling them for its whole prefill, in smaller chunks as its context grows. A prompt that scores its own tokens
 (`prompt_logprobs`) runs whole, as before (its scores come from one forward over every position).
 """
 
@@ -17,7 +17,9 @@ from bringup.runner.plan.prefill_chunk import chunk_at
 class StepBudget:
     def __init__(self, max_tokens: int, prefill_chunk: list[list[int]] | None, running: list[Sequence]) -> None:
         self.tokens = max_tokens
-        self.decodes = sum(1 for seq in running if seq.num_new_tokens == 1)
+        decoding = [len(seq.token_ids) for seq in running if seq.num_new_tokens == 1]
+        self.decodes = len(decoding)
+        self.their_context = sum(decoding) // max(len(decoding), 1)
         self.whole = max_tokens - self.decodes  # room the decodes leave
         # with no decode running, nothing waits on a prompt: it runs whole
         self.chunks = prefill_chunk if self.decodes else None
@@ -29,7 +31,9 @@ class StepBudget:
         if new <= 1:
             return new if self.tokens >= new else 0
         context = len(seq.token_ids) - new
-        allowed = self.whole if self.chunks is None else min(chunk_at(self.chunks, self.decodes, context), self.whole)
+        allowed = self.whole
+        if self.chunks is not None:
+            allowed = min(chunk_at(self.chunks, self.decodes, self.their_context, context), allowed)
         room = min(allowed - self.prompt_spent, self.tokens)
         if not self.chunked or seq.scores_prompt_now:
             return new if new <= room else 0

@@ -20,6 +20,8 @@ from bringup.runner.plan.prefill_chunk import (
     FIRST_CONTEXT,
     PrefillTimings,
     chunk_sizes,
+    decodes_step,
+    span_starts,
 )
 
 REPEATS = 3
@@ -45,12 +47,19 @@ def measure_prefill(executor: Executor, plan: ExecutionPlan) -> PrefillTimings |
 
     decode = best_of(lambda: executor.run_chunks(decoding[:1]), device, REPEATS)
     decodes = best_of(lambda: executor.run_chunks(decoding), device, REPEATS) if full > 1 else 0.0
-    by_tokens: dict[int, float] = {}
+    smallest = sizes[0]
+    context = min(CONTEXT_TIMED, plan.max_model_len.value - smallest - 1, room - smallest)
+    first = PrefillTimings(decode, {smallest: step(smallest, 0)}, "", context, {smallest: step(smallest, context)},
+                           full, decodes) if context >= FIRST_CONTEXT else None
+    # the largest chunk any column may take: beside the full batch at the longest context the table serves
+    longest = span_starts(first, plan.max_model_len.value)[-1] if first is not None else 0
+    bound = (CHUNK_STEP_RATIO - 1) * (decodes_step(first, full, longest) if first is not None else max(decode, decodes))
+    by_tokens = {smallest: first.by_tokens[smallest]} if first is not None else {}
     for n in sizes:
-        by_tokens[n] = step(n, 0)
-        if by_tokens[n] - decode > (CHUNK_STEP_RATIO - 1) * max(decode, decodes):
+        by_tokens[n] = by_tokens.get(n) or step(n, 0)
+        if by_tokens[n] - decode > bound:
             break
-    context = min(CONTEXT_TIMED, plan.max_model_len.value - max(by_tokens) - 1, room - max(by_tokens))
+    context = min(context, plan.max_model_len.value - max(by_tokens) - 1, room - max(by_tokens))
     at_context = {n: step(n, context) for n in by_tokens} if context >= FIRST_CONTEXT else {}
     return PrefillTimings(decode, by_tokens, f"best of {REPEATS}", context if at_context else 0, at_context, full,
                           decodes)

@@ -1,14 +1,15 @@
 """The prefill chunk: how many prompt tokens a step may carry beside running decodes, from measured step times.
 
-A step that carries a prompt chunk beside decodes runs them in one forward (executor: each group attends apart,
-every weight is read once). The chunk is the largest size timed whose step -- one decode and the chunk -- takes at
-most CHUNK_STEP_RATIO x a one-sequence decode step, so a running stream's step with a chunk in it takes at most that
-many times its step without one. A chunk's step grows with the context its prompt has reached (attention reads it
-all), so the steps are timed at no context and at a long one, and the chunk is chosen for each context from the line
-through them: a table that shrinks the chunk as the prompt grows. A step of more decodes takes longer, so a chunk
-beside them may take more before their step passes the ratio: a decode step of a full batch (DECODES_TIMED
-sequences) is timed too, and the table holds a column for it, used from that many decodes on. At least MIN_CHUNK
-tokens, so a prompt always moves.
+A step that carries a prompt chunk beside decodes runs them in one forward (executor: each group attends apart, every
+weight is read once). The chunk is the largest size (between the sizes timed, on the line through their timings) whose
+cost beside the decodes keeps their step within CHUNK_STEP_RATIO x their step without it. A chunk's step grows with the
+context its prompt has reached (attention reads it all), so the steps are timed at no context and at a long one, and the
+chunk is chosen for each context from the line through them: a table that shrinks the chunk as the prompt grows. A step
+of more decodes takes longer, so a chunk beside them may take more before their step passes the ratio: a decode step of
+a full batch (DECODES_TIMED sequences) is timed too, and the table holds a column for it, used from that many decodes
+on. Decodes that have reached a long context take a longer step too (each reads its context: the seconds per row and
+context token come from the same two timings), so the table also holds columns by the decodes' own average context. At
+least MIN_CHUNK tokens, so a prompt always moves.
 """
 
 from __future__ import annotations
@@ -51,45 +52,90 @@ def chunk_sizes(max_model_len: int) -> list[int]:
     return sizes or [1]
 
 
+def _at(points: dict[int, float], tokens: int) -> float:
+    """A step's seconds at `tokens` on the line between the two timed sizes around it (the timed sizes: exact)."""
+    if tokens in points:
+        return points[tokens]
+    below = max(n for n in points if n < tokens)
+    above = min((n for n in points if n > tokens), default=below)
+    if above == below:
+        return points[below]
+    return points[below] + (points[above] - points[below]) * (tokens - below) / (above - below)
+
+
 def predicted_step(timings: PrefillTimings, tokens: int, context: int) -> float:
     """Seconds of a step of one decode and a `tokens` chunk whose prompt has `context` tokens cached: the line
-    through the two timings (flat where the long context was not timed)."""
-    at_zero = timings.by_tokens[tokens]
-    if tokens not in timings.at_context or timings.context <= 0:
+    through the two timings (flat where the long context was not timed), between the sizes timed."""
+    at_zero = _at(timings.by_tokens, tokens)
+    if not timings.at_context or timings.context <= 0:
         return at_zero
-    return at_zero + max(timings.at_context[tokens] - at_zero, 0.0) * context / timings.context
+    return at_zero + max(_at(timings.at_context, tokens) - at_zero, 0.0) * context / timings.context
 
 
-def chunk_table(timings: PrefillTimings, max_model_len: int) -> list[list[int]]:
-    """[decodes, context, chunk] rows, ascending, each chunk from that many decodes and that context on (plain lists:
-    the table is plan data that JSON carries unchanged): the largest size timed whose predicted cost beside the
-    decodes -- its step with one decode less that decode -- is within (CHUNK_STEP_RATIO - 1) x their decode step,
-    at the end of the span it serves (the next context in the table, or the model's context)."""
-    steps = {1: timings.decode_step}
-    if timings.decodes > 1 and timings.decodes_step > 0:
-        steps[timings.decodes] = max(timings.decodes_step, timings.decode_step)
-    sizes = sorted(timings.by_tokens)
+def row_seconds(timings: PrefillTimings) -> float:
+    """Seconds a decode row adds for each token of its context: the smallest chunk's rows at the long context less
+    at none (0 where the long context was not timed)."""
+    tokens = min(timings.by_tokens)
+    if tokens not in timings.at_context or timings.context <= 0:
+        return 0.0
+    return max(timings.at_context[tokens] - timings.by_tokens[tokens], 0.0) / (tokens * timings.context)
+
+
+def decodes_step(timings: PrefillTimings, decodes: int, their_context: int) -> float:
+    """Seconds of a step of `decodes` decodes alone (1, or the full batch timed), each at `their_context` tokens."""
+    timed = timings.decode_step if decodes == 1 else max(timings.decodes_step, timings.decode_step)
+    return timed + decodes * their_context * row_seconds(timings)
+
+
+def span_starts(timings: PrefillTimings, max_model_len: int) -> list[int]:
+    """The contexts the table's spans start at: 0, then FIRST_CONTEXT doubling (0 alone: no long context timed)."""
     starts, context = [0], FIRST_CONTEXT
     while timings.at_context and context < max_model_len:
         starts.append(context)
         context *= 2
+    return starts
+
+
+def _column(timings: PrefillTimings, starts: list[int], max_model_len: int, allowed: float) -> list[list[int]]:
+    """[context, chunk] rows: for each span of prompt context, the largest chunk (any size from the smallest timed
+    to the largest) whose step, less its one decode, is predicted within `allowed` at the span's end."""
+    smallest, largest = min(timings.by_tokens), max(timings.by_tokens)
+    rows: list[list[int]] = []
+    for start, end in zip(starts, [*starts[1:], max_model_len], strict=True):
+        chunk = next((n for n in range(largest, smallest - 1, -1)
+                      if predicted_step(timings, n, end) - timings.decode_step <= allowed), smallest)
+        if not rows or chunk != rows[-1][1]:
+            rows.append([start, chunk])
+    return rows
+
+
+def chunk_table(timings: PrefillTimings, max_model_len: int) -> list[list[int]]:
+    """[decodes, their_context, context, chunk] rows, ascending (plain lists: the table is plan data that JSON
+    carries unchanged). Each chunk serves from that many decodes, whose context averages from `their_context`
+    tokens, and from that prompt context on: the largest whose predicted cost beside the decodes -- its step less
+    the one decode timed with it -- is within (CHUNK_STEP_RATIO - 1) x the decodes' own step at the start of their
+    span (decodes with a longer context take a longer step, and may carry a larger chunk), at the end of the
+    prompt's span. A decodes' span whose chunks equal the one before it is left out."""
+    counts = [1, timings.decodes] if timings.decodes > 1 and timings.decodes_step > 0 else [1]
+    starts = span_starts(timings, max_model_len)
     table: list[list[int]] = []
-    for decodes, decode_step in steps.items():
-        allowed = (CHUNK_STEP_RATIO - 1) * decode_step + timings.decode_step
-        column: list[list[int]] = []
-        for start, end in zip(starts, [*starts[1:], max_model_len], strict=True):
-            fitting = [n for n in sizes if predicted_step(timings, n, end) <= allowed]
-            chunk = fitting[-1] if fitting else sizes[0]
-            if not column or chunk != column[-1][2]:
-                column.append([decodes, start, chunk])
-        table += column
+    for decodes in counts:
+        previous: list[list[int]] = []
+        for their_context in starts if row_seconds(timings) > 0 else [0]:
+            allowed = (CHUNK_STEP_RATIO - 1) * decodes_step(timings, decodes, their_context)
+            column = _column(timings, starts, max_model_len, allowed)
+            if column != previous:
+                table += [[decodes, their_context, start, chunk] for start, chunk in column]
+            previous = column
     return table
 
 
-def chunk_at(table: list[list[int]], decodes: int, context: int) -> int:
-    """The chunk beside `decodes` running decodes for a prompt with `context` tokens cached."""
-    column = max([d for d, _, _ in table if d <= decodes], default=table[0][0])
-    return [chunk for d, start, chunk in table if d == column and start <= context][-1]
+def chunk_at(table: list[list[int]], decodes: int, their_context: int, context: int) -> int:
+    """The chunk beside `decodes` running decodes whose context averages `their_context` tokens, for a prompt with
+    `context` tokens cached."""
+    column = max([d for d, _, _, _ in table if d <= decodes], default=table[0][0])
+    theirs = max([t for d, t, _, _ in table if d == column and t <= their_context], default=0)
+    return [chunk for d, t, start, chunk in table if d == column and t == theirs and start <= context][-1]
 
 
 def choose_prefill_chunk(timings: PrefillTimings | None, max_model_len: int) -> Choice:
@@ -107,6 +153,8 @@ def choose_prefill_chunk(timings: PrefillTimings | None, max_model_len: int) -> 
         measured += "; not timed at a long context (the cache or context is too small): the chunk does not shrink"
     if timings.decodes > 1 and timings.decodes_step > 0:
         measured += f"; a decode step of {timings.decodes} sequences {timings.decodes_step * 1e3:.1f} ms"
+    if row_seconds(timings) > 0:
+        measured += f"; a decode row reads its context at {row_seconds(timings) * 1e9:.0f} ns a token"
     how = f" ({timings.how})" if timings.how else ""
     return Choice(table, f"the largest chunk whose cost beside the decodes is predicted within "
                          f"{CHUNK_STEP_RATIO - 1:g} × their decode step (a step with it at most {CHUNK_STEP_RATIO:g} × "
@@ -114,14 +162,20 @@ def choose_prefill_chunk(timings: PrefillTimings | None, max_model_len: int) -> 
 
 
 def shown_chunks(table: list[list[int]] | None) -> str:
+    """The columns beside decodes at no context in full; those by the decodes' own context counted (the value holds
+    them all)."""
     if not table:
         return "whole prompts"
     if len(table) == 1:
-        return f"{table[0][2]} tokens beside decodes"
-    columns = sorted({d for d, _, _ in table})
-    return "; ".join(f"beside {d}+ decodes: " + ", ".join(f"{chunk} tokens from context {start}"
-                                                         for column, start, chunk in table if column == d)
-                     for d in columns)
+        return f"{table[0][3]} tokens beside decodes"
+    shown = "; ".join(f"beside {d}+ decodes: " + ", ".join(f"{chunk} tokens from context {start}"
+                                                          for cd, ct, start, chunk in table if (cd, ct) == (d, 0))
+                      for d in sorted({d for d, _, _, _ in table}))
+    longer = {(d, t) for d, t, _, _ in table if t}
+    if longer:
+        most = max(chunk for _, t, _, chunk in table if t)
+        shown += f"; {len(longer)} more columns for decodes at a longer context of their own (up to {most} tokens)"
+    return shown
 
 
 def check_prefill_chunk_option(value: str) -> str | None:
@@ -137,5 +191,5 @@ def chunk_option(value: str) -> Choice | None:
     if value == "off":
         return Choice(None, "off (--prefill-chunk off): prompts run whole, stalling running streams for their prefill")
     if value.isdigit():
-        return Choice([[1, 0, int(value)]], f"{value} tokens at every context (--prefill-chunk), not measured")
+        return Choice([[1, 0, 0, int(value)]], f"{value} tokens at every context (--prefill-chunk), not measured")
     return None

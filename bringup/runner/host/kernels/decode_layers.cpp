@@ -105,6 +105,7 @@ static void decode_layers(T* x, int64_t batch, const int64_t* dims, const void* 
   const int64_t widest = std::max(std::max(hidden, q_width), inter);  // the most input features of a product
   // room for each thread's quantized copy of x (its k field: the room per thread, in codes)
   const int64_t per_thread = format == FORMAT_PANELS ? 0 : batch * widest, threads = omp_get_max_threads();
+  const bool share = batch * kv_heads >= 2 * threads;
   std::vector<int8_t> codes(size_t(threads * per_thread));
   std::vector<float> code_scales(size_t(threads * per_thread / QGROUP));
   std::vector<int32_t> code_sums(code_scales.size());
@@ -140,15 +141,15 @@ static void decode_layers(T* x, int64_t batch, const int64_t* dims, const void* 
         }
       }
     }
-    // one query head per item (not one kv head's group): SmolLM2's 3 kv heads on 2 threads left one idle a third
-    // of the time; each query head's arithmetic is the same either way
+    // one (sequence, kv head) per item, its query heads sharing each widened key and value; with too few of those
+    // to keep the threads busy (SmolLM2's 3 kv heads of one sequence on 2 threads), one query head per item
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t h = 0; h < heads; ++h) {
-        const int64_t kv = h / group;
-        attend_kv_head(q + b * q_width + h * head_dim, 1, head_dim, k_cache + kv * slots_total * head_dim,
-                       v_cache + kv * slots_total * head_dim, context_slots + b * ld_slots, context_lens[b], scale,
-                       attn + b * q_width + h * head_dim);
+      for (int64_t item = 0; item < (share ? kv_heads : heads); ++item) {
+        const int64_t first = share ? item * group : item, kv = first / group;
+        attend_kv_head(q + b * q_width + first * head_dim, share ? group : 1, head_dim,
+                       k_cache + kv * slots_total * head_dim, v_cache + kv * slots_total * head_dim,
+                       context_slots + b * ld_slots, context_lens[b], scale, attn + b * q_width + first * head_dim);
       }
     }
     residual_product_for(format, attn, batch, q_width, w[O], hidden, (const T*)w[O_BIAS], x, scratch, quantized);
