@@ -146,3 +146,25 @@ def test_no_prefix_caching_computes_every_prompt(tmp_path):
     assert e.plan.prefix_caching.value is False and "--no-prefix-caching" in e.plan.prefix_caching.evidence
     assert e.stats()["prefix_cache_hits"] == 0 == e.stats()["prefix_cache_queries"]
     assert e.plan.to_dict()["prefix_caching"]["shown"] == "off"
+
+
+def test_a_prompt_whose_next_block_another_is_still_prefilling_waits_a_step_and_finds_it_cached():
+    from bringup.runner.engine.scheduler import Scheduler
+
+    blocks = BlockManager(64, 4, caching=True, identity="w")
+    sched = Scheduler(blocks, max_num_seqs=4, max_num_batched_tokens=64)
+    shared = list(range(1, 17))  # four full blocks
+    a = Sequence("a", [*shared, 40, 41, 42, 43], 20, SamplingParams(), arrival=0)
+    b = Sequence("b", [*shared, 50, 51, 52, 53], 20, SamplingParams(), arrival=1)
+    c = Sequence("c", [99, *shared[1:], 60, 61, 62], 19, SamplingParams(), arrival=2)  # its first block differs
+    sched.add(a)
+    sched.add(b)
+    assert sched.schedule() == [a]  # admitted now, b would compute a's four blocks a second time
+    a.num_cached_tokens = len(a.token_ids)
+    blocks.cache_full_blocks(a, 0)
+    a.token_ids.append(7)
+    sched.add(c)
+    assert sched.schedule() == [a, b, c]
+    assert (b.num_cached_tokens, b.num_scheduled_tokens, b.block_table[:4]) == (16, 4, a.block_table[:4])
+    assert (c.num_cached_tokens, c.num_scheduled_tokens) == (0, 19)
+    assert blocks.hits == 16

@@ -91,6 +91,19 @@ class BlockManager:
             found.append(block)
         return found
 
+    def computing(self, seq: Sequence, prefix: list[int], running: list[Sequence]) -> bool:
+        """Whether a running sequence is still prefilling the block `seq` would compute next after its cached
+        `prefix` (the same blocks before it, the same tokens in it): admitted now, `seq` would compute it again; a
+        step later it finds it cached."""
+        if not self.caching:
+            return False
+        size, index = self.block_size, len(prefix)
+        tokens = seq.token_ids[index * size:(index + 1) * size]
+        return len(tokens) == size and any(
+            other.num_cached_tokens < (index + 1) * size <= len(other.token_ids) - 1
+            and other.block_table[:index] == prefix and other.token_ids[index * size:(index + 1) * size] == tokens
+            for other in running)
+
     def can_admit(self, seq: Sequence, prefix: list[int], num_tokens: int) -> bool:
         """Whether `seq` (holding no block) fits `num_tokens` tokens on top of the cached `prefix`."""
         fresh = max(0, -(-num_tokens // self.block_size) - len(prefix))

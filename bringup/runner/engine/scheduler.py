@@ -61,6 +61,8 @@ class Scheduler:
             run = budget.fits(seq, new)
             if not run or not self.blocks.can_admit(seq, prefix or [], cached + run):
                 break
+            if prefix is not None and self.blocks.computing(seq, prefix, self.running):
+                break  # its next block is being computed: cached for it a step later
             budget.spend(run, prompt=new > 1)
             self.waiting.popleft()
             self.blocks.admit(seq, prefix, cached + run)
