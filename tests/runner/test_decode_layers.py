@@ -87,9 +87,10 @@ def test_bfloat16_decode_steps_run_through_the_kernel(tmp_path, monkeypatch):
 
 @needs_compiler
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_hidden_states_match_the_modules_on_ragged_decode_steps(tmp_path, dtype):
+@pytest.mark.parametrize("hidden", [64, 256])  # head_dim 16: one key at a time; 64: the 16-lane attention
+def test_hidden_states_match_the_modules_on_ragged_decode_steps(tmp_path, dtype, hidden):
     model_dir = tmp_path / "llama"
-    make_hf_model(model_dir, "llama", hidden=64, heads=4, kv_heads=1, intermediate=96, layers=2, rope_llama3=True)
+    make_hf_model(model_dir, "llama", hidden=hidden, heads=4, kv_heads=1, intermediate=96, layers=2, rope_llama3=True)
     e = engine(tmp_path, model_dir, fused=True, dtype=dtype)
     model, fused = e.executor.model, e.executor.fused
     assert fused is not None
