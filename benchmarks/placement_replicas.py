@@ -7,7 +7,7 @@ holds, which must be served there.
 Each replica is a real engine (LLMEngine) on its own thread, as `serve --placement replicas` starts them; start-up's
 layout and decode timings are given as data (plain F.linear, no paged kernel) so both arms run the same plan and the
 start does not spend minutes timing candidates at an eighth of the host's speed. The router's step costs
-(engine/replicas/step_cost.py) come from each replica's own steps measured here: a decode step at batch 1 and at
+(plan/placement/step_cost.py) come from each replica's own steps measured here: a decode step at batch 1 and at
 batch 8, and the prefill of one CHAT_PROMPT-token prompt (the best of two, interleaved). Two workloads, each 8
 requests of 16 generated tokens: short prompts (5 tokens: decode only) and a chat (CHAT_PROMPT-token prompts:
 prefill a real share of the work). Rounds alternate the arms; each figure is its best round. The emulated devices
@@ -70,7 +70,7 @@ def timed_steps(replica, batch: int, prompt: int, steps: int = 3) -> tuple[float
 
 def measure_costs(replicas: list, prompt: int) -> None:  # type: ignore[no-untyped-def]
     """Each replica's step costs (replicas/step_cost.py), the best of two interleaved measurements."""
-    from bringup.runner.engine.replicas.step_cost import measured_cost
+    from bringup.runner.plan.placement.step_cost import measured_cost
 
     best: dict[str, list[float]] = {}
     for _ in range(2):

@@ -119,3 +119,41 @@ def test_a_device_without_a_profile_is_refused_naming_the_command_that_records_o
     lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "emu:0 has no profile" in lines[0], done.stderr[-2000:]
     assert "run `bringup all --device emu:0` first" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_a_pair_that_both_hold_the_model_is_weighed_for_replicas_from_step_costs_measured_at_the_start(tmp_path
+                                                                                                     ) -> None:
+    from bringup.runner.plan.placement.replica_load import ReplicaLoad, replica_gain
+    from bringup.runner.plan.placement.replicas import REPLICA_GAIN
+    from bringup.runner.plan.placement.step_cost import step_cost_from
+
+    spec = {**PAIR, "devices": [PAIR["devices"][0], {**PAIR["devices"][1], "speed": 0.5}]}
+    write_profiles(tmp_path, spec, "emu:0=20,emu:1=10")
+    port = free_port()
+    command = [sys.executable, "-m", "bringup", "serve", "--device", "emu:0,emu:1", "--port", str(port),
+               "--max-model-len", "128", "--max-num-seqs", "4"]  # the built-in model: each device holds it
+    server = subprocess.Popen(command, cwd=tmp_path, env=emu_env(spec), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        started_or_fail(url, server, 300, "serve --device emu:0,emu:1")
+        name = httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]["id"]
+        done = httpx.post(f"{url}/v1/completions", timeout=120, json={"model": name, "prompt": "Hello",
+                                                                       "max_tokens": 2})
+        placement = httpx.get(f"{url}/v1/plan", timeout=10).json()["plan"]["placement"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+    assert done.status_code == 200, done.text
+    value, prediction = placement["value"], placement["value"]["prediction"]
+    assert prediction["load"] == {"requests": 4, "prompt_tokens": 64, "new_tokens": 64}
+    costs = {device: step_cost_from(cost) for device, cost in prediction["step_costs"].items()}
+    assert sorted(costs) == ["emu:0", "emu:1"]
+    for device, cost in costs.items():  # measured on each device at the start, with what was timed
+        assert cost.base_s > 0 and cost.prefill_s_per_token > 0, (device, cost)
+        assert f"cuts of the model timed on {device}" in cost.evidence
+    gain = replica_gain([costs["emu:0"], costs["emu:1"]], ReplicaLoad(4, 64, 64)).gain
+    assert prediction["gain"] == gain and f"replicas predict {gain:.2f}x over emu:" in placement["evidence"]
+    assert value["mode"] == ("replicas" if gain >= REPLICA_GAIN else "single")  # the choice follows the costs
+    chosen = {d["device"]: d.get("step_cost") for d in value["devices"]}
+    assert all(cost == prediction["step_costs"][device] for device, cost in chosen.items())

@@ -16,14 +16,17 @@ from bringup.profiles.schema import Profile
 from bringup.runner.engine.layer_timing import layer_seconds
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.startup.derive import read_profile
+from bringup.runner.engine.step_timing import step_costs
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.choice import Choice
+from bringup.runner.plan.placement.cost import held_bytes, usable_bytes
 from bringup.runner.plan.placement.facts import DeviceFacts, UnplaceableDevice, device_facts
 from bringup.runner.plan.placement.given import memory_caps, placement_mode, split_proportions
 from bringup.runner.plan.placement.layer_term import with_layer_time
 from bringup.runner.plan.placement.need import ModelNeed, model_need
-from bringup.runner.plan.placement.placement import SINGLE, Placement
+from bringup.runner.plan.placement.placement import AUTO, REPLICAS, SINGLE, Placement
 from bringup.runner.plan.placement.planner import NoPlacement, plan_placement
+from bringup.runner.plan.placement.replica_load import ReplicaLoad, stated_load
 from bringup.runner.plan.placement.split import SplitRefused
 from bringup.runner.plan.plan import choose_max_model_len
 from bringup.runner.plan.profile_facts import ProfileFacts
@@ -61,9 +64,12 @@ def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
         profiles = [_profile(info) for info in infos]
         facts = [device_facts(info.id, p, caps.get(info.id), options.dtype) for info, p in zip(infos, profiles)]
         need = model_need(config, choose_max_model_len(config, options.max_model_len).value)
-        if proportions is None:  # the planner weighs the devices: each one's layer timed on it
-            facts = [_timed(f, p, need, config) for f, p in zip(facts, profiles)]
-        placement = plan_placement(facts, need, proportions, mode)
+        load = stated_load(need.context_tokens, options.max_num_seqs)
+        if proportions is None:  # the planner weighs the devices: each one's layer (and steps) timed on it
+            replicas = _weighs_replicas(facts, need, mode)
+            facts = [_timed(f, p, need, config, load if f.device in replicas else None)
+                     for f, p in zip(facts, profiles)]
+        placement = plan_placement(facts, need, proportions, mode, load)
     except (ValueError, UnplaceableDevice, NoPlacement, SplitRefused) as exc:
         raise BringupError(str(exc)) from None
     _log(placement)
@@ -86,11 +92,24 @@ def _profile(info: Any) -> Profile:
     return profile
 
 
-def _timed(facts: DeviceFacts, profile: Profile, need: ModelNeed, config: ModelConfig) -> DeviceFacts:
-    """`facts` with its measured per-layer term (engine/layer_timing.py): a layer of the model timed on it."""
-    timed = layer_seconds(facts.device, config, facts.dtype, ProfileFacts(profile))
-    log.info("placement: %s: %s", facts.device, timed.evidence)
-    return with_layer_time(facts, need, timed.seconds, timed.evidence)
+def _weighs_replicas(facts: list[DeviceFacts], need: ModelNeed, mode: str) -> set[str]:
+    """The devices whose step costs the replicas decision needs: each that holds the whole model, where two or more
+    do and the mode lets the planner choose replicas."""
+    holding = {f.device for f in facts if held_bytes(f, need, 0, need.layers - 1, 1) <= usable_bytes(f)}
+    return holding if mode in (AUTO, REPLICAS) and len(holding) > 1 else set()
+
+
+def _timed(facts: DeviceFacts, profile: Profile, need: ModelNeed, config: ModelConfig,
+           load: ReplicaLoad | None) -> DeviceFacts:
+    """`facts` with its measured per-layer term (engine/layer_timing.py): a layer of the model timed on it; and
+    where `load` is given, its step costs for the replicas decision (engine/step_timing.py)."""
+    if load is None:
+        timed = layer_seconds(facts.device, config, facts.dtype, ProfileFacts(profile))
+        log.info("placement: %s: %s", facts.device, timed.evidence)
+        return with_layer_time(facts, need, timed.seconds, timed.evidence)
+    steps = step_costs(facts, config, need, ProfileFacts(profile), load.requests)
+    log.info("placement: %s: %s; step costs: %s", facts.device, steps.layer.evidence, steps.cost.evidence)
+    return replace(with_layer_time(facts, need, steps.layer.seconds, steps.layer.evidence), step_cost=steps.cost)
 
 
 def _log(placement: Placement) -> None:

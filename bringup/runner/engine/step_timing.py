@@ -1,0 +1,48 @@
+"""A device's step costs for the replicas decision and the router (plan/placement/step_cost.py), measured at the
+start on the model's own layers: the FEW- and MANY-layer cuts of engine/layer_timing.py time a decode step at batch
+1 and at a full batch, and a prefill of PREFILL tokens; each is carried to the whole model as the cut's time beyond
+its layers, plus each of the model's layers at the timed per-layer rate, plus its embeddings and head streamed once
+over the device's measured bandwidth (the cuts' head is a small vocabulary's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bringup.runner.engine.layer_timing import DECODE, FEW, MANY, CutFloors, LayerTime, Work, cut_floors, layer_time
+from bringup.runner.model.config import ModelConfig
+from bringup.runner.plan.placement.facts import DeviceFacts
+from bringup.runner.plan.placement.need import ModelNeed
+from bringup.runner.plan.placement.step_cost import StepCost, measured_cost
+from bringup.runner.plan.profile_facts import ProfileFacts
+
+PREFILL = 48  # tokens of the timed prefill (within the cuts' 64-token context)
+
+
+@dataclass(frozen=True)
+class Timed:
+    layer: LayerTime  # the per-layer term of a split (batch 1)
+    cost: StepCost
+
+
+def step_costs(facts: DeviceFacts, config: ModelConfig, need: ModelNeed, profile: ProfileFacts,
+               batch: int) -> Timed:
+    full, prefill = Work(batch, 1), Work(1, PREFILL)
+    floors = cut_floors(facts.device, config, facts.dtype, profile, (DECODE, full, prefill))
+    head_s = need.other_elements * facts.itemsize / (facts.gbps * 1e9)
+
+    def whole(work: Work) -> float:
+        return floors.fixed_s(work) + need.layers * floors.layer_s(work) + head_s
+
+    how = (f"(carried to {need.layers} layers from decode steps and prefills of {FEW}- and {MANY}-layer cuts of "
+           f"the model timed on {facts.device}, {facts.dtype}; {_floors(floors, (DECODE, full, prefill))}; "
+           f"embeddings and head {head_s * 1e3:.3g} ms over {facts.gbps:.3g} GB/s)")
+    cost = measured_cost(whole(DECODE), whole(full), batch, whole(prefill), PREFILL, how)
+    return Timed(layer_time(floors, facts.device, facts.dtype), cost)
+
+
+def _floors(floors: CutFloors, works: tuple[Work, ...]) -> str:
+    return ", ".join(f"{_said(w)} {floors.few[w] * 1e3:.3g}/{floors.many[w] * 1e3:.3g} ms" for w in works)
+
+
+def _said(work: Work) -> str:
+    return f"prefill of {work.tokens}" if work.tokens > 1 else f"decode at batch {work.batch}"
