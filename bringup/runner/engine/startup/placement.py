@@ -24,10 +24,11 @@ from bringup.runner.plan.placement.facts import DeviceFacts, UnplaceableDevice, 
 from bringup.runner.plan.placement.given import memory_caps, placement_mode, split_proportions
 from bringup.runner.plan.placement.layer_term import with_layer_time
 from bringup.runner.plan.placement.need import ModelNeed, model_need
-from bringup.runner.plan.placement.placement import AUTO, REPLICAS, SINGLE, Placement
+from bringup.runner.plan.placement.placement import AUTO, LAYER_SPLIT, REPLICAS, SINGLE, Placement
 from bringup.runner.plan.placement.planner import NoPlacement, plan_placement
 from bringup.runner.plan.placement.replica_load import ReplicaLoad, stated_load
 from bringup.runner.plan.placement.split import SplitRefused
+from bringup.runner.plan.placement.split_dtype import SplitDtype, common_dtype, verified_dtypes
 from bringup.runner.plan.plan import choose_max_model_len
 from bringup.runner.plan.profile_facts import ProfileFacts
 
@@ -58,10 +59,29 @@ def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
     if options.profile_path is not None:
         raise BringupError("--profile names one device's profile; with several devices each is read from "
                            "profiles/<device>.yaml under the current folder: run from the folder holding them")
+    profiles = [_profile(info) for info in infos]
+    placement, facts = _planned(options, config, infos, profiles)
+    dtypes = {f.device: f.dtype for f in facts if any(m.device == f.device for m in placement.members)}
+    if placement.mode == LAYER_SPLIT and len(set(dtypes.values())) > 1:
+        split = _split_dtype(placement, dtypes, dict(zip([i.id for i in infos], profiles)))
+        log.info("placement: %s", split.evidence)
+        options = replace(options, dtype=split.dtype)
+        placement, facts = _planned(options, config, infos, profiles)  # weighed again in that dtype
+        placement = replace(placement, evidence=f"{placement.evidence}; {split.evidence}")
+    _log(placement)
+    chosen = next(info for info in infos if info.id == placement.members[0].device)
+    if placement.mode != SINGLE and options.weight_layout is None:
+        options = replace(options, weight_layout=SPLIT_LAYOUT)  # one copy of each weight, as the plan counted
+    return Placed(torch.device(chosen.id), chosen, Choice(placement.as_value(), placement.evidence), placement,
+                  options)
+
+
+def _planned(options: EngineOptions, config: ModelConfig, infos: list[Any],
+             profiles: list[Profile]) -> tuple[Placement, list[DeviceFacts]]:
+    """The placement planned from each device's profile and what start-up times on it; each device's facts."""
     try:
         caps, proportions = memory_caps(options.device_memory), split_proportions(options.layer_split)
         mode = placement_mode(options.placement)
-        profiles = [_profile(info) for info in infos]
         facts = [device_facts(info.id, p, caps.get(info.id), options.dtype) for info, p in zip(infos, profiles)]
         need = model_need(config, choose_max_model_len(config, options.max_model_len).value)
         load = stated_load(need.context_tokens, options.max_num_seqs)
@@ -69,19 +89,16 @@ def place(options: EngineOptions, config: ModelConfig) -> Placed | None:
             replicas = _weighs_replicas(facts, need, mode)
             facts = [_timed(f, p, need, config, load if f.device in replicas else None)
                      for f, p in zip(facts, profiles)]
-        placement = plan_placement(facts, need, proportions, mode, load)
+        return plan_placement(facts, need, proportions, mode, load), facts
     except (ValueError, UnplaceableDevice, NoPlacement, SplitRefused) as exc:
         raise BringupError(str(exc)) from None
-    _log(placement)
-    dtypes = {f.dtype for f in facts if any(m.device == f.device for m in placement.members)}
-    if len(dtypes) > 1:
-        raise BringupError(f"the split's devices would run different dtypes ({', '.join(sorted(dtypes))}, each its "
-                           "profile's choice): pass --dtype with one that every device verified")
-    chosen = next(info for info in infos if info.id == placement.members[0].device)
-    if placement.mode != SINGLE and options.weight_layout is None:
-        options = replace(options, weight_layout=SPLIT_LAYOUT)  # one copy of each weight, as the plan counted
-    return Placed(torch.device(chosen.id), chosen, Choice(placement.as_value(), placement.evidence), placement,
-                  options)
+
+
+def _split_dtype(placement: Placement, dtypes: dict[str, str], profiles: dict[str, Profile]) -> SplitDtype:
+    """A dtype every member of the split verified (the member with the most layers' choice first)."""
+    members = sorted(placement.members, key=lambda m: m.first - m.last)
+    return common_dtype({m.device: dtypes[m.device] for m in members},
+                        {m.device: verified_dtypes(ProfileFacts(profiles[m.device])) for m in members})
 
 
 def _profile(info: Any) -> Profile:
