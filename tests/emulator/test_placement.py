@@ -157,3 +157,51 @@ def test_a_pair_that_both_hold_the_model_is_weighed_for_replicas_from_step_costs
     assert value["mode"] == ("replicas" if gain >= REPLICA_GAIN else "single")  # the choice follows the costs
     chosen = {d["device"]: d.get("step_cost") for d in value["devices"]}
     assert all(cost == prediction["step_costs"][device] for device, cost in chosen.items())
+
+
+WRITE_MIXED_PROFILES = """
+import os, sys, torch
+from pathlib import Path
+os.chdir(FOLDER)
+from bringup.backends.registry import backend_for
+from bringup.profiles.schema import Capability, DeviceSection
+from bringup.profiles.sections.bench import MeasuredCeilings
+from bringup.profiles.store import default_profile_path, load_profile, render_yaml
+reference = load_profile(Path(REFERENCE))
+for device in ("emu:0", "emu:1"):
+    info = backend_for(torch.device(device)).device_info(torch.device(device).index)
+    caps = reference.capabilities.model_copy(deep=True)
+    if device == "emu:0":  # as a device that refuses bfloat16 records it
+        caps.dtypes["bfloat16"] = Capability(status="unsupported", reason="bfloat16 refused by the device")
+    bench = reference.bench.model_copy(update={"ceilings": MeasuredCeilings(gbps=10.0)})
+    profile = reference.model_copy(update={"device": DeviceSection.model_validate(info.to_dict()),
+                                           "capabilities": caps, "bench": bench, "compiled": []})
+    default_profile_path(info).parent.mkdir(exist_ok=True)
+    default_profile_path(info).write_text(render_yaml(profile))
+"""
+
+
+def test_a_split_whose_devices_chose_different_dtypes_runs_in_one_both_verified_with_the_cpus_tokens(tmp_path
+                                                                                                   ) -> None:
+    reference = Path(__file__).resolve().parents[2] / "reference/profiles/cpu-amd-epyc-2core-avx512-bf16.yaml"
+    code = WRITE_MIXED_PROFILES.replace("FOLDER", repr(str(tmp_path))).replace("REFERENCE", repr(str(reference)))
+    spec = {**PAIR, "devices": [PAIR["devices"][0], {**PAIR["devices"][1], "speed": 1.0}]}  # nothing is timed
+    written = run_python(code, spec)
+    assert written.returncode == 0, written.stderr[-3000:]
+    # emu:1's plan chooses bfloat16 (the recorded machine's, faster than float32), emu:0's float32; the proportions
+    # given, so nothing is timed; the built-in model, greedy
+    args = ("--max-tokens", "8", "--ignore-eos", "--max-model-len", "128", "--graphs", "off")
+    command = [sys.executable, "-m", "bringup", "generate", "Hello", "--json", *args]
+    split = subprocess.run([*command, "--device", "emu:0,emu:1", "--layer-split", "1,1"], cwd=tmp_path,
+                           env=emu_env(spec), capture_output=True, text=True, timeout=300, check=False)
+    assert split.returncode == 0, split.stderr[-3000:]
+    cpu = subprocess.run([*command, "--device", "cpu", "--dtype", "float32"], cwd=tmp_path, env=emu_env(spec),
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert cpu.returncode == 0, cpu.stderr[-3000:]
+    out = json.loads(split.stdout)
+    placement = out["plan"]["placement"]
+    assert placement["value"]["mode"] == "layer_split" and out["plan"]["dtype"]["value"] == "float32"
+    assert placement["evidence"].endswith(
+        "the split runs in float32, which every member verified, so activations cross unconverted (emu:0's plan "
+        "chose float32; emu:1's plan chose bfloat16; emu:0 did not verify bfloat16)")
+    assert out["token_ids"] == json.loads(cpu.stdout)["token_ids"]
