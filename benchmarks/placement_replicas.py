@@ -99,12 +99,10 @@ def startup_costs(model: Path, gbps: dict[str, float]) -> dict[str, object]:
     from bringup.runner.sources.model_source import model_source
 
     config = model_source(model).config()
-    costs = {}
-    for device in ("emu:0", "emu:1"):
-        facts = DeviceFacts(device, 2 << 30, "2 GiB", gbps[device], None, "float32", "measured here", False)
-        need = model_need(config, CONTEXTS[device])
-        costs[device] = step_costs(facts, config, need, ProfileFacts(None), CONCURRENCY).cost
-    return costs
+    devices = [DeviceFacts(d, 2 << 30, "2 GiB", gbps[d], None, "float32", "measured here", False)
+               for d in ("emu:0", "emu:1")]
+    timed = step_costs(devices, config, model_need(config, CONTEXTS["emu:0"]), [ProfileFacts(None)] * 2, CONCURRENCY)
+    return {d.device: t.cost for d, t in zip(devices, timed)}
 
 
 def predicted(costs: dict, prompt: int, tokens: int) -> str:  # type: ignore[type-arg]

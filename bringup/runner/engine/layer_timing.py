@@ -27,11 +27,11 @@ from bringup.runner.plan.profile_facts import ProfileFacts
 
 FEW, MANY = 3, 6  # layers in the two timed models: each past a host cache (32 MiB L3 here) of a small model's layers
 VOCAB = 256  # the timed models' vocabulary: enough for a step, too small for the head to matter
-CONTEXT = 64  # tokens of cache each timed sequence holds
+CONTEXT = 160  # tokens of cache each timed sequence holds (a timed prefill fits it)
 PROMPT = 8  # context the timed decode steps start from
 ROUNDS = 4  # each model timed this many times, in turn with the other
 STEPS = 6  # decode steps per round (after one untimed step)
-PREFILLS = 2  # timed prefills per round
+PREFILLS = 1  # timed prefills per round
 
 
 @dataclass(frozen=True)
@@ -65,19 +65,37 @@ class CutFloors:
         return max(self.few[work] - FEW * self.layer_s(work), 0.0)
 
 
+class CutTimer:
+    """The FEW- and MANY-layer cuts of `config` in `dtype` on `device`, planned from the device's profile `facts`
+    (None: the conservative plan, with its warning), with a cache for `batch` sequences; each round times every work
+    on each cut, in turn, and keeps the floors."""
+
+    def __init__(self, device: str, config: ModelConfig, dtype: str, facts: ProfileFacts | None, batch: int) -> None:
+        facts = facts or ProfileFacts(None)
+        self.steps = {count: _Stepper(_model(config, count, dtype, device, facts, batch)) for count in (FEW, MANY)}
+        self.best: dict[int, dict[Work, float]] = {FEW: {}, MANY: {}}
+
+    def round(self, works: tuple[Work, ...]) -> None:
+        for count, stepper in self.steps.items():
+            for work in works:
+                self.best[count][work] = min(self.best[count].get(work, float("inf")), stepper.floor(work))
+
+    def floors(self) -> CutFloors:
+        return CutFloors(self.best[FEW], self.best[MANY])
+
+
 def cut_floors(device: str, config: ModelConfig, dtype: str, facts: ProfileFacts | None,
                works: tuple[Work, ...]) -> CutFloors:
-    """Each of `works` timed on the FEW- and MANY-layer cuts of `config` in `dtype` on `device`, in turn, ROUNDS
-    times; the floors. Planned from the device's profile `facts` (None: the conservative plan, with its warning)."""
-    facts = facts or ProfileFacts(None)
-    batch = max(work.batch for work in works)
-    steps = {count: _Stepper(_model(config, count, dtype, device, facts, batch)) for count in (FEW, MANY)}
-    best = {count: dict.fromkeys(works, float("inf")) for count in steps}
+    """Each of `works` timed on the cuts on `device`, ROUNDS times in turn; the floors."""
+    return interleaved([CutTimer(device, config, dtype, facts, max(w.batch for w in works))], works)[0]
+
+
+def interleaved(timers: list[CutTimer], works: tuple[Work, ...]) -> list[CutFloors]:
+    """Each timer's rounds in turn with the others' (so a load that comes and goes falls on every device alike)."""
     for _ in range(ROUNDS):
-        for count, stepper in steps.items():
-            for work in works:
-                best[count][work] = min(best[count][work], stepper.floor(work))
-    return CutFloors(best[FEW], best[MANY])
+        for timer in timers:
+            timer.round(works)
+    return [timer.floors() for timer in timers]
 
 
 def layer_seconds(device: str, config: ModelConfig, dtype: str, facts: ProfileFacts | None = None) -> LayerTime:

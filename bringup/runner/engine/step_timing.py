@@ -1,21 +1,32 @@
 """A device's step costs for the replicas decision and the router (plan/placement/step_cost.py), measured at the
 start on the model's own layers: the FEW- and MANY-layer cuts of engine/layer_timing.py time a decode step at batch
-1 and at a full batch, and a prefill of PREFILL tokens; each is carried to the whole model as the cut's time beyond
-its layers, plus each of the model's layers at the timed per-layer rate, plus its embeddings and head streamed once
-over the device's measured bandwidth (the cuts' head is a small vocabulary's)."""
+1 and at a full batch, and a prefill of PREFILL tokens, the devices' rounds in turn; each is carried to the whole
+model as the cut's time beyond its layers, plus each of the model's layers at the timed per-layer rate, plus its
+embeddings and head streamed once over the device's measured bandwidth (the cuts' head is a small vocabulary's)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bringup.runner.engine.layer_timing import DECODE, FEW, MANY, CutFloors, LayerTime, Work, cut_floors, layer_time
+from bringup.runner.engine.layer_timing import (
+    DECODE,
+    FEW,
+    MANY,
+    CutFloors,
+    CutTimer,
+    LayerTime,
+    Work,
+    interleaved,
+    layer_time,
+)
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.placement.facts import DeviceFacts
 from bringup.runner.plan.placement.need import ModelNeed
+from bringup.runner.plan.placement.replica_load import PROMPT_TOKENS
 from bringup.runner.plan.placement.step_cost import StepCost, measured_cost
 from bringup.runner.plan.profile_facts import ProfileFacts
 
-PREFILL = 48  # tokens of the timed prefill (within the cuts' 64-token context)
+PREFILL = PROMPT_TOKENS  # tokens of the timed prefill: the stated load's prompt (within the cuts' context)
 
 
 @dataclass(frozen=True)
@@ -24,19 +35,27 @@ class Timed:
     cost: StepCost
 
 
-def step_costs(facts: DeviceFacts, config: ModelConfig, need: ModelNeed, profile: ProfileFacts,
-               batch: int) -> Timed:
+def step_costs(devices: list[DeviceFacts], config: ModelConfig, need: ModelNeed, profiles: list[ProfileFacts],
+               batch: int) -> list[Timed]:
+    """Each device's step costs, the devices' rounds interleaved."""
     full, prefill = Work(batch, 1), Work(1, PREFILL)
-    floors = cut_floors(facts.device, config, facts.dtype, profile, (DECODE, full, prefill))
+    works = (DECODE, full, prefill)
+    timers = [CutTimer(d.device, config, d.dtype, p, batch) for d, p in zip(devices, profiles)]
+    return [_carried(d, floors, need, works) for d, floors in zip(devices, interleaved(timers, works))]
+
+
+def _carried(facts: DeviceFacts, floors: CutFloors, need: ModelNeed, works: tuple[Work, Work, Work]) -> Timed:
+    """The cuts' floors carried to the whole model."""
+    decode, full, prefill = works
     head_s = need.other_elements * facts.itemsize / (facts.gbps * 1e9)
 
     def whole(work: Work) -> float:
         return floors.fixed_s(work) + need.layers * floors.layer_s(work) + head_s
 
     how = (f"(carried to {need.layers} layers from decode steps and prefills of {FEW}- and {MANY}-layer cuts of "
-           f"the model timed on {facts.device}, {facts.dtype}; {_floors(floors, (DECODE, full, prefill))}; "
+           f"the model timed on {facts.device}, {facts.dtype}; {_floors(floors, works)}; "
            f"embeddings and head {head_s * 1e3:.3g} ms over {facts.gbps:.3g} GB/s)")
-    cost = measured_cost(whole(DECODE), whole(full), batch, whole(prefill), PREFILL, how)
+    cost = measured_cost(whole(decode), whole(full), full.batch, whole(prefill), prefill.tokens, how)
     return Timed(layer_time(floors, facts.device, facts.dtype), cost)
 
 

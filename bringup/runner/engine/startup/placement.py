@@ -86,9 +86,7 @@ def _planned(options: EngineOptions, config: ModelConfig, infos: list[Any],
         need = model_need(config, choose_max_model_len(config, options.max_model_len).value)
         load = stated_load(need.context_tokens, options.max_num_seqs)
         if proportions is None:  # the planner weighs the devices: each one's layer (and steps) timed on it
-            replicas = _weighs_replicas(facts, need, mode)
-            facts = [_timed(f, p, need, config, load if f.device in replicas else None)
-                     for f, p in zip(facts, profiles)]
+            facts = _timed(facts, profiles, need, config, load, _weighs_replicas(facts, need, mode))
         return plan_placement(facts, need, proportions, mode, load), facts
     except (ValueError, UnplaceableDevice, NoPlacement, SplitRefused) as exc:
         raise BringupError(str(exc)) from None
@@ -116,17 +114,25 @@ def _weighs_replicas(facts: list[DeviceFacts], need: ModelNeed, mode: str) -> se
     return holding if mode in (AUTO, REPLICAS) and len(holding) > 1 else set()
 
 
-def _timed(facts: DeviceFacts, profile: Profile, need: ModelNeed, config: ModelConfig,
-           load: ReplicaLoad | None) -> DeviceFacts:
-    """`facts` with its measured per-layer term (engine/layer_timing.py): a layer of the model timed on it; and
-    where `load` is given, its step costs for the replicas decision (engine/step_timing.py)."""
-    if load is None:
-        timed = layer_seconds(facts.device, config, facts.dtype, ProfileFacts(profile))
-        log.info("placement: %s: %s", facts.device, timed.evidence)
-        return with_layer_time(facts, need, timed.seconds, timed.evidence)
-    steps = step_costs(facts, config, need, ProfileFacts(profile), load.requests)
-    log.info("placement: %s: %s; step costs: %s", facts.device, steps.layer.evidence, steps.cost.evidence)
-    return replace(with_layer_time(facts, need, steps.layer.seconds, steps.layer.evidence), step_cost=steps.cost)
+def _timed(facts: list[DeviceFacts], profiles: list[Profile], need: ModelNeed, config: ModelConfig,
+           load: ReplicaLoad, replicas: set[str]) -> list[DeviceFacts]:
+    """`facts` with each device's measured per-layer term (engine/layer_timing.py): a layer of the model timed on
+    it; and on the devices in `replicas`, their step costs for the replicas decision (engine/step_timing.py), their
+    rounds in turn."""
+    weighed = [(f, p) for f, p in zip(facts, profiles) if f.device in replicas]
+    steps = step_costs([f for f, _ in weighed], config, need, [ProfileFacts(p) for _, p in weighed], load.requests)
+    costs = {f.device: timed for (f, _), timed in zip(weighed, steps)}
+    out = []
+    for f, p in zip(facts, profiles):
+        layer = costs[f.device].layer if f.device in costs else layer_seconds(f.device, config, f.dtype,
+                                                                              ProfileFacts(p))
+        log.info("placement: %s: %s", f.device, layer.evidence)
+        timed = with_layer_time(f, need, layer.seconds, layer.evidence)
+        if f.device in costs:
+            log.info("placement: %s: step costs: %s", f.device, costs[f.device].cost.evidence)
+            timed = replace(timed, step_cost=costs[f.device].cost)
+        out.append(timed)
+    return out
 
 
 def _log(placement: Placement) -> None:
