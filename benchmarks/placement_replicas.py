@@ -92,7 +92,7 @@ def measure_costs(replicas: list, prompt: int) -> dict[str, object]:  # type: ig
 def startup_costs(model: Path, gbps: dict[str, float]) -> dict[str, object]:
     """Each device's step costs as `serve --device emu:0,emu:1` measures them at the start (engine/step_timing.py:
     the model's 3- and 6-layer cuts, carried to the whole model), from the bandwidth measured here."""
-    from bringup.runner.engine.step_timing import step_costs
+    from bringup.runner.engine.step_timing import device_timings
     from bringup.runner.plan.placement.facts import DeviceFacts
     from bringup.runner.plan.placement.need import model_need
     from bringup.runner.plan.profile_facts import ProfileFacts
@@ -101,7 +101,8 @@ def startup_costs(model: Path, gbps: dict[str, float]) -> dict[str, object]:
     config = model_source(model).config()
     devices = [DeviceFacts(d, 2 << 30, "2 GiB", gbps[d], None, "float32", "measured here", False)
                for d in ("emu:0", "emu:1")]
-    timed = step_costs(devices, config, model_need(config, CONTEXTS["emu:0"]), [ProfileFacts(None)] * 2, CONCURRENCY)
+    need = model_need(config, CONTEXTS["emu:0"])
+    timed = device_timings(devices, config, need, [ProfileFacts(None)] * 2, CONCURRENCY, {"emu:0", "emu:1"})
     return {d.device: t.cost for d, t in zip(devices, timed)}
 
 

@@ -67,40 +67,37 @@ class CutFloors:
 
 class CutTimer:
     """The FEW- and MANY-layer cuts of `config` in `dtype` on `device`, planned from the device's profile `facts`
-    (None: the conservative plan, with its warning), with a cache for `batch` sequences; each round times every work
-    on each cut, in turn, and keeps the floors."""
+    (None: the conservative plan, with its warning), with a cache for the largest batch of `works`; each round times
+    every work on each cut, in turn, and keeps the floors."""
 
-    def __init__(self, device: str, config: ModelConfig, dtype: str, facts: ProfileFacts | None, batch: int) -> None:
+    def __init__(self, device: str, config: ModelConfig, dtype: str, facts: ProfileFacts | None,
+                 works: tuple[Work, ...]) -> None:
         facts = facts or ProfileFacts(None)
+        batch = max(work.batch for work in works)
+        self.works = works
         self.steps = {count: _Stepper(_model(config, count, dtype, device, facts, batch)) for count in (FEW, MANY)}
         self.best: dict[int, dict[Work, float]] = {FEW: {}, MANY: {}}
 
-    def round(self, works: tuple[Work, ...]) -> None:
+    def round(self) -> None:
         for count, stepper in self.steps.items():
-            for work in works:
+            for work in self.works:
                 self.best[count][work] = min(self.best[count].get(work, float("inf")), stepper.floor(work))
 
     def floors(self) -> CutFloors:
         return CutFloors(self.best[FEW], self.best[MANY])
 
 
-def cut_floors(device: str, config: ModelConfig, dtype: str, facts: ProfileFacts | None,
-               works: tuple[Work, ...]) -> CutFloors:
-    """Each of `works` timed on the cuts on `device`, ROUNDS times in turn; the floors."""
-    return interleaved([CutTimer(device, config, dtype, facts, max(w.batch for w in works))], works)[0]
-
-
-def interleaved(timers: list[CutTimer], works: tuple[Work, ...]) -> list[CutFloors]:
+def interleaved(timers: list[CutTimer]) -> list[CutFloors]:
     """Each timer's rounds in turn with the others' (so a load that comes and goes falls on every device alike)."""
     for _ in range(ROUNDS):
         for timer in timers:
-            timer.round(works)
+            timer.round()
     return [timer.floors() for timer in timers]
 
 
 def layer_seconds(device: str, config: ModelConfig, dtype: str, facts: ProfileFacts | None = None) -> LayerTime:
     """One layer of `config` in `dtype` timed on `device` (a few seconds at most on a slow device)."""
-    return layer_time(cut_floors(device, config, dtype, facts, (DECODE,)), device, dtype)
+    return layer_time(interleaved([CutTimer(device, config, dtype, facts, (DECODE,))])[0], device, dtype)
 
 
 def layer_time(floors: CutFloors, device: str, dtype: str) -> LayerTime:

@@ -32,20 +32,24 @@ PREFILL = PROMPT_TOKENS  # tokens of the timed prefill: the stated load's prompt
 @dataclass(frozen=True)
 class Timed:
     layer: LayerTime  # the per-layer term of a split (batch 1)
-    cost: StepCost
+    cost: StepCost | None  # where the steps were timed
 
 
-def step_costs(devices: list[DeviceFacts], config: ModelConfig, need: ModelNeed, profiles: list[ProfileFacts],
-               batch: int) -> list[Timed]:
-    """Each device's step costs, the devices' rounds interleaved."""
+def device_timings(devices: list[DeviceFacts], config: ModelConfig, need: ModelNeed, profiles: list[ProfileFacts],
+                   batch: int, weighed: set[str]) -> list[Timed]:
+    """Each device's timed layer and, for those in `weighed`, its step costs (None elsewhere); the devices' rounds
+    in turn."""
     full, prefill = Work(batch, 1), Work(1, PREFILL)
-    works = (DECODE, full, prefill)
-    timers = [CutTimer(d.device, config, d.dtype, p, batch) for d, p in zip(devices, profiles)]
-    return [_carried(d, floors, need, works) for d, floors in zip(devices, interleaved(timers, works))]
+    works = {d.device: (DECODE, full, prefill) if d.device in weighed else (DECODE,) for d in devices}
+    timers = [CutTimer(d.device, config, d.dtype, p, works[d.device]) for d, p in zip(devices, profiles)]
+    return [_carried(d, floors, need, works[d.device]) for d, floors in zip(devices, interleaved(timers))]
 
 
-def _carried(facts: DeviceFacts, floors: CutFloors, need: ModelNeed, works: tuple[Work, Work, Work]) -> Timed:
-    """The cuts' floors carried to the whole model."""
+def _carried(facts: DeviceFacts, floors: CutFloors, need: ModelNeed, works: tuple[Work, ...]) -> Timed:
+    """The per-layer term, and where the steps were timed, the cuts' floors carried to the whole model."""
+    layer = layer_time(floors, facts.device, facts.dtype)
+    if len(works) == 1:
+        return Timed(layer, None)
     decode, full, prefill = works
     head_s = need.other_elements * facts.itemsize / (facts.gbps * 1e9)
 
@@ -55,8 +59,7 @@ def _carried(facts: DeviceFacts, floors: CutFloors, need: ModelNeed, works: tupl
     how = (f"(carried to {need.layers} layers from decode steps and prefills of {FEW}- and {MANY}-layer cuts of "
            f"the model timed on {facts.device}, {facts.dtype}; {_floors(floors, works)}; "
            f"embeddings and head {head_s * 1e3:.3g} ms over {facts.gbps:.3g} GB/s)")
-    cost = measured_cost(whole(decode), whole(full), full.batch, whole(prefill), prefill.tokens, how)
-    return Timed(layer_time(floors, facts.device, facts.dtype), cost)
+    return Timed(layer, measured_cost(whole(decode), whole(full), full.batch, whole(prefill), prefill.tokens, how))
 
 
 def _floors(floors: CutFloors, works: tuple[Work, ...]) -> str:

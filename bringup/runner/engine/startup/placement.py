@@ -13,10 +13,9 @@ from bringup.backends.selection.device_set import device_set
 from bringup.errors import BringupError
 from bringup.log import get_logger
 from bringup.profiles.schema import Profile
-from bringup.runner.engine.layer_timing import layer_seconds
 from bringup.runner.engine.options import EngineOptions
 from bringup.runner.engine.startup.derive import read_profile
-from bringup.runner.engine.step_timing import step_costs
+from bringup.runner.engine.step_timing import device_timings
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.placement.cost import held_bytes, usable_bytes
@@ -117,21 +116,16 @@ def _weighs_replicas(facts: list[DeviceFacts], need: ModelNeed, mode: str) -> se
 def _timed(facts: list[DeviceFacts], profiles: list[Profile], need: ModelNeed, config: ModelConfig,
            load: ReplicaLoad, replicas: set[str]) -> list[DeviceFacts]:
     """`facts` with each device's measured per-layer term (engine/layer_timing.py): a layer of the model timed on
-    it; and on the devices in `replicas`, their step costs for the replicas decision (engine/step_timing.py), their
-    rounds in turn."""
-    weighed = [(f, p) for f, p in zip(facts, profiles) if f.device in replicas]
-    steps = step_costs([f for f, _ in weighed], config, need, [ProfileFacts(p) for _, p in weighed], load.requests)
-    costs = {f.device: timed for (f, _), timed in zip(weighed, steps)}
+    it; and on the devices in `replicas`, their step costs for the replicas decision (engine/step_timing.py); the
+    devices' rounds in turn."""
+    timings = device_timings(facts, config, need, [ProfileFacts(p) for p in profiles], load.requests, replicas)
     out = []
-    for f, p in zip(facts, profiles):
-        layer = costs[f.device].layer if f.device in costs else layer_seconds(f.device, config, f.dtype,
-                                                                              ProfileFacts(p))
-        log.info("placement: %s: %s", f.device, layer.evidence)
-        timed = with_layer_time(f, need, layer.seconds, layer.evidence)
-        if f.device in costs:
-            log.info("placement: %s: step costs: %s", f.device, costs[f.device].cost.evidence)
-            timed = replace(timed, step_cost=costs[f.device].cost)
-        out.append(timed)
+    for f, timed in zip(facts, timings):
+        log.info("placement: %s: %s", f.device, timed.layer.evidence)
+        with_term = with_layer_time(f, need, timed.layer.seconds, timed.layer.evidence)
+        if timed.cost is not None:
+            log.info("placement: %s: step costs: %s", f.device, timed.cost.evidence)
+        out.append(replace(with_term, step_cost=timed.cost))
     return out
 
 
