@@ -95,6 +95,7 @@ def startup_costs(model: Path, gbps: dict[str, float]) -> dict[str, object]:
     from bringup.runner.engine.step_timing import device_timings
     from bringup.runner.plan.placement.facts import DeviceFacts
     from bringup.runner.plan.placement.need import model_need
+    from bringup.runner.plan.placement.replica_load import ReplicaLoad
     from bringup.runner.plan.profile_facts import ProfileFacts
     from bringup.runner.sources.model_source import model_source
 
@@ -102,7 +103,8 @@ def startup_costs(model: Path, gbps: dict[str, float]) -> dict[str, object]:
     devices = [DeviceFacts(d, 2 << 30, "2 GiB", gbps[d], None, "float32", "measured here", False)
                for d in ("emu:0", "emu:1")]
     need = model_need(config, CONTEXTS["emu:0"])
-    timed = device_timings(devices, config, need, [ProfileFacts(None)] * 2, CONCURRENCY, {"emu:0", "emu:1"})
+    load = ReplicaLoad(CONCURRENCY, CHAT_PROMPT, 16)  # the prefill timed at the chat's prompt
+    timed = device_timings(devices, config, need, [ProfileFacts(None)] * 2, load, {"emu:0", "emu:1"})
     return {d.device: t.cost for d, t in zip(devices, timed)}
 
 

@@ -127,11 +127,11 @@ def test_a_pair_that_both_hold_the_model_is_weighed_for_replicas_from_step_costs
     from bringup.runner.plan.placement.replicas import REPLICA_GAIN
     from bringup.runner.plan.placement.step_cost import step_cost_from
 
-    spec = {**PAIR, "devices": [PAIR["devices"][0], {**PAIR["devices"][1], "speed": 0.5}]}
+    spec = {**PAIR, "devices": [PAIR["devices"][0], {**PAIR["devices"][1], "speed": 1.0}]}
     write_profiles(tmp_path, spec, "emu:0=20,emu:1=10")
     port = free_port()
     command = [sys.executable, "-m", "bringup", "serve", "--device", "emu:0,emu:1", "--port", str(port),
-               "--max-model-len", "128", "--max-num-seqs", "4"]  # the built-in model: each device holds it
+               "--max-model-len", "64", "--max-num-seqs", "4"]  # the built-in model: each device holds it
     server = subprocess.Popen(command, cwd=tmp_path, env=emu_env(spec), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
@@ -146,13 +146,14 @@ def test_a_pair_that_both_hold_the_model_is_weighed_for_replicas_from_step_costs
         server.communicate(timeout=60)
     assert done.status_code == 200, done.text
     value, prediction = placement["value"], placement["value"]["prediction"]
-    assert prediction["load"] == {"requests": 4, "prompt_tokens": 64, "new_tokens": 64}
+    assert prediction["load"] == {"requests": 4, "prompt_tokens": 32, "new_tokens": 32}
     costs = {device: step_cost_from(cost) for device, cost in prediction["step_costs"].items()}
     assert sorted(costs) == ["emu:0", "emu:1"]
     for device, cost in costs.items():  # measured on each device at the start, with what was timed
         assert cost.base_s > 0 and cost.prefill_s_per_token > 0, (device, cost)
         assert f"cuts of the model timed on {device}" in cost.evidence
-    gain = replica_gain([costs["emu:0"], costs["emu:1"]], ReplicaLoad(4, 64, 64)).gain
+    assert all("prefill" in cost.evidence and "(32 tokens timed)" in cost.evidence for cost in costs.values())
+    gain = replica_gain([costs["emu:0"], costs["emu:1"]], ReplicaLoad(4, 32, 32)).gain
     assert prediction["gain"] == gain and f"replicas predict {gain:.2f}x over emu:" in placement["evidence"]
     assert value["mode"] == ("replicas" if gain >= REPLICA_GAIN else "single")  # the choice follows the costs
     chosen = {d["device"]: d.get("step_cost") for d in value["devices"]}

@@ -27,7 +27,7 @@ from bringup.runner.plan.profile_facts import ProfileFacts
 
 FEW, MANY = 3, 6  # layers in the two timed models: each past a host cache (32 MiB L3 here) of a small model's layers
 VOCAB = 256  # the timed models' vocabulary: enough for a step, too small for the head to matter
-CONTEXT = 160  # tokens of cache each timed sequence holds (a timed prefill fits it)
+CONTEXT = 256  # tokens of cache each timed sequence holds (a timed prefill is cut to it)
 PROMPT = 8  # context the timed decode steps start from
 ROUNDS = 4  # each model timed this many times, in turn with the other
 STEPS = 6  # decode steps per round (after one untimed step)

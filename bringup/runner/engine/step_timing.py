@@ -1,14 +1,16 @@
 """A device's step costs for the replicas decision and the router (plan/placement/step_cost.py), measured at the
 start on the model's own layers: the FEW- and MANY-layer cuts of engine/layer_timing.py time a decode step at batch
-1 and at a full batch, and a prefill of PREFILL tokens, the devices' rounds in turn; each is carried to the whole
-model as the cut's time beyond its layers, plus each of the model's layers at the timed per-layer rate, plus its
-embeddings and head streamed once over the device's measured bandwidth (the cuts' head is a small vocabulary's)."""
+1 and at a full batch, and a prefill of the stated load's prompt, the devices' rounds in turn; each is carried to
+the whole model as the cut's time beyond its layers, plus each of the model's layers at the timed per-layer rate,
+plus its embeddings and head streamed once over the device's measured bandwidth (the cuts' head is a small
+vocabulary's)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from bringup.runner.engine.layer_timing import (
+    CONTEXT,
     DECODE,
     FEW,
     MANY,
@@ -22,11 +24,9 @@ from bringup.runner.engine.layer_timing import (
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.placement.facts import DeviceFacts
 from bringup.runner.plan.placement.need import ModelNeed
-from bringup.runner.plan.placement.replica_load import PROMPT_TOKENS
+from bringup.runner.plan.placement.replica_load import ReplicaLoad
 from bringup.runner.plan.placement.step_cost import StepCost, measured_cost
 from bringup.runner.plan.profile_facts import ProfileFacts
-
-PREFILL = PROMPT_TOKENS  # tokens of the timed prefill: the stated load's prompt (within the cuts' context)
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,10 @@ class Timed:
 
 
 def device_timings(devices: list[DeviceFacts], config: ModelConfig, need: ModelNeed, profiles: list[ProfileFacts],
-                   batch: int, weighed: set[str]) -> list[Timed]:
-    """Each device's timed layer and, for those in `weighed`, its step costs (None elsewhere); the devices' rounds
-    in turn."""
-    full, prefill = Work(batch, 1), Work(1, PREFILL)
+                   load: ReplicaLoad, weighed: set[str]) -> list[Timed]:
+    """Each device's timed layer and, for those in `weighed`, its step costs for `load` (a decode step at its batch,
+    a prefill of its prompt); None elsewhere; the devices' rounds in turn."""
+    full, prefill = Work(load.requests, 1), Work(1, max(min(load.prompt_tokens, CONTEXT), 2))
     works = {d.device: (DECODE, full, prefill) if d.device in weighed else (DECODE,) for d in devices}
     timers = [CutTimer(d.device, config, d.dtype, p, works[d.device]) for d, p in zip(devices, profiles)]
     return [_carried(d, floors, need, works[d.device]) for d, floors in zip(devices, interleaved(timers))]

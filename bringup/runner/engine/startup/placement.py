@@ -118,7 +118,7 @@ def _timed(facts: list[DeviceFacts], profiles: list[Profile], need: ModelNeed, c
     """`facts` with each device's measured per-layer term (engine/layer_timing.py): a layer of the model timed on
     it; and on the devices in `replicas`, their step costs for the replicas decision (engine/step_timing.py); the
     devices' rounds in turn."""
-    timings = device_timings(facts, config, need, [ProfileFacts(p) for p in profiles], load.requests, replicas)
+    timings = device_timings(facts, config, need, [ProfileFacts(p) for p in profiles], load, replicas)
     out = []
     for f, timed in zip(facts, timings):
         log.info("placement: %s: %s", f.device, timed.layer.evidence)
