@@ -15,10 +15,15 @@ Each placement is the runner's own executor over the model split by engine/split
 rounds alternate the placements so a load that comes and goes falls on each; each figure is its best round. The
 greedy tokens of every placement are checked against the CPU's.
 
+`--devices FAST,LARGE` runs the same comparison on real devices, the first capped at --fast-cap, the second at
+--slow-cap (MiB): on a lent GPU, `--devices cuda:0,cpu --fast-cap 300 --slow-cap 4096` makes SmolLM2 split between
+the GPU and the host (llama.cpp's partial offload, set by hand there), and "large alone" is the CPU.
+
 `--case replicas` runs the replicas case instead (benchmarks/placement_replicas.py says what it measures).
 
-Run:  python -m benchmarks.placement [--case split|replicas] [--tokens 32] [--rounds 3] [--model FILE.gguf]
-(from the repository root; it sets BRINGUP_EMU_SPEC for itself). Not a test: the figures are this machine's.
+Run:  python -m benchmarks.placement [--case split|replicas] [--devices emu:0,emu:1] [--tokens 32] [--rounds 3]
+[--model FILE.gguf] (from the repository root; on emu devices it sets BRINGUP_EMU_SPEC for itself). Not a test:
+the figures are this machine's.
 """
 
 from __future__ import annotations
@@ -31,11 +36,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from bringup_emu.default_spec import DEFAULT_NATIVE
-
-SPEC = {"devices": [{"name": "Emu fast small", "memory": "2GiB", "speed": 1.0},
-                    {"name": "Emu slow large", "memory": "2GiB", "speed": 0.25}],
-        "refused_dtypes": ["float64"], "native": list(DEFAULT_NATIVE)}
+EMU_DEVICES = [{"name": "Emu fast small", "memory": "2GiB", "speed": 1.0},
+               {"name": "Emu slow large", "memory": "2GiB", "speed": 0.25}]
 DEFAULT_MODEL = Path(".cache/test-models/SmolLM2-135M-Instruct.Q4_1.gguf")
 PROMPT = [1, 504, 3458, 282, 4649, 314]
 CONTEXT = 256
@@ -47,19 +49,31 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
-    parser.add_argument("--fast-cap", type=int, default=450, help="MiB")
-    parser.add_argument("--slow-cap", type=int, default=560, help="MiB")
+    parser.add_argument("--devices", default="emu:0,emu:1", help="FAST,LARGE (the split case)")
+    parser.add_argument("--fast-cap", type=int, default=450, help="MiB, the first device's cap")
+    parser.add_argument("--slow-cap", type=int, default=560, help="MiB, the second device's cap")
     args = parser.parse_args()
+    args.devices = [d.strip() for d in args.devices.split(",")]
+    if len(args.devices) != 2 or (args.case == "replicas" and args.devices != ["emu:0", "emu:1"]):
+        parser.error(f"--devices {','.join(args.devices)}: give two devices, FAST,LARGE (the replicas case runs on "
+                     "emu:0,emu:1 only)")
+    if not args.model.is_file():
+        parser.error(f"--model {args.model}: no such file (SmolLM2's GGUF: tests/real_model.py fetches it)")
+    if not any(d.startswith("emu") for d in args.devices):
+        run(args)
+        return
     from benchmarks import placement_replicas
+    from bringup_emu.default_spec import DEFAULT_NATIVE
 
-    spec = placement_replicas.SPEC if args.case == "replicas" else SPEC
+    spec = {"devices": EMU_DEVICES, "refused_dtypes": ["float64"], "native": list(DEFAULT_NATIVE)}
+    spec = placement_replicas.spec() if args.case == "replicas" else spec
     if os.environ.get("BRINGUP_EMU_SPEC") != json.dumps(spec):
         os.environ["BRINGUP_EMU_SPEC"] = json.dumps(spec)
         os.execv(sys.executable, [sys.executable, "-m", "benchmarks.placement", *sys.argv[1:]])
     run(args)
 
 
-def measured_gbps(rounds: int) -> dict[str, float]:
+def measured_gbps(rounds: int, devices: list[str]) -> dict[str, float]:
     import torch
 
     from bringup.probes.bench.groups.bandwidth import kernels
@@ -68,7 +82,7 @@ def measured_gbps(rounds: int) -> dict[str, float]:
     settings = HarnessSettings(warmup=2, min_reps=5, max_reps=20, budget_s=0.2)
     best: dict[str, float] = {}
     for _ in range(rounds):
-        for device in ("emu:0", "emu:1"):
+        for device in devices:
             a, b, c = (torch.rand(1 << 22, device=device) for _ in range(3))
             seconds = Harness.for_device(torch.device(device), settings).measure(kernels(a, b, c)["triad"]).min_s
             best[device] = max(best.get(device, 0.0), 3 * a.numel() * 4 / seconds / 1e9)
@@ -91,7 +105,7 @@ def placements(model_path: Path, gbps: dict[str, float], caps: dict[str, int]) -
     config = model_source(model_path).config()
     need = model_need(config, CONTEXT)
     facts = []
-    for d in ("emu:0", "emu:1"):
+    for d in caps:
         timed = layer_seconds(d, config, "float32")
         plain = DeviceFacts(d, caps[d], f"{caps[d] >> 20} MiB (cap)", gbps[d], None, "float32",
                             f"measured {gbps[d]:.2f} GB/s", False)
@@ -150,17 +164,19 @@ def run(args: argparse.Namespace) -> None:
     from benchmarks.machine import header_lines, machine_facts
 
     logging.disable(logging.WARNING)  # the plan's "no usable profile" warning: the benchmark gives the figures
-    print("\n".join(header_lines(machine_facts("cpu"))))  # the host; the emulated pair below
-    spec = json.loads(os.environ["BRINGUP_EMU_SPEC"])
-    print(f"load:    {os.getloadavg()[0]:.2f} (1-min average) at the start; spec {json.dumps(spec['devices'])}")
-    gbps = measured_gbps(args.rounds)
+    print("\n".join(header_lines(machine_facts("cpu"))))  # the host; the devices below
+    spec = json.loads(os.environ.get("BRINGUP_EMU_SPEC") or "{}")
+    print(f"load:    {os.getloadavg()[0]:.2f} (1-min average) at the start; devices {','.join(args.devices)}"
+          + (f"; spec {json.dumps(spec['devices'])}" if spec else ""))
+    gbps = measured_gbps(args.rounds, args.devices)
     print(f"measured: {', '.join(f'{d} {v:.2f} GB/s' for d, v in gbps.items())} (triad, best of {args.rounds})")
     if args.case == "replicas":
         from benchmarks.placement_replicas import run as run_replicas
 
-        run_replicas(args.model, args.tokens, args.rounds)
+        run_replicas(args.model, args.tokens, args.rounds, gbps)
         return
-    runs, predicted = placements(args.model, gbps, {"emu:0": args.fast_cap << 20, "emu:1": args.slow_cap << 20})
+    fast, large = args.devices
+    runs, predicted = placements(args.model, gbps, {fast: args.fast_cap << 20, large: args.slow_cap << 20})
     reference, _ = greedy(decoder(args.model, None), args.tokens)
     executors = {name: decoder(args.model, r) for name, r in runs.items()}
     best: dict[str, float] = {}

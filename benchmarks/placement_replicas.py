@@ -7,8 +7,10 @@ holds, which must be served there.
 Each replica is a real engine (LLMEngine) on its own thread, as `serve --placement replicas` starts them; start-up's
 layout and decode timings are given as data (plain F.linear, no paged kernel) so both arms run the same plan and the
 start does not spend minutes timing candidates at an eighth of the host's speed. The router's step costs
-(engine/replicas/step_cost.py) come from each replica's own steps measured here: a decode step at batch 1 and at
-batch 8, and the prefill of one CHAT_PROMPT-token prompt (the best of two, interleaved). Two workloads, each 8
+(plan/placement/step_cost.py) are those a start-up measures (engine/step_timing.py: the model's 3- and 6-layer cuts
+timed on each device, carried to the whole model), printed beside each engine's own steps timed here (a decode step
+at batch 1 and at batch 8, and the prefill of one CHAT_PROMPT-token prompt; the best of two, interleaved) as a check
+of that prediction; the planner's verdict for each workload is printed from both. Two workloads, each 8
 requests of 16 generated tokens: short prompts (5 tokens: decode only) and a chat (CHAT_PROMPT-token prompts:
 prefill a real share of the work). Rounds alternate the arms; each figure is its best round. The emulated devices
 share the host's cores for the part of each op they compute, so two replicas stepping together slow each other,
@@ -21,15 +23,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bringup_emu.default_spec import DEFAULT_NATIVE
-
-SPEC = {"devices": [{"name": "Emu quarter, small context", "memory": "2GiB", "speed": 0.25},
-                    {"name": "Emu eighth, large context", "memory": "2GiB", "speed": 0.125}],
-        "refused_dtypes": ["float64"], "native": list(DEFAULT_NATIVE)}
+DEVICES = [{"name": "Emu quarter, small context", "memory": "2GiB", "speed": 0.25},
+           {"name": "Emu eighth, large context", "memory": "2GiB", "speed": 0.125}]
 CONTEXTS = {"emu:0": 256, "emu:1": 1024}  # the long prompt fits only emu:1's
 LONG_PROMPT = 400
-CHAT_PROMPT = 160  # the chat workload's prompts: prefill a real share of the work
+CHAT_PROMPT = 224  # the chat workload's prompts (within emu:0's 256-token context): prefill a real share
 CONCURRENCY = 8
+
+
+def spec() -> dict:  # type: ignore[type-arg]
+    from bringup_emu.default_spec import DEFAULT_NATIVE
+
+    return {"devices": DEVICES, "refused_dtypes": ["float64"], "native": list(DEFAULT_NATIVE)}
 
 
 def replica(model: Path, device: str):  # type: ignore[no-untyped-def]
@@ -68,9 +73,10 @@ def timed_steps(replica, batch: int, prompt: int, steps: int = 3) -> tuple[float
     return replica.call(run)
 
 
-def measure_costs(replicas: list, prompt: int) -> None:  # type: ignore[no-untyped-def]
-    """Each replica's step costs (replicas/step_cost.py), the best of two interleaved measurements."""
-    from bringup.runner.engine.replicas.step_cost import measured_cost
+def measure_costs(replicas: list, prompt: int) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """Each replica's step costs timed on its engine (a check of the start-up's prediction), the best of two
+    interleaved measurements."""
+    from bringup.runner.plan.placement.step_cost import measured_cost
 
     best: dict[str, list[float]] = {}
     for _ in range(2):
@@ -79,26 +85,38 @@ def measure_costs(replicas: list, prompt: int) -> None:  # type: ignore[no-untyp
             _, full_s = timed_steps(one, CONCURRENCY, 8)
             got = best.setdefault(one.device, [prefill, one_s, full_s])
             best[one.device] = [min(a, b) for a, b in zip(got, (prefill, one_s, full_s))]
-    for one in replicas:
-        prefill, one_s, full_s = best[one.device]
-        one.cost = measured_cost(one_s, full_s, CONCURRENCY, prefill, prompt)
-        one.seconds_per_token = one_s
-        print(f"measured {one.device}: {one.cost.evidence}")
+    return {one.device: measured_cost(best[one.device][1], best[one.device][2], CONCURRENCY, best[one.device][0],
+                                      prompt) for one in replicas}
 
 
-def predicted_split(replicas: list, prompt: int, tokens: int) -> str:  # type: ignore[no-untyped-def]
-    """The best split of CONCURRENCY requests between the two replicas that their measured step costs predict (each
-    replica prefills its prompts, then decodes its batch `tokens` steps; the two run side by side), against all on
-    the faster one: the ceiling these two speeds allow this workload, before any slowdown of running both."""
-    fast, slow = (one.cost for one in replicas)
+def startup_costs(model: Path, gbps: dict[str, float]) -> dict[str, object]:
+    """Each device's step costs as `serve --device emu:0,emu:1` measures them at the start (engine/step_timing.py:
+    the model's 3- and 6-layer cuts, carried to the whole model), from the bandwidth measured here."""
+    from bringup.runner.engine.step_timing import device_timings
+    from bringup.runner.plan.placement.facts import DeviceFacts
+    from bringup.runner.plan.placement.need import model_need
+    from bringup.runner.plan.placement.replica_load import ReplicaLoad
+    from bringup.runner.plan.profile_facts import ProfileFacts
+    from bringup.runner.sources.model_source import model_source
 
-    def took(cost, count: int) -> float:  # type: ignore[no-untyped-def]
-        return count * prompt * cost.prefill_s_per_token + tokens * cost.decode_s(count) if count else 0.0
+    config = model_source(model).config()
+    devices = [DeviceFacts(d, 2 << 30, "2 GiB", gbps[d], None, "float32", "measured here", False)
+               for d in ("emu:0", "emu:1")]
+    need = model_need(config, CONTEXTS["emu:0"])
+    load = ReplicaLoad(CONCURRENCY, CHAT_PROMPT, 16)  # the prefill timed at the chat's prompt
+    timed = device_timings(devices, config, need, [ProfileFacts(None)] * 2, load, {"emu:0", "emu:1"})
+    return {d.device: t.cost for d, t in zip(devices, timed)}
 
-    spans = {k: max(took(fast, CONCURRENCY - k), took(slow, k)) for k in range(CONCURRENCY + 1)}
-    best = min(spans, key=spans.__getitem__)
-    return (f"predicted: all on {replicas[0].device} {spans[0]:.2f} s; best split {CONCURRENCY - best}/{best} "
-            f"{spans[best]:.2f} s ({spans[0] / spans[best]:.2f}x)")
+
+def predicted(costs: dict, prompt: int, tokens: int) -> str:  # type: ignore[type-arg]
+    """The planner's verdict on replicas for this workload, from `costs`: the best split against all on the faster
+    one, the ceiling these two speeds allow before any slowdown of running both."""
+    from bringup.runner.plan.placement.replica_load import ReplicaLoad, replica_gain
+    from bringup.runner.plan.placement.replicas import REPLICA_GAIN
+
+    found = replica_gain([costs["emu:0"], costs["emu:1"]], ReplicaLoad(CONCURRENCY, prompt, tokens))
+    return (f"all on emu:0 {found.alone_s:.2f} s; best split {found.shares[0]}/{found.shares[1]} "
+            f"{found.split_s:.2f} s ({found.gain:.2f}x; the planner picks replicas unasked from {REPLICA_GAIN}x)")
 
 
 def round_trip(router, prompts: dict[str, list[int]], max_tokens: int) -> tuple[float, int, dict[str, str]]:  # type: ignore[no-untyped-def]
@@ -118,17 +136,24 @@ def round_trip(router, prompts: dict[str, list[int]], max_tokens: int) -> tuple[
     return time.perf_counter() - began, tokens, where
 
 
-def run(model: Path, tokens: int, rounds: int) -> None:
+def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float]) -> None:
     from bringup.runner.engine.replicas.router import ReplicaRouter
 
+    started = startup_costs(model, gbps)
     fast, slow = replica(model, "emu:0"), replica(model, "emu:1")
-    measure_costs([fast, slow], CHAT_PROMPT)
+    timed = measure_costs([fast, slow], CHAT_PROMPT)
+    for one in (fast, slow):
+        one.cost = started[one.device]  # the router predicts from the start-up's costs, as serve's does
+        print(f"start-up {one.device}: {started[one.device].evidence}")
+        print(f"engine   {one.device}: {timed[one.device].evidence}")
     arms = {"replicas (router)": ReplicaRouter([fast, slow]), "faster alone": ReplicaRouter([fast])}
     workloads = {"short prompts": {f"r{i}": [1, 504, 3458, 282, 4649 + i] for i in range(CONCURRENCY)},
                  f"chat ({CHAT_PROMPT}-token prompts)": {f"c{i}": [1 + (i * 7 + t) % 400 for t in range(CHAT_PROMPT)]
                                                         for i in range(CONCURRENCY)}}
     for workload, prompts in workloads.items():
-        print(f"{workload}, {predicted_split([fast, slow], len(next(iter(prompts.values()))), tokens)}")
+        length = len(next(iter(prompts.values())))
+        print(f"{workload}, predicted from the start-up's costs: {predicted(started, length, tokens)}")
+        print(f"{workload}, predicted from the engine's costs:   {predicted(timed, length, tokens)}")
         best: dict[str, float] = {}
         for index in range(rounds):
             for name, router in arms.items():

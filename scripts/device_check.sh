@@ -54,6 +54,19 @@ DEV=$(python3 -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['devi
 # machine); then the random Llama-3-8B shape in bfloat16 at batch 1: tok/s and % of the measured copy bandwidth
 bench 150 graph-decode benchmarks.graph_decode --device "$DEV" --profile "$P" --models builtin --batches 1 8 --force-graphs
 bench 150 graph-decode-8b benchmarks.graph_decode_8b --device "$DEV"
+# issue 54's real case: SmolLM2 split between the GPU, capped at 300 MiB so it cannot hold the model (float32,
+# 256-token cache: about 540 MiB), and the host: planned against memory-proportional and the CPU alone, greedy tokens
+# checked against the CPU's; only where the model file travelled (it is larger than a carry)
+SMOL=.cache/test-models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$SMOL" ]; then
+  echo "=== placement cuda:0,cpu: python -m benchmarks.placement --devices $DEV,cpu (limit 90s)" | tee -a "$LOG"
+  start=$SECONDS
+  timeout 90 python3 -m benchmarks.placement --devices "$DEV,cpu" --fast-cap 300 --slow-cap 4096 --tokens 16 \
+    --rounds 2 --model "$SMOL" >"$OUT/placement-cuda-cpu.txt" 2>>"$LOG"
+  echo "=== placement cuda:0,cpu: exit $? after $((SECONDS - start))s" | tee -a "$LOG"
+else
+  echo "=== placement cuda:0,cpu: skipped: $SMOL is not on this machine" | tee -a "$LOG"
+fi
 timeout 20 python3 -m bringup profile show "$P" >"$OUT/profile-show.txt" 2>&1
 timeout 20 python3 -m bringup report -p "$P" -o "$OUT/report.html" >>"$LOG" 2>&1
 if [ "$CHECK" = all ]; then
@@ -64,3 +77,4 @@ fi
 grep -E "^=== " "$LOG"
 cat "$OUT/profile-show.txt" | head -120
 tail -12 "$OUT/quantized.txt" 2>/dev/null
+tail -8 "$OUT/placement-cuda-cpu.txt" 2>/dev/null

@@ -119,3 +119,90 @@ def test_a_device_without_a_profile_is_refused_naming_the_command_that_records_o
     lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "emu:0 has no profile" in lines[0], done.stderr[-2000:]
     assert "run `bringup all --device emu:0` first" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_a_pair_that_both_hold_the_model_is_weighed_for_replicas_from_step_costs_measured_at_the_start(tmp_path
+                                                                                                     ) -> None:
+    from bringup.runner.plan.placement.replica_load import ReplicaLoad, replica_gain
+    from bringup.runner.plan.placement.replicas import REPLICA_GAIN
+    from bringup.runner.plan.placement.step_cost import step_cost_from
+
+    spec = {**PAIR, "devices": [PAIR["devices"][0], {**PAIR["devices"][1], "speed": 1.0}]}
+    write_profiles(tmp_path, spec, "emu:0=20,emu:1=10")
+    port = free_port()
+    command = [sys.executable, "-m", "bringup", "serve", "--device", "emu:0,emu:1", "--port", str(port),
+               "--max-model-len", "64", "--max-num-seqs", "4"]  # the built-in model: each device holds it
+    server = subprocess.Popen(command, cwd=tmp_path, env=emu_env(spec), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        started_or_fail(url, server, 300, "serve --device emu:0,emu:1")
+        name = httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]["id"]
+        done = httpx.post(f"{url}/v1/completions", timeout=120, json={"model": name, "prompt": "Hello",
+                                                                       "max_tokens": 2})
+        placement = httpx.get(f"{url}/v1/plan", timeout=10).json()["plan"]["placement"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+    assert done.status_code == 200, done.text
+    value, prediction = placement["value"], placement["value"]["prediction"]
+    assert prediction["load"] == {"requests": 4, "prompt_tokens": 32, "new_tokens": 32}
+    costs = {device: step_cost_from(cost) for device, cost in prediction["step_costs"].items()}
+    assert sorted(costs) == ["emu:0", "emu:1"]
+    for device, cost in costs.items():  # measured on each device at the start, with what was timed
+        assert cost.base_s > 0 and cost.prefill_s_per_token > 0, (device, cost)
+        assert f"cuts of the model timed on {device}" in cost.evidence
+    assert all("prefill" in cost.evidence and "(32 tokens timed)" in cost.evidence for cost in costs.values())
+    gain = replica_gain([costs["emu:0"], costs["emu:1"]], ReplicaLoad(4, 32, 32)).gain
+    assert prediction["gain"] == gain and f"replicas predict {gain:.2f}x over emu:" in placement["evidence"]
+    assert value["mode"] == ("replicas" if gain >= REPLICA_GAIN else "single")  # the choice follows the costs
+    chosen = {d["device"]: d.get("step_cost") for d in value["devices"]}
+    assert all(cost == prediction["step_costs"][device] for device, cost in chosen.items())
+
+
+WRITE_MIXED_PROFILES = """
+import os, sys, torch
+from pathlib import Path
+os.chdir(FOLDER)
+from bringup.backends.registry import backend_for
+from bringup.profiles.schema import Capability, DeviceSection
+from bringup.profiles.sections.bench import MeasuredCeilings
+from bringup.profiles.store import default_profile_path, load_profile, render_yaml
+reference = load_profile(Path(REFERENCE))
+for device in ("emu:0", "emu:1"):
+    info = backend_for(torch.device(device)).device_info(torch.device(device).index)
+    caps = reference.capabilities.model_copy(deep=True)
+    if device == "emu:0":  # as a device that refuses bfloat16 records it
+        caps.dtypes["bfloat16"] = Capability(status="unsupported", reason="bfloat16 refused by the device")
+    bench = reference.bench.model_copy(update={"ceilings": MeasuredCeilings(gbps=10.0)})
+    profile = reference.model_copy(update={"device": DeviceSection.model_validate(info.to_dict()),
+                                           "capabilities": caps, "bench": bench, "compiled": []})
+    default_profile_path(info).parent.mkdir(exist_ok=True)
+    default_profile_path(info).write_text(render_yaml(profile))
+"""
+
+
+def test_a_split_whose_devices_chose_different_dtypes_runs_in_one_both_verified_with_the_cpus_tokens(tmp_path
+                                                                                                   ) -> None:
+    reference = Path(__file__).resolve().parents[2] / "reference/profiles/cpu-amd-epyc-2core-avx512-bf16.yaml"
+    code = WRITE_MIXED_PROFILES.replace("FOLDER", repr(str(tmp_path))).replace("REFERENCE", repr(str(reference)))
+    spec = {**PAIR, "devices": [PAIR["devices"][0], {**PAIR["devices"][1], "speed": 1.0}]}  # nothing is timed
+    written = run_python(code, spec)
+    assert written.returncode == 0, written.stderr[-3000:]
+    # emu:1's plan chooses bfloat16 (the recorded machine's, faster than float32), emu:0's float32; the proportions
+    # given, so nothing is timed; the built-in model, greedy
+    args = ("--max-tokens", "8", "--ignore-eos", "--max-model-len", "128", "--graphs", "off")
+    command = [sys.executable, "-m", "bringup", "generate", "Hello", "--json", *args]
+    split = subprocess.run([*command, "--device", "emu:0,emu:1", "--layer-split", "1,1"], cwd=tmp_path,
+                           env=emu_env(spec), capture_output=True, text=True, timeout=300, check=False)
+    assert split.returncode == 0, split.stderr[-3000:]
+    cpu = subprocess.run([*command, "--device", "cpu", "--dtype", "float32"], cwd=tmp_path, env=emu_env(spec),
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert cpu.returncode == 0, cpu.stderr[-3000:]
+    out = json.loads(split.stdout)
+    placement = out["plan"]["placement"]
+    assert placement["value"]["mode"] == "layer_split" and out["plan"]["dtype"]["value"] == "float32"
+    assert placement["evidence"].endswith(
+        "the split runs in float32, which every member verified, so activations cross unconverted (emu:0's plan "
+        "chose float32; emu:1's plan chose bfloat16; emu:0 did not verify bfloat16)")
+    assert out["token_ids"] == json.loads(cpu.stdout)["token_ids"]

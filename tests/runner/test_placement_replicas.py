@@ -1,27 +1,78 @@
-"""The planner's replicas mode on devices given as data: chosen unasked where the devices' predicted decode rates
-add to 1.3x the fastest's, not below; each replica named with its rank and evidence, fastest first; --placement
-forces a mode or is refused in one line where the devices cannot run it."""
+"""The planner's replicas mode on devices given as data: chosen unasked only where each device's measured step costs
+predict, for the stated load, at least 1.2x over the fastest alone; otherwise the fastest alone, the row saying what
+replicas predicted; each replica named with its rank, evidence and step costs, fastest first; --placement forces a
+mode or is refused in one line where the devices cannot run it."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from bringup.runner.plan.placement.given import placement_mode
 from bringup.runner.plan.placement.placement import LAYER_SPLIT, REPLICAS, SINGLE, shown_placement
 from bringup.runner.plan.placement.planner import NoPlacement, plan_placement
+from bringup.runner.plan.placement.replica_load import ReplicaLoad, replica_gain, stated_load
+from bringup.runner.plan.placement.step_cost import measured_cost, step_cost_from
 from tests.runner.test_placement_planner import NEED, device
 
+LOAD = ReplicaLoad(requests=8, prompt_tokens=160, new_tokens=16)
+# decode steps at batch 1 and 8, and a 160-token prefill, as start-up measures them (seconds): a step that grows
+# with the batch, as on the emulated pair, and one that barely does, as a small model's on an accelerator
+GROWING = {"fast": (0.30, 0.70, 0.80), "slow": (0.60, 1.40, 1.60)}
+FLAT = {"fast": (0.30, 0.32, 0.80), "slow": (0.60, 0.64, 1.60)}
 
-def test_two_devices_that_each_hold_the_model_run_replicas_when_together_they_decode_clearly_faster() -> None:
-    fast, half = device("x:1", 1024, 40.0), device("x:0", 2048, 20.0)
-    placement = plan_placement([half, fast], NEED)
+
+def costed(name: str, gbps: float, one_s: float, full_s: float, prefill_s: float):  # type: ignore[no-untyped-def]
+    return replace(device(name, 2048, gbps), step_cost=measured_cost(one_s, full_s, 8, prefill_s, 160))
+
+
+def test_the_gain_is_the_fastest_alone_over_the_best_split_of_the_stated_load() -> None:
+    fast, slow = (measured_cost(*GROWING[k][:2], 8, GROWING[k][2], 160) for k in ("fast", "slow"))
+    found = replica_gain([fast, slow], LOAD)
+    alone = 8 * 160 * 0.005 + 16 * 0.70  # eight prefills, then sixteen steps at batch 8
+    assert found.alone_s == pytest.approx(alone) and found.fastest == 0
+    spans = {k: max(8 - k and (8 - k) * 0.8 + 16 * fast.decode_s(8 - k), k and k * 1.6 + 16 * slow.decode_s(k))
+             for k in range(9)}
+    best = min(spans, key=spans.__getitem__)
+    assert found.shares == (8 - best, best) and found.gain == pytest.approx(alone / spans[best]) and found.gain > 1
+    assert stated_load(256, None) == ReplicaLoad(8, 128, 128) and stated_load(100, 4) == ReplicaLoad(4, 50, 50)
+    assert step_cost_from(fast.as_value()) == fast
+
+
+def test_replicas_are_chosen_only_where_the_measured_step_costs_predict_the_gain() -> None:
+    fast, slow = costed("x:1", 40.0, *GROWING["fast"]), costed("x:0", 20.0, *GROWING["slow"])
+    expected = replica_gain([slow.step_cost, fast.step_cost], LOAD).gain  # type: ignore[list-item]
+    assert expected >= 1.2, expected
+    placement = plan_placement([slow, fast], NEED, load=LOAD)
     assert placement.mode == REPLICAS and [m.device for m in placement.members] == ["x:1", "x:0"]
     assert [(m.first, m.last) for m in placement.members] == [(0, 23), (0, 23)]
     assert placement.members[0].evidence.startswith("replica 1 of 2: needs ")
-    assert "1.50x the decode rate of x:1 alone predicted" in placement.evidence
-    assert shown_placement(placement.as_value()) == "replicas: x:1 replica 1, x:0 replica 2"
-    slow = device("x:0", 2048, 10.0)  # together 1.25x: under the gain, the fastest alone
-    assert plan_placement([slow, fast], NEED).mode == SINGLE
+    assert "step costs: decode step 300 ms at batch 1, 700 ms at batch 8" in placement.members[0].evidence
+    value = placement.as_value()
+    assert value["devices"][1]["step_cost"] == slow.step_cost.as_value()  # type: ignore[union-attr]
+    assert value["prediction"]["gain"] == pytest.approx(expected)
+    assert value["prediction"]["load"] == {"requests": 8, "prompt_tokens": 160, "new_tokens": 16}
+    assert sum(value["prediction"]["shares"].values()) == 8
+    assert f"replicas predict {expected:.2f}x over x:1 alone for 8 requests at once, each a 160-token prompt" \
+        in placement.evidence
+    assert shown_placement(value) == "replicas: x:1 replica 1, x:0 replica 2"
+    # the same devices whose step barely grows with the batch: a full batch on the fast one wins; said so
+    flat_fast, flat_slow = costed("x:1", 40.0, *FLAT["fast"]), costed("x:0", 20.0, *FLAT["slow"])
+    flat_gain = replica_gain([flat_slow.step_cost, flat_fast.step_cost], LOAD).gain  # type: ignore[list-item]
+    assert flat_gain < 1.2, flat_gain
+    single = plan_placement([flat_slow, flat_fast], NEED, load=LOAD)
+    assert single.mode == SINGLE and single.members[0].device == "x:1"
+    said = f"replicas predict {flat_gain:.2f}x over x:1 alone for 8 requests at once"
+    assert f"not replicas: {said}" in single.evidence and said in dict(single.left_out)["x:0"]
+    row = single.as_value()
+    assert row["devices"][0]["step_cost"] == flat_fast.step_cost.as_value()  # type: ignore[union-attr]
+    assert row["prediction"]["step_costs"]["x:0"] == flat_slow.step_cost.as_value()  # type: ignore[union-attr]
+    assert row["prediction"]["gain"] == pytest.approx(flat_gain)
+    # without measured step costs (data that lacks them) the planner never picks replicas unasked
+    unmeasured = plan_placement([device("x:0", 2048, 20.0), device("x:1", 2048, 40.0)], NEED, load=LOAD)
+    assert unmeasured.mode == SINGLE and "replicas not weighed: no step costs measured on x:0, x:1" in \
+        unmeasured.evidence
 
 
 def test_placement_forces_a_mode_or_says_why_the_devices_cannot_run_it() -> None:
@@ -43,8 +94,8 @@ def test_the_router_splits_a_batch_only_where_the_measured_step_grows_with_it() 
     from types import SimpleNamespace
 
     from bringup.runner.engine.replicas.replica import Replica
-    from bringup.runner.engine.replicas.step_cost import measured_cost
     from bringup.runner.plan.choice import Choice
+    from bringup.runner.plan.placement.step_cost import measured_cost
 
     # the engine's plan is read for its batch size only: eight seats on each replica
     engine = SimpleNamespace(plan=SimpleNamespace(max_num_seqs=Choice(8, "given")))

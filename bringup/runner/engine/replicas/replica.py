@@ -7,7 +7,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from bringup.runner.engine.replicas.step_cost import StepCost
+from bringup.runner.plan.placement.step_cost import StepCost
 
 
 @dataclass

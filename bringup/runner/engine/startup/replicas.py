@@ -1,5 +1,6 @@
 """A replicas placement started: one engine per member device, each built (and later stepped) on a thread of its
-own, one after another so that no start-up measurement runs beside another; the router serves them."""
+own, one after another so that no start-up measurement runs beside another; the router serves them, predicting
+from the step costs the placement measured on each device (its row holds them)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from bringup.runner.engine.replicas.router import ReplicaRouter
 from bringup.runner.engine.startup.context import StartInputs
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.placement.placement import REPLICAS
+from bringup.runner.plan.placement.step_cost import step_cost_from
 
 log = get_logger("runner.placement")
 
@@ -37,5 +39,6 @@ def start_replicas(start_on: Callable[..., Any], cls: Callable[..., Any], inputs
                             info=info)
         log.info("replica on %s: starting", device)
         engine = thread.submit(start_on, cls, on_device).result()
-        replicas.append(Replica(member["device"], engine, thread, member["predicted_s_per_token"]))
+        cost = step_cost_from(member["step_cost"]) if "step_cost" in member else None  # measured at the start
+        replicas.append(Replica(member["device"], engine, thread, member["predicted_s_per_token"], cost=cost))
     return ReplicaRouter(replicas)

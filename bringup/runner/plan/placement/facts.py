@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from bringup.profiles.schema import Profile
+from bringup.runner.plan.placement.step_cost import StepCost
 from bringup.runner.plan.plan import choose_dtype
 from bringup.runner.plan.profile_facts import ProfileFacts
 
@@ -23,6 +24,7 @@ class DeviceFacts:
     speed_evidence: str
     peer_access: bool  # the probe proved direct copies to another device
     layer_overhead_s: float = 0.0  # a layer's measured decode time beyond its bytes over `gbps` (0: not measured)
+    step_cost: StepCost | None = None  # the whole model's decode step by batch and prefill, measured (replicas)
 
     @property
     def itemsize(self) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bringup.runner.plan.placement.step_cost import StepCost
+
 SINGLE, LAYER_SPLIT, REPLICAS = "single", "layer_split", "replicas"
 AUTO = "auto"
 PLACEMENT_MODES = {"auto": AUTO, "single": SINGLE, "split": LAYER_SPLIT, "replicas": REPLICAS}  # --placement
@@ -19,6 +21,7 @@ class Member:
     seconds_per_token: float  # predicted: its weights over its measured bandwidth
     need_bytes: int  # its weights, its share of the KV cache and the activation reserve
     evidence: str
+    step_cost: StepCost | None = None  # a replica's measured step costs, which the router predicts from
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class Placement:
     left_out: tuple[tuple[str, str], ...]  # (device, why it is left out)
     crossing: str  # how activations cross between members ("" for one member)
     evidence: str
+    prediction: dict[str, Any] | None = None  # replicas: the stated load, the predicted gain and each one's share
 
     @property
     def seconds_per_token(self) -> float:
@@ -37,10 +41,12 @@ class Placement:
         return {
             "mode": self.mode,
             "devices": [{"device": m.device, "layers": [m.first, m.last], "need_bytes": m.need_bytes,
-                         "predicted_s_per_token": m.seconds_per_token, "evidence": m.evidence}
+                         "predicted_s_per_token": m.seconds_per_token, "evidence": m.evidence,
+                         **({"step_cost": m.step_cost.as_value()} if m.step_cost is not None else {})}
                         for m in self.members],
             "left_out": [{"device": device, "why": why} for device, why in self.left_out],
             "crossing": self.crossing,
+            **({"prediction": self.prediction} if self.prediction is not None else {}),
         }
 
 
