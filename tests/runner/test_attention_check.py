@@ -9,7 +9,7 @@ import torch
 from bringup.profiles.attention_kinds import PLAIN_ATTENTION
 from bringup.runner.engine import attention_check
 from bringup.runner.model import attention
-from bringup.runner.plan.attention_timings import AttentionTimings, attention_verdicts
+from bringup.runner.plan.attention_timings import PROMPT_TOKENS, AttentionTimings, attention_verdicts
 from bringup.runner.plan.choice import Choice
 from bringup.runner.sources.builtin_model import builtin_config
 
@@ -70,3 +70,13 @@ def test_a_record_replays_the_timings_but_the_float64_check_runs_again(monkeypat
     row, _ = attention_check.with_checked_attention(plain, builtin_config(), torch.float32, CPU, others, recorded,
                                                     "m [abc]")
     assert row.value == [PLAIN_ATTENTION] and "less accurate than the plain path, not used" in row.evidence
+
+
+def test_a_record_timed_on_another_prompt_length_is_timed_again():
+    plain = Choice([PLAIN_ATTENTION], "no profile")
+    others = set(attention_check.SDPA_BY_PREFERENCE) - {"sdpa_flash"}
+    older = AttentionTimings(1e-7, 2e-3, {"sdpa_flash": 1e-7}, {"sdpa_flash": 1e-3}, tokens=512)  # before 1,024
+    row, timings = attention_check.with_checked_attention(plain, builtin_config(), torch.float32, CPU, others, older,
+                                                          "m [abc]")
+    assert timings.tokens == PROMPT_TOKENS == 1024 and timings.plain_s != older.plain_s
+    assert "checked and timed at start-up" in row.evidence and f"a {PROMPT_TOKENS}-token prompt" in row.evidence

@@ -59,6 +59,7 @@ class AttentionCheckRecord(ProfileModel):
     errors: dict[str, float] = {}
     seconds: dict[str, float] = {}
     cannot_run: dict[str, str] = {}
+    tokens: int = 512  # the timed prompt's length; records from before it was kept timed 512 tokens
 
 
 class ModelPlanRecord(ProfileModel):

@@ -89,7 +89,7 @@ def measure_attention(config: ModelConfig, dtype: torch.dtype, device: torch.dev
         except Exception as exc:  # a backend this build or device cannot run: the next one
             cannot[name] = exception_line(exc)
     checked = AttentionTimings(plain_err, 0.0, errors, {}, cannot)
-    if recorded is not None:
+    if recorded is not None and recorded.tokens == PROMPT_TOKENS:  # else timed on another prompt: timed again
         replay = replace(checked, plain_s=recorded.plain_s, seconds=dict(recorded.seconds))
         if not needs_timing(replay, candidates):
             return replay, True

@@ -51,4 +51,4 @@ def _attention(runs: list[AttentionTimings]) -> AttentionTimings:
         plain_error=max(r.plain_error for r in runs), plain_s=min(r.plain_s for r in runs),
         errors={n: max(r.errors[n] for r in runs if n in r.errors) for n in names},
         seconds={n: min(r.seconds[n] for r in runs if n in r.seconds) for n in timed},
-        cannot_run={n: why for r in runs for n, why in r.cannot_run.items()})
+        cannot_run={n: why for r in runs for n, why in r.cannot_run.items()}, tokens=runs[0].tokens)

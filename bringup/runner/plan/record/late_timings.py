@@ -25,7 +25,7 @@ def recorded_fields(measured: StartupMeasurements) -> dict[str, Any]:
             decodes_step=prefill.decodes_step),
         "attention_check": None if attention is None else AttentionCheckRecord(
             plain_error=attention.plain_error, plain_s=attention.plain_s, errors=dict(attention.errors),
-            seconds=dict(attention.seconds), cannot_run=dict(attention.cannot_run)),
+            seconds=dict(attention.seconds), cannot_run=dict(attention.cannot_run), tokens=attention.tokens),
     }
 
 
@@ -39,5 +39,5 @@ def replayed_fields(record: ModelPlanRecord) -> dict[str, Any]:
             prefill.decodes, prefill.decodes_step),
         "attention": None if attention is None else AttentionTimings(
             attention.plain_error, attention.plain_s, dict(attention.errors), dict(attention.seconds),
-            dict(attention.cannot_run)),
+            dict(attention.cannot_run), attention.tokens),
     }
