@@ -73,6 +73,27 @@ def test_a_prompt_runs_whole_when_nothing_decodes_and_in_chunks_beside_decodes()
     assert sched.schedule() == [a, b] and b.num_scheduled_tokens == 8 and b.step_end == 16
 
 
+def test_prompts_run_whole_while_the_requests_waiting_for_a_first_token_outnumber_the_streams():
+    sched = Scheduler(BlockManager(64, 4), max_num_seqs=4, max_num_batched_tokens=64, prefill_chunk=[[1, 0, 0, 8]])
+    a, b, c = _seq(0, 20), _seq(1, 30), _seq(2, 25)
+    sched.add(a)
+    assert sched.schedule() == [a]
+    _advance([a])
+    for seq in (b, c):  # a burst beside a's stream: two wait for a first token, one stream decodes
+        sched.add(seq)
+    assert sched.schedule() == [a, b, c] and [s.num_scheduled_tokens for s in (a, b, c)] == [1, 30, 25]
+    _advance([a, b, c])
+    d = _seq(3, 30)  # one prompt among three streams: chunked for them
+    sched.add(d)
+    assert sched.schedule() == [a, b, c, d] and d.num_scheduled_tokens == 8
+    decoding = [_seq(i, 3) for i in range(2)]
+    _advance(decoding)
+    mid_prompt = _seq(5, 40)
+    mid_prompt.num_cached_tokens = 8  # a prompt mid-prefill waits for its first token too
+    assert StepBudget(64, [[1, 0, 0, 8]], [*decoding, mid_prompt], waiting=1).fits(_seq(6, 30), 30) == 8
+    assert StepBudget(64, [[1, 0, 0, 8]], [*decoding, mid_prompt], waiting=2).fits(_seq(6, 30), 30) == 30
+
+
 def test_a_scoring_prompt_is_never_cut():
     scoring = _seq(0, 30)
     scoring.params = SamplingParams(max_tokens=1, prompt_logprobs=0)

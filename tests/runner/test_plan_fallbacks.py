@@ -193,3 +193,66 @@ def test_all_planned_attention_failing_at_run_time_is_one_clear_error(tmp_path):
     path = write_profile(tmp_path / "p.yaml", caps, [_op("softmax", "float32", "fail")])
     with pytest.raises(BringupError, match="every planned attention implementation failed at run time"):
         engine(path)
+
+
+SCORED = SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True, prompt_logprobs=3)
+
+
+def _scored(e: LLMEngine, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
+    """Each prompt's first token, and its tokens' logprobs and their top 3 alternatives' (a scoring prompt never reads
+    the prefix cache: each run computes it from scratch)."""
+    return [(out.token_ids, [lp for p in out.prompt_logprobs[1:] for lp in (p.logprob, *(x for _, x in p.top))])
+            for out in e.generate(prompts, SCORED)]
+
+
+def test_a_fresh_prompt_attends_causally_with_no_mask_and_scores_as_with_the_mask(tmp_path):
+    caps = Capabilities(attention={"sdpa_flash": _ok(), "sdpa_math": _ok()})
+    e = engine(write_profile(tmp_path / "p.yaml", caps), max_model_len=128, max_num_seqs=4)
+    assert e.executor.attention.current == "sdpa_flash"
+    model, lengths = e.executor.model, []
+    causal = model.causal_attend
+
+    def counted(q, k, v, scale):  # type: ignore[no-untyped-def]
+        lengths.append(q.shape[2])
+        return causal(q, k, v, scale)
+
+    prompts = [e.tokenizer.encode("a prompt of a few words, in a batch"), e.tokenizer.encode("and a shorter one")]
+    model.causal_attend = counted
+    unmasked = _scored(e, prompts)
+    layers = len(model.layers)
+    assert sorted(set(lengths)) == sorted(len(p) for p in prompts) and len(lengths) == 2 * layers
+    model.causal_attend = None
+    masked = _scored(e, prompts)
+    for (tokens, scores), (masked_tokens, masked_scores) in zip(unmasked, masked, strict=True):
+        assert tokens == masked_tokens
+        assert scores == pytest.approx(masked_scores, abs=1e-4)
+    assert e.stats()["fallbacks"]["op"] == 0
+
+
+def test_is_causal_failing_on_its_backend_falls_back_to_the_mask_and_says_so(tmp_path, bringup_logs):
+    caps = Capabilities(attention={"sdpa_flash": _ok()})
+    e = engine(write_profile(tmp_path / "p.yaml", caps), max_model_len=128)
+    prompt = [e.tokenizer.encode("a prompt to score")]
+    expected = _scored(e, prompt)
+    model = e.executor.model
+
+    def refuses(q, k, v, scale):  # type: ignore[no-untyped-def]
+        return torch.nn.functional.scaled_dot_product_attention(q, k[..., :-1], v, is_causal=True, scale=scale)
+
+    model.causal_attend = e.executor.attention.causal
+    torch_causal, attention_module = attention_module_causal()
+    attention_module._sdpa_causal = lambda backend, q, k, v, scale: refuses(q, k, v, scale)
+    try:
+        got = _scored(e, prompt)
+    finally:
+        attention_module._sdpa_causal = torch_causal
+    assert got[0][0] == expected[0][0] and got[0][1] == pytest.approx(expected[0][1], abs=1e-4)
+    assert e.stats()["fallbacks"]["op"] == 1 and "sdpa_flash" in e.executor.attention.causal_refused
+    assert any("wanted sdpa_flash is_causal, using sdpa_flash with a causal mask" in r.getMessage()
+               for r in bringup_logs.records)
+
+
+def attention_module_causal():  # type: ignore[no-untyped-def]
+    from bringup.runner.model import attention
+
+    return attention._sdpa_causal, attention

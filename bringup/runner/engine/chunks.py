@@ -6,6 +6,13 @@ for the decodes' number and context and the context the prompt has reached (a ta
 plan/prefill_chunk.py), so a long prompt arriving mid-stream is prefilled a chunk per step beside the decodes instead of
 stalling them for its whole prefill, in smaller chunks as its context grows. A prompt that scores its own tokens
 (`prompt_logprobs`) runs whole, as before (its scores come from one forward over every position).
+
+Chunking trades the prompts' first tokens for the streams' gaps: each step beside the decodes carries less prompt than
+it could, so the requests waiting for a first token wait longer, and the decoding streams wait less between tokens.
+The trade is made for the streams while they are at least as many as the requests waiting for a first token (one long
+prompt arriving among streams: the case the table is bounded for). When those requests outnumber the streams -- a burst
+beside the first request's stream, prompts queueing faster than they are prefilled -- the prompts run whole, as the
+majority of the users waiting would have them.
 """
 
 from __future__ import annotations
@@ -15,14 +22,18 @@ from bringup.runner.plan.prefill_chunk import chunk_at
 
 
 class StepBudget:
-    def __init__(self, max_tokens: int, prefill_chunk: list[list[int]] | None, running: list[Sequence]) -> None:
+    def __init__(self, max_tokens: int, prefill_chunk: list[list[int]] | None, running: list[Sequence],
+                 waiting: int = 0) -> None:
+        """`waiting`: the requests not yet admitted (those running a prompt's chunks are counted from `running`)."""
         self.tokens = max_tokens
         decoding = [len(seq.token_ids) for seq in running if seq.num_new_tokens == 1]
         self.decodes = len(decoding)
         self.their_context = sum(decoding) // max(len(decoding), 1)
         self.whole = max_tokens - self.decodes  # room the decodes leave
-        # with no decode running, nothing waits on a prompt: it runs whole
-        self.chunks = prefill_chunk if self.decodes else None
+        first_token = waiting + len(running) - self.decodes  # the requests waiting for their first token
+        # prompts run whole when nothing decodes, or when the requests waiting for a first token outnumber the streams
+        # whose gaps chunking would protect
+        self.chunks = prefill_chunk if 0 < self.decodes >= first_token else None
         self.prompt_spent = 0
         self.chunked = prefill_chunk is not None
 

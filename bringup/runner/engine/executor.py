@@ -56,6 +56,7 @@ class Executor:
         names = every_step_attention(plan.attention.value)
         self.attention = AttentionDispatcher(names, recorder)
         model.attend = self.attention
+        model.causal_attend = self.attention.causal
         if PAGED_DECODE in plan.attention.value:
             model.decode_attend = DecodeAttention(recorder, instead=f"gather + {names[0]}")
         if plan.experts.value in EXPERT_PATHS:

@@ -36,7 +36,7 @@ class Scheduler:
 
     def schedule(self) -> list[Sequence]:
         """Pick this step's sequences; each runs `num_scheduled_tokens` of its new tokens (chunks.py)."""
-        budget = StepBudget(self.max_num_batched_tokens, self.prefill_chunk, self.running)
+        budget = StepBudget(self.max_num_batched_tokens, self.prefill_chunk, self.running, len(self.waiting))
         scheduled: list[Sequence] = []
         staying: list[Sequence] = []
         queue = list(self.running)

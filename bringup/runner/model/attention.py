@@ -32,6 +32,13 @@ def _sdpa(backend_name: str) -> AttendFn:
     return attend
 
 
+def _sdpa_causal(backend_name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(getattr(SDPBackend, backend_name)):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+
+
 # every implementation that serves every step, by name (paged_decode serves decode steps only: host/paged_decode.py)
 IMPLEMENTATIONS: dict[str, Callable[[], AttendFn]] = {
     **{name: (lambda member=member: _sdpa(member)) for name, member in SDPA_BACKENDS.items()},
@@ -67,6 +74,8 @@ class AttentionDispatcher:
     def __init__(self, names: list[str], recorder: FallbackRecorder) -> None:
         self.names, self.recorder, self.index = list(names), recorder, 0
         self._fn = implementation(self.names[0])
+        self.causal_refused: set[str] = set()  # SDPA backends whose is_causal failed here (prompts take the mask)
+        self._causal_fault: tuple[str, str] | None = None  # (backend, why): recorded once its masked call runs
 
     @property
     def current(self) -> str:
@@ -76,11 +85,41 @@ class AttentionDispatcher:
                  scale: float, softcap: float | None = None) -> torch.Tensor:
         while True:
             try:
-                return self._fn(q, k, v, mask, scale, softcap)
+                out = self._fn(q, k, v, mask, scale, softcap)
             except StrictFallbackError:
                 raise
             except Exception as exc:
                 self._advance(exc)
+                continue
+            if self._causal_fault is not None:
+                self._record_causal_fault()
+            return out
+
+    def causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor | None:
+        """A prompt with nothing cached, by the current SDPA backend's own causal masking (the kernel it runs with a
+        mask, skipping the blocks above the diagonal): None for any other implementation, or once is_causal failed
+        on this backend (the masked call follows; where it runs, an op fallback to it is recorded)."""
+        name = self.current
+        backend = SDPA_BACKENDS.get(name)
+        if backend is None or name in self.causal_refused:
+            return None
+        try:
+            return _sdpa_causal(backend, q, k, v, scale)
+        except StrictFallbackError:
+            raise
+        except Exception as exc:
+            self.causal_refused.add(name)
+            self._causal_fault = (name, exception_line(exc))
+            return None
+
+    def _record_causal_fault(self) -> None:
+        """The masked call ran after is_causal failed: a fallback within the backend (where the backend failed
+        masked too, the dispatcher's own fallback to the next one already says so)."""
+        assert self._causal_fault is not None
+        (name, why), self._causal_fault = self._causal_fault, None
+        if name == self.current:
+            self.recorder.record("op", "attention", wanted=f"{name} is_causal", instead=f"{name} with a causal mask",
+                                 why=why)
 
     def _advance(self, exc: Exception) -> None:
         why = exception_line(exc)

@@ -30,6 +30,9 @@ AttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | N
 # decode_attend(q [B, H, hd], k_cache, v_cache, context_slots [B, L], context_lens [B], scale) -> [B, H*hd],
 # or None to take the gather path this time
 DecodeAttendFn = Callable[..., "torch.Tensor | None"]
+# causal_attend(q [1, H, n, hd], k [1, H, n, hd], v [1, H, n, hd], scale) -> [1, H, n, hd]: one prompt with nothing
+# cached, each query attending to the keys up to its own, or None to take the masked path
+CausalAttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], "torch.Tensor | None"]
 
 
 @dataclass
@@ -45,6 +48,9 @@ class AttentionMetadata:
     context_lens: torch.Tensor | None = None  # [B] context length of each sequence (int64)
     window_mask: torch.Tensor | None = None  # like mask, for the sliding layers; None: no key is outside the window
     parts: list[AttentionPart] | None = None  # a mixed step: attention runs per part (the rest of the fields unused)
+    # each sequence's new tokens, in order, when none has a cached context (each prompt's queries are its whole
+    # context: causal attention over the step's own K/V, no gather, no mask); None otherwise
+    fresh: list[int] | None = None
 
 
 @dataclass
@@ -74,6 +80,7 @@ class AttentionOps:
 
     attend: AttendFn = matmul_softmax_attention
     decode_attend: DecodeAttendFn | None = None  # decode steps straight from the cache (None: gather path)
+    causal_attend: CausalAttendFn | None = None  # prompts with nothing cached, unmasked (None: the masked path)
 
 
 @dataclass(frozen=True)
@@ -124,16 +131,23 @@ class Attention(nn.Module):
         qk = apply_rope(qk, cos, sin)  # q and k rotated together
         q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D:]
         self.cache.write(meta.slot_mapping, k, v.view(T, KV, D))
-        return self.o_proj(self._attend(q, meta), kind)
+        return self.o_proj(self._attend(q, k, v.view(T, KV, D), meta), kind)
 
-    def _attend(self, q: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
-        """Attention output [T, H*hd] of the queries q [T, H, hd] over each sequence's cached context."""
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+        """Attention output [T, H*hd] of the queries q [T, H, hd] over each sequence's cached context (k and v
+        [T, KV, hd]: the step's own keys and values, already in the cache)."""
         if meta.parts is not None:
-            return torch.cat([self._attend(q[part.first:part.end], part.meta) for part in meta.parts])
+            return torch.cat([self._attend(q[part.first:part.end], k[part.first:part.end], v[part.first:part.end],
+                                           part.meta) for part in meta.parts])
         T, H, KV, D = q.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
         decode_attend, Q = self.ops.decode_attend, meta.num_queries
         windowed = self.spec.window is not None and meta.window_mask is not None
         plain = not windowed and self.spec.softcap is None  # all the paged decode kernel can compute
+        if meta.fresh is not None and plain and self.ops.causal_attend is not None \
+                and not torch.compiler.is_compiling():
+            out = self._attend_causal(q, k, v, meta.fresh)
+            if out is not None:
+                return out
         if decode_attend is not None and plain and Q == 1 and meta.query_index is None and \
                 meta.context_lens is not None:
             out = decode_attend(q.reshape(T, H, D), self.cache.k, self.cache.v, meta.context_slots,
@@ -148,6 +162,26 @@ class Attention(nn.Module):
                               self.spec.softcap)
         out = out.view(KV, B, G, Q, D).permute(1, 3, 0, 2, 4).reshape(B * Q, H * D)
         return out if meta.output_index is None else out[meta.output_index]
+
+    def _attend_causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: list[int]
+                       ) -> torch.Tensor | None:
+        """Each prompt of `lengths` tokens (in order in q, k, v) over its own keys, causally: no padding to the
+        longest, no gather from the cache, no mask; the kv heads repeated for their query heads (a prompt's K/V is
+        small beside its attention). None: the implementation declined, take the masked path."""
+        H, D, G = self.num_heads, self.head_dim, self.num_heads // self.num_kv_heads
+        assert self.ops.causal_attend is not None
+        outs, first = [], 0
+        for n in lengths:
+            end = first + n
+            qs = q[first:end].transpose(0, 1).unsqueeze(0)
+            ks = k[first:end].transpose(0, 1).repeat_interleave(G, dim=0).unsqueeze(0)
+            vs = v[first:end].transpose(0, 1).repeat_interleave(G, dim=0).unsqueeze(0)
+            out = self.ops.causal_attend(qs, ks, vs, self.scale)
+            if out is None:
+                return None
+            outs.append(out[0].transpose(0, 1).reshape(n, H * D))
+            first = end
+        return torch.cat(outs)
 
 
 def _head_norm(config: ModelConfig, spec: AttentionSpec) -> RMSNorm:

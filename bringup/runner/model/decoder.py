@@ -24,6 +24,7 @@ from bringup.runner.model.attention_layer import (
     AttentionMetadata,
     AttentionOps,
     AttentionSpec,
+    CausalAttendFn,
     DecodeAttendFn,
 )
 from bringup.runner.model.checkpoint import (
@@ -185,6 +186,14 @@ class DecoderModel(nn.Module):
     @attend.setter
     def attend(self, fn: AttendFn) -> None:
         self.ops.attend = fn
+
+    @property
+    def causal_attend(self) -> CausalAttendFn | None:
+        return self.ops.causal_attend
+
+    @causal_attend.setter
+    def causal_attend(self, fn: CausalAttendFn | None) -> None:
+        self.ops.causal_attend = fn
 
     @property
     def decode_attend(self) -> DecodeAttendFn | None:
