@@ -19,6 +19,7 @@ TORCH_FREE_RUNNER = {"bringup.runner", "bringup.runner.plan", "bringup.runner.pl
                      "bringup.runner.plan.settings", "bringup.runner.plan.shown", "bringup.runner.plan.host_fallbacks",
                      "bringup.runner.plan.graphs_evidence",  # the eager-against-replay records, read as data
                      "bringup.runner.plan.placement", "bringup.runner.plan.placement.placement",  # the row, as data
+                     "bringup.runner.plan.placement.step_cost",  # its prediction's step costs, plain data
                      "bringup.runner.plan.prefill_chunk",  # the prefill_chunk row's table, shown
                      "bringup.runner.model",
                      "bringup.runner.model.config",

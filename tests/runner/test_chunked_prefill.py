@@ -116,6 +116,20 @@ def test_the_chunk_is_the_largest_step_within_the_step_ratio(decode_ms, expected
     assert choose_prefill_chunk(None, 4096).value is None
 
 
+def test_a_bound_that_leaves_a_prompt_a_few_tokens_a_step_says_what_that_costs_it():
+    ms = 1e-3
+    # beside a 10 ms decode a chunk may add 15 ms; 4 tokens add 10 and 8 add 27 (past the fused kernel's rows): on
+    # their line 5 tokens add 14.25 ms, 2.85 ms a token, against (70 - 10) / 128 = 0.469 in the largest chunk timed
+    crawling = PrefillTimings(10 * ms, {4: 20 * ms, 8: 37 * ms, 16: 39 * ms, 32: 45 * ms, 64: 54 * ms, 128: 70 * ms})
+    choice = choose_prefill_chunk(crawling, 4096)
+    assert choice.value == [[1, 0, 0, 5]]
+    assert choice.evidence.endswith("; beside one decode a prompt moves 5 tokens a step at 2.85 ms a token, 6.1 × its "
+                                    "cost in a 128-token chunk: while streams run, a prompt prefills that much slower "
+                                    "(`--prefill-chunk N` or `off` trade the streams' gaps for it)")
+    steady = PrefillTimings(10 * ms, {16: 14 * ms, 32: 18 * ms, 64: 26 * ms, 128: 42 * ms})
+    assert "a prompt moves" not in choose_prefill_chunk(steady, 4096).evidence  # 60 tokens at 0.25 ms a token, as 128
+
+
 def test_the_chunk_shrinks_as_the_prompt_s_context_grows_and_grows_beside_more_decodes_and_longer_ones():
     ms = 1e-3
     timings = PrefillTimings(10 * ms, {4: 12 * ms, 8: 15 * ms, 16: 20 * ms, 32: 30 * ms}, context=2048,

@@ -10,7 +10,8 @@ stalling them for its whole prefill, in smaller chunks as its context grows. A p
 Chunking trades the prompts' first tokens for the streams' gaps: each step beside the decodes carries less prompt than
 it could, so the requests waiting for a first token wait longer, and the decoding streams wait less between tokens.
 The trade is made for the streams while they are at least as many as the requests waiting for a first token (one long
-prompt arriving among streams: the case the table is bounded for). When those requests outnumber the streams -- a burst
+prompt arriving among streams: the case the table is bounded for; a preempted sequence waiting to be recomputed counts
+with them, as it waits for its next token on a prefill too). When those requests outnumber the streams -- a burst
 beside the first request's stream, prompts queueing faster than they are prefilled -- the prompts run whole, as the
 majority of the users waiting would have them.
 """
@@ -30,7 +31,7 @@ class StepBudget:
         self.decodes = len(decoding)
         self.their_context = sum(decoding) // max(len(decoding), 1)
         self.whole = max_tokens - self.decodes  # room the decodes leave
-        first_token = waiting + len(running) - self.decodes  # the requests waiting for their first token
+        first_token = waiting + len(running) - self.decodes  # the requests waiting on a prefill for their next token
         # prompts run whole when nothing decodes, or when the requests waiting for a first token outnumber the streams
         # whose gaps chunking would protect
         self.chunks = prefill_chunk if 0 < self.decodes >= first_token else None

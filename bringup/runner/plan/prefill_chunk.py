@@ -25,6 +25,7 @@ MIN_CHUNK = 4  # the smallest chunk timed: a prompt always moves at least this m
 MAX_CHUNK = 1024  # the largest chunk timed
 CONTEXT_TIMED = 2048  # the context the chunk steps are timed at again, where the cache and context allow
 FIRST_CONTEXT = 256  # the table's first context past 0; then doubling up to the model's context
+SLOW_PROGRESS = 2.0  # a prompt beside one decode prefilling this many times slower than in the largest chunk is said
 DECODES_TIMED = 8  # the full batch whose decode step is timed too (or the plan's max_num_seqs, when fewer)
 
 
@@ -158,7 +159,21 @@ def choose_prefill_chunk(timings: PrefillTimings | None, max_model_len: int) -> 
     how = f" ({timings.how})" if timings.how else ""
     return Choice(table, f"the largest chunk whose cost beside the decodes is predicted within "
                          f"{CHUNK_STEP_RATIO - 1:g} × their decode step (a step with it at most {CHUNK_STEP_RATIO:g} × "
-                         f"theirs: {allowed * 1e3:.1f} ms beside one), at each context; {measured}{how}")
+                         f"theirs: {allowed * 1e3:.1f} ms beside one), at each context; {measured}{how}"
+                         f"{slow_progress(timings, table)}")
+
+
+def slow_progress(timings: PrefillTimings, table: list[list[int]]) -> str:
+    """What the bound costs a prompt beside one decode, said where it prefills at under half the rate of the largest
+    chunk timed (a step's fixed cost beside a decode leaves room for a few tokens only): '' otherwise."""
+    chunk, largest = chunk_at(table, 1, 0, 0), max(timings.by_tokens)
+    per_token = (predicted_step(timings, chunk, 0) - timings.decode_step) / chunk
+    at_largest = (timings.by_tokens[largest] - timings.decode_step) / largest
+    if chunk >= largest or at_largest <= 0 or per_token < SLOW_PROGRESS * at_largest:
+        return ""
+    return (f"; beside one decode a prompt moves {chunk} tokens a step at {per_token * 1e3:.2f} ms a token, "
+            f"{per_token / at_largest:.1f} × its cost in a {largest}-token chunk: while streams run, a prompt "
+            f"prefills that much slower (`--prefill-chunk N` or `off` trade the streams' gaps for it)")
 
 
 def shown_chunks(table: list[list[int]] | None) -> str:
