@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bringup.profiles.attention_kinds import PAGED_DECODE
 from bringup.profiles.store import load_profile
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from tests.cli.run_cli import CliResult, run_cli
@@ -68,9 +69,10 @@ def _drop(path: tuple) -> Edit:
 
 
 def _first_candidate(value: dict[str, float]) -> Edit:
-    """A candidate of the record's set to `value` (the built-in model's tune times paged_decode)."""
+    """The record's first candidate set to `value`; where the tune timed none (which candidates the plan holds is
+    decided by timings of the machine: the layout's panels, paged decode), a candidate start-up times, added."""
     def edit(record: dict[str, Any]) -> None:
-        name = next(iter(record["candidates"]))
+        name = next(iter(record["candidates"]), PAGED_DECODE)
         record["candidates"][name] = value
     return edit
 

@@ -80,3 +80,15 @@ def test_a_record_timed_on_another_prompt_length_is_timed_again():
                                                           "m [abc]")
     assert timings.tokens == PROMPT_TOKENS == 1024 and timings.plain_s != older.plain_s
     assert "checked and timed at start-up" in row.evidence and f"a {PROMPT_TOKENS}-token prompt" in row.evidence
+
+
+def test_a_model_whose_prompts_are_shorter_is_timed_on_its_longest_prompt():
+    plain = Choice([PLAIN_ATTENTION], "no profile")
+    others = set(attention_check.SDPA_BY_PREFERENCE) - {"sdpa_flash"}
+    row, timings = attention_check.with_checked_attention(plain, builtin_config(), torch.float32, CPU, others,
+                                                          max_model_len=256)
+    assert timings.tokens == 256 and "a 256-token prompt" in row.evidence
+    recorded = AttentionTimings(1e-7, 2e-3, {"sdpa_flash": 1e-7}, {"sdpa_flash": 1e-3}, tokens=256)
+    row, replayed = attention_check.with_checked_attention(plain, builtin_config(), torch.float32, CPU, others,
+                                                           recorded, "m [abc]", max_model_len=256)
+    assert replayed.plain_s == recorded.plain_s and "from tune record m [abc]" in row.evidence

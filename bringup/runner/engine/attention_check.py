@@ -74,9 +74,11 @@ def _seconds(fn, args) -> float:  # type: ignore[no-untyped-def]
 
 
 def measure_attention(config: ModelConfig, dtype: torch.dtype, device: torch.device, candidates: list[str],
-                      recorded: AttentionTimings | None = None) -> tuple[AttentionTimings, bool]:
+                      recorded: AttentionTimings | None = None, max_model_len: int = PROMPT_TOKENS
+                      ) -> tuple[AttentionTimings, bool]:
     """Each candidate's error against float64 (always run: a few milliseconds on two short prompts, and it guards
-    correctness), then its time against the plain path's on a PROMPT_TOKENS-token prompt, in order until one wins;
+    correctness), then its time against the plain path's on a PROMPT_TOKENS-token prompt (or a `max_model_len` one:
+    no prompt is longer, and the plain path's [heads, T, T] scores must fit a small device), in order until one wins;
     the times taken from `recorded` (a tune record's) when it holds every one the choice reads (then True)."""
     scale = config.head_dim ** -0.5
     (q64, k64, v64), inputs, mask, valid = _inputs(config, CHECK_LENGTHS, dtype, device)
@@ -88,12 +90,13 @@ def measure_attention(config: ModelConfig, dtype: torch.dtype, device: torch.dev
             errors[name] = _error(implementation(name)(*inputs, mask, scale), ref, valid)
         except Exception as exc:  # a backend this build or device cannot run: the next one
             cannot[name] = exception_line(exc)
-    checked = AttentionTimings(plain_err, 0.0, errors, {}, cannot)
-    if recorded is not None and recorded.tokens == PROMPT_TOKENS:  # else timed on another prompt: timed again
+    tokens = min(PROMPT_TOKENS, max_model_len)
+    checked = AttentionTimings(plain_err, 0.0, errors, {}, cannot, tokens)
+    if recorded is not None and recorded.tokens == tokens:  # else timed on another prompt: timed again
         replay = replace(checked, plain_s=recorded.plain_s, seconds=dict(recorded.seconds))
         if not needs_timing(replay, candidates):
             return replay, True
-    _, timed, long_mask, _ = _inputs(config, (PROMPT_TOKENS,), dtype, device)
+    _, timed, long_mask, _ = _inputs(config, (tokens,), dtype, device)
     plain_s = _seconds(matmul_softmax_attention, (*timed, long_mask, scale))
     seconds: dict[str, float] = {}
     for name in needs_timing(replace(checked, plain_s=plain_s), candidates):
@@ -104,7 +107,7 @@ def measure_attention(config: ModelConfig, dtype: torch.dtype, device: torch.dev
             continue
         if seconds[name] < plain_s:
             break
-    return AttentionTimings(plain_err, plain_s, errors, seconds, cannot), False
+    return AttentionTimings(plain_err, plain_s, errors, seconds, cannot, tokens), False
 
 
 def ruled_out(facts: ProfileFacts, dtype: str, config: ModelConfig, max_model_len: int) -> set[str]:
@@ -115,8 +118,8 @@ def ruled_out(facts: ProfileFacts, dtype: str, config: ModelConfig, max_model_le
 
 
 def with_checked_attention(choice: Choice, config: ModelConfig, dtype: torch.dtype, device: torch.device,
-                           ruled_out: set[str], recorded: AttentionTimings | None = None, record: str = ""
-                           ) -> tuple[Choice, AttentionTimings | None]:
+                           ruled_out: set[str], recorded: AttentionTimings | None = None, record: str = "",
+                           max_model_len: int = PROMPT_TOKENS) -> tuple[Choice, AttentionTimings | None]:
     """`choice` when it plans more than the plain path (and no timings); otherwise the plain path behind the first
     SDPA backend (not in `ruled_out`: the profile's failures, the model's limits) checked correct and faster here,
     and the numbers that chose it. `recorded`: a tune record's timings (`record` names it), replayed when they cover
@@ -129,7 +132,7 @@ def with_checked_attention(choice: Choice, config: ModelConfig, dtype: torch.dty
     log.warning("attention: no profile verified an SDPA backend; checking %s at start-up instead of planning "
                 "plain matmul-softmax over [heads, T, T] scores", ", ".join(candidates))
     began = time.perf_counter()
-    timings, replayed = measure_attention(config, dtype, device, candidates, recorded)
+    timings, replayed = measure_attention(config, dtype, device, candidates, recorded, max_model_len)
     how = (f"timings {'from tune record ' if record != GIVEN else ''}{record}, the float64 check run here" if replayed
            else f"checked and timed at start-up in {time.perf_counter() - began:.2f} s")
     chosen, notes = attention_verdicts(timings, candidates)

@@ -30,7 +30,7 @@ def measure_kernels(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
         attention, checked = with_checked_attention(
             plan.attention, config, bench.dtype, device,
             ruled_out(bench.facts, plan.dtype.value, config, plan.max_model_len.value),
-            measured.attention if given or record else None, bench.key if record else GIVEN)
+            measured.attention if given or record else None, bench.key if record else GIVEN, plan.max_model_len.value)
         plan = replace(plan, attention=attention)
         bench.measured = measured = replace(measured, attention=checked)
     cannot = attention_limits(config, plan.max_model_len.value).get(PAGED_DECODE)  # the model's math, not speed
