@@ -45,6 +45,16 @@ class SelftestResult:
     seconds: float
     nonfinite: int = 0  # logits NaN/Inf on the device or in the reference (weights loaded with --force): a failure
     logits: int = 0  # how many were compared
+    worst_step: int = 0  # the step (0: the prompt's prefill) whose logits hold max_abs_err
+    worst_path: str = ""  # that step's forward: how many tokens it ran and the weight layout kind they used
+
+    def error_reason(self) -> str | None:
+        """Where the largest error came from, when it is over the threshold: which step, and the weight kind that
+        step's forward used (a mixed layout serves the prefill and the decode steps through different products)."""
+        if self.max_abs_err <= self.threshold:
+            return None
+        return (f"max abs err {self.max_abs_err:.3g} over the threshold {self.threshold:.3g} at step "
+                f"{self.worst_step + 1} of {self.steps} ({self.worst_path})")
 
     def nonfinite_reason(self) -> str | None:
         if not self.nonfinite:
@@ -91,7 +101,9 @@ def run_selftest(engine: LLMEngine, model_dir: Path | None, steps: int, allow_no
     dev_logits = _device_teacher_forced(engine, tokens, len(prompt), steps)
     finite = torch.isfinite(dev_logits) & torch.isfinite(ref_logits)
     nonfinite = int((~finite).sum())
-    err = (dev_logits - ref_logits).abs()[finite].max().item() if finite.any() else 0.0
+    errors = torch.where(finite, (dev_logits - ref_logits).abs(), 0.0)
+    err = errors[finite].max().item() if finite.any() else 0.0
+    worst = int(errors.amax(-1).argmax()) if finite.any() else 0
     rms = ref_logits[finite].pow(2).mean().sqrt().item() if finite.any() else 0.0
     quantized = engine.executor.model.layout.small in QUANTIZED_KINDS
     threshold = (QUANTIZED_THRESHOLD if quantized else THRESHOLDS.get(engine.plan.dtype.value, 1e-1)) * max(rms, 1.0)
@@ -104,7 +116,16 @@ def run_selftest(engine: LLMEngine, model_dir: Path | None, steps: int, allow_no
         passed=err <= threshold and real_disagreements == 0 and not nonfinite, max_abs_err=err, reference_rms=rms,
         threshold=threshold, top1_agreement=float(agree.double().mean()), near_ties=near_ties, steps=steps,
         prompt_tokens=len(prompt), seconds=time.perf_counter() - start, nonfinite=nonfinite,
-        logits=finite.numel())
+        logits=finite.numel(), worst_step=worst, worst_path=step_path(engine, len(prompt), worst))
+
+
+def step_path(engine: LLMEngine, n_prompt: int, step: int) -> str:
+    """What _device_teacher_forced's `step` ran: the prompt's prefill or one decode token, and the weight kind the
+    model's layout gives a forward of that many tokens (the head's one-row product may use the small kind)."""
+    tokens = n_prompt if step == 0 else 1
+    kind = engine.executor.model.layout.for_tokens(tokens)
+    what = f"the prefill of {tokens} tokens" if step == 0 else "a one-token decode step"
+    return f"{what}, {kind} weights"
 
 
 def _reference_greedy(engine: LLMEngine, model_dir: Path | None, prompt: list[int], steps: int,

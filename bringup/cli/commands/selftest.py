@@ -68,7 +68,7 @@ def checked_section(engine: LLMEngine, model: Path | None, steps: int, device: s
     result = run_selftest(engine, model, steps, allow_nonfinite=force)
     fell_back = engine.plan.device != device
     reasons = [f"ran on {engine.plan.device} after a global fallback, not {device}" if fell_back else None,
-               result.nonfinite_reason()]
+               result.nonfinite_reason(), result.error_reason()]
     return SelftestSection(
         status="pass" if result.passed and not fell_back else "fail", model=engine.model_name,
         device=engine.plan.device, dtype=engine.plan.dtype.value, attention=engine.executor.attention_in_use,
