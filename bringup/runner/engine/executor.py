@@ -34,12 +34,14 @@ from bringup.runner.model.moe import (
 )
 from bringup.runner.plan.host_kernels import PAGED, every_step_attention
 from bringup.runner.plan.plan import FUSED, ExecutionPlan
+from bringup.runner.weights.kernels.build import HostKernelInputError
 from bringup.runner.weights.kinds import OUT_IN
 from bringup.runner.weights.kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
 
 if TYPE_CHECKING:
     from bringup.runner.engine.graphs.decode_graphs import DecodeGraphs
     from bringup.runner.host.decode_layers import FusedDecode
+    from bringup.runner.host.prompt_layers import FusedPrompt
 
 log = get_logger("runner.executor")
 # graphs one compiled forward may hold (decode with and without a padding mask, one-row and larger batches, each
@@ -66,6 +68,7 @@ class Executor:
             keep_grouped_eager_under_compile()
             self.compiled = torch.compile(model.forward, backend=plan.compiled.value, dynamic=True)
         self.fused: FusedDecode | None = None  # every layer of a decode step in one call (set by start-up)
+        self.prompt: FusedPrompt | None = None  # the other steps' element-wise parts in host kernels (start-up)
         self.graphs: DecodeGraphs | None = None  # decode steps replayed from captured graphs (set by start-up)
 
     def follow(self, plan: ExecutionPlan) -> None:
@@ -76,6 +79,8 @@ class Executor:
             self.compiled = None
         if plan.decode_layers.value != FUSED:
             self.fused = None
+        if plan.prompt_layers.value != FUSED:
+            self.prompt = None
         if not plan.graphs.value:
             self.graphs = None
         if PAGED not in plan.attention.value:
@@ -218,7 +223,8 @@ class Executor:
 
     def _forward(self, inputs: BatchInputs) -> torch.Tensor:
         """The compiled forward for decode steps (one query per sequence: few shapes, launch-bound), the eager
-        forward for prefill (many tokens, GEMM-bound), so the compiled graph does not recompile per prompt."""
+        forward for prefill (many tokens, GEMM-bound), so the compiled graph does not recompile per prompt; the
+        prefill's element-wise parts in host kernels where the plan kept them (prompt_layers)."""
         if self.compiled is not None and is_decode(inputs):
             try:
                 with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT, fail_on_recompile_limit_hit=True):
@@ -229,6 +235,13 @@ class Executor:
                 self.recorder.record("path", "model forward", wanted=f"torch.compile({self.plan.compiled.value})",
                                      instead="eager", why=exception_line(exc))
                 self.compiled = None
+        if self.prompt is not None and not is_decode(inputs):
+            try:
+                return self.prompt.hidden(inputs.input_ids, inputs.positions, inputs.meta)
+            except HostKernelInputError as exc:  # refused before any kernel ran: nothing written yet
+                self.recorder.record("op", "prompt layers", wanted="element-wise parts in host kernels",
+                                     instead="the model's modules", why=exception_line(exc))
+                self.prompt = None
         return self.model(inputs.input_ids, inputs.positions, inputs.meta)
 
     def warm_up(self) -> None:

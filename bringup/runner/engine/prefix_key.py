@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 DIGEST_BYTES = 16
 # plan settings whose values change the K/V a prompt leaves in the cache (the kernels that compute them, their
 # precision, their layout); max_num_seqs, max_num_batched_tokens and the like do not
-KV_SETTINGS = ("dtype", "quantization", "weight_layout", "attention", "compiled", "decode_layers", "experts")
+KV_SETTINGS = ("dtype", "quantization", "weight_layout", "attention", "compiled", "decode_layers",
+               "prompt_layers", "experts")
 
 
 def root_key(identity: str) -> bytes:

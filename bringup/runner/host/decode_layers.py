@@ -68,7 +68,7 @@ def cannot_fuse(model: DecoderModel, max_model_len: int) -> str | None:
     if model.dtype not in ENTRY_POINTS:
         return f"float32 and bfloat16 only; the model runs {str(model.dtype).removeprefix('torch.')}"
     for i, layer in enumerate(model.layers):
-        why = _layer_differs(layer, max_model_len)
+        why = layer_differs(layer, max_model_len)
         if why:
             return f"{name} layer {i}: {why}"
     kind = fused_kind(model)
@@ -91,7 +91,7 @@ def fused_kind(model: DecoderModel) -> str | None:
     return next((kind for kind in FORMATS if kind in model.stored_kinds), None)
 
 
-def _layer_differs(layer: torch.nn.Module, max_model_len: int) -> str | None:
+def layer_differs(layer: torch.nn.Module, max_model_len: int) -> str | None:
     """What in this layer the kernel does not compute (Llama's layer is what it computes)."""
     if type(layer) is not DecoderLayer:
         return f"a {type(layer).__name__}, not a plain pre-norm layer"

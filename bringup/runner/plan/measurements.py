@@ -18,6 +18,7 @@ from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.host_kernels import paged_decode_verdict, panels_why_not
 from bringup.runner.plan.layout import LayoutTimings, measure_layouts
 from bringup.runner.plan.prefill_chunk import PrefillTimings
+from bringup.runner.plan.prompt_layers import PromptTimings
 from bringup.runner.plan.quantize.activations import Comparison
 from bringup.runner.weights.kinds import PACKED, PANELS
 from bringup.runner.weights.registry import packed_check
@@ -35,6 +36,9 @@ class StartupMeasurements:
     graph_decode: tuple[float, float, float] | None = None
     prefill: PrefillTimings | None = None  # prefill and decode steps for the prefill chunk (None: prompts run whole)
     attention: AttentionTimings | None = None  # the start-up attention check's numbers (None: not run)
+    # a prompt through the fused prompt layers and through the modules (timed unless given; given as data without
+    # it, the fused prompt layers are not tried)
+    prompt: PromptTimings | None = None
 
 
 def measure(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> StartupMeasurements:

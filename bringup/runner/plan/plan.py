@@ -80,6 +80,8 @@ class ExecutionPlan:
     weight_layout: Choice = field(default_factory=lambda: Choice("out_in", "not decided yet"))
     experts: Choice = field(default_factory=lambda: Choice("none", "no experts in this model"))
     decode_layers: Choice = field(default_factory=lambda: Choice(MODULES, "not decided yet"))
+    # the layers of the other steps (prompts, mixed): the modules, or their element-wise parts in host kernels
+    prompt_layers: Choice = field(default_factory=lambda: Choice(MODULES, "not decided yet"))
     kv_blocks: Choice = field(default_factory=lambda: Choice(0, "not sized yet"))
     # value: the batch-size buckets whose decode steps replay captured graphs ([]: every step eager)
     graphs: Choice = field(default_factory=lambda: Choice([], "not decided yet"))

@@ -28,6 +28,7 @@ SETTINGS = (  # in the order of the plan's rows
     Setting("attention", tune_line=2, candidate=PAGED_DECODE, candidate_order=2),
     Setting("compiled", tune_line=3, candidate="compiled", candidate_order=1),
     Setting("decode_layers", quiet="modules", tune_line=4, candidate="fused", candidate_order=5),
+    Setting("prompt_layers", quiet="modules", drafted=False),  # timed at start-up on a prompt (startup/prompt.py)
     Setting("experts", quiet="none", tune_line=5, candidate="experts", candidate_order=4),
     Setting("graphs", quiet="off", drafted=False),  # decode steps replayed from captured graphs (engine/graphs/)
     Setting("weight_layout", short="weights", drafted=False, tune_line=1, candidate="weight_layout",

@@ -1,4 +1,4 @@
-"""Step 17, prefill chunk: the prefill_chunk row, from prefill and decode steps timed on the served plan, or replayed
+"""Step 18, prefill chunk: the prefill_chunk row, from prefill and decode steps timed on the served plan, or replayed
 from a tune record of the same block size (or none when the start's timings are given as data without them)."""
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from bringup.runner.engine.startup.graphs import capture_graphs
 from bringup.runner.engine.startup.load import load_weights, size_cache, warm_up
 from bringup.runner.engine.startup.measure import measure_kernels
 from bringup.runner.engine.startup.prefix import prefix_caching
+from bringup.runner.engine.startup.prompt import fused_prompt
 from bringup.runner.engine.startup.quantize import auto_quantize, compare_unquantized
 from bringup.runner.engine.startup.record import find_record, mark_recorded
 from bringup.runner.engine.startup.serve import follow, host_fallbacks
@@ -46,6 +47,7 @@ STEPS: tuple[Step, ...] = (
     follow,  # the executor runs the plan
     compare_unquantized,  # quantization row against the unquantized plan (auto's choice may be withdrawn)
     capture_graphs,  # graphs row: decode steps captured per batch bucket, checked against eager, timed
+    fused_prompt,  # prompt_layers row: a prompt timed through host kernels and through the modules
     prefill_chunk,  # prefill_chunk row: prefill and decode steps timed on the served plan
 )
 

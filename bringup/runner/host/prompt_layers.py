@@ -1,0 +1,156 @@
+"""A prompt step's decoder layers with their element-wise parts in host kernels (kernels/prompt_ops.cpp).
+
+A prompt step on a CPU is GEMMs (oneDNN, AMX where the CPU has it), attention, and some twenty element-wise ops per
+layer that eager torch runs one by one, each widening bfloat16 to float32 and writing its result out: a third of a
+bfloat16 step of SmolLM2-135M on a 2-core Xeon. Here each layer is four of the model's own products (its
+LayoutLinear modules, the layout the plan chose), the model's attention (its `_attend`: the plan's implementation,
+causal prompts and mixed steps included) and three kernel calls: the residual add with the norm after it, rotary
+embedding with the K/V cache write, and SiLU(gate) * up. The same Llama-style layers as the fused decode layers
+(`decode_layers.cannot_fuse` says why another model is not served); the plan uses it only where it matched the
+modules on the served model and measured faster (plan/host_kernels.py, engine/startup/confirm.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import torch
+
+from bringup.backends.host import is_host
+from bringup.runner.host.decode_layers import TOLERANCES, differs, layer_differs
+from bringup.runner.host.paged_decode import HOST_KERNELS
+from bringup.runner.model.attention_layer import AttentionMetadata
+from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
+from bringup.runner.model.decoder import DecoderModel
+from bringup.runner.weights.kernels.build import HostKernelInputError, load, require_host_tensor
+
+ABI = 1
+SUFFIX = {torch.float32: "", torch.bfloat16: "_bf16"}
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> ctypes.CDLL:
+    lib = load("prompt_ops.cpp", HOST_KERNELS)
+    if lib.bringup_prompt_ops_abi() != ABI:
+        raise HostKernelInputError(f"prompt_ops.cpp has ABI {lib.bringup_prompt_ops_abi()}, expected {ABI}")
+    ptr, i64, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+    for suffix in SUFFIX.values():
+        getattr(lib, f"bringup_add_rms_norm{suffix}").argtypes = [ptr, ptr, i64, i64, ptr, f32, ptr]
+        getattr(lib, f"bringup_rope_and_cache{suffix}").argtypes = [ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr,
+                                                                      ptr, ptr, ptr, i64]
+        getattr(lib, f"bringup_silu_mul{suffix}").argtypes = [ptr, i64, i64, i64, ptr]
+    return lib
+
+
+def cannot_fuse(model: DecoderModel, max_model_len: int) -> str | None:
+    """None when every layer of `model` is one the kernels compute with the modules' products; otherwise why not."""
+    if not is_host(model.device):
+        return f"host-memory kernels; the model is on {model.device}"
+    if model.dtype not in SUFFIX:
+        return f"float32 and bfloat16 only; the model runs {str(model.dtype).removeprefix('torch.')}"
+    if model.embed_scale is not None:
+        return "the model scales its embeddings"
+    for i, layer in enumerate(model.layers):
+        why = "a layer split across devices" if hasattr(layer, "placed_on") else layer_differs(layer, max_model_len)
+        if why:
+            return f"{type(model).__name__} layer {i}: {why}"
+    return None
+
+
+class FusedPrompt:
+    """The layers of one model for steps the fused decode layers do not run (prompts, mixed steps, large batches)."""
+
+    def __init__(self, model: DecoderModel) -> None:
+        self.model, c = model, model.config
+        lib, suffix = library(), SUFFIX[model.dtype]
+        self.add_rms_norm = getattr(lib, f"bringup_add_rms_norm{suffix}")
+        self.rope_and_cache = getattr(lib, f"bringup_rope_and_cache{suffix}")
+        self.silu_mul = getattr(lib, f"bringup_silu_mul{suffix}")
+        for layer in model.layers:
+            cache = layer.self_attn.cache
+            for name, t in (("k cache", cache.k), ("v cache", cache.v)):
+                require_host_tensor(name, t, model.dtype, dims=3, contiguous=True)
+                if list(t.shape[::2]) != [c.num_kv_heads, c.head_dim]:
+                    raise HostKernelInputError(f"the {name} has shape {list(t.shape)}; expected [{c.num_kv_heads}, "
+                                               f"slots, {c.head_dim}]")
+            for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+                require_host_tensor("norm weight", norm.weight, model.dtype, dims=1, contiguous=True)
+        for name in ("rope_cos", "rope_sin"):
+            require_host_tensor(name, getattr(model, name), model.dtype, dims=2, contiguous=True)
+        self.slots_total = model.layers[0].self_attn.cache.k.shape[1]
+
+    def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+        """The final-norm hidden states [T, hidden] of the step, its K/V written into the cache: what
+        model(input_ids, positions, meta) returns."""
+        m, c = self.model, self.model.config
+        self._check(input_ids, positions, meta)
+        T, H, KV, D = input_ids.shape[0], c.num_heads, c.num_kv_heads, c.head_dim
+        kind = m.layout.for_tokens(T)
+        x = m.embed[input_ids].contiguous()
+        normed = torch.empty_like(x)
+        delta: torch.Tensor | None = None
+        half = m.rope_cos.shape[1]
+        for layer in m.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            self._norm(x, delta, layer.input_layernorm, normed)
+            qkv = a.qkv_proj(normed, kind).contiguous()
+            self.rope_and_cache(qkv.data_ptr(), T, qkv.shape[1], H, KV, D, half, m.rope_cos.data_ptr(),
+                                m.rope_sin.data_ptr(), positions.data_ptr(), meta.slot_mapping.data_ptr(),
+                                a.cache.k.data_ptr(), a.cache.v.data_ptr(), self.slots_total)
+            q = qkv[:, : H * D].view(T, H, D)
+            k = qkv[:, H * D: (H + KV) * D].view(T, KV, D)
+            v = qkv[:, (H + KV) * D: (H + 2 * KV) * D].view(T, KV, D)
+            delta = a.o_proj(a._attend(q, k, v, meta), kind).contiguous()
+            self._norm(x, delta, layer.post_attention_layernorm, normed)
+            gate_up = mlp.gate_up_proj(normed, kind).contiguous()
+            inter = gate_up.shape[1] // 2
+            act = torch.empty(T, inter, dtype=x.dtype)
+            self.silu_mul(gate_up.data_ptr(), T, gate_up.shape[1], inter, act.data_ptr())
+            delta = mlp.down_proj(act, kind).contiguous()
+        x += delta  # rounded once, as the modules' residual add
+        return m.norm(x)
+
+    def _norm(self, x: torch.Tensor, delta: torch.Tensor | None, norm: torch.nn.Module, out: torch.Tensor) -> None:
+        """x += delta (when given), then out = norm(x)."""
+        self.add_rms_norm(x.data_ptr(), None if delta is None else delta.data_ptr(), x.shape[0], x.shape[1],
+                          norm.weight.data_ptr(), norm.eps, out.data_ptr())
+
+    def _check(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> None:
+        """HostKernelInputError unless every index the kernels follow stays inside its table."""
+        T = input_ids.shape[0]
+        for name, t, limit in (("input_ids", input_ids, self.model.embed.shape[0]),
+                               ("positions", positions, self.model.rope_cos.shape[0]),
+                               ("slot_mapping", meta.slot_mapping, self.slots_total)):
+            require_host_tensor(name, t, torch.int64, dims=1, contiguous=True)
+            if t.shape[0] != T:
+                raise HostKernelInputError(f"{name} has {t.shape[0]} entries for {T} tokens")
+            low, high = int(t.min()), int(t.max())
+            if low < 0 or high >= limit:
+                raise HostKernelInputError(f"{name} holds {low}..{high}; each must be in [0, {limit})")
+
+
+def check_on_model(fused: FusedPrompt, block_size: int, max_model_len: int, kv_blocks: int) -> str | None:
+    """None when the fused prompt layers' hidden states match the modules' on a step of two prompts (one with a
+    cached context, one fresh) of the served model; otherwise how far they differ."""
+    model = fused.model
+    lengths = [n for n in (37, 70) if n <= max_model_len] or [max_model_len]
+    tables, first = [], 0
+    for n in lengths:
+        blocks = -(-n // block_size)
+        tables.append(list(range(first, first + blocks)))
+        first += blocks
+    if first > kv_blocks:
+        return f"no room in the KV cache ({kv_blocks} blocks) for the check"
+    gen = torch.Generator().manual_seed(0)
+    ids = [torch.randint(0, model.config.vocab_size, (n,), generator=gen).tolist() for n in lengths]
+    cached = [n // 2 if i == 0 else 0 for i, n in enumerate(lengths)]  # the first prompt has its first half cached
+    shape = block_size, model.config.num_queries_per_kv, model.device, model.config.attention_window
+    with torch.inference_mode():
+        if cached[0]:
+            before = build_inputs([SeqChunk(ids[0][:cached[0]], 0, tables[0])], *shape)
+            model(before.input_ids, before.positions, before.meta)
+        step = build_inputs([SeqChunk(t, s, b) for t, s, b in zip(ids, cached, tables, strict=True)], *shape)
+        want = model(step.input_ids, step.positions, step.meta)
+        got = fused.hidden(step.input_ids, step.positions, step.meta)
+    return differs(got.double(), want.double(), *TOLERANCES[model.dtype])

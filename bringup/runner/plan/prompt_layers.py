@@ -1,0 +1,29 @@
+"""The prompt_layers row from a prompt timed through the fused prompt layers and through the model's modules (plain
+data: the start-up step, engine/startup/prompt.py, times them or is given them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bringup.runner.plan.noise import floor_noise, kept
+from bringup.runner.plan.plan import FUSED, MODULES, Choice
+
+
+@dataclass(frozen=True)
+class PromptTimings:
+    tokens: int  # the prompt's length
+    kernels: list[float]  # seconds of each run through the fused prompt layers
+    modules: list[float]  # seconds of each run through the modules, alternated with those
+
+
+def choose_prompt_layers(timings: PromptTimings, how: str) -> Choice:
+    """The fused prompt layers (already checked on the model) where the timings keep them over the modules (under
+    MARGIN of their time, beyond the floors' noise); the modules otherwise. `how`: how the timings were taken."""
+    kernels, modules = min(timings.kernels), min(timings.modules)
+    noise = max(floor_noise(timings.kernels), floor_noise(timings.modules))
+    timing = f"a {timings.tokens}-token prompt in {kernels * 1e3:.1f} ms against the modules' {modules * 1e3:.1f} ms " \
+             f"({how}; floor noise {noise:.0%})"
+    if not kept(kernels, modules, noise):
+        return Choice(MODULES, f"the model's modules: fused prompt layers not faster: {timing}")
+    return Choice(FUSED, "norm, rotary embedding with the cache write and SiLU * up in host kernels, the products and "
+                         f"attention as planned; matches the modules on a check; {timing}")
