@@ -50,6 +50,12 @@ def test_bfloat16_accumulates_in_float32_and_rounds_once(rows, k):
     assert_bfloat16_product_rounds_once(rows, k)
 
 
+@needs_compiler
+@pytest.mark.parametrize("rows", [2, 16, 17, 33, 48, 49, 100])  # AMX tiles: one to three per pass, two passes, three
+def test_bfloat16_products_of_inputs_in_whole_tiles_round_once(rows):
+    assert_bfloat16_product_rounds_once(rows, 96)  # 96 inputs: three AMX tiles of 32 where the CPU has AMX-BF16
+
+
 def assert_bfloat16_product_rounds_once(rows: int, k: int) -> None:
     gen = torch.Generator().manual_seed(rows * 1000 + k)
     w, x = torch.randn(40, k, generator=gen).bfloat16(), torch.randn(rows, k, generator=gen).bfloat16()
@@ -113,11 +119,22 @@ def test_where_the_cpu_has_avx512_bf16_the_bfloat16_product_uses_vdpbf16ps():
 
 
 @needs_compiler
+@pytest.mark.skipif("amx_bf16" not in (host_build._cpu_signature().split()), reason="this CPU has no AMX-BF16")
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="no objdump to read the built library")
+def test_where_the_cpu_has_amx_bf16_the_bfloat16_product_uses_tiles():
+    panel_kernel.library()
+    path = host_build.library_path("panel_linear.cpp")
+    listing = subprocess.run(["objdump", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+    assert "tdpbf16ps" in listing and "ldtilecfg" in listing and "tilerelease" in listing
+
+
+@needs_compiler
 def test_bfloat16_keeps_nan_and_infinity():
-    w = torch.ones(16, 8).bfloat16()
-    x = torch.tensor([[float("nan")] + [1.0] * 7, [float("inf")] + [1.0] * 7]).bfloat16()
-    got = panel_kernel.apply(x, panel_kernel.pack(w), None)
-    assert got[0].isnan().all() and (got[1] == float("inf")).all()
+    for k in (8, 32):  # 32: a whole AMX tile of inputs, where the CPU has AMX-BF16
+        w = torch.ones(16, k).bfloat16()
+        x = torch.tensor([[float("nan")] + [1.0] * (k - 1), [float("inf")] + [1.0] * (k - 1)]).bfloat16()
+        got = panel_kernel.apply(x, panel_kernel.pack(w), None)
+        assert got[0].isnan().all() and (got[1] == float("inf")).all()
 
 
 @needs_compiler

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import replace
 from pathlib import Path
 
@@ -176,8 +177,27 @@ def test_wrong_numbers_keep_them_out_of_the_plan(tmp_path, monkeypatch):
     monkeypatch.setattr(prompt_layers, "library", lambda: Swapped())
     e = engine(tmp_path, None, KERNELS_FASTER)
     assert e.plan.prompt_layers.value == "modules"
-    assert "fused prompt layers not used: differs from the modules by" in e.plan.prompt_layers.evidence
+    assert "fused prompt layers not used: layer 0: differs from the modules by" in e.plan.prompt_layers.evidence
     assert e.executor.prompt is None
+
+
+@needs_compiler
+def test_a_bfloat16_kernel_one_percent_high_is_caught(tmp_path, monkeypatch):
+    real = prompt_layers.library()
+
+    class High:  # the real SiLU * up, every result then 1 % high: within bfloat16's own error on a whole model
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(real, name)
+
+        def bringup_silu_mul_bf16(self, gate_up, rows, ld, inter, out):  # type: ignore[no-untyped-def]
+            real.bringup_silu_mul_bf16(gate_up, rows, ld, inter, out)
+            torch.frombuffer((ctypes.c_uint16 * (rows * inter)).from_address(out), dtype=torch.bfloat16).mul_(1.01)
+
+    monkeypatch.setattr(prompt_layers, "library", lambda: High())
+    e = engine(tmp_path, None, KERNELS_FASTER, dtype="bfloat16")
+    assert e.plan.prompt_layers.value == "modules"
+    assert "layer 0: differs from the modules by" in e.plan.prompt_layers.evidence
+    assert "(at most 1e-05) on a check" in e.plan.prompt_layers.evidence, e.plan.prompt_layers.evidence
 
 
 @needs_compiler

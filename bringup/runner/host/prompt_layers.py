@@ -18,7 +18,7 @@ import functools
 import torch
 
 from bringup.backends.host import is_host
-from bringup.runner.host.decode_layers import TOLERANCES, differs, layer_differs
+from bringup.runner.host.decode_layers import TOLERANCES, differs, layer_differs, layer_streams
 from bringup.runner.host.paged_decode import HOST_KERNELS
 from bringup.runner.model.attention_layer import AttentionMetadata
 from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
@@ -83,33 +83,48 @@ class FusedPrompt:
     def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """The final-norm hidden states [T, hidden] of the step, its K/V written into the cache: what
         model(input_ids, positions, meta) returns."""
-        m, c = self.model, self.model.config
+        m = self.model
         self._check(input_ids, positions, meta)
-        T, H, KV, D = input_ids.shape[0], c.num_heads, c.num_kv_heads, c.head_dim
-        kind = m.layout.for_tokens(T)
         x = m.embed[input_ids].contiguous()
-        normed = torch.empty_like(x)
-        delta: torch.Tensor | None = None
-        half = m.rope_cos.shape[1]
+        normed, delta = torch.empty_like(x), None
+        kind = m.layout.for_tokens(x.shape[0])
         for layer in m.layers:
-            a, mlp = layer.self_attn, layer.mlp
-            self._norm(x, delta, layer.input_layernorm, normed)
-            qkv = a.qkv_proj(normed, kind).contiguous()
-            self.rope_and_cache(qkv.data_ptr(), T, qkv.shape[1], H, KV, D, half, m.rope_cos.data_ptr(),
-                                m.rope_sin.data_ptr(), positions.data_ptr(), meta.slot_mapping.data_ptr(),
-                                a.cache.k.data_ptr(), a.cache.v.data_ptr(), self.slots_total)
-            q = qkv[:, : H * D].view(T, H, D)
-            k = qkv[:, H * D: (H + KV) * D].view(T, KV, D)
-            v = qkv[:, (H + KV) * D: (H + 2 * KV) * D].view(T, KV, D)
-            delta = a.o_proj(a._attend(q, k, v, meta), kind).contiguous()
-            self._norm(x, delta, layer.post_attention_layernorm, normed)
-            gate_up = mlp.gate_up_proj(normed, kind).contiguous()
-            inter = gate_up.shape[1] // 2
-            act = torch.empty(T, inter, dtype=x.dtype)
-            self.silu_mul(gate_up.data_ptr(), T, gate_up.shape[1], inter, act.data_ptr())
-            delta = mlp.down_proj(act, kind).contiguous()
+            delta = self._layer(layer, x, delta, normed, positions, meta, kind)
         x += delta  # rounded once, as the modules' residual add
         return m.norm(x)
+
+    def layer(self, index: int, x: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> None:
+        """Layer `index` alone on the residual stream x ([T, hidden], contiguous, updated in place)."""
+        m = self.model
+        require_host_tensor("x", x, m.dtype, dims=2, contiguous=True)
+        if list(x.shape) != [positions.shape[0], m.config.hidden_size] or not 0 <= index < len(m.layers):
+            raise HostKernelInputError(f"x of shape {list(x.shape)} for layer {index}: not this step's residual stream")
+        self._check(torch.zeros_like(positions), positions, meta)  # token 0 for the ids a layer does not read
+        kind = m.layout.for_tokens(x.shape[0])
+        x += self._layer(m.layers[index], x, None, torch.empty_like(x), positions, meta, kind)
+
+    def _layer(self, layer: torch.nn.Module, x: torch.Tensor, delta: torch.Tensor | None, normed: torch.Tensor,
+               positions: torch.Tensor, meta: AttentionMetadata, kind: str) -> torch.Tensor:
+        """One layer on x, after adding the previous layer's `delta` to it; what it adds to x in turn (its MLP's
+        output: the next layer's norm adds it, in the same pass)."""
+        m, c = self.model, self.model.config
+        T, H, KV, D = x.shape[0], c.num_heads, c.num_kv_heads, c.head_dim
+        a, mlp = layer.self_attn, layer.mlp
+        self._norm(x, delta, layer.input_layernorm, normed)
+        qkv = a.qkv_proj(normed, kind).contiguous()
+        self.rope_and_cache(qkv.data_ptr(), T, qkv.shape[1], H, KV, D, m.rope_cos.shape[1], m.rope_cos.data_ptr(),
+                            m.rope_sin.data_ptr(), positions.data_ptr(), meta.slot_mapping.data_ptr(),
+                            a.cache.k.data_ptr(), a.cache.v.data_ptr(), self.slots_total)
+        q = qkv[:, : H * D].view(T, H, D)
+        k = qkv[:, H * D: (H + KV) * D].view(T, KV, D)
+        v = qkv[:, (H + KV) * D: (H + 2 * KV) * D].view(T, KV, D)
+        attended = a.o_proj(a._attend(q, k, v, meta), kind).contiguous()
+        self._norm(x, attended, layer.post_attention_layernorm, normed)
+        gate_up = mlp.gate_up_proj(normed, kind).contiguous()
+        inter = gate_up.shape[1] // 2
+        act = torch.empty(T, inter, dtype=x.dtype)
+        self.silu_mul(gate_up.data_ptr(), T, gate_up.shape[1], inter, act.data_ptr())
+        return mlp.down_proj(act, kind).contiguous()
 
     def _norm(self, x: torch.Tensor, delta: torch.Tensor | None, norm: torch.nn.Module, out: torch.Tensor) -> None:
         """x += delta (when given), then out = norm(x)."""
@@ -131,8 +146,9 @@ class FusedPrompt:
 
 
 def check_on_model(fused: FusedPrompt, block_size: int, max_model_len: int, kv_blocks: int) -> str | None:
-    """None when the fused prompt layers' hidden states match the modules' on a step of two prompts (one with a
-    cached context, one fresh) of the served model; otherwise how far they differ."""
+    """None when each fused layer matches the model's own layer on a step of two prompts (one with a cached context,
+    one fresh) of the served model, every layer given the residual stream the modules gave it (as the fused decode
+    layers' check: decode_layers.check_on_model); otherwise the first layer that differs, and by how much."""
     model = fused.model
     lengths = [n for n in (37, 70) if n <= max_model_len] or [max_model_len]
     tables, first = [], 0
@@ -151,6 +167,11 @@ def check_on_model(fused: FusedPrompt, block_size: int, max_model_len: int, kv_b
             before = build_inputs([SeqChunk(ids[0][:cached[0]], 0, tables[0])], *shape)
             model(before.input_ids, before.positions, before.meta)
         step = build_inputs([SeqChunk(t, s, b) for t, s, b in zip(ids, cached, tables, strict=True)], *shape)
-        want = model(step.input_ids, step.positions, step.meta)
-        got = fused.hidden(step.input_ids, step.positions, step.meta)
-    return differs(got.double(), want.double(), *TOLERANCES[model.dtype])
+        streams = layer_streams(model, step.input_ids, step.positions, step.meta)
+        for i in range(len(model.layers)):
+            got = streams[i].clone()
+            fused.layer(i, got, step.positions, step.meta)
+            why = differs(got.double(), streams[i + 1].double(), *TOLERANCES[model.dtype])
+            if why is not None:
+                return f"layer {i}: {why}"
+    return None

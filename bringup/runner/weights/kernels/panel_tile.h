@@ -153,6 +153,9 @@ static inline void group_tile(FloatRows x, const float* panel, int64_t k, float*
 }
 
 #include "panel_bf16.h"  // the bfloat16 tiles, for the loops below
+#if defined(__AMX_BF16__) && !defined(BRINGUP_NO_AMX)
+#include "panel_amx.h"  // and AMX tiles, for steps of more rows
+#endif
 
 // the tile for the last `rows` (< MAX_ROWS) rows
 template <int ROWS, bool ACCUMULATE, typename X, typename T>
@@ -185,6 +188,15 @@ static inline void few_rows_for(X x, const T* panels, int64_t k, int64_t num_pan
 template <bool ACCUMULATE, typename T>
 static inline void panel_rows_for(const float* x, int64_t m, int64_t ldx, const T* panels, int64_t k, int64_t n,
                                   const T* bias, T* y, int64_t ldy) {
+#if defined(__AMX_BF16__) && !defined(BRINGUP_NO_AMX)
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (amx_serves(m, k)) {
+      bf16* rounded = shared_rows(x, m, ldx, k);
+      amx_rows_for<ACCUMULATE>(rounded, m, k, panels, k, n, bias, y, ldy);
+      return release_rows(rounded);
+    }
+  }
+#endif
   const int64_t num_panels = n / PANEL;
   const auto rows = input_rows(x, m, ldx, k, panels);  // the rows as this thread's tiles read them
   constexpr int wide = sizeof(float) / sizeof(T);  // bfloat16 panels: twice the panels for the same bytes in flight
