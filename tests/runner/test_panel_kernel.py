@@ -51,7 +51,7 @@ def test_bfloat16_accumulates_in_float32_and_rounds_once(rows, k):
 
 
 @needs_compiler
-@pytest.mark.parametrize("rows", [2, 16, 17, 33, 48, 49, 100])  # AMX tiles: one to three per pass, two passes, three
+@pytest.mark.parametrize("rows", [2, 16, 17, 33, 64, 65, 130])  # AMX: one to four tiles of 16 rows per pass, 1-3 passes
 def test_bfloat16_products_of_inputs_in_whole_tiles_round_once(rows):
     assert_bfloat16_product_rounds_once(rows, 96)  # 96 inputs: three AMX tiles of 32 where the CPU has AMX-BF16
 
