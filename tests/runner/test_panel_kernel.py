@@ -109,23 +109,16 @@ def test_without_avx512_bf16_the_same_panels_are_widened_to_the_same_sums(tmp_pa
 
 
 @needs_compiler
-@pytest.mark.skipif("avx512_bf16" not in (host_build._cpu_signature().split()), reason="this CPU has no AVX512-BF16")
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="no objdump to read the built library")
-def test_where_the_cpu_has_avx512_bf16_the_bfloat16_product_uses_vdpbf16ps():
+@pytest.mark.parametrize(("flag", "instructions"), [("avx512_bf16", ["vdpbf16ps"]),
+                                                    ("amx_bf16", ["tdpbf16ps", "ldtilecfg", "tilerelease"])])
+def test_where_the_cpu_has_bfloat16_dot_products_the_product_uses_them(flag, instructions):
+    if flag not in host_build._cpu_signature().split():
+        pytest.skip(f"this CPU has no {flag}")
     panel_kernel.library()
     path = host_build.library_path("panel_linear.cpp")
     listing = subprocess.run(["objdump", "-d", str(path)], capture_output=True, text=True, check=True).stdout
-    assert "vdpbf16ps" in listing
-
-
-@needs_compiler
-@pytest.mark.skipif("amx_bf16" not in (host_build._cpu_signature().split()), reason="this CPU has no AMX-BF16")
-@pytest.mark.skipif(shutil.which("objdump") is None, reason="no objdump to read the built library")
-def test_where_the_cpu_has_amx_bf16_the_bfloat16_product_uses_tiles():
-    panel_kernel.library()
-    path = host_build.library_path("panel_linear.cpp")
-    listing = subprocess.run(["objdump", "-d", str(path)], capture_output=True, text=True, check=True).stdout
-    assert "tdpbf16ps" in listing and "ldtilecfg" in listing and "tilerelease" in listing
+    assert all(name in listing for name in instructions)
 
 
 @needs_compiler

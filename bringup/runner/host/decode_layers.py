@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -289,16 +290,12 @@ def check_on_model(fused: FusedDecode, block_size: int, max_model_len: int, kv_b
     """None when each layer of the kernel matches the model's own layer, with plain matmul-softmax attention (the
     arithmetic the kernel's attention follows), on a ragged decode step of the served model (three sequences, their
     prompts written into the cache first by the modules), every layer given the residual stream the modules gave it;
-    otherwise the first layer that differs, and by how much. Layer by layer, a value one
-    rounding apart is one value apart, where through all the layers the flip would propagate."""
+    otherwise the first layer that differs, and by how much. Layer by layer, a value one rounding apart is one value
+    apart, where through all the layers the flip would propagate."""
     model = fused.model
     lengths = [n for n in (5, 21, 40) if n <= max_model_len]
-    tables, first = [], 0
-    for n in lengths:
-        blocks = -(-n // block_size)
-        tables.append(list(range(first, first + blocks)))
-        first += blocks
-    if first > kv_blocks:
+    tables, blocks = block_tables(lengths, block_size)
+    if blocks > kv_blocks:
         return f"no room in the KV cache ({kv_blocks} blocks) for the check"
     gen = torch.Generator().manual_seed(0)
     chunks = [SeqChunk(torch.randint(0, model.config.vocab_size, (n,), generator=gen).tolist(), n - 1, table)
@@ -317,12 +314,29 @@ def check_on_model(fused: FusedDecode, block_size: int, max_model_len: int, kv_b
         finally:
             ops.attend, ops.decode_attend, ops.causal_attend = planned.attend, planned.decode_attend, \
                 planned.causal_attend
-        for i in range(len(model.layers)):
-            got = streams[i].clone()
-            fused.layer(i, got, step.positions, step.meta)
-            why = differs(got.double(), streams[i + 1].double(), *tolerance)
-            if why is not None:
-                return f"layer {i}: {why}"
+        return first_differing_layer(lambda i, x: fused.layer(i, x, step.positions, step.meta), streams, tolerance)
+
+
+def block_tables(lengths: list[int], block_size: int) -> tuple[list[list[int]], int]:
+    """Consecutive blocks from the cache's first for sequences of `lengths` tokens, and how many blocks in all."""
+    tables, first = [], 0
+    for n in lengths:
+        blocks = -(-n // block_size)
+        tables.append(list(range(first, first + blocks)))
+        first += blocks
+    return tables, first
+
+
+def first_differing_layer(run_layer: Callable[[int, torch.Tensor], None], streams: list[torch.Tensor],
+                          tolerance: tuple[float, float]) -> str | None:
+    """None when `run_layer(i, x)` (layer i on x, in place) turns each layer's input stream into one within
+    `tolerance` of the next; otherwise the first layer that does not, and by how much."""
+    for i in range(len(streams) - 1):
+        got = streams[i].clone()
+        run_layer(i, got)
+        why = differs(got.double(), streams[i + 1].double(), *tolerance)
+        if why is not None:
+            return f"layer {i}: {why}"
     return None
 
 

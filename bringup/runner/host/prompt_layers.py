@@ -18,7 +18,13 @@ import functools
 import torch
 
 from bringup.backends.host import is_host
-from bringup.runner.host.decode_layers import TOLERANCES, differs, layer_differs, layer_streams
+from bringup.runner.host.decode_layers import (
+    TOLERANCES,
+    block_tables,
+    first_differing_layer,
+    layer_differs,
+    layer_streams,
+)
 from bringup.runner.host.paged_decode import HOST_KERNELS
 from bringup.runner.model.attention_layer import AttentionMetadata
 from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
@@ -151,12 +157,8 @@ def check_on_model(fused: FusedPrompt, block_size: int, max_model_len: int, kv_b
     layers' check: decode_layers.check_on_model); otherwise the first layer that differs, and by how much."""
     model = fused.model
     lengths = [n for n in (37, 70) if n <= max_model_len] or [max_model_len]
-    tables, first = [], 0
-    for n in lengths:
-        blocks = -(-n // block_size)
-        tables.append(list(range(first, first + blocks)))
-        first += blocks
-    if first > kv_blocks:
+    tables, blocks = block_tables(lengths, block_size)
+    if blocks > kv_blocks:
         return f"no room in the KV cache ({kv_blocks} blocks) for the check"
     gen = torch.Generator().manual_seed(0)
     ids = [torch.randint(0, model.config.vocab_size, (n,), generator=gen).tolist() for n in lengths]
@@ -168,10 +170,5 @@ def check_on_model(fused: FusedPrompt, block_size: int, max_model_len: int, kv_b
             model(before.input_ids, before.positions, before.meta)
         step = build_inputs([SeqChunk(t, s, b) for t, s, b in zip(ids, cached, tables, strict=True)], *shape)
         streams = layer_streams(model, step.input_ids, step.positions, step.meta)
-        for i in range(len(model.layers)):
-            got = streams[i].clone()
-            fused.layer(i, got, step.positions, step.meta)
-            why = differs(got.double(), streams[i + 1].double(), *TOLERANCES[model.dtype])
-            if why is not None:
-                return f"layer {i}: {why}"
-    return None
+        return first_differing_layer(lambda i, x: fused.layer(i, x, step.positions, step.meta), streams,
+                                     TOLERANCES[model.dtype])
