@@ -19,6 +19,7 @@ from bringup.runner.model.rope import apply_rope
 from bringup.runner.plan.prompt_layers import PromptTimings, choose_prompt_layers
 from bringup.runner.sampling_params import SamplingParams
 from bringup.runner.sources.builtin_model import load_builtin
+from bringup.runner.weights.kernels.build import HostKernelInputError
 from tests.runner.hf_dense_fixtures import make_family_model
 from tests.runner.hf_fixtures import make_hf_model
 from tests.runner.host_compiler import needs_compiler
@@ -238,3 +239,15 @@ def test_only_models_the_kernels_compute_are_fused(tmp_path):
         e = engine(tmp_path, path, KERNELS_FASTER)
         assert e.plan.prompt_layers.value == "modules"
         assert why in e.plan.prompt_layers.evidence, e.plan.prompt_layers.evidence
+
+
+@needs_compiler
+def test_tables_the_kernels_would_read_past_are_refused_up_front():
+    model = load_builtin(torch.float32, "cpu")
+    with pytest.raises(HostKernelInputError, match="the KV cache is not allocated yet"):
+        prompt_layers.FusedPrompt(model)
+    model.allocate_kv_cache(4, 16)
+    prompt_layers.FusedPrompt(model)
+    model.layers[1].input_layernorm.weight = torch.nn.Parameter(torch.ones(8), requires_grad=False)
+    with pytest.raises(HostKernelInputError, match="a norm weight has 8 values for hidden size"):
+        prompt_layers.FusedPrompt(model)

@@ -238,7 +238,8 @@ class Executor:
         if self.prompt is not None and not is_decode(inputs):
             try:
                 return self.prompt.hidden(inputs.input_ids, inputs.positions, inputs.meta)
-            except HostKernelInputError as exc:  # refused before any kernel ran: nothing written yet
+            except HostKernelInputError as exc:  # refused before a kernel read past a table: the modules rewrite
+                # the same K/V into the same slots
                 self.recorder.record("op", "prompt layers", wanted="element-wise parts in host kernels",
                                      instead="the model's modules", why=exception_line(exc))
                 self.prompt = None

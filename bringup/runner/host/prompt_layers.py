@@ -5,9 +5,9 @@ layer that eager torch runs one by one, each widening bfloat16 to float32 and wr
 bfloat16 step of SmolLM2-135M on a 2-core Xeon. Here each layer is four of the model's own products (its
 LayoutLinear modules, the layout the plan chose), the model's attention (its `_attend`: the plan's implementation,
 causal prompts and mixed steps included) and three kernel calls: the residual add with the norm after it, rotary
-embedding with the K/V cache write, and SiLU(gate) * up. The same Llama-style layers as the fused decode layers
-(`decode_layers.cannot_fuse` says why another model is not served); the plan uses it only where it matched the
-modules on the served model and measured faster (plan/host_kernels.py, engine/startup/confirm.py).
+embedding with the K/V cache write, and SiLU(gate) * up. The same Llama-style layers as the fused decode layers, with
+any weight kind (`cannot_fuse` says why another model is not served); the plan uses it only where it matched the
+modules on the served model and measured faster (engine/startup/prompt.py, plan/prompt_layers.py).
 """
 
 from __future__ import annotations
@@ -73,18 +73,28 @@ class FusedPrompt:
         self.add_rms_norm = getattr(lib, f"bringup_add_rms_norm{suffix}")
         self.rope_and_cache = getattr(lib, f"bringup_rope_and_cache{suffix}")
         self.silu_mul = getattr(lib, f"bringup_silu_mul{suffix}")
-        for layer in model.layers:
+        first = model.layers[0].self_attn.cache.k
+        if first is None:
+            raise HostKernelInputError("the KV cache is not allocated yet")
+        self.slots_total = first.shape[1]
+        for layer in model.layers:  # every size a kernel reads from a table, checked once against the table
             cache = layer.self_attn.cache
             for name, t in (("k cache", cache.k), ("v cache", cache.v)):
+                if t is None:
+                    raise HostKernelInputError("the KV cache is not allocated yet")
                 require_host_tensor(name, t, model.dtype, dims=3, contiguous=True)
-                if list(t.shape[::2]) != [c.num_kv_heads, c.head_dim]:
+                if list(t.shape) != [c.num_kv_heads, self.slots_total, c.head_dim]:
                     raise HostKernelInputError(f"the {name} has shape {list(t.shape)}; expected [{c.num_kv_heads}, "
-                                               f"slots, {c.head_dim}]")
+                                               f"{self.slots_total}, {c.head_dim}]")
             for norm in (layer.input_layernorm, layer.post_attention_layernorm):
                 require_host_tensor("norm weight", norm.weight, model.dtype, dims=1, contiguous=True)
+                if norm.weight.shape[0] != c.hidden_size:
+                    raise HostKernelInputError(f"a norm weight has {norm.weight.shape[0]} values for hidden size "
+                                               f"{c.hidden_size}")
         for name in ("rope_cos", "rope_sin"):
             require_host_tensor(name, getattr(model, name), model.dtype, dims=2, contiguous=True)
-        self.slots_total = model.layers[0].self_attn.cache.k.shape[1]
+        if 2 * model.rope_cos.shape[1] > c.head_dim:
+            raise HostKernelInputError(f"rotary tables of {2 * model.rope_cos.shape[1]} dims for heads of {c.head_dim}")
 
     def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """The final-norm hidden states [T, hidden] of the step, its K/V written into the cache: what
@@ -118,6 +128,8 @@ class FusedPrompt:
         a, mlp = layer.self_attn, layer.mlp
         self._norm(x, delta, layer.input_layernorm, normed)
         qkv = a.qkv_proj(normed, kind).contiguous()
+        if qkv.shape[1] < (H + 2 * KV) * D:
+            raise HostKernelInputError(f"q/k/v rows of {qkv.shape[1]} values for {H + 2 * KV} heads of {D}")
         self.rope_and_cache(qkv.data_ptr(), T, qkv.shape[1], H, KV, D, m.rope_cos.shape[1], m.rope_cos.data_ptr(),
                             m.rope_sin.data_ptr(), positions.data_ptr(), meta.slot_mapping.data_ptr(),
                             a.cache.k.data_ptr(), a.cache.v.data_ptr(), self.slots_total)
@@ -127,7 +139,9 @@ class FusedPrompt:
         attended = a.o_proj(a._attend(q, k, v, meta), kind).contiguous()
         self._norm(x, attended, layer.post_attention_layernorm, normed)
         gate_up = mlp.gate_up_proj(normed, kind).contiguous()
-        inter = gate_up.shape[1] // 2
+        inter = c.intermediate_size
+        if gate_up.shape[1] != 2 * inter:
+            raise HostKernelInputError(f"gate/up rows of {gate_up.shape[1]} values for 2 x {inter}")
         act = torch.empty(T, inter, dtype=x.dtype)
         self.silu_mul(gate_up.data_ptr(), T, gate_up.shape[1], inter, act.data_ptr())
         return mlp.down_proj(act, kind).contiguous()
