@@ -78,7 +78,8 @@ def test_prompt_logprobs_out_of_range_are_refused(bad) -> None:
 
 
 def test_a_one_token_prompt_has_only_the_null_entry(builtin_engine) -> None:
-    outputs = run_all(builtin_engine, {"one": ([7], SamplingParams(max_tokens=2, prompt_logprobs=2))})
+    outputs = run_all(builtin_engine, {"one": ([7], SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True,
+                                                                   prompt_logprobs=2))})
     assert [o.prompt_logprobs for o in outputs] == [[None], None]
 
 
@@ -129,7 +130,8 @@ def test_a_prompt_whose_logits_turn_nan_fails_alone(tmp_path) -> None:
     with torch.no_grad():
         e.executor.model.embed[poison] = float("nan")
     outputs = run_all(e, {"bad": ([5, 6, poison, 8, 9], SamplingParams(max_tokens=0, prompt_logprobs=1)),
-                          "good": ([5, 6, 7], SamplingParams(max_tokens=2, prompt_logprobs=1))})
+                          "good": ([5, 6, 7], SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True,
+                                                                    prompt_logprobs=1))})
     finals = {o.request_id: o for o in outputs if o.finished}
     assert finals["bad"].finish_reason == "error" and finals["bad"].prompt_logprobs is None
     assert finals["bad"].error.code == "non_finite_logits"
