@@ -110,6 +110,10 @@ HOSTILE = [  # (what, edit, the field the refusal names)
      "prefill.by_tokens.16: -1.0 is not a positive, finite number of seconds"),
     ("an attention check error of NaN", _set(("attention_check", "plain_error"), math.nan),
      "attention_check.plain_error: nan is not an error of at least 0"),
+    ("a prompt run of no time", _set(("prompt",), {"tokens": 255, "kernels": [0.0], "modules": [0.01]}),
+     "prompt.kernels.0: 0.0 is not a positive, finite number of seconds"),
+    ("a prompt timed through neither path", _set(("prompt",), {"tokens": 255, "kernels": [], "modules": [0.01]}),
+     "prompt.kernels: no runs"),
 ]
 
 

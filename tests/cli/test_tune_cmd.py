@@ -11,7 +11,7 @@ import torch
 from bringup.profiles.store import load_profile, render_yaml
 from bringup.runner.engine import attention_check
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.startup import chunking
+from bringup.runner.engine.startup import chunking, prompt
 from bringup.runner.plan.measurements import StartupMeasurements
 from bringup.runner.plan.record.recorded import MEASURED_SETTINGS
 from tests.cli.run_cli import run_cli
@@ -133,9 +133,13 @@ def test_the_record_keeps_the_late_decisions_and_a_replay_takes_them_without_tim
     check = record.attention_check  # no profile verified SDPA here, so start-up checked it
     assert check is not None and check.plain_s > 0 and check.errors
     monkeypatch.setattr(chunking, "measure_prefill", _never)
+    assert record.prompt is not None and len(record.prompt.kernels) == len(record.prompt.modules) == 2  # 2 runs
     monkeypatch.setattr(attention_check, "_seconds", _never)
+    monkeypatch.setattr(prompt, "time_prompt", _never)
     engine, (given,) = replayed_start(path)
     chunk, attention = engine.plan.prefill_chunk, engine.plan.attention
+    assert engine.plan.prompt_layers.value == record.plan["prompt_layers"].value
+    assert f"from tune record {key}, tuned {record.tuned}" in engine.plan.prompt_layers.evidence
     assert chunk.value == record.plan["prefill_chunk"].value
     assert chunk.evidence.endswith(f"; from tune record {key}, tuned {record.tuned}")
     assert f"timings from tune record {key}, the float64 check run here" in attention.evidence
@@ -145,7 +149,7 @@ def test_the_record_keeps_the_late_decisions_and_a_replay_takes_them_without_tim
 
 @pytest.mark.slow
 @pytest.mark.parametrize("update, said", [
-    ({"prefill": None, "attention_check": None, "graph_decode": None}, ""),  # written before they were kept
+    ({"prefill": None, "attention_check": None, "graph_decode": None, "prompt": None}, ""),  # before they were kept
     ({"torch": "0.0.1"}, "was tuned under torch 0.0.1, not "),
     ({"prefill": "chunk alone"}, ""),  # prefill timings from before the chunk ran in the decodes' forward
 ])
@@ -160,6 +164,8 @@ def test_an_older_record_or_another_torchs_is_measured_not_trusted(tuned, tmp_pa
     other.write_text(render_yaml(profile))
     engine, _ = replayed_start(other)
     assert "measured at start-up in " in engine.plan.prefill_chunk.evidence
+    if ("prefill" in update and update["prefill"] is None) or "torch" in update:
+        assert "measured at start-up in " in engine.plan.prompt_layers.evidence
     if update.get("prefill") is not None:
         assert "from tune record" in engine.plan.attention.evidence
         return

@@ -144,7 +144,8 @@ def test_greedy_tokens_and_prompt_logprobs_match_the_modules_through_the_engine(
     make_hf_model(path, "llama", hidden=64, heads=4, kv_heads=2, intermediate=96, layers=3)
     fused = engine(tmp_path, path, KERNELS_FASTER)
     assert fused.plan.prompt_layers.value == "fused", fused.plan.prompt_layers.evidence
-    assert "a 64-token prompt in 1.0 ms against the modules' 2.0 ms (given as data" in fused.plan.prompt_layers.evidence
+    assert "a 64-token prompt in 1.0 ms against the modules' 2.0 ms (the fastest of 3 runs each, given as data" \
+        in fused.plan.prompt_layers.evidence
     plain = engine(tmp_path, path, None)
     assert plain.plan.prompt_layers.value == "modules" and plain.executor.prompt is None
     assert "not tried (the start's timings given as data without them)" in plain.plan.prompt_layers.evidence
@@ -223,7 +224,7 @@ def test_kept_only_where_faster_beyond_the_noise():
     slower = choose_prompt_layers(PromptTimings(512, [0.095, 0.096], [0.1, 0.1]), "timed")
     assert slower.value == "modules"  # 95 % of the modules' time: under the 10 % margin
     assert slower.evidence == "the model's modules: fused prompt layers not faster: a 512-token prompt in 95.0 ms " \
-                              "against the modules' 100.0 ms (timed; floor noise 1%)"
+                              "against the modules' 100.0 ms (the fastest of 2 runs each, timed; floor noise 1%)"
     noisy = choose_prompt_layers(PromptTimings(512, [0.08, 0.1], [0.1, 0.1]), "timed")
     assert noisy.value == "modules"  # 80 %, but its own floors lie 25 % apart
 

@@ -48,6 +48,17 @@ class PrefillRecord(ProfileModel):
     decodes_step: float = 0.0
 
 
+class PromptRecord(ProfileModel):
+    """A prompt of `tokens` timed through the fused prompt layers and through the model's modules, alternated, in
+    seconds per run (the prompt_layers row's timings)."""
+
+    floats_checked_later: ClassVar[bool] = True
+
+    tokens: int
+    kernels: list[float]
+    modules: list[float]
+
+
 class AttentionCheckRecord(ProfileModel):
     """The start-up attention check: each SDPA candidate's error against float64 beside the plain path's, and the
     seconds of a long prompt's attention with it and with the plain path (only those the choice timed)."""
@@ -103,6 +114,7 @@ class ModelPlanRecord(ProfileModel):
     graph_decode: CandidateRecord | None = None  # replayed graphs vs eager, seconds per decode step at batch 1
     prefill: PrefillRecord | None = None
     attention_check: AttentionCheckRecord | None = None
+    prompt: PromptRecord | None = None
 
     def value(self, setting: str) -> Any:
         """`setting`'s recorded value as data; None when not recorded, or recorded as text (format 1)."""

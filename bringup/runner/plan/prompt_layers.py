@@ -21,8 +21,9 @@ def choose_prompt_layers(timings: PromptTimings, how: str) -> Choice:
     MARGIN of their time, beyond the floors' noise); the modules otherwise. `how`: how the timings were taken."""
     kernels, modules = min(timings.kernels), min(timings.modules)
     noise = max(floor_noise(timings.kernels), floor_noise(timings.modules))
+    runs = min(len(timings.kernels), len(timings.modules))
     timing = f"a {timings.tokens}-token prompt in {kernels * 1e3:.1f} ms against the modules' {modules * 1e3:.1f} ms " \
-             f"({how}; floor noise {noise:.0%})"
+             f"(the fastest of {runs} run{'s' if runs > 1 else ''} each, {how}; floor noise {noise:.0%})"
     if not kept(kernels, modules, noise):
         return Choice(MODULES, f"the model's modules: fused prompt layers not faster: {timing}")
     return Choice(FUSED, "norm, rotary embedding with the cache write and SiLU * up in host kernels, the products and "

@@ -1,5 +1,5 @@
-"""Where a late start-up decision's numbers come from (graphs, prefill chunk): given as data, a replayed tune record
-that holds them, or measured here, and how the row says so."""
+"""Where a late start-up decision's numbers come from (graphs, prefill chunk, prompt layers): given as data, a
+replayed tune record that holds them, or measured here, and how the row says so."""
 
 from __future__ import annotations
 

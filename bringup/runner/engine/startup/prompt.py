@@ -1,7 +1,7 @@
 """Step 17, prompt layers: the prompt_layers row. The element-wise parts of the steps the fused decode layers do not
 run (prompts, mixed steps) in host kernels (host/prompt_layers.py), where they compute this model, match its modules
 on a check and run a prompt under MARGIN of the modules' time: both timed here on the served plan, alternately, or
-the timings given as data (given without them, the kernels are not tried)."""
+the timings given as data or replayed from a tune record (given as data without them, the kernels are not tried)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import replace
 from bringup.runner.engine.best_of import best_of
 from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.startup.context import Start
+from bringup.runner.engine.startup.late_source import given_replayed_or_measured
 from bringup.runner.host import prompt_layers
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.plan.plan import FUSED, MODULES, Choice, ExecutionPlan
@@ -37,21 +38,18 @@ def fused_prompt(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
             why = str(exc)
     if why is not None or fused is None:
         return replace(plan, prompt_layers=Choice(MODULES, f"the model's modules: fused prompt layers not used: {why}"))
-    timings = given.prompt if given is not None else time_prompt(executor, fused, plan)
-    if given is None and start.bench.measured is not None:
-        start.bench.measured = replace(start.bench.measured, prompt=timings)
+    timings, how = given_replayed_or_measured(start, "prompt", lambda: time_prompt(executor, fused, plan))
     if timings is None:
         return replace(plan, prompt_layers=Choice(MODULES, "the model's modules: fused prompt layers not timed (no "
                                                            "room in the KV cache for a prompt)"))
-    how = "given as data" if given is not None else f"{ROUNDS} runs each, alternated, the fastest"
     choice = choose_prompt_layers(timings, how)
     executor.prompt = fused if choice.value == FUSED else None
     return replace(plan, prompt_layers=choice)
 
 
 def time_prompt(executor: Executor, fused: prompt_layers.FusedPrompt, plan: ExecutionPlan) -> PromptTimings | None:
-    """One fresh prompt in the cache's first blocks (before any request holds one) through each path; None when the
-    cache cannot hold one of two tokens."""
+    """One fresh prompt in the cache's first blocks (before any request holds one) through each path, ROUNDS runs
+    each, alternated (after an untimed first run of each); None when the cache cannot hold one of two tokens."""
     size = plan.block_size
     tokens = min(PROMPT_TOKENS, plan.max_model_len.value - 1, plan.kv_blocks.value * size)
     if tokens < 2:

@@ -87,7 +87,7 @@ def _layouts(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
 
 
 def _late(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
-    """The graphs', prefill chunk's and attention check's timings (late_timings.py)."""
+    """The graphs', prefill chunk's, attention check's and prompt layers' timings (late_timings.py)."""
     if r.graph_decode is not None:
         yield from _seconds(("graph_decode", "candidate_s"), r.graph_decode.candidate_s)
         yield from _seconds(("graph_decode", "plain_s"), r.graph_decode.plain_s)
@@ -117,6 +117,16 @@ def _late(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
         for loc, error in errors.items():
             if not error >= 0:  # inf passes: a candidate's output was not finite, which its verdict says
                 yield ("attention_check", *loc), f"{error!r} is not an error of at least 0"
+    prompt = r.prompt
+    if prompt is not None:
+        if prompt.tokens < 2:
+            yield ("prompt", "tokens"), f"{prompt.tokens} is not a prompt of at least 2 tokens"
+        for path in ("kernels", "modules"):
+            runs = getattr(prompt, path)
+            if not runs:
+                yield ("prompt", path), "no runs: the choice compares the fastest of each path"
+            for run, seconds in enumerate(runs):
+                yield from _seconds(("prompt", path, run), seconds)
 
 
 def _batches(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:

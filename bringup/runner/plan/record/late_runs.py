@@ -1,6 +1,6 @@
-"""Tune's runs of the late start-up decisions (graphs, prefill chunk, attention check) combined as tune_runs.py
-combines the others: the fastest of each timing across the runs that took it, the noise across them, and the
-largest error any run measured (a check's error is not noise to take the best of)."""
+"""Tune's runs of the late start-up decisions (graphs, prefill chunk, attention check, prompt layers) combined as
+tune_runs.py combines the others: the fastest of each timing across the runs that took it, the noise across them,
+and the largest error any run measured (a check's error is not noise to take the best of)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from bringup.runner.plan.attention_timings import AttentionTimings
 from bringup.runner.plan.measurements import StartupMeasurements
 from bringup.runner.plan.noise import floor_noise
 from bringup.runner.plan.prefill_chunk import PrefillTimings
+from bringup.runner.plan.prompt_layers import PromptTimings
 
 
 def combine_late(runs: list[StartupMeasurements], noise: dict[str, float]) -> dict[str, Any]:
@@ -17,10 +18,12 @@ def combine_late(runs: list[StartupMeasurements], noise: dict[str, float]) -> di
     graphs = [r.graph_decode for r in runs]
     prefill = [r.prefill for r in runs]
     attention = [r.attention for r in runs]
+    prompt = [r.prompt for r in runs]
     return {
         "graph_decode": None if None in graphs else _graphs([g for g in graphs if g is not None], noise),
         "prefill": None if None in prefill else _prefill([p for p in prefill if p is not None], noise),
         "attention": None if None in attention else _attention([a for a in attention if a is not None]),
+        "prompt": None if None in prompt else _prompt([p for p in prompt if p is not None], noise),
     }
 
 
@@ -52,3 +55,10 @@ def _attention(runs: list[AttentionTimings]) -> AttentionTimings:
         errors={n: max(r.errors[n] for r in runs if n in r.errors) for n in names},
         seconds={n: min(r.seconds[n] for r in runs if n in r.seconds) for n in timed},
         cannot_run={n: why for r in runs for n, why in r.cannot_run.items()}, tokens=runs[0].tokens)
+
+
+def _prompt(runs: list[PromptTimings], noise: dict[str, float]) -> PromptTimings:
+    """Each run's fastest of each path, so the choice takes the fastest of all and the noise across the runs."""
+    kernels, modules = [min(r.kernels) for r in runs], [min(r.modules) for r in runs]
+    noise["prompt layers"] = max(floor_noise(kernels), floor_noise(modules))
+    return PromptTimings(min(r.tokens for r in runs), kernels, modules)
