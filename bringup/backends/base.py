@@ -14,11 +14,14 @@ import torch
 
 from bringup.backends.device_info import DeviceInfo
 
-__all__ = ["AttentionFn", "Backend", "DeviceInfo", "Hardware", "SmiTool"]
+__all__ = ["AttentionFn", "Backend", "DeviceInfo", "Hardware", "LseAttentionFn", "SmiTool"]
 
 # (q [kvH, B, G*Q, hd], k [kvH, B, L, hd], v [kvH, B, L, hd], boolean mask [G*Q, L] or [B, G*Q, L] or None
 # (True = attend), scale, softcap or None) -> [kvH, B, G*Q, hd]: the runner's attention signature
 AttentionFn = Callable[..., torch.Tensor]
+# (q [B, H, n, hd], k [B, H, L, hd], v [B, H, L, hd], is_causal, scale) -> (out [B, H, n, hd], the float32
+# log-sum-exp of each query row's scaled scores [B, H, n]); is_causal aligns the diagonal to the top left (n == L here)
+LseAttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool, float], tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,15 @@ class Backend(ABC):
         """Extra attention implementations for this device type, by the name the profile records them under.
         The probe verifies each against a float64 reference; the plan may choose one only when verified."""
         return {}
+
+    def attention_with_lse(self) -> LseAttentionFn | None:
+        """This device type's fused attention that also returns each query row's log-sum-exp, so attention over two
+        disjoint sets of keys merges exactly (a prompt's cached context, unmasked, and its own keys, causal): the
+        kernel the SDPA backend `attention_with_lse_backend` names runs. None: not offered (a prompt with a cached
+        context takes the masked path). The runner checks it against float64 before it serves."""
+        return None
+
+    attention_with_lse_backend: str | None = None  # the SDPA backend (profile name) whose kernel that is
 
     def device_string(self, index: int) -> str:
         return f"{self.torch_device_type}:{index}"

@@ -6,7 +6,7 @@ import platform
 import psutil
 import torch
 
-from bringup.backends.base import Backend, DeviceInfo
+from bringup.backends.base import Backend, DeviceInfo, LseAttentionFn
 
 FP8_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
 
@@ -88,3 +88,17 @@ class CpuBackend(Backend):
 
     def synchronize(self, device: torch.device) -> None:
         return None
+
+    attention_with_lse_backend = "sdpa_flash"
+
+    def attention_with_lse(self) -> LseAttentionFn | None:
+        flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+        if flash is None:
+            return None
+
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+            out, lse = flash(q, k, v, 0.0, is_causal, scale=scale)  # the kernel SDPA's flash backend runs here
+            return out, lse
+
+        return attend

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from bringup.backends.registry import backend_for
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
@@ -59,6 +60,10 @@ class Executor:
         self.attention = AttentionDispatcher(names, recorder)
         model.attend = self.attention
         model.causal_attend = self.attention.causal
+        backend, c = backend_for(model.device), model.config
+        self.attention.enable_context(backend.attention_with_lse_backend, backend.attention_with_lse(), c.num_heads,
+                                      c.num_kv_heads, c.head_dim, model.dtype, model.device)
+        model.context_attend = self.attention.with_context
         if PAGED_DECODE in plan.attention.value:
             model.decode_attend = DecodeAttention(recorder, instead=f"gather + {names[0]}")
         if plan.experts.value in EXPERT_PATHS:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
 from bringup.backends.host import is_host
 from bringup.runner.host.huge_pages import HugePageBlock
 from bringup.runner.host.paged_decode import HOST_KERNELS, check_context
-from bringup.runner.model.attention_layer import AttentionMetadata, matmul_softmax_attention
+from bringup.runner.model.attention_layer import AttentionMetadata, AttentionOps
 from bringup.runner.model.batch_inputs import SeqChunk, build_inputs
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import MLP, DecoderLayer, DecoderModel
@@ -307,14 +307,19 @@ def check_on_model(fused: FusedDecode, block_size: int, max_model_len: int, kv_b
         model(prompts.input_ids, prompts.positions, prompts.meta)
         step = build_inputs(chunks, block_size, model.config.num_queries_per_kv, model.device,
                             model.config.attention_window)
-        ops, planned = model.ops, replace(model.ops)
-        ops.attend, ops.decode_attend, ops.causal_attend = matmul_softmax_attention, None, None
-        try:  # the modules with the plain attention the kernel computes (the planned one is checked on its own)
+        planned = replace(model.ops)
+        _assign(model.ops, AttentionOps())  # plain matmul-softmax alone, the arithmetic the kernel follows
+        try:  # (the planned attention is checked on its own)
             streams = layer_streams(model, step.input_ids, step.positions, step.meta)
         finally:
-            ops.attend, ops.decode_attend, ops.causal_attend = planned.attend, planned.decode_attend, \
-                planned.causal_attend
+            _assign(model.ops, planned)
         return first_differing_layer(lambda i, x: fused.layer(i, x, step.positions, step.meta), streams, tolerance)
+
+
+def _assign(ops: AttentionOps, source: AttentionOps) -> None:
+    """`source`'s implementations into `ops`, the instance every layer holds."""
+    for item in fields(source):
+        setattr(ops, item.name, getattr(source, item.name))
 
 
 def block_tables(lengths: list[int], block_size: int) -> tuple[list[list[int]], int]:

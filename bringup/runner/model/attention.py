@@ -12,11 +12,17 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from bringup.backends.base import LseAttentionFn
 from bringup.backends.registry import all_backends
 from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
+from bringup.log import get_logger
 from bringup.profiles.attention_kinds import PLAIN_ATTENTION, SDPA_BACKENDS
 from bringup.runner.model.attention_layer import AttendFn, matmul_softmax_attention
+from bringup.runner.model.context_attention import context_errors, merged_attention
+from bringup.runner.plan.attention_timings import ERROR_FACTOR, ERROR_SLACK
+
+log = get_logger("runner.attention")
 
 
 def _sdpa(backend_name: str) -> AttendFn:
@@ -76,6 +82,56 @@ class AttentionDispatcher:
         self._fn = implementation(self.names[0])
         self.causal_refused: set[str] = set()  # SDPA backends whose is_causal failed here (prompts take the mask)
         self._causal_fault: tuple[str, str] | None = None  # (backend, why): recorded once its masked call runs
+        # the SDPA backend whose kernel merges a cached context by log-sum-exp, and that kernel (enable_context)
+        self._context: tuple[str, LseAttentionFn] | None = None
+        self.context_evidence = "not offered: prompts behind a cached context take the masked path"
+
+    def enable_context(self, backend: str | None, attend: LseAttentionFn | None, num_heads: int, num_kv_heads: int,
+                       head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
+        """Prompts behind a cached context through `attend` (the kernel of SDPA `backend`, merged by log-sum-exp:
+        context_attention.py) while `backend` serves, once the merge is within the attention check's bound of the
+        plain path's error against float64 on these head shapes; evidence either way in `context_evidence`."""
+        if backend is None or attend is None:
+            return
+        if backend not in self.names:
+            self.context_evidence = f"not used: {backend}'s merge is offered, but {backend} is not planned"
+            return
+        try:
+            error, plain = context_errors(attend, num_heads, num_kv_heads, head_dim, dtype, device)
+        except StrictFallbackError:
+            raise
+        except Exception as exc:
+            self._context_fell_back(backend, f"its float64 check could not run: {exception_line(exc)}")
+            return
+        said = f"error {error:.2g} against float64, the plain masked path's {plain:.2g}"
+        if not error <= ERROR_FACTOR * plain + ERROR_SLACK:
+            self._context_fell_back(backend, f"{said}: over {ERROR_FACTOR:g} x the plain path's + {ERROR_SLACK:g}")
+            return
+        self._context = backend, attend
+        self.context_evidence = f"{backend} over the cached context and causally over the prompt, merged by " \
+                                f"log-sum-exp ({said})"
+        log.info("attention: prompts behind a cached context: %s", self.context_evidence)
+
+    def with_context(self, q: torch.Tensor, context_k: torch.Tensor, context_v: torch.Tensor, own_k: torch.Tensor,
+                     own_v: torch.Tensor, scale: float) -> torch.Tensor | None:
+        """One prompt behind a cached context by the merge, while its backend serves; None otherwise (the masked
+        path), or after the merge failed at run time (an op fallback, recorded)."""
+        if self._context is None or self._context[0] != self.current or self.current in self.causal_refused:
+            return None
+        backend, attend = self._context
+        try:
+            return merged_attention(attend, q, context_k, context_v, own_k, own_v, scale)
+        except StrictFallbackError:
+            raise
+        except Exception as exc:
+            self._context = None
+            self._context_fell_back(backend, exception_line(exc))
+            return None
+
+    def _context_fell_back(self, backend: str, why: str) -> None:
+        self.context_evidence = f"the masked path: {why}"
+        self.recorder.record("op", "attention", wanted=f"{backend} with a cached context merged by log-sum-exp",
+                             instead=f"{self.current} with a causal mask over the context and the prompt", why=why)
 
     @property
     def current(self) -> str:

@@ -33,6 +33,11 @@ DecodeAttendFn = Callable[..., "torch.Tensor | None"]
 # causal_attend(q [1, H, n, hd], k [1, H, n, hd], v [1, H, n, hd], scale) -> [1, H, n, hd]: one prompt with nothing
 # cached, each query attending to the keys up to its own, or None to take the masked path
 CausalAttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], "torch.Tensor | None"]
+# context_attend(q [1, H, n, hd], context k and v [1, kvH, c, hd], the prompt's own k and v [1, H, n, hd], scale)
+# -> [1, H, n, hd]: one prompt behind c cached tokens, each query attending to all of them and causally to its own
+# keys (context_attention.py), or None to take the masked path
+ContextAttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float],
+                           "torch.Tensor | None"]
 
 
 @dataclass
@@ -51,6 +56,9 @@ class AttentionMetadata:
     # each sequence's new tokens, in order, when none has a cached context (each prompt's queries are its whole
     # context: causal attention over the step's own K/V, no gather, no mask); None otherwise
     fresh: list[int] | None = None
+    # (cached, new) tokens of each sequence, in order, when some has a cached context and the step is a prompt step
+    # (more than one query): each attends to its cached context, unmasked, and to its own keys causally
+    spans: list[tuple[int, int]] | None = None
 
 
 @dataclass
@@ -81,6 +89,7 @@ class AttentionOps:
     attend: AttendFn = matmul_softmax_attention
     decode_attend: DecodeAttendFn | None = None  # decode steps straight from the cache (None: gather path)
     causal_attend: CausalAttendFn | None = None  # prompts with nothing cached, unmasked (None: the masked path)
+    context_attend: ContextAttendFn | None = None  # prompts behind a cached context, unmasked (None: masked path)
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,11 @@ class Attention(nn.Module):
             out = self._attend_causal(q, k, v, meta.fresh)
             if out is not None:
                 return out
+        if meta.spans is not None and plain and self.ops.causal_attend is not None \
+                and not torch.compiler.is_compiling():
+            out = self._attend_spans(q, k, v, meta.spans, meta.context_slots)
+            if out is not None:
+                return out
         if decode_attend is not None and plain and Q == 1 and meta.query_index is None and \
                 meta.context_lens is not None:
             out = decode_attend(q.reshape(T, H, D), self.cache.k, self.cache.v, meta.context_slots,
@@ -177,6 +191,44 @@ class Attention(nn.Module):
             ks = k[first:end].transpose(0, 1).repeat_interleave(G, dim=0).unsqueeze(0)
             vs = v[first:end].transpose(0, 1).repeat_interleave(G, dim=0).unsqueeze(0)
             out = self.ops.causal_attend(qs, ks, vs, self.scale)
+            if out is None:
+                return None
+            outs.append(out[0].transpose(0, 1).reshape(n, H * D))
+            first = end
+        return torch.cat(outs)
+
+
+    def _attend_spans(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spans: list[tuple[int, int]],
+                      context_slots: torch.Tensor) -> torch.Tensor | None:
+        """Each sequence's `new` tokens (in order in q, k, v) over its `cached` context straight from the cache and
+        over its own keys causally, no mask: a context no longer than the prompt as causal attention over context and
+        prompt with the context's rows padded in as queries too (dropped after: a cached prefix costs its own rows),
+        a longer one merged by log-sum-exp (context_attend) where it is the step's only prompt (several short prompts
+        behind long contexts run faster batched under the mask: docs/runner.md). None: the masked path."""
+        H, D, G = self.num_heads, self.head_dim, self.num_heads // self.num_kv_heads
+        causal, merged = self.ops.causal_attend, self.ops.context_attend
+        assert causal is not None
+        if any(cached > n for cached, n in spans) and (merged is None or len(spans) > 1):
+            return None
+        outs, first = [], 0
+        for b, (cached, n) in enumerate(spans):
+            end = first + n
+            qs = q[first:end].transpose(0, 1).unsqueeze(0)
+            ks = k[first:end].transpose(0, 1).repeat_interleave(G, dim=0).unsqueeze(0)
+            vs = v[first:end].transpose(0, 1).repeat_interleave(G, dim=0).unsqueeze(0)
+            slots = context_slots[b, :cached]
+            context_k, context_v = (t.index_select(1, slots).unsqueeze(0) for t in (self.cache.k, self.cache.v))
+            if cached == 0:
+                out = causal(qs, ks, vs, self.scale)
+            elif cached <= n:
+                padded = torch.cat((qs.new_zeros(1, H, cached, D), qs), dim=2)
+                every_k, every_v = (torch.cat((t.repeat_interleave(G, dim=1), own), dim=2)
+                                    for t, own in ((context_k, ks), (context_v, vs)))
+                out = causal(padded, every_k, every_v, self.scale)
+                out = None if out is None else out[:, :, cached:]
+            else:
+                assert merged is not None
+                out = merged(qs, context_k, context_v, ks, vs, self.scale)
             if out is None:
                 return None
             outs.append(out[0].transpose(0, 1).reshape(n, H * D))

@@ -73,6 +73,8 @@ def build_inputs(chunks: list[SeqChunk], block_size: int, queries_per_kv: int,
         output_index=None if output_index is None else output_index.to(device), num_queries=Q,
         context_lens=torch.tensor(ctx_len, dtype=torch.long, device=device), window_mask=window_mask,
         fresh=n_new if Q > 1 and all(c.start == 0 for c in chunks) else None,
+        spans=[(c.start, n) for c, n in zip(chunks, n_new, strict=True)]
+        if Q > 1 and any(c.start for c in chunks) else None,
     )
     return BatchInputs(torch.tensor(ids, dtype=torch.long, device=device), positions.to(device), meta,
                        (starts[1:] - 1).to(device))

@@ -25,6 +25,7 @@ from bringup.runner.model.attention_layer import (
     AttentionOps,
     AttentionSpec,
     CausalAttendFn,
+    ContextAttendFn,
     DecodeAttendFn,
 )
 from bringup.runner.model.checkpoint import (
@@ -194,6 +195,14 @@ class DecoderModel(nn.Module):
     @causal_attend.setter
     def causal_attend(self, fn: CausalAttendFn | None) -> None:
         self.ops.causal_attend = fn
+
+    @property
+    def context_attend(self) -> ContextAttendFn | None:
+        return self.ops.context_attend
+
+    @context_attend.setter
+    def context_attend(self, fn: ContextAttendFn | None) -> None:
+        self.ops.context_attend = fn
 
     @property
     def decode_attend(self) -> DecodeAttendFn | None:

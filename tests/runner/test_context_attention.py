@@ -1,0 +1,115 @@
+"""A prompt behind a cached context (a prefix-cache hit, a later prefill chunk) attended without a mask: the context no
+longer than the prompt padded in as causal query rows, a longer one merged by log-sum-exp (model/context_attention.py)
+through the CPU's flash kernel. Each gives the logits of the same prompt computed from scratch, the merge is checked
+against float64 before it serves, and a kernel whose log-sum-exp is wrong is refused with a fallback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bringup.backends.cpu import CpuBackend
+from bringup.errors import StrictFallbackError
+from bringup.fallbacks import FallbackRecorder
+from bringup.runner.model.attention import AttentionDispatcher
+from bringup.runner.model.batch_inputs import SeqChunk
+from bringup.runner.model.context_attention import context_errors
+from bringup.runner.plan.attention_timings import ERROR_FACTOR, ERROR_SLACK
+
+FLASH = CpuBackend().attention_with_lse()
+pytestmark = pytest.mark.skipif(FLASH is None, reason="this torch has no CPU flash attention with log-sum-exp")
+HEADS, KV_HEADS, HEAD_DIM = 8, 2, 32
+
+
+def _dispatcher(recorder: FallbackRecorder, attend=FLASH, dtype=torch.float32) -> AttentionDispatcher:  # type: ignore[no-untyped-def]
+    dispatcher = AttentionDispatcher(["sdpa_flash", "matmul_softmax"], recorder)
+    dispatcher.enable_context("sdpa_flash", attend, HEADS, KV_HEADS, HEAD_DIM, dtype, torch.device("cpu"))
+    return dispatcher
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_merge_is_as_close_to_float64_as_the_plain_path(dtype):
+    merged, plain = context_errors(FLASH, HEADS, KV_HEADS, HEAD_DIM, dtype, torch.device("cpu"))
+    assert merged <= ERROR_FACTOR * plain + ERROR_SLACK, (merged, plain)
+    assert merged < (1e-5 if dtype == torch.float32 else 2e-2)
+    recorder = FallbackRecorder()
+    assert "merged by log-sum-exp" in _dispatcher(recorder, dtype=dtype).context_evidence
+    assert recorder.events == []
+
+
+def _off_by(shift: float):  # type: ignore[no-untyped-def]
+    """The flash kernel with every unmasked call's log-sum-exp `shift` too high: the context weighs e^shift too much."""
+    def attend(q, k, v, is_causal, scale):  # type: ignore[no-untyped-def]
+        out, lse = FLASH(q, k, v, is_causal, scale)
+        return out, lse if is_causal else lse + shift
+    return attend
+
+
+def test_a_kernel_whose_log_sum_exp_is_wrong_is_refused_with_a_fallback():
+    recorder = FallbackRecorder()
+    dispatcher = _dispatcher(recorder, _off_by(0.01))  # 1 % too much weight on the context
+    assert dispatcher.context_evidence.startswith("the masked path: error ")
+    (event,) = recorder.events
+    assert event.level == "op" and "merged by log-sum-exp" in event.wanted and "causal mask" in event.instead
+    q = torch.randn(1, HEADS, 3, HEAD_DIM)
+    context, own = torch.randn(1, KV_HEADS, 40, HEAD_DIM), torch.randn(1, HEADS, 3, HEAD_DIM)
+    assert dispatcher.with_context(q, context, context, own, own, HEAD_DIM ** -0.5) is None  # the masked path
+    with pytest.raises(StrictFallbackError):
+        _dispatcher(FallbackRecorder(strict=True), _off_by(0.01))
+
+
+def test_a_merge_that_fails_at_run_time_falls_back_once():
+    recorder = FallbackRecorder()
+    calls = []
+
+    def failing_later(q, k, v, is_causal, scale):  # type: ignore[no-untyped-def]
+        calls.append(q.shape)
+        if len(calls) > 2:  # the two calls of the float64 check pass
+            raise RuntimeError("the kernel faulted")
+        return FLASH(q, k, v, is_causal, scale)
+
+    dispatcher = _dispatcher(recorder, failing_later)
+    q, own = torch.randn(1, HEADS, 3, HEAD_DIM), torch.randn(1, HEADS, 3, HEAD_DIM)
+    context = torch.randn(1, KV_HEADS, 40, HEAD_DIM)
+    assert dispatcher.with_context(q, context, context, own, own, 0.2) is None
+    assert dispatcher.with_context(q, context, context, own, own, 0.2) is None  # not tried again
+    assert len(calls) == 3 and len(recorder.events) == 1 and "the kernel faulted" in recorder.events[0].why
+
+
+@pytest.mark.parametrize("cached, new", [(16, 40), (48, 9)], ids=["padded context", "merged context"])
+def test_a_prompt_behind_its_cached_context_gives_the_logits_from_scratch(builtin_engine, cached, new):
+    """The built-in model with SDPA flash planned: the whole prompt computed cold, then its first `cached` tokens
+    alone and the rest behind them in the same blocks; every position's logits agree, through the path named."""
+    executor, model = builtin_engine.executor, builtin_engine.executor.model
+    size = builtin_engine.plan.block_size
+    tokens = [(7 * i + 3) % 200 + 10 for i in range(cached + new)]
+    table = list(range(-(-(cached + new) // size)))
+    ops, planned = model.ops, (model.ops.attend, model.ops.causal_attend, model.ops.context_attend)
+    recorder = FallbackRecorder()
+    dispatcher = AttentionDispatcher(["sdpa_flash", "matmul_softmax"], recorder)
+    dispatcher.enable_context("sdpa_flash", FLASH, model.config.num_heads, model.config.num_kv_heads,
+                              model.config.head_dim, model.dtype, model.device)
+    used = {"causal": 0, "merged": 0}
+
+    def counted(name, fn):  # type: ignore[no-untyped-def]
+        def call(*args):  # type: ignore[no-untyped-def]
+            used[name] += 1
+            return fn(*args)
+        return call
+
+    ops.attend, ops.causal_attend = dispatcher, counted("causal", dispatcher.causal)
+    ops.context_attend = counted("merged", dispatcher.with_context)
+    prompt, fused = executor.prompt, executor.fused
+    executor.prompt = executor.fused = None
+    try:
+        cold = executor.run_chunks([SeqChunk(tokens, 0, table)], all_positions=True)[cached:]
+        executor.run_chunks([SeqChunk(tokens[:cached], 0, table)])
+        used.update(causal=0, merged=0)
+        warm = executor.run_chunks([SeqChunk(tokens, cached, table)], all_positions=True)
+    finally:
+        ops.attend, ops.causal_attend, ops.context_attend = planned
+        executor.prompt, executor.fused = prompt, fused
+    layers = model.config.num_layers
+    assert used == ({"causal": layers, "merged": 0} if cached <= new else {"causal": 0, "merged": layers})
+    assert recorder.events == []
+    assert torch.allclose(warm, cold, atol=1e-4, rtol=0), (warm - cold).abs().max()
