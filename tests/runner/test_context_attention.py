@@ -5,12 +5,16 @@ against float64 before it serves, and a kernel whose log-sum-exp is wrong is ref
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from bringup.backends.cpu import CpuBackend
 from bringup.errors import StrictFallbackError
 from bringup.fallbacks import FallbackRecorder
+from bringup.runner.engine.context_check import check_context_attention
 from bringup.runner.model.attention import AttentionDispatcher
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.model.context_attention import context_errors
@@ -21,9 +25,22 @@ pytestmark = pytest.mark.skipif(FLASH is None, reason="this torch has no CPU fla
 HEADS, KV_HEADS, HEAD_DIM = 8, 2, 32
 
 
-def _dispatcher(recorder: FallbackRecorder, attend=FLASH, dtype=torch.float32) -> AttentionDispatcher:  # type: ignore[no-untyped-def]
+@dataclass
+class _Model:
+    """What check_context_attention reads of a model: its device, dtype and head shapes."""
+
+    dtype: torch.dtype
+    config: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(
+        num_heads=HEADS, num_kv_heads=KV_HEADS, head_dim=HEAD_DIM))
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+
+def _dispatcher(recorder: FallbackRecorder, attend=FLASH, dtype=torch.float32, model=None) -> AttentionDispatcher:  # type: ignore[no-untyped-def]
+    """A dispatcher planning SDPA flash, its merge checked with the CPU backend offering `attend`."""
     dispatcher = AttentionDispatcher(["sdpa_flash", "matmul_softmax"], recorder)
-    dispatcher.enable_context("sdpa_flash", attend, HEADS, KV_HEADS, HEAD_DIM, dtype, torch.device("cpu"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CpuBackend, "attention_with_lse", lambda self: attend)
+        check_context_attention(dispatcher, model or _Model(dtype))
     return dispatcher
 
 
@@ -86,9 +103,8 @@ def test_a_prompt_behind_its_cached_context_gives_the_logits_from_scratch(builti
     table = list(range(-(-(cached + new) // size)))
     ops, planned = model.ops, (model.ops.attend, model.ops.causal_attend, model.ops.context_attend)
     recorder = FallbackRecorder()
-    dispatcher = AttentionDispatcher(["sdpa_flash", "matmul_softmax"], recorder)
-    dispatcher.enable_context("sdpa_flash", FLASH, model.config.num_heads, model.config.num_kv_heads,
-                              model.config.head_dim, model.dtype, model.device)
+    dispatcher = _dispatcher(recorder, model=model)
+    assert "merged by log-sum-exp" in dispatcher.context_evidence
     used = {"causal": 0, "merged": 0}
 
     def counted(name, fn):  # type: ignore[no-untyped-def]
@@ -113,3 +129,12 @@ def test_a_prompt_behind_its_cached_context_gives_the_logits_from_scratch(builti
     assert used == ({"causal": layers, "merged": 0} if cached <= new else {"causal": 0, "merged": layers})
     assert recorder.events == []
     assert torch.allclose(warm, cold, atol=1e-4, rtol=0), (warm - cold).abs().max()
+
+
+def test_not_checked_or_used_where_its_backend_is_not_planned():
+    recorder, plain = FallbackRecorder(), AttentionDispatcher(["matmul_softmax"], FallbackRecorder())
+    check_context_attention(plain, _Model(torch.float32))
+    assert plain.context_evidence == "not used: sdpa_flash's merge is offered, but sdpa_flash is not planned"
+    q, own = torch.randn(1, HEADS, 3, HEAD_DIM), torch.randn(1, HEADS, 3, HEAD_DIM)
+    context = torch.randn(1, KV_HEADS, 40, HEAD_DIM)
+    assert plain.with_context(q, context, context, own, own, 0.2) is None and recorder.events == []

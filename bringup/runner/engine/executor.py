@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from bringup.backends.registry import backend_for
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.log import get_logger
 from bringup.profiles.attention_kinds import PAGED_DECODE
+from bringup.runner.engine.context_check import check_context_attention
 from bringup.runner.engine.prompt_logprobs import ScoredPrompt, score_prompt
 from bringup.runner.engine.sequence import Sequence
 from bringup.runner.host.paged_decode import DecodeAttention
@@ -60,9 +60,7 @@ class Executor:
         self.attention = AttentionDispatcher(names, recorder)
         model.attend = self.attention
         model.causal_attend = self.attention.causal
-        backend, c = backend_for(model.device), model.config
-        self.attention.enable_context(backend.attention_with_lse_backend, backend.attention_with_lse(), c.num_heads,
-                                      c.num_kv_heads, c.head_dim, model.dtype, model.device)
+        check_context_attention(self.attention, model)
         model.context_attend = self.attention.with_context
         if PAGED_DECODE in plan.attention.value:
             model.decode_attend = DecodeAttention(recorder, instead=f"gather + {names[0]}")

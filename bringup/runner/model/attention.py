@@ -16,13 +16,9 @@ from bringup.backends.base import LseAttentionFn
 from bringup.backends.registry import all_backends
 from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
-from bringup.log import get_logger
 from bringup.profiles.attention_kinds import PLAIN_ATTENTION, SDPA_BACKENDS
 from bringup.runner.model.attention_layer import AttendFn, matmul_softmax_attention
-from bringup.runner.model.context_attention import context_errors, merged_attention
-from bringup.runner.plan.attention_timings import ERROR_FACTOR, ERROR_SLACK
-
-log = get_logger("runner.attention")
+from bringup.runner.model.context_attention import merged_attention
 
 
 def _sdpa(backend_name: str) -> AttendFn:
@@ -86,31 +82,10 @@ class AttentionDispatcher:
         self._context: tuple[str, LseAttentionFn] | None = None
         self.context_evidence = "not offered: prompts behind a cached context take the masked path"
 
-    def enable_context(self, backend: str | None, attend: LseAttentionFn | None, num_heads: int, num_kv_heads: int,
-                       head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
+    def use_context(self, backend: str, attend: LseAttentionFn, evidence: str) -> None:
         """Prompts behind a cached context through `attend` (the kernel of SDPA `backend`, merged by log-sum-exp:
-        context_attention.py) while `backend` serves, once the merge is within the attention check's bound of the
-        plain path's error against float64 on these head shapes; evidence either way in `context_evidence`."""
-        if backend is None or attend is None:
-            return
-        if backend not in self.names:
-            self.context_evidence = f"not used: {backend}'s merge is offered, but {backend} is not planned"
-            return
-        try:
-            error, plain = context_errors(attend, num_heads, num_kv_heads, head_dim, dtype, device)
-        except StrictFallbackError:
-            raise
-        except Exception as exc:
-            self._context_fell_back(backend, f"its float64 check could not run: {exception_line(exc)}")
-            return
-        said = f"error {error:.2g} against float64, the plain masked path's {plain:.2g}"
-        if not error <= ERROR_FACTOR * plain + ERROR_SLACK:
-            self._context_fell_back(backend, f"{said}: over {ERROR_FACTOR:g} x the plain path's + {ERROR_SLACK:g}")
-            return
-        self._context = backend, attend
-        self.context_evidence = f"{backend} over the cached context and causally over the prompt, merged by " \
-                                f"log-sum-exp ({said})"
-        log.info("attention: prompts behind a cached context: %s", self.context_evidence)
+        context_attention.py) while `backend` serves; the caller checked it (engine/context_check.py)."""
+        self._context, self.context_evidence = (backend, attend), evidence
 
     def with_context(self, q: torch.Tensor, context_k: torch.Tensor, context_v: torch.Tensor, own_k: torch.Tensor,
                      own_v: torch.Tensor, scale: float) -> torch.Tensor | None:
@@ -127,6 +102,11 @@ class AttentionDispatcher:
             self._context = None
             self._context_fell_back(backend, exception_line(exc))
             return None
+
+    def refuse_context(self, backend: str, why: str) -> None:
+        """The merge not used, for `why`: an op fallback to the masked path (WARNING, counted; --strict raises)."""
+        self._context = None
+        self._context_fell_back(backend, why)
 
     def _context_fell_back(self, backend: str, why: str) -> None:
         self.context_evidence = f"the masked path: {why}"
