@@ -94,6 +94,30 @@ def test_prompts_run_whole_while_the_requests_waiting_for_a_first_token_outnumbe
     assert StepBudget(64, [[1, 0, 0, 8]], [*decoding, mid_prompt], waiting=2).fits(_seq(6, 30), 30) == 30
 
 
+@pytest.mark.parametrize("max_tokens, chunked", [(16, False), (1000, True)])
+def test_a_stream_stalled_past_its_p99_no_longer_holds_prompts_to_chunks(max_tokens, chunked):
+    """A burst of prompts run whole beside a's stream stalls it once: with 16 tokens to make, one gap in 100 allows
+    none, its p99 is the stall whatever comes next, and the next prompt runs whole; with 1,000 its p99 still holds
+    (9 stalls allowed), and the prompt is chunked for it."""
+    sched = Scheduler(BlockManager(64, 4), max_num_seqs=4, max_num_batched_tokens=64, prefill_chunk=[[1, 0, 0, 8]])
+    a, b, c = _seq(0, 20), _seq(1, 30), _seq(2, 25)
+    a.params = SamplingParams(max_tokens=max_tokens)
+    sched.add(a)
+    sched.schedule()
+    _advance([a])
+    for seq in (b, c):
+        sched.add(seq)
+    sched.schedule()  # two wait for a first token, one stream decodes: whole, beside it
+    assert a.stalls == 1 and b.stalls == c.stalls == 0
+    _advance([a, b, c])
+    for seq in (b, c):
+        sched.finish(seq)
+    d = _seq(3, 30)
+    sched.add(d)
+    assert sched.schedule() == [a, d] and d.num_scheduled_tokens == (8 if chunked else 30)
+    assert a.stalls == (1 if chunked else 2)
+
+
 def test_a_scoring_prompt_is_never_cut():
     scoring = _seq(0, 30)
     scoring.params = SamplingParams(max_tokens=1, prompt_logprobs=0)

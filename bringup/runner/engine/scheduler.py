@@ -70,6 +70,9 @@ class Scheduler:
             seq.status = SeqStatus.RUNNING
             self.running.append(seq)
             scheduled.append(seq)
+        for seq in budget.stalled():
+            if seq in scheduled:  # not preempted this step
+                seq.stalls += 1
         return scheduled
 
     def _make_room(self, seq: Sequence, queue: list[Sequence], num_tokens: int) -> bool:

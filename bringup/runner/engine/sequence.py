@@ -36,6 +36,8 @@ class Sequence:
     detokenizer: Detokenizer | None = None  # the incremental decode of the output, made at the first token
     finish_reason: FinishReason | None = None
     num_preemptions: int = 0
+    # steps that ran more prompt tokens beside this decoding stream than its chunk would have allowed (chunks.py)
+    stalls: int = 0
 
     @property
     def prompt_token_ids(self) -> list[int]:
