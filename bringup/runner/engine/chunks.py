@@ -49,7 +49,6 @@ class StepBudget:
         # whose gaps chunking would still protect
         self.chunks = prefill_chunk if 0 < kept >= first_token else None
         self.prompt_spent = 0
-        self.chunked = prefill_chunk is not None
         self.table = prefill_chunk
 
     def stalled(self) -> list[Sequence]:
@@ -70,7 +69,7 @@ class StepBudget:
         if self.chunks is not None:
             allowed = min(chunk_at(self.chunks, self.decodes, self.their_context, context), allowed)
         room = min(allowed - self.prompt_spent, self.tokens)
-        if not self.chunked or seq.scores_prompt_now:
+        if self.table is None or seq.scores_prompt_now:
             return new if new <= room else 0
         return min(new, max(room, 0))
 

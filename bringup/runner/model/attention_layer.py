@@ -216,9 +216,9 @@ class Attention(nn.Module):
             qs = q[first:end].transpose(0, 1).unsqueeze(0)
             ks = k[first:end].transpose(0, 1).repeat_interleave(G, dim=0).unsqueeze(0)
             vs = v[first:end].transpose(0, 1).repeat_interleave(G, dim=0).unsqueeze(0)
-            slots = context_slots[b, :cached]
-            context_k, context_v = (t.index_select(1, slots).unsqueeze(0) for t in (self.cache.k, self.cache.v))
-            if cached == 0:
+            context_k, context_v = (t.index_select(1, context_slots[b, :cached]).unsqueeze(0)
+                                    for t in (self.cache.k, self.cache.v)) if cached else (None, None)
+            if context_k is None or context_v is None:
                 out = causal(qs, ks, vs, self.scale)
             elif cached <= n:
                 padded = torch.cat((qs.new_zeros(1, H, cached, D), qs), dim=2)
