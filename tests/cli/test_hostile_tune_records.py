@@ -114,6 +114,12 @@ HOSTILE = [  # (what, edit, the field the refusal names)
      "prompt.kernels.0: 0.0 is not a positive, finite number of seconds"),
     ("a prompt timed through neither path", _set(("prompt",), {"tokens": 255, "kernels": [], "modules": [0.01]}),
      "prompt.kernels: no runs"),
+    ("a mixed step of no time", _set(("mixed",), {"decodes": 4, "tokens": 16, "one": {15: [0.0], 255: [0.02]},
+                                                   "two": {15: [0.01], 255: [0.01]}}),
+     "mixed.one.15.0: 0.0 is not a positive, finite number of seconds"),
+    ("a mixed step timed at one context", _set(("mixed",), {"decodes": 4, "tokens": 16, "one": {15: [0.01]},
+                                                            "two": {15: [0.01]}}),
+     "mixed: not two contexts timed both ways"),
 ]
 
 

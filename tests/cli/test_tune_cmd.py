@@ -11,7 +11,7 @@ import torch
 from bringup.profiles.store import load_profile, render_yaml
 from bringup.runner.engine import attention_check
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
-from bringup.runner.engine.startup import chunking, prompt
+from bringup.runner.engine.startup import chunking, mixed, prompt
 from bringup.runner.plan.measurements import StartupMeasurements
 from bringup.runner.plan.record.recorded import MEASURED_SETTINGS
 from tests.cli.run_cli import run_cli
@@ -136,11 +136,16 @@ def test_the_record_keeps_the_late_decisions_and_a_replay_takes_them_without_tim
     assert record.prompt is not None and len(record.prompt.kernels) == len(record.prompt.modules) == 2  # 2 runs
     monkeypatch.setattr(attention_check, "_seconds", _never)
     monkeypatch.setattr(prompt, "time_prompt", _never)
+    monkeypatch.setattr(mixed, "measure_mixed", _never)
     engine, (given,) = replayed_start(path)
     chunk, attention = engine.plan.prefill_chunk, engine.plan.attention
     assert engine.plan.prompt_layers.value == record.plan["prompt_layers"].value
     assert f"from tune record {key}, tuned {record.tuned}" in engine.plan.prompt_layers.evidence
     assert chunk.value == record.plan["prefill_chunk"].value
+    if record.mixed is not None:  # timed where the fused decode layers serve some steps' rows, not all
+        assert all(len(runs) == 2 for side in (record.mixed.one, record.mixed.two) for runs in side.values())
+        assert engine.plan.mixed_steps.value == record.plan["mixed_steps"].value
+        assert f"from tune record {key}, tuned {record.tuned}" in engine.plan.mixed_steps.evidence
     assert chunk.evidence.endswith(f"; from tune record {key}, tuned {record.tuned}")
     assert f"timings from tune record {key}, the float64 check run here" in attention.evidence
     assert attention.value == record.plan["attention"].value
@@ -149,7 +154,8 @@ def test_the_record_keeps_the_late_decisions_and_a_replay_takes_them_without_tim
 
 @pytest.mark.slow
 @pytest.mark.parametrize("update, said", [
-    ({"prefill": None, "attention_check": None, "graph_decode": None, "prompt": None}, ""),  # before they were kept
+    # before they were kept
+    ({"prefill": None, "attention_check": None, "graph_decode": None, "prompt": None, "mixed": None}, ""),
     ({"torch": "0.0.1"}, "was tuned under torch 0.0.1, not "),
     ({"prefill": "chunk alone"}, ""),  # prefill timings from before the chunk ran in the decodes' forward
 ])

@@ -59,6 +59,19 @@ class PromptRecord(ProfileModel):
     modules: list[float]
 
 
+class MixedRecord(ProfileModel):
+    """A step of `decodes` decodes and a `tokens`-token prompt chunk past the fused decode layers' rows, timed as one
+    forward (`one`) and as two (`two`), alternated, by the decodes' context, in seconds per run (the mixed_steps row's
+    timings)."""
+
+    floats_checked_later: ClassVar[bool] = True
+
+    decodes: int
+    tokens: int
+    one: dict[int, list[float]]
+    two: dict[int, list[float]]
+
+
 class AttentionCheckRecord(ProfileModel):
     """The start-up attention check: each SDPA candidate's error against float64 beside the plain path's, and the
     seconds of a long prompt's attention with it and with the plain path (only those the choice timed)."""
@@ -115,6 +128,7 @@ class ModelPlanRecord(ProfileModel):
     prefill: PrefillRecord | None = None
     attention_check: AttentionCheckRecord | None = None
     prompt: PromptRecord | None = None
+    mixed: MixedRecord | None = None
 
     def value(self, setting: str) -> Any:
         """`setting`'s recorded value as data; None when not recorded, or recorded as text (format 1)."""

@@ -73,6 +73,9 @@ class Executor:
         self.fused: FusedDecode | None = None  # every layer of a decode step in one call (set by start-up)
         self.prompt: FusedPrompt | None = None  # the other steps' element-wise parts in host kernels (start-up)
         self.graphs: DecodeGraphs | None = None  # decode steps replayed from captured graphs (set by start-up)
+        # a step past the fused decode layers' rows runs as two forwards from this average context of its decodes
+        # (plan/mixed_steps.py; None: one forward)
+        self.split_from: int | None = None
 
     def follow(self, plan: ExecutionPlan) -> None:
         """Run what the confirmed `plan` kept, of the candidates this executor was built with (and start-up or the
@@ -86,6 +89,7 @@ class Executor:
             self.prompt = None
         if not plan.graphs.value:
             self.graphs = None
+        self.split_from = plan.mixed_steps.value
         if PAGED not in plan.attention.value:
             model.decode_attend = None
         if plan.experts.value == DENSE and sparse_blocks(model):
@@ -133,6 +137,8 @@ class Executor:
         as_rows = self._run_as_rows(chunks, scored)
         if as_rows is not None:
             return as_rows
+        if self._splits(chunks, groups[0], scored):
+            return self._run_split(chunks, groups[0], scored)
         # one forward: each group attends apart, every weight read once
         order = [i for group in groups for i in group]
         where = {i: j for j, i in enumerate(order)}
@@ -161,6 +167,28 @@ class Executor:
             scores = {i: score_prompt(head, hidden[firsts[i]:last[i]], chunks[i].token_ids, chunks[i].start, top_k)
                       for i, top_k in scored.items()}
             return head(hidden[torch.tensor(last, device=m.device)]), scores
+
+    def _splits(self, chunks: list[SeqChunk], decodes: list[int], scored: dict[int, int]) -> bool:
+        """Whether this step (past the fused kernel's rows: _run_as_rows declined) runs its decodes through the
+        fused decode layers and its prompts as a forward of their own (plan/mixed_steps.py)."""
+        if self.split_from is None or self.fused is None or len(decodes) == len(chunks) \
+                or any(len(chunks[i].token_ids) - chunks[i].start > 1 or i in scored for i in decodes):
+            return False
+        context = sum(len(chunks[i].token_ids) for i in decodes) // max(len(decodes), 1)
+        return bool(decodes) and context >= self.split_from and self.fused.serves(len(decodes))
+
+    def _run_split(self, chunks: list[SeqChunk], decodes: list[int],
+                   scored: dict[int, int]) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:
+        """The decodes' forward, then the prompts' (each group of them attending apart), the logits in step order."""
+        prompts = [i for i in range(len(chunks)) if i not in set(decodes)]
+        where = {i: j for j, i in enumerate(prompts)}
+        decoded, _ = self._run_together([chunks[i] for i in decodes], False, {})
+        prompted, scores = self._run_groups([chunks[i] for i in prompts], False,
+                                            {where[i]: top_k for i, top_k in scored.items()})
+        logits = torch.empty((len(chunks), decoded.shape[1]), dtype=decoded.dtype, device=decoded.device)
+        logits[decodes] = decoded
+        logits[prompts] = prompted
+        return logits, {prompts[j]: score for j, score in scores.items()}
 
     def _run_together(self, chunks: list[SeqChunk], all_positions: bool, scored: dict[int, int],
                       parts: list[int] | None = None) -> tuple[torch.Tensor, dict[int, ScoredPrompt]]:

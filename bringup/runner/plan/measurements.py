@@ -17,6 +17,7 @@ from bringup.runner.plan.attention_timings import AttentionTimings
 from bringup.runner.plan.confirm import DecodeTimings
 from bringup.runner.plan.host_kernels import paged_decode_verdict, panels_why_not
 from bringup.runner.plan.layout import LayoutTimings, measure_layouts
+from bringup.runner.plan.mixed_steps import MixedTimings
 from bringup.runner.plan.prefill_chunk import PrefillTimings
 from bringup.runner.plan.prompt_layers import PromptTimings
 from bringup.runner.plan.quantize.activations import Comparison
@@ -39,6 +40,9 @@ class StartupMeasurements:
     # a prompt through the fused prompt layers and through the modules (timed unless given; given as data without
     # it, the fused prompt layers are not tried)
     prompt: PromptTimings | None = None
+    # a step past the fused decode layers' rows as one forward and as two (timed unless given; given as data without
+    # it, steps run as one forward)
+    mixed: MixedTimings | None = None
 
 
 def measure(device: torch.device, dtype: torch.dtype, config: ModelConfig) -> StartupMeasurements:

@@ -95,6 +95,9 @@ class ExecutionPlan:
     prefix_caching: Choice = field(default_factory=lambda: Choice(False, "not decided yet"))
     # value: prompt tokens a step may carry beside running decodes (None: prompts run whole)
     prefill_chunk: Choice = field(default_factory=lambda: Choice(None, "not decided yet"))
+    # value: the decodes' average context from which a step past the fused decode layers' rows runs as two forwards
+    # (0: always; None: one forward)
+    mixed_steps: Choice = field(default_factory=lambda: Choice(None, "not decided yet"))
     # value: which device holds which layers, the others left out with why (placement/placement.py); None: one device
     placement: Choice = field(default_factory=lambda: Choice(None, "one device named (--device)"))
     block_size: int = BLOCK_SIZE

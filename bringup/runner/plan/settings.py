@@ -40,6 +40,7 @@ SETTINGS = (  # in the order of the plan's rows
     Setting("max_num_batched_tokens", short="batch_tokens"),
     Setting("prefix_caching", short="prefix_cache", quiet="on", drafted=False),
     Setting("prefill_chunk", drafted=False),
+    Setting("mixed_steps", short="mixed", quiet="one forward", drafted=False),  # timed at start-up (startup/mixed.py)
     Setting("host_fallbacks", quiet="none"),
     Setting("global_fallback", quiet="none"),
     Setting("placement", quiet="one device"),

@@ -26,6 +26,8 @@ def shown(setting: str, value: Any, block_size: int) -> str:
         return "batch " + ", ".join(str(size) for size in value) if value else "off"
     if setting == "prefill_chunk":
         return shown_chunks(value)
+    if setting == "mixed_steps":  # the decodes' average context from which a step splits (plan/mixed_steps.py)
+        return "one forward" if value is None else "split" if value == 0 else f"split from context {value}"
     if isinstance(value, list):
         return " > ".join(value)  # the implementations in the order tried
     if setting == "compiled":

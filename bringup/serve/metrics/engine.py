@@ -100,8 +100,8 @@ def plan_labels(plan: ExecutionPlan) -> dict[str, str]:
             value = value.value
             if f.name == "compiled" and not value:
                 value = "eager"
-            if f.name == "placement":
-                value = plan.shown("placement")
+            if f.name in ("placement", "mixed_steps"):
+                value = plan.shown(f.name)
             if f.name in ("host_fallbacks", "global_fallback"):
                 value = ", ".join(value) if isinstance(value, list) else value
                 value = value or "none"

@@ -1,4 +1,4 @@
-"""Step 18, prefill chunk: the prefill_chunk row, from prefill and decode steps timed on the served plan, or replayed
+"""Step 19, prefill chunk: the prefill_chunk row, from prefill and decode steps timed on the served plan, or replayed
 from a tune record of the same block size (or none when the start's timings are given as data without them)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def prefill_chunk(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
         timings, how = given_replayed_or_measured(start, "prefill", lambda: measure_prefill(executor, plan),
                                                   replayable=same_blocks)
         timings = within(timings, plan)
-    chosen = choose_prefill_chunk(timings, plan.max_model_len.value)
+    chosen = choose_prefill_chunk(timings, plan.max_model_len.value, plan.max_num_seqs.value)
     return replace(plan, prefill_chunk=replace(chosen, evidence=f"{chosen.evidence}; {how}") if how else chosen)
 
 

@@ -17,6 +17,7 @@ from bringup.runner.engine.startup.derive import derive
 from bringup.runner.engine.startup.graphs import capture_graphs
 from bringup.runner.engine.startup.load import load_weights, size_cache, warm_up
 from bringup.runner.engine.startup.measure import measure_kernels
+from bringup.runner.engine.startup.mixed import mixed_steps
 from bringup.runner.engine.startup.prefix import prefix_caching
 from bringup.runner.engine.startup.prompt import fused_prompt
 from bringup.runner.engine.startup.quantize import auto_quantize, compare_unquantized
@@ -48,6 +49,7 @@ STEPS: tuple[Step, ...] = (
     compare_unquantized,  # quantization row against the unquantized plan (auto's choice may be withdrawn)
     capture_graphs,  # graphs row: decode steps captured per batch bucket, checked against eager, timed
     fused_prompt,  # prompt_layers row: a prompt timed through host kernels and through the modules
+    mixed_steps,  # mixed_steps row: a step past the fused decode layers' rows timed as one forward and as two
     prefill_chunk,  # prefill_chunk row: prefill and decode steps timed on the served plan
 )
 

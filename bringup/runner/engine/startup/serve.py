@@ -24,9 +24,13 @@ def host_fallbacks(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
 
 
 def follow(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
-    """The plan as it was; the executor running it, its compiled forward met with the decode shapes."""
+    """The plan, its attention row saying how prompts behind a cached context attend; the executor running it, its
+    compiled forward met with the decode shapes."""
     executor = start.bench.executor
     assert executor is not None
     executor.follow(plan)
     executor.warm_up_decode_shapes()
-    return plan
+    attention = plan.attention
+    said = (f"{attention.evidence}; a prompt behind a cached context longer than itself: "
+            f"{executor.attention.context_evidence}")
+    return replace(plan, attention=replace(attention, evidence=said))

@@ -127,6 +127,27 @@ def _late(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
                 yield ("prompt", path), "no runs: the choice compares the fastest of each path"
             for run, seconds in enumerate(runs):
                 yield from _seconds(("prompt", path, run), seconds)
+    yield from _mixed(r)
+
+
+def _mixed(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
+    mixed = r.mixed
+    if mixed is None:
+        return
+    if mixed.decodes < 1:
+        yield ("mixed", "decodes"), f"{mixed.decodes} is not a number of decoding sequences"
+    if mixed.tokens < 2:
+        yield ("mixed", "tokens"), f"{mixed.tokens} is not a prompt chunk of at least 2 tokens"
+    if sorted(mixed.one) != sorted(mixed.two) or len(mixed.one) != 2:
+        yield ("mixed",), "not two contexts timed both ways: the choice draws a line through two gains"
+    for side in ("one", "two"):
+        for context, runs in getattr(mixed, side).items():
+            if context < 1:
+                yield ("mixed", side, context), f"{context} is not a context of at least 1 token"
+            if not runs:
+                yield ("mixed", side, context), "no runs: the choice compares the fastest of each side"
+            for run, seconds in enumerate(runs):
+                yield from _seconds(("mixed", side, context, run), seconds)
 
 
 def _batches(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:

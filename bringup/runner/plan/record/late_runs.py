@@ -8,6 +8,7 @@ from typing import Any
 
 from bringup.runner.plan.attention_timings import AttentionTimings
 from bringup.runner.plan.measurements import StartupMeasurements
+from bringup.runner.plan.mixed_steps import MixedTimings
 from bringup.runner.plan.noise import floor_noise
 from bringup.runner.plan.prefill_chunk import PrefillTimings
 from bringup.runner.plan.prompt_layers import PromptTimings
@@ -19,11 +20,13 @@ def combine_late(runs: list[StartupMeasurements], noise: dict[str, float]) -> di
     prefill = [r.prefill for r in runs]
     attention = [r.attention for r in runs]
     prompt = [r.prompt for r in runs]
+    mixed = [r.mixed for r in runs]
     return {
         "graph_decode": None if None in graphs else _graphs([g for g in graphs if g is not None], noise),
         "prefill": None if None in prefill else _prefill([p for p in prefill if p is not None], noise),
         "attention": None if None in attention else _attention([a for a in attention if a is not None]),
         "prompt": None if None in prompt else _prompt([p for p in prompt if p is not None], noise),
+        "mixed": None if None in mixed else _mixed([m for m in mixed if m is not None], noise),
     }
 
 
@@ -62,3 +65,15 @@ def _prompt(runs: list[PromptTimings], noise: dict[str, float]) -> PromptTimings
     kernels, modules = [min(r.kernels) for r in runs], [min(r.modules) for r in runs]
     noise["prompt layers"] = max(floor_noise(kernels), floor_noise(modules))
     return PromptTimings(min(r.tokens for r in runs), kernels, modules)
+
+
+def _mixed(runs: list[MixedTimings], noise: dict[str, float]) -> MixedTimings | None:
+    """Each run's fastest of each side at each context (the contexts and step every run timed; None if they differ:
+    the cache held the decodes at another context)."""
+    first = runs[0]
+    if any((r.decodes, r.tokens, sorted(r.one)) != (first.decodes, first.tokens, sorted(first.one)) for r in runs):
+        return None
+    one = {c: [min(r.one[c]) for r in runs] for c in first.one}
+    two = {c: [min(r.two[c]) for r in runs] for c in first.one}
+    noise["mixed steps"] = max(floor_noise(seconds) for side in (one, two) for seconds in side.values())
+    return MixedTimings(first.decodes, first.tokens, one, two)

@@ -10,12 +10,14 @@ from typing import Any
 from bringup.profiles.sections.models import (
     AttentionCheckRecord,
     CandidateRecord,
+    MixedRecord,
     ModelPlanRecord,
     PrefillRecord,
     PromptRecord,
 )
 from bringup.runner.plan.attention_timings import AttentionTimings
 from bringup.runner.plan.measurements import StartupMeasurements
+from bringup.runner.plan.mixed_steps import MixedTimings
 from bringup.runner.plan.prefill_chunk import PrefillTimings
 from bringup.runner.plan.prompt_layers import PromptTimings
 
@@ -23,7 +25,7 @@ from bringup.runner.plan.prompt_layers import PromptTimings
 def recorded_fields(measured: StartupMeasurements) -> dict[str, Any]:
     """ModelPlanRecord's fields for these decisions."""
     graph = measured.graph_decode
-    prefill, attention, prompt = measured.prefill, measured.attention, measured.prompt
+    prefill, attention, prompt, mixed = measured.prefill, measured.attention, measured.prompt, measured.mixed
     return {
         "graph_decode": None if graph is None else CandidateRecord(candidate_s=graph[0], plain_s=graph[1],
                                                                    spread=graph[2]),
@@ -36,6 +38,9 @@ def recorded_fields(measured: StartupMeasurements) -> dict[str, Any]:
             seconds=dict(attention.seconds), cannot_run=dict(attention.cannot_run), tokens=attention.tokens),
         "prompt": None if prompt is None else PromptRecord(tokens=prompt.tokens, kernels=list(prompt.kernels),
                                                            modules=list(prompt.modules)),
+        "mixed": None if mixed is None else MixedRecord(
+            decodes=mixed.decodes, tokens=mixed.tokens, one={c: list(r) for c, r in mixed.one.items()},
+            two={c: list(r) for c, r in mixed.two.items()}),
     }
 
 
@@ -51,4 +56,7 @@ def replayed_fields(record: ModelPlanRecord) -> dict[str, Any]:
             attention.plain_error, attention.plain_s, dict(attention.errors), dict(attention.seconds),
             dict(attention.cannot_run), attention.tokens),
         "prompt": None if prompt is None else PromptTimings(prompt.tokens, list(prompt.kernels), list(prompt.modules)),
+        "mixed": None if record.mixed is None else MixedTimings(
+            record.mixed.decodes, record.mixed.tokens, {c: list(r) for c, r in record.mixed.one.items()},
+            {c: list(r) for c, r in record.mixed.two.items()}),
     }
