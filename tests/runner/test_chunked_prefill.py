@@ -15,6 +15,7 @@ from bringup.runner.plan.prefill_chunk import (
     choose_prefill_chunk,
     chunk_at,
     chunk_table,
+    decodes_step,
     row_seconds,
     shown_chunks,
 )
@@ -116,6 +117,41 @@ def test_a_stream_stalled_past_its_p99_no_longer_holds_prompts_to_chunks(max_tok
     sched.add(d)
     assert sched.schedule() == [a, d] and d.num_scheduled_tokens == (8 if chunked else 30)
     assert a.stalls == (1 if chunked else 2)
+
+
+def test_streams_stalled_past_their_p99_count_against_chunking():
+    """Chunking buys nothing for a stream whose p99 is already a stall and slows its steps: it counts with the
+    prompts waiting for a first token, against the streams chunking still protects."""
+    def streams(kept: int, stalled: int) -> list:  # type: ignore[type-arg]
+        decoding = [_seq(i, 3) for i in range(kept + stalled)]
+        _advance(decoding)
+        for seq in decoding[kept:]:
+            seq.params, seq.stalls = SamplingParams(max_tokens=16), 1  # one gap in 100 of 15 allows none
+        return decoding
+
+    table = [[1, 0, 0, 8]]
+    assert StepBudget(64, table, streams(kept=2, stalled=1), waiting=1).fits(_seq(9, 30), 30) == 8  # 2 >= 1 + 1
+    assert StepBudget(64, table, streams(kept=1, stalled=1), waiting=1).fits(_seq(9, 30), 30) == 30  # 1 < 1 + 1
+    assert StepBudget(64, table, streams(kept=3, stalled=2), waiting=1).fits(_seq(9, 30), 30) == 8  # 3 >= 1 + 2
+    assert StepBudget(64, table, streams(kept=0, stalled=2), waiting=1).fits(_seq(9, 30), 30) == 30
+
+
+def test_columns_past_the_full_batch_take_the_line_through_the_one_and_the_full_batch_timed():
+    ms = 1e-3
+    timings = PrefillTimings(10 * ms, {4: 12 * ms, 8: 15 * ms, 16: 20 * ms, 32: 30 * ms, 64: 50 * ms}, decodes=8,
+                             decodes_step=17 * ms)
+    # a decode row adds (17 - 10) / 7 = 1 ms: 16 decodes 25 ms, 32 decodes 41 ms
+    assert decodes_step(timings, 16, 0) == pytest.approx(25 * ms)
+    assert decodes_step(timings, 4, 0) == pytest.approx(10 * ms)  # fewer than the full batch: as one
+    table = chunk_table(timings, 4096, max_decodes=40)
+    assert sorted({d for d, _, _, _ in table}) == [1, 8, 16, 32]  # 64 > max_num_seqs 40
+    # a chunk may add 1.5 x the decodes' step over its one decode's 10 ms: beside 8, 25.5 ms, 40 tokens on the line
+    # from 32 (30 ms) to 64 (50); beside 16, 37.5 ms, 60 tokens; beside 32, 61.5 ms, past the largest timed: 64
+    assert [chunk_at(table, d, 0, 0) for d in (1, 8, 16, 32, 40)] == [23, 40, 60, 64, 64]
+    assert chunk_table(timings, 4096) == chunk_table(timings, 4096, max_decodes=8)
+    choice = choose_prefill_chunk(timings, 4096, max_decodes=40)
+    assert "a decode step of 8 sequences 17.0 ms (beside 16, 32+ decodes, their step on the line through the one " \
+           "and 8 timed)" in choice.evidence
 
 
 def test_a_scoring_prompt_is_never_cut():

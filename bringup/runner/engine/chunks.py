@@ -45,9 +45,10 @@ class StepBudget:
         self.whole = max_tokens - self.decodes  # room the decodes leave
         first_token = waiting + len(running) - self.decodes  # the requests waiting on a prefill for their next token
         kept = sum(p99_kept(seq) for seq in self.decoding)
-        # prompts run whole when nothing decodes, or when the requests waiting for a first token outnumber the streams
-        # whose gaps chunking would still protect
-        self.chunks = prefill_chunk if 0 < kept >= first_token else None
+        # prompts run whole when nothing decodes, or when the streams whose gaps chunking would still protect are
+        # outnumbered by the requests it costs: those waiting for a first token and the streams already stalled past
+        # their p99 (for whom a chunk step is a slower step that buys nothing)
+        self.chunks = prefill_chunk if 0 < kept >= first_token + self.decodes - kept else None
         self.prompt_spent = 0
         self.table = prefill_chunk
 

@@ -2,7 +2,8 @@
 
 One decode step of one sequence and one of a full batch, then steps of that one decode and a prompt chunk of
 MIN_CHUNK, 2 x, 4 x, ... tokens in one forward, each the best of REPEATS (interference only adds time), stopping at
-the first size past what a chunk may take beside a full batch at the longest context the table serves (the smallest
+the first size past what a chunk may take beside the most decodes at the longest context the table serves and the cache
+holds for them (the smallest
 chunk, timed first at no context and at a long one, gives what a decode row costs per token of its context); then the
 same steps with the chunk's prompt at a long context. The
 prompt's K/V go to the cache's first blocks and the decodes' to its last, before any request holds one; what the
@@ -22,6 +23,7 @@ from bringup.runner.plan.prefill_chunk import (
     FIRST_CONTEXT,
     PrefillTimings,
     chunk_sizes,
+    decode_counts,
     decodes_step,
     span_starts,
 )
@@ -53,9 +55,9 @@ def measure_prefill(executor: Executor, plan: ExecutionPlan) -> PrefillTimings |
     context = min(CONTEXT_TIMED, plan.max_model_len.value - smallest - 1, room - smallest)
     first = PrefillTimings(decode, {smallest: step(smallest, 0)}, "", context, {smallest: step(smallest, context)},
                            full, decodes) if context >= FIRST_CONTEXT else None
-    # the largest chunk any column may take: beside the full batch at the longest context the table serves
-    longest = span_starts(first, plan.max_model_len.value)[-1] if first is not None else 0
-    bound = (CHUNK_STEP_RATIO - 1) * (decodes_step(first, full, longest) if first is not None else max(decode, decodes))
+    # the largest chunk any column may take: beside the most decodes at the longest context the table serves that
+    # the cache holds for them all
+    bound = (CHUNK_STEP_RATIO - 1) * (slowest_decodes(first, plan) if first is not None else max(decode, decodes))
     by_tokens = {smallest: first.by_tokens[smallest]} if first is not None else {}
     for n in sizes:
         by_tokens[n] = by_tokens.get(n) or step(n, 0)
@@ -65,3 +67,11 @@ def measure_prefill(executor: Executor, plan: ExecutionPlan) -> PrefillTimings |
     at_context = {n: step(n, context) for n in by_tokens} if context >= FIRST_CONTEXT else {}
     return PrefillTimings(decode, by_tokens, f"best of {REPEATS}", context if at_context else 0, at_context, full,
                           decodes)
+
+
+def slowest_decodes(timings: PrefillTimings, plan: ExecutionPlan) -> float:
+    """The slowest step of decodes a column of the table serves: each count of decodes at the longest context of their
+    own the table serves and the cache holds for them all."""
+    longest, cache = span_starts(timings, plan.max_model_len.value)[-1], plan.kv_blocks.value * plan.block_size
+    return max(decodes_step(timings, d, min(longest, cache // d))
+               for d in decode_counts(timings, plan.max_num_seqs.value))
