@@ -70,7 +70,7 @@ def test_a_kernel_whose_log_sum_exp_is_wrong_is_refused_with_a_fallback():
     assert event.level == "op" and "merged by log-sum-exp" in event.wanted and "causal mask" in event.instead
     q = torch.randn(1, HEADS, 3, HEAD_DIM)
     context, own = torch.randn(1, KV_HEADS, 40, HEAD_DIM), torch.randn(1, HEADS, 3, HEAD_DIM)
-    assert dispatcher.with_context(q, context, context, own, own, HEAD_DIM ** -0.5) is None  # the masked path
+    assert dispatcher.with_context([q], context, context, [(own, own)], HEAD_DIM ** -0.5) is None  # the masked path
     with pytest.raises(StrictFallbackError):
         _dispatcher(FallbackRecorder(strict=True), _off_by(0.01))
 
@@ -88,8 +88,8 @@ def test_a_merge_that_fails_at_run_time_falls_back_once():
     dispatcher = _dispatcher(recorder, failing_later)
     q, own = torch.randn(1, HEADS, 3, HEAD_DIM), torch.randn(1, HEADS, 3, HEAD_DIM)
     context = torch.randn(1, KV_HEADS, 40, HEAD_DIM)
-    assert dispatcher.with_context(q, context, context, own, own, 0.2) is None
-    assert dispatcher.with_context(q, context, context, own, own, 0.2) is None  # not tried again
+    assert dispatcher.with_context([q], context, context, [(own, own)], 0.2) is None
+    assert dispatcher.with_context([q], context, context, [(own, own)], 0.2) is None  # not tried again
     assert len(calls) == 3 and len(recorder.events) == 1 and "the kernel faulted" in recorder.events[0].why
 
 
@@ -137,4 +137,43 @@ def test_not_checked_or_used_where_its_backend_is_not_planned():
     assert plain.context_evidence == "not used: sdpa_flash's merge is offered, but sdpa_flash is not planned"
     q, own = torch.randn(1, HEADS, 3, HEAD_DIM), torch.randn(1, HEADS, 3, HEAD_DIM)
     context = torch.randn(1, KV_HEADS, 40, HEAD_DIM)
-    assert plain.with_context(q, context, context, own, own, 0.2) is None and recorder.events == []
+    assert plain.with_context([q], context, context, [(own, own)], 0.2) is None and recorder.events == []
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one cached prefix", "contexts of their own"])
+def test_prompts_behind_one_cached_prefix_attend_it_in_one_call_with_the_logits_from_scratch(builtin_engine, shared):
+    """Three prompts behind 48 cached tokens: sharing the prefix's blocks, their queries attend it in one merged call
+    a layer; each behind a context of its own, they take the masked path. Each prompt's logits at every position are
+    those of the whole prompt computed cold, either way."""
+    executor, model = builtin_engine.executor, builtin_engine.executor.model
+    cached, news = 48, (9, 12, 5)
+    prefix = [(5 * i + 1) % 200 + 10 for i in range(cached)]
+    prompts = [prefix + [(11 * i + j) % 200 + 10 for i in range(n)] for j, n in enumerate(news)]
+    cold_tables = [[10 + 4 * j + b for b in range(4)] for j in range(3)]
+    warm_tables = [[0, 1, 2, 3 + j] if shared else [30 + 4 * j + b for b in range(4)] for j in range(3)]
+    recorder = FallbackRecorder()
+    dispatcher = _dispatcher(recorder, model=model)
+    ops, planned = model.ops, (model.ops.attend, model.ops.causal_attend, model.ops.context_attend)
+    calls = []
+
+    def counted(queries, *rest):  # type: ignore[no-untyped-def]
+        calls.append(len(queries))
+        return dispatcher.with_context(queries, *rest)
+
+    ops.attend, ops.causal_attend, ops.context_attend = dispatcher, dispatcher.causal, counted
+    prompt, fused = executor.prompt, executor.fused
+    executor.prompt = executor.fused = None
+    try:
+        cold = [executor.run_chunks([SeqChunk(p, 0, t)], all_positions=True)[cached:]
+                for p, t in zip(prompts, cold_tables, strict=True)]
+        for table in warm_tables[:1] if shared else warm_tables:
+            executor.run_chunks([SeqChunk(prefix, 0, table)])
+        calls.clear()
+        warm = executor.run_chunks([SeqChunk(p, cached, t) for p, t in zip(prompts, warm_tables, strict=True)],
+                                   all_positions=True)
+    finally:
+        ops.attend, ops.causal_attend, ops.context_attend = planned
+        executor.prompt, executor.fused = prompt, fused
+    assert calls == ([3] * model.config.num_layers if shared else [])
+    assert recorder.events == []
+    assert torch.allclose(warm, torch.cat(cold), atol=1e-4, rtol=0), (warm - torch.cat(cold)).abs().max()

@@ -18,7 +18,7 @@ from bringup.errors import BringupError, StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.profiles.attention_kinds import PLAIN_ATTENTION, SDPA_BACKENDS
 from bringup.runner.model.attention_layer import AttendFn, matmul_softmax_attention
-from bringup.runner.model.context_attention import merged_attention
+from bringup.runner.model.context_attention import merged_sharing
 
 
 def _sdpa(backend_name: str) -> AttendFn:
@@ -87,15 +87,15 @@ class AttentionDispatcher:
         context_attention.py) while `backend` serves; the caller checked it (engine/context_check.py)."""
         self._context, self.context_evidence = (backend, attend), evidence
 
-    def with_context(self, q: torch.Tensor, context_k: torch.Tensor, context_v: torch.Tensor, own_k: torch.Tensor,
-                     own_v: torch.Tensor, scale: float) -> torch.Tensor | None:
-        """One prompt behind a cached context by the merge, while its backend serves; None otherwise (the masked
-        path), or after the merge failed at run time (an op fallback, recorded)."""
+    def with_context(self, queries: list[torch.Tensor], context_k: torch.Tensor, context_v: torch.Tensor,
+                     owns: list[tuple[torch.Tensor, torch.Tensor]], scale: float) -> list[torch.Tensor] | None:
+        """Prompts behind one cached context (theirs, shared) by the merge, while its backend serves; None otherwise
+        (the masked path), or after the merge failed at run time (an op fallback, recorded)."""
         if self._context is None or self._context[0] != self.current or self.current in self.causal_refused:
             return None
         backend, attend = self._context
         try:
-            return merged_attention(attend, q, context_k, context_v, own_k, own_v, scale)
+            return merged_sharing(attend, queries, context_k, context_v, owns, scale)
         except StrictFallbackError:
             raise
         except Exception as exc:

@@ -33,11 +33,11 @@ DecodeAttendFn = Callable[..., "torch.Tensor | None"]
 # causal_attend(q [1, H, n, hd], k [1, H, n, hd], v [1, H, n, hd], scale) -> [1, H, n, hd]: one prompt with nothing
 # cached, each query attending to the keys up to its own, or None to take the masked path
 CausalAttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], "torch.Tensor | None"]
-# context_attend(q [1, H, n, hd], context k and v [1, kvH, c, hd], the prompt's own k and v [1, H, n, hd], scale)
-# -> [1, H, n, hd]: one prompt behind c cached tokens, each query attending to all of them and causally to its own
-# keys (context_attention.py), or None to take the masked path
-ContextAttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float],
-                           "torch.Tensor | None"]
+# context_attend(each prompt's q [1, H, n, hd], context k and v [1, kvH, c, hd], each prompt's own (k, v)
+# [1, H, n, hd], scale) -> each prompt's [1, H, n, hd]: prompts behind the same c cached tokens, each query attending to
+# all of them and causally to its prompt's own keys (context_attention.py), or None to take the masked path
+ContextAttendFn = Callable[[list[torch.Tensor], torch.Tensor, torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]],
+                            float], "list[torch.Tensor] | None"]
 
 
 @dataclass
@@ -203,37 +203,55 @@ class Attention(nn.Module):
         """Each sequence's `new` tokens (in order in q, k, v) over its `cached` context straight from the cache and
         over its own keys causally, no mask: a context no longer than the prompt as causal attention over context and
         prompt with the context's rows padded in as queries too (dropped after: a cached prefix costs its own rows),
-        a longer one merged by log-sum-exp (context_attend) where it is the step's only prompt (several short prompts
-        behind long contexts run faster batched under the mask: docs/runner.md). None: the masked path."""
+        longer ones merged by log-sum-exp (context_attend) where they share one context -- the step's only prompt, or
+        prompts that hit one cached prefix, whose queries attend it in one call (prompts behind several long contexts
+        run faster batched under the mask: docs/runner.md). None: the masked path."""
         H, D, G = self.num_heads, self.head_dim, self.num_heads // self.num_kv_heads
         causal, merged = self.ops.causal_attend, self.ops.context_attend
         assert causal is not None
-        if any(cached > n for cached, n in spans) and (merged is None or len(spans) > 1):
+        behind = [b for b, (cached, n) in enumerate(spans) if cached > n]  # merged: they must share one context
+        if behind and (merged is None or not _one_context(behind, spans, context_slots)):
             return None
-        outs, first = [], 0
+        outs: dict[int, torch.Tensor | None] = {}
+        sharing: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        first = 0
         for b, (cached, n) in enumerate(spans):
             end = first + n
             qs = q[first:end].transpose(0, 1).unsqueeze(0)
             ks = k[first:end].transpose(0, 1).repeat_interleave(G, dim=0).unsqueeze(0)
             vs = v[first:end].transpose(0, 1).repeat_interleave(G, dim=0).unsqueeze(0)
+            first = end
+            if cached > n:
+                sharing.append((qs, ks, vs))
+                continue
             context_k, context_v = (t.index_select(1, context_slots[b, :cached]).unsqueeze(0)
                                     for t in (self.cache.k, self.cache.v)) if cached else (None, None)
             if context_k is None or context_v is None:
-                out = causal(qs, ks, vs, self.scale)
-            elif cached <= n:
+                outs[b] = causal(qs, ks, vs, self.scale)
+            else:
                 padded = torch.cat((qs.new_zeros(1, H, cached, D), qs), dim=2)
                 every_k, every_v = (torch.cat((t.repeat_interleave(G, dim=1), own), dim=2)
                                     for t, own in ((context_k, ks), (context_v, vs)))
                 out = causal(padded, every_k, every_v, self.scale)
-                out = None if out is None else out[:, :, cached:]
-            else:
-                assert merged is not None
-                out = merged(qs, context_k, context_v, ks, vs, self.scale)
-            if out is None:
-                return None
-            outs.append(out[0].transpose(0, 1).reshape(n, H * D))
-            first = end
-        return torch.cat(outs)
+                outs[b] = None if out is None else out[:, :, cached:]
+        if sharing:
+            assert merged is not None
+            cached = spans[behind[0]][0]
+            context_k, context_v = (t.index_select(1, context_slots[behind[0], :cached]).unsqueeze(0)
+                                    for t in (self.cache.k, self.cache.v))
+            shared = merged([qs for qs, _, _ in sharing], context_k, context_v, [(ks, vs) for _, ks, vs in sharing],
+                            self.scale)
+            outs.update(zip(behind, shared or [None] * len(behind), strict=True))
+        if any(out is None for out in outs.values()):
+            return None
+        return torch.cat([outs[b][0].transpose(0, 1).reshape(n, H * D) for b, (_, n) in enumerate(spans)])
+
+
+def _one_context(behind: list[int], spans: list[tuple[int, int]], context_slots: torch.Tensor) -> bool:
+    """Whether the sequences `behind` have the same cached context: as long, in the same slots (one cached prefix)."""
+    cached = spans[behind[0]][0]
+    return all(spans[b][0] == cached and torch.equal(context_slots[b, :cached], context_slots[behind[0], :cached])
+               for b in behind[1:])
 
 
 def _head_norm(config: ModelConfig, spec: AttentionSpec) -> RMSNorm:

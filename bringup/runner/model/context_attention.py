@@ -23,15 +23,30 @@ def merged_attention(attend: LseAttentionFn, q: torch.Tensor, context_k: torch.T
                      own_k: torch.Tensor, own_v: torch.Tensor, scale: float) -> torch.Tensor:
     """The queries over the context (each kv head's query heads folded into its rows: no mask, so rows of several
     heads may share the keys unrepeated) and over their own keys (causal), merged by their log-sum-exps."""
-    _, heads, n, dim = q.shape
-    kv_heads = context_k.shape[1]
-    folded = q.reshape(1, kv_heads, heads // kv_heads * n, dim)
+    return merged_sharing(attend, [q], context_k, context_v, [(own_k, own_v)], scale)[0]
+
+
+def merged_sharing(attend: LseAttentionFn, queries: list[torch.Tensor], context_k: torch.Tensor,
+                   context_v: torch.Tensor, owns: list[tuple[torch.Tensor, torch.Tensor]],
+                   scale: float) -> list[torch.Tensor]:
+    """merged_attention for prompts behind one shared context (a cached prefix they all hit): every prompt's queries
+    over it in one call -- each query row's output and log-sum-exp are its own, whatever rows share the call -- and
+    each over its own keys causally."""
+    _, heads, _, dim = queries[0].shape
+    kv_heads, sizes = context_k.shape[1], [q.shape[2] for q in queries]
+    n = sum(sizes)
+    folded = torch.cat(queries, dim=2).reshape(1, kv_heads, heads // kv_heads * n, dim)
     out_context, lse_context = attend(folded, context_k, context_v, False, scale)
     out_context, lse_context = out_context.reshape(1, heads, n, dim), lse_context.reshape(1, heads, n)
-    out_own, lse_own = attend(q, own_k, own_v, True, scale)
-    top = torch.maximum(lse_context, lse_own)
-    w_context, w_own = (lse_context - top).exp().unsqueeze(-1), (lse_own - top).exp().unsqueeze(-1)
-    return ((out_context.float() * w_context + out_own.float() * w_own) / (w_context + w_own)).to(q.dtype)
+    merged, first = [], 0
+    for q, (own_k, own_v), size in zip(queries, owns, sizes, strict=True):
+        o1, l1 = out_context[:, :, first:first + size], lse_context[:, :, first:first + size]
+        o2, l2 = attend(q, own_k, own_v, True, scale)
+        top = torch.maximum(l1, l2)
+        w1, w2 = (l1 - top).exp().unsqueeze(-1), (l2 - top).exp().unsqueeze(-1)
+        merged.append(((o1.float() * w1 + o2.float() * w2) / (w1 + w2)).to(q.dtype))
+        first += size
+    return merged
 
 
 def context_errors(attend: LseAttentionFn, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
