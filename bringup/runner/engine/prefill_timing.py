@@ -2,12 +2,11 @@
 
 One decode step of one sequence and one of a full batch, then steps of that one decode and a prompt chunk of
 MIN_CHUNK, 2 x, 4 x, ... tokens in one forward, each the best of REPEATS (interference only adds time), stopping at
-the first size past what a chunk may take beside the most decodes at the longest context the table serves and the cache
-holds for them (the smallest
-chunk, timed first at no context and at a long one, gives what a decode row costs per token of its context); then the
-same steps with the chunk's prompt at a long context. The
-prompt's K/V go to the cache's first blocks and the decodes' to its last, before any request holds one; what the
-context's slots hold does not change the time.
+the first size past what a chunk may take beside the most decodes at the longest context the table serves and the
+cache holds for them (the smallest chunk, timed first at no context and at a long one, gives what a decode row costs
+per token of its context); then the same steps with the chunk's prompt at a long context. The prompt's K/V go to the
+cache's first blocks and the decodes' to its last, before any request holds one; what the context's slots hold does
+not change the time.
 """
 
 from __future__ import annotations
