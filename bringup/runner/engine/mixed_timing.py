@@ -1,6 +1,7 @@
 """A mixed step past the fused decode layers' rows timed at start-up both ways, for the mixed_steps row
 (plan/mixed_steps.py): DECODES decodes and the smallest timed prompt chunk that takes the step past the kernel's rows,
-as one forward and as two, alternated, with the decodes at one block of context and at a long one. The chunk's K/V go
+as one forward and as two, alternated, with the decodes at one block of context and at a long one, after WARM_UPS
+untimed rounds of all four (a first run of a shape pays for its kernels' set-up). The chunk's K/V go
 to the cache's first blocks and the decodes' to its last, before any request holds one; what the context's slots hold
 does not change the time."""
 
@@ -14,6 +15,7 @@ from bringup.runner.plan.plan import ExecutionPlan
 from bringup.runner.plan.prefill_chunk import chunk_sizes
 
 REPEATS = 3
+WARM_UPS = 2
 
 
 def why_not_timed(executor: Executor, plan: ExecutionPlan) -> str | None:
@@ -54,17 +56,20 @@ def measure_mixed(executor: Executor, plan: ExecutionPlan) -> MixedTimings | Non
     device, kept = executor.model.device, executor.split_from
     one: dict[int, list[float]] = {}
     two: dict[int, list[float]] = {}
+    steps = {context: [SeqChunk([1 + i] * (context + 1), context, tables[i]) for i in range(decodes)] + [chunk]
+             for context in (short, long)}
+    sides = {None: one, 0: two}  # executor.split_from: one forward, two
     try:
-        for context in (short, long):
-            step = [SeqChunk([1 + i] * (context + 1), context, tables[i]) for i in range(decodes)] + [chunk]
-            runs = {None: one.setdefault(context, []), 0: two.setdefault(context, [])}
-            for split in (None, 0):  # untimed first runs
-                executor.split_from = split
-                executor.run_chunks(step)
-            for _ in range(REPEATS):
-                for split, seconds in runs.items():
+        for _ in range(WARM_UPS):  # untimed: every shape and path met before any is timed
+            for step in steps.values():
+                for split in sides:
                     executor.split_from = split
-                    seconds.append(best_of(lambda s=step: executor.run_chunks(s), device, 1))
+                    executor.run_chunks(step)
+        for _ in range(REPEATS):
+            for context, step in steps.items():
+                for split, seconds in sides.items():
+                    executor.split_from = split
+                    seconds.setdefault(context, []).append(best_of(lambda s=step: executor.run_chunks(s), device, 1))
     finally:
         executor.split_from = kept
     return MixedTimings(decodes, tokens, one, two)

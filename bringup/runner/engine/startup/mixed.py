@@ -16,10 +16,10 @@ from bringup.runner.plan.plan import ExecutionPlan
 def mixed_steps(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     executor, given = start.bench.executor, start.inputs.options.measurements
     assert executor is not None
-    if given is not None and given.mixed is None:
-        choice = choose_mixed_steps(None, "", "the start's timings given as data without them")
-    elif (why := why_not_timed(executor, plan)) is not None:
+    if (why := why_not_timed(executor, plan)) is not None:
         choice = choose_mixed_steps(None, "", why)
+    elif given is not None and given.mixed is None:
+        choice = choose_mixed_steps(None, "", "the start's timings given as data without them")
     else:
         timings, how = given_replayed_or_measured(start, "mixed", lambda: measure_mixed(executor, plan))
         choice = choose_mixed_steps(timings, how, "no room in the KV cache for the decodes at a long context")
