@@ -40,6 +40,10 @@ def test_a_step_splits_from_where_the_line_through_the_two_gains_crosses_zero():
     assert split_from(within_noise) is None
     assert choose_mixed_steps(within_noise, "given").evidence.startswith("one forward: two forwards not faster")
     assert choose_mixed_steps(None, "", "no room").evidence == "one forward: not timed (no room)"
+    contended = choose_mixed_steps(replace(STATED, cpu_share=0.6), "measured")  # a busy loop on one of two cores
+    assert contended.value is None and contended.evidence.startswith("one forward: the timed threads had 60% of the "
+                                                                      "CPU, not clean evidence for a split")
+    assert choose_mixed_steps(replace(STATED, cpu_share=0.97), "measured").value == 85
 
 
 def _engine(tmp_path: Path, mixed: MixedTimings | None) -> LLMEngine:
@@ -103,6 +107,7 @@ def test_start_up_times_both_ways_at_a_short_and_a_long_context(tmp_path):
     room = (engine.plan.kv_blocks.value - 1) // 4 * 16 - 1  # each decode's blocks, beside the chunk's one
     assert sorted(timings.one) == sorted(timings.two) == [15, min(511, room)]
     assert all(len(runs) == 3 and min(runs) > 0 for side in (timings.one, timings.two) for runs in side.values())
+    assert timings.cpu_share is not None and 0 < timings.cpu_share <= 1
     assert executor.split_from == 85  # left as the plan has it
 
 

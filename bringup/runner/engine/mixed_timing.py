@@ -7,9 +7,11 @@ does not change the time."""
 
 from __future__ import annotations
 
+from bringup.backends.host import is_host
 from bringup.runner.engine.best_of import best_of
 from bringup.runner.engine.executor import Executor
 from bringup.runner.model.batch_inputs import SeqChunk
+from bringup.runner.plan.cpu_share import CpuShare
 from bringup.runner.plan.mixed_steps import DECODES, LONG_CONTEXT, MixedTimings
 from bringup.runner.plan.plan import ExecutionPlan
 from bringup.runner.plan.prefill_chunk import chunk_sizes
@@ -59,6 +61,7 @@ def measure_mixed(executor: Executor, plan: ExecutionPlan) -> MixedTimings | Non
     steps = {context: [SeqChunk([1 + i] * (context + 1), context, tables[i]) for i in range(decodes)] + [chunk]
              for context in (short, long)}
     sides = {None: one, 0: two}  # executor.split_from: one forward, two
+    share = CpuShare(is_host(device))
     try:
         for _ in range(WARM_UPS):  # untimed: every shape and path met before any is timed
             for step in steps.values():
@@ -69,7 +72,9 @@ def measure_mixed(executor: Executor, plan: ExecutionPlan) -> MixedTimings | Non
             for context, step in steps.items():
                 for split, seconds in sides.items():
                     executor.split_from = split
+                    share.start()
                     seconds.setdefault(context, []).append(best_of(lambda s=step: executor.run_chunks(s), device, 1))
+                    share.stop()
     finally:
         executor.split_from = kept
-    return MixedTimings(decodes, tokens, one, two)
+    return MixedTimings(decodes, tokens, one, two, share.share())

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from bringup.runner.plan.choice import Choice
-from bringup.runner.plan.noise import floor_noise, kept
+from bringup.runner.plan.noise import contended, floor_noise, kept, percent
 
 DECODES = 8  # the decodes of a timed step (or the plan's max_num_seqs, where fewer)
 LONG_CONTEXT = 512  # the decodes' long context (or what the cache and the model's context hold, where less)
@@ -32,6 +32,7 @@ class MixedTimings:
     tokens: int
     one: dict[int, list[float]]
     two: dict[int, list[float]]
+    cpu_share: float | None = None  # of the CPU the timed threads got (None: not measured, or replayed from a record)
 
 
 def split_from(timings: MixedTimings) -> int | None:
@@ -60,6 +61,9 @@ def choose_mixed_steps(timings: MixedTimings | None, how: str, why_not: str = ""
                       f"{min(timings.two[c]) * 1e3:.1f} ms" for c in sorted(timings.one))
     said = (f"a step of {timings.decodes} decodes and a {timings.tokens}-token prompt chunk, {timed} (the fastest of "
             f"{runs} runs each, alternated, {how}; floor noise {noise(timings):.0%})")
+    if contended(timings.cpu_share):
+        return Choice(None, f"{ONE_FORWARD}: the timed threads had {percent(timings.cpu_share or 0.0)} of the CPU, "
+                            f"not clean evidence for a split: {said}")
     start = split_from(timings)
     if start is None:
         return Choice(None, f"{ONE_FORWARD}: two forwards not faster beyond the noise at the long context: {said}")
