@@ -18,6 +18,7 @@ import functools
 import torch
 
 from bringup.backends.host import is_host
+from bringup.runner.host import flash_prompt
 from bringup.runner.host.decode_layers import (
     TOLERANCES,
     block_tables,
@@ -95,6 +96,9 @@ class FusedPrompt:
             require_host_tensor(name, getattr(model, name), model.dtype, dims=2, contiguous=True)
         if 2 * model.rope_cos.shape[1] > c.head_dim:
             raise HostKernelInputError(f"rotary tables of {2 * model.rope_cos.shape[1]} dims for heads of {c.head_dim}")
+        # prompts attend by the flash kernel straight from the cache (flash_prompt.py) where the plan says so
+        # (plan/host_kernels.prompt_flash_verdict); otherwise by the model's attention as planned
+        self.flash = False
 
     def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """The final-norm hidden states [T, hidden] of the step, its K/V written into the cache: what
@@ -136,7 +140,7 @@ class FusedPrompt:
         q = qkv[:, : H * D].view(T, H, D)
         k = qkv[:, H * D: (H + KV) * D].view(T, KV, D)
         v = qkv[:, (H + KV) * D: (H + 2 * KV) * D].view(T, KV, D)
-        attended = a.o_proj(a._attend(q, k, v, meta), kind).contiguous()
+        attended = a.o_proj(self._attention(a, q, k, v, meta), kind).contiguous()
         self._norm(x, attended, layer.post_attention_layernorm, normed)
         gate_up = mlp.gate_up_proj(normed, kind).contiguous()
         inter = c.intermediate_size
@@ -145,6 +149,26 @@ class FusedPrompt:
         act = torch.empty(T, inter, dtype=x.dtype)
         self.silu_mul(gate_up.data_ptr(), T, gate_up.shape[1], inter, act.data_ptr())
         return mlp.down_proj(act, kind).contiguous()
+
+    def _attention(self, a: torch.nn.Module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   meta: AttentionMetadata) -> torch.Tensor:
+        """The layer's attention output [T, H*D]: each prompt's by the flash kernel over its slots in the cache (its
+        K/V already written there), where `flash`; the model's own otherwise, and for decode rows."""
+        if meta.parts is not None:
+            return torch.cat([self._attention(a, q[part.first:part.end], k[part.first:part.end],
+                                              v[part.first:part.end], part.meta) for part in meta.parts])
+        spans = [(0, n) for n in meta.fresh] if meta.fresh is not None else meta.spans
+        if spans is None or not self.flash:
+            return a._attend(q, k, v, meta)
+        out, first = torch.empty(q.shape[0], q.shape[1] * q.shape[2], dtype=q.dtype), 0
+        for b, (cached, n) in enumerate(spans):
+            end = first + n
+            if flash_prompt.run(q[first:end], a.cache.k, a.cache.v, meta.context_slots[b, :cached + n], a.scale,
+                                out[first:end]) is None:
+                raise HostKernelInputError("the prompt flash kernel declined a prompt of "
+                                           f"{n} tokens behind {cached}")
+            first = end
+        return out
 
     def _norm(self, x: torch.Tensor, delta: torch.Tensor | None, norm: torch.nn.Module, out: torch.Tensor) -> None:
         """x += delta (when given), then out = norm(x)."""

@@ -14,9 +14,10 @@ import functools
 import torch
 
 from bringup.profiles.attention_kinds import PAGED_DECODE
-from bringup.runner.host import decode_layers, paged_decode
+from bringup.runner.host import decode_layers, flash_prompt, paged_decode
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
+from bringup.runner.plan.attention_timings import ERROR_FACTOR, ERROR_SLACK
 from bringup.runner.plan.layout import STREAM_BYTES, LayoutTimings, linear_weight_bytes
 from bringup.runner.plan.noise import kept
 from bringup.runner.plan.plan import FUSED, MARGIN, MODULES, Choice
@@ -120,6 +121,31 @@ def with_paged_decode(attention: Choice, use: bool, why: str) -> Choice:
 def every_step_attention(attention: list[str]) -> list[str]:
     """The attention implementations that serve every step: the plan's list without the decode-only kernel."""
     return [name for name in attention if name != PAGED_DECODE]
+
+
+# ------------------------------------------------------------------------------------ prompts' flash kernel
+BF16_UNIT = 2.0 ** -8  # bfloat16's unit roundoff: a systematic scale beyond it is no rounding's doing (DESIGN.md)
+
+
+@functools.lru_cache(maxsize=16)
+def prompt_flash_verdict(dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int) -> tuple[bool, str]:
+    """Whether the fused prompt layers attend prompts by the AMX flash kernel (host/flash_prompt.py), and the evidence
+    either way: it runs here, is not materially less accurate against float64 than the plain path (the start-up
+    attention check's rule), and its outputs carry no systematic scale beyond bfloat16's unit roundoff (the bias
+    test's floor). Its speed is the prompt layers' timing on the served model."""
+    if dtype != torch.bfloat16:
+        return False, f"bfloat16 only; the model runs {str(dtype).removeprefix('torch.')}"
+    why = flash_prompt.declines(heads, kv_heads, head_dim)
+    if why is not None:
+        return False, why
+    check = flash_prompt.checked(heads, kv_heads, head_dim)
+    errors = f"error {check.error:.2g} vs the plain path's {check.plain_error:.2g} against float64, scale " \
+             f"{check.scale_error:+.1e}, on {len(flash_prompt.CHECK_CASES)} prompts fresh and behind cached contexts"
+    if check.error > ERROR_FACTOR * check.plain_error + ERROR_SLACK:
+        return False, f"{errors}: less accurate than the plain path"
+    if abs(check.scale_error) > BF16_UNIT:
+        return False, f"{errors}: biased (a systematic scale beyond bfloat16's rounding)"
+    return True, errors
 
 
 # ------------------------------------------------------------------------------------ fused decode layers

@@ -13,6 +13,7 @@ from bringup.runner.engine.startup.context import Start
 from bringup.runner.engine.startup.late_source import given_replayed_or_measured
 from bringup.runner.host import prompt_layers
 from bringup.runner.model.batch_inputs import SeqChunk
+from bringup.runner.plan.host_kernels import prompt_flash_verdict
 from bringup.runner.plan.plan import FUSED, MODULES, Choice, ExecutionPlan
 from bringup.runner.plan.prompt_layers import PromptTimings, choose_prompt_layers
 from bringup.runner.weights.kernels.build import HostKernelInputError, KernelUnavailable
@@ -28,12 +29,19 @@ def fused_prompt(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
         return replace(plan, prompt_layers=Choice(MODULES, "the model's modules: fused prompt layers not tried (the "
                                                            "start's timings given as data without them)"))
     why = prompt_layers.cannot_fuse(model, plan.max_model_len.value)
-    fused = None
+    fused, flash = None, (False, "not tried")
     if why is None:
         try:
             fused = prompt_layers.FusedPrompt(model)
+            flash = prompt_flash_verdict(model.dtype, model.config.num_heads,
+                                         model.config.num_kv_heads, model.config.head_dim)
+            fused.flash = flash[0]
             why = prompt_layers.check_on_model(fused, plan.block_size, plan.max_model_len.value,
                                                plan.kv_blocks.value)
+            if why is not None and fused.flash:  # used only where the layers with it match the plan's attention too
+                fused.flash, flash = False, (False, f"the layers with it differ from the modules ({why})")
+                why = prompt_layers.check_on_model(fused, plan.block_size, plan.max_model_len.value,
+                                                   plan.kv_blocks.value)
         except (KernelUnavailable, HostKernelInputError) as exc:
             why = str(exc)
     if why is not None or fused is None:
@@ -42,7 +50,7 @@ def fused_prompt(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
     if timings is None:
         return replace(plan, prompt_layers=Choice(MODULES, "the model's modules: fused prompt layers not timed (no "
                                                            "room in the KV cache for a prompt)"))
-    choice = choose_prompt_layers(timings, how)
+    choice = choose_prompt_layers(timings, how, flash)
     executor.prompt = fused if choice.value == FUSED else None
     return replace(plan, prompt_layers=choice)
 
