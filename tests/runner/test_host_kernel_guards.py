@@ -54,7 +54,9 @@ def _non_contiguous(t: torch.Tensor) -> torch.Tensor:
 
 
 BAD_DECODE_INPUTS: dict[str, tuple[Callable[[DecodeArgs], DecodeArgs], str]] = {
-    "bfloat16 q": (lambda a: {**a, "q": a["q"].bfloat16()}, r"q is torch\.bfloat16; the kernel reads torch\.float32"),
+    "bfloat16 q": (lambda a: {**a, "q": a["q"].bfloat16()},
+                   r"k_cache is torch\.float32 but q is torch\.bfloat16; the kernel reads one dtype for both"),
+    "float16 q": (lambda a: {**a, "q": a["q"].half()}, r"q is torch\.float16; the kernel reads torch\.float32"),
     "float16 k_cache": (lambda a: {**a, "k_cache": a["k_cache"].half()},
                         r"k_cache is torch\.float16; the kernel reads torch\.float32"),
     "float64 v_cache": (lambda a: {**a, "v_cache": a["v_cache"].double()},
@@ -118,23 +120,30 @@ def test_slots_past_each_context_length_are_not_read_so_not_checked():
     paged_decode.check_inputs(**args)
 
 
-def test_the_original_crash_bfloat16_into_paged_decode_raises_instead(tmp_path):
+def test_the_original_crash_bfloat16_into_paged_decode_runs_its_own_entry_or_is_refused(tmp_path):
     """On an Intel host bfloat16 tensors forced onto the float32 kernel read past its buffers and aborted the
-    process; in a child process, so that a regression fails this test instead of killing the run."""
+    process; now bfloat16 throughout runs the bfloat16 entry point, and bfloat16 queries beside float32 caches are
+    refused. In a child process, so that a regression fails this test instead of killing the run."""
     script = textwrap.dedent("""
         import torch
         from bringup.runner.host import paged_decode
         from bringup.runner.weights.kernels.build import HostKernelInputError
         args = paged_decode._case(8, 4, 32, 5, 130, 256, 0, torch.device("cpu"))
         q, k, v = (t.to(torch.bfloat16) for t in args[:3])
+        got = paged_decode.run(q, k, v, args[3], args[4], 32**-0.5)
+        want = paged_decode.gather_reference(q, k, v, args[3], args[4], 32**-0.5)
+        print("difference:", float((got.float() - want.float()).abs().max() / want.float().abs().max()))
         try:
-            paged_decode.run(q, k, v, args[3], args[4], 32**-0.5)
+            paged_decode.run(q, *args[1:3], args[3], args[4], 32**-0.5)
         except HostKernelInputError as exc:
             print("refused:", exc)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "refused: q is torch.bfloat16; the kernel reads torch.float32 only" in done.stdout
+    difference = float(done.stdout.split("difference:")[1].split()[0])
+    assert difference <= 2**-6  # rounded where the bfloat16 gather path rounds: a step apart at most
+    assert "refused: k_cache is torch.float32 but q is torch.bfloat16; the kernel reads one dtype for both" \
+        in done.stdout
 
 
 def _panel_args() -> dict[str, torch.Tensor]:

@@ -38,6 +38,8 @@ def test_check_passes_where_the_kernel_builds():
 def test_check_says_why_it_cannot_be_used():
     assert "not in host memory" in paged_decode.check(torch.device("meta"), torch.float32, 8, 4, 32)
     assert "float32 only" in paged_decode.check(torch.device("cpu"), torch.float16, 8, 4, 32)
+    from bringup.runner.plan.host_kernels import paged_decode_why_not
+    assert "not in host memory" in paged_decode_why_not(torch.device("meta"), torch.bfloat16, 8, 4, 32)[0]
 
 
 def _engine(tmp_path, strict: bool = False, planned: bool = False) -> LLMEngine:
@@ -84,3 +86,20 @@ def test_under_torch_compile_it_is_one_opaque_op(inductor_cache_dir):
     args = paged_decode._case(8, 4, 32, batch=3, length=20, slots=64, seed=1, device=torch.device("cpu"))
     fn = torch.compile(lambda *a: paged_decode.attend(*a, 0.2) * 2, fullgraph=True)
     assert (fn(*args) - 2 * paged_decode.gather_reference(*args, 0.2)).abs().max().item() <= 1e-5
+
+
+@needs_compiler
+@pytest.mark.parametrize(("heads", "kv_heads", "head_dim"), [(9, 3, 64), (4, 2, 128), (6, 6, 24)])
+def test_bfloat16_is_judged_against_float64_and_a_biased_kernel_refused(heads, kv_heads, head_dim, monkeypatch):
+    from bringup.runner.plan.host_kernels import paged_decode_why_not
+
+    cpu = torch.device("cpu")
+    why, evidence = paged_decode_why_not(cpu, torch.bfloat16, heads, kv_heads, head_dim)
+    assert why is None and "against float64, scale" in evidence and "on 3 ragged decode steps" in evidence
+    check = paged_decode.checked_bf16(heads, kv_heads, head_dim)
+    assert check.error <= 2 * check.plain_error + 1e-6 and abs(check.scale_error) < 2**-10
+    real = paged_decode.run
+    monkeypatch.setattr(paged_decode, "run", lambda *a: real(*a) * 1.005)  # every output 0.5 % high
+    why, _ = paged_decode_why_not(cpu, torch.bfloat16, heads, kv_heads, head_dim)
+    assert why is not None and (why.endswith("biased (a systematic scale beyond bfloat16's rounding)")
+                                or why.endswith("less accurate than the plain path")), why

@@ -30,6 +30,7 @@ STEPS = 4  # timed decode steps per measurement (after one untimed step)
 ROUNDS = 4  # a candidate and its plain path are each timed this many times, in turn
 BUDGET_S = 1.5  # ... or fewer, when they take longer than this
 CONTEXT = 128  # tokens of context the timed decode steps start from
+PAGED_BATCH = 8  # the batch paged decode is timed on beside the fused decode layers
 SWEEP_BUDGET_S = 3.0
 
 
@@ -50,10 +51,15 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     candidates, spreads = timed.candidates, timed.spreads
     skipped: dict[str, str] = {}
     fused, executor.fused = executor.fused, None  # off while the paths it would replace are timed
-    for name, owner, attribute in ((COMPILED, executor, "compiled"), (PAGED, model, "decode_attend")):
+    # beside the fused decode layers, paged decode serves only decode rows they do not: several beside prompts in a
+    # mixed step, or batches past the kernel's rows; it is timed on such a batch
+    paged_batch = PAGED_BATCH if fused is not None else 1
+    for name, owner, attribute, batch in ((COMPILED, executor, "compiled", 1),
+                                          (PAGED, model, "decode_attend", paged_batch)):
         if getattr(owner, attribute) is not None:
             candidate = getattr(owner, attribute)
-            on = timed.kept(name, lambda on, o=owner, a=attribute, c=candidate: setattr(o, a, c if on else None))
+            on = timed.kept(name, lambda on, o=owner, a=attribute, c=candidate: setattr(o, a, c if on else None),
+                            batch)
             setattr(owner, attribute, candidate if on else None)
     if plan.experts.value == GROUPED and sparse_blocks(model):
         grouped = timed.kept(EXPERTS, lambda on: use_expert_path(model, GROUPED if on else DENSE))
@@ -95,7 +101,9 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
         again = second_pass(step, by_batch, min(plan.max_num_seqs.value, memory_batch))
     share = step.share.share()
     how = (f"fastest of {ROUNDS} rounds of up to {STEPS} decode steps each, the two sides timed in turn, from "
-           f"{context} tokens of context, batch 1; weight layouts on the eager forward"
+           f"{context} tokens of context, batch 1" + (f" ({PAGED} batch {paged_batch})" if PAGED in candidates and
+                                                       paged_batch > 1 else "")
+           + "; weight layouts on the eager forward"
            + (f"; the timed threads had {share:.0%} of the CPU" if share is not None else ""))
     batch_spreads = {b: step.spreads[b] for b in by_batch if b in step.spreads}
     return DecodeTimings(candidates, by_batch, skipped, how, spreads, batch_spreads, again, memory_batch, share)
@@ -109,9 +117,9 @@ class TimedCandidates:
         self.candidates: dict[str, tuple[float, float]] = {}
         self.spreads: dict[str, float] = {}
 
-    def kept(self, name: str, use_candidate: Callable[[bool], None]) -> bool:
+    def kept(self, name: str, use_candidate: Callable[[bool], None], batch: int = 1) -> bool:
         """Time `name` in turn with its plain path; whether it won beyond the noise (the caller switches it)."""
-        candidate, plain, spread = timed_pair(self.step, use_candidate)
+        candidate, plain, spread = timed_pair(self.step, use_candidate, batch)
         self.candidates[name], self.spreads[name] = (candidate, plain), spread
         return kept(candidate, plain, spread)
 
@@ -122,14 +130,15 @@ def alternated(step: DecodeSteps, use_candidate: Callable[[bool], None]) -> tupl
     return candidate, plain
 
 
-def timed_pair(step: DecodeSteps, use_candidate: Callable[[bool], None]) -> tuple[float, float, float]:
+def timed_pair(step: DecodeSteps, use_candidate: Callable[[bool], None], batch: int = 1
+               ) -> tuple[float, float, float]:
     """(candidate, plain, noise): plain and candidate timed in turn, ROUNDS times each, the fastest step of each
     side kept, so a machine warming up or a neighbour's burst does not favour one side; the noise is the larger of
     the two sides' floor noise across their rounds."""
     rounds: dict[bool, list[float]] = {True: [], False: []}
     for _, on in itertools.product(range(ROUNDS), (False, True)):
         use_candidate(on)
-        rounds[on].append(step.seconds(1))
+        rounds[on].append(step.seconds(batch))
     return min(rounds[True]), min(rounds[False]), max(floor_noise(rounds[True]), floor_noise(rounds[False]))
 
 

@@ -19,20 +19,25 @@ import torch
 from bringup.errors import StrictFallbackError, exception_line
 from bringup.fallbacks import FallbackRecorder
 from bringup.profiles.attention_kinds import PAGED_DECODE as NAME
+from bringup.runner.host.kernel_check import KernelCheck, against_float64
 from bringup.runner.model.attention_layer import matmul_softmax_attention
 from bringup.runner.weights.kernels.build import HostKernelInputError, check_host_kernel, load, require_host_tensor
 
+CHECK_CASES = ((1, 1), (3, 37), (5, 130))  # (sequences, context): one token, and ragged contexts
 HOST_KERNELS = Path(__file__).parent / "kernels"  # the model's own host kernels (the weights' are in weights/kernels)
 
 
 @functools.lru_cache(maxsize=1)
 def library() -> ctypes.CDLL:
     lib = load("paged_decode.cpp", HOST_KERNELS)
-    fn = lib.bringup_paged_decode
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    fn.argtypes = [ptr, i64, i64, i64, i64, ptr, ptr, i64, ptr, i64, ptr, ctypes.c_float, ptr]
-    fn.restype = None
+    for fn in (lib.bringup_paged_decode, lib.bringup_paged_decode_bf16):
+        fn.argtypes = [ptr, i64, i64, i64, i64, ptr, ptr, i64, ptr, i64, ptr, ctypes.c_float, ptr]
+        fn.restype = None
     return lib
+
+
+ENTRY_POINTS = {torch.float32: "bringup_paged_decode", torch.bfloat16: "bringup_paged_decode_bf16"}
 
 
 def run(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_slots: torch.Tensor,
@@ -45,19 +50,23 @@ def run(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_s
     if context_slots.stride(-1) != 1:
         context_slots = context_slots.contiguous()
     out = torch.empty(B, H * D, dtype=q.dtype, device=q.device)
-    library().bringup_paged_decode(q.data_ptr(), B, H, KV, D, k_cache.data_ptr(), v_cache.data_ptr(), S,
-                                   context_slots.data_ptr(), context_slots.stride(0), context_lens.data_ptr(),
-                                   scale, out.data_ptr())
+    getattr(library(), ENTRY_POINTS[q.dtype])(q.data_ptr(), B, H, KV, D, k_cache.data_ptr(), v_cache.data_ptr(), S,
+                                              context_slots.data_ptr(), context_slots.stride(0),
+                                              context_lens.data_ptr(), scale, out.data_ptr())
     return out
 
 
 def check_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_slots: torch.Tensor,
                  context_lens: torch.Tensor) -> None:
     """HostKernelInputError unless the kernel can read every argument safely: host memory, the dtypes the C++
-    reads (float32 data, int64 slots and lengths), shapes that agree, and only slots inside the caches."""
-    require_host_tensor("q", q, torch.float32, dims=3)
-    require_host_tensor("k_cache", k_cache, torch.float32, dims=3, contiguous=True)
-    require_host_tensor("v_cache", v_cache, torch.float32, dims=3, contiguous=True)
+    reads (float32 or bfloat16 data, all one dtype; int64 slots and lengths), shapes that agree, and only slots inside
+    the caches."""
+    dtype = q.dtype if q.dtype in ENTRY_POINTS else torch.float32
+    require_host_tensor("q", q, dtype, dims=3)
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if cache.dtype != dtype and cache.dtype in ENTRY_POINTS:
+            raise HostKernelInputError(f"{name} is {cache.dtype} but q is {dtype}; the kernel reads one dtype for both")
+        require_host_tensor(name, cache, dtype, dims=3, contiguous=True)
     require_host_tensor("context_slots", context_slots, torch.int64, dims=2)
     require_host_tensor("context_lens", context_lens, torch.int64, dims=1)
     _check_shapes(q, k_cache, v_cache, context_slots, context_lens)
@@ -146,11 +155,12 @@ def _case(heads: int, kv_heads: int, head_dim: int, batch: int, length: int, slo
 
 
 def check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int) -> str | None:
-    """None when the kernel builds, runs here and matches the gather path; otherwise why not."""
+    """None when the float32 kernel builds, runs here and matches the gather path; otherwise why not (bfloat16 is
+    judged against float64 instead: checked_bf16)."""
 
     def worst_error() -> float:
         worst = 0.0
-        for seed, (batch, length) in enumerate(((1, 1), (3, 37), (5, 130))):
+        for seed, (batch, length) in enumerate(CHECK_CASES):
             args = _case(heads, kv_heads, head_dim, batch, length, 256, seed, device)
             with torch.inference_mode():
                 worst = max(worst, (attend(*args, head_dim**-0.5) - gather_reference(*args, head_dim**-0.5)
@@ -160,10 +170,25 @@ def check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, h
     return check_host_kernel(device, dtype, worst_error, "paged decode differs from matmul-softmax")
 
 
+def checked_bf16(heads: int, kv_heads: int, head_dim: int) -> KernelCheck:
+    """The bfloat16 kernel and the bfloat16 gather path against float64 from the same inputs (host memory)."""
+    cases = []
+    for seed, (batch, length) in enumerate(CHECK_CASES):
+        q, k, v, slots, lens = _case(heads, kv_heads, head_dim, batch, length, 256, seed, torch.device("cpu"))
+        q, k, v = q.bfloat16(), k.bfloat16(), v.bfloat16()
+        with torch.inference_mode():
+            got = attend(q, k, v, slots, lens, head_dim**-0.5)
+            plain = gather_reference(q, k, v, slots, lens, head_dim**-0.5)
+            reference = gather_reference(q.double(), k.double(), v.double(), slots, lens, head_dim**-0.5)
+        cases.append((got, plain, reference))
+    return against_float64(cases)
+
+
 def time_against_gather(device: torch.device, heads: int, kv_heads: int, head_dim: int, batch: int = 8,
-                        length: int = 256, reps: int = 20) -> tuple[float, float]:
+                        length: int = 256, reps: int = 20, dtype: torch.dtype = torch.float32) -> tuple[float, float]:
     """Best seconds per call (kernel, gather path) on a decode step of `batch` sequences of `length` tokens."""
     args = _case(heads, kv_heads, head_dim, batch, length, 8 * batch * length, 99, device)
+    args = (*(t.to(dtype) for t in args[:3]), *args[3:])
     args[4].fill_(length)
     scale = head_dim**-0.5
     best = {"kernel": float("inf"), "gather": float("inf")}

@@ -13,8 +13,10 @@ import functools
 
 import torch
 
+from bringup.backends.host import is_host
 from bringup.profiles.attention_kinds import PAGED_DECODE
 from bringup.runner.host import decode_layers, flash_prompt, paged_decode
+from bringup.runner.host.kernel_check import KernelCheck
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.model.decoder import DecoderModel, WeightLayout
 from bringup.runner.plan.attention_timings import ERROR_FACTOR, ERROR_SLACK
@@ -96,18 +98,51 @@ def _winner(seconds: dict[str, float], incumbent: str, spread: dict[str, float] 
 
 
 
+# ------------------------------------------------------------------------------------ accuracy of a host kernel
+BF16_UNIT = 2.0 ** -8  # bfloat16's unit roundoff: a systematic scale beyond it is no rounding's doing (DESIGN.md)
+
+
+def accuracy_verdict(check: KernelCheck, cases: str) -> tuple[bool, str]:
+    """A bfloat16 kernel against float64 beside the plain path: not materially less accurate (the start-up attention
+    check's rule) and no systematic scale beyond bfloat16's unit roundoff (the bias test's floor); the evidence."""
+    errors = f"error {check.error:.2g} vs the plain path's {check.plain_error:.2g} against float64, scale " \
+             f"{check.scale_error:+.1e}, on {cases}"
+    if check.error > ERROR_FACTOR * check.plain_error + ERROR_SLACK:
+        return False, f"{errors}: less accurate than the plain path"
+    if abs(check.scale_error) > BF16_UNIT:
+        return False, f"{errors}: biased (a systematic scale beyond bfloat16's rounding)"
+    return True, errors
+
+
 # ------------------------------------------------------------------------------------ paged decode attention
+def paged_decode_why_not(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int
+                         ) -> tuple[str | None, str]:
+    """(None, how it matched) where the paged decode kernel runs here and is accurate: in float32 it matches the
+    gather path; in bfloat16 it passes accuracy_verdict against float64. Otherwise (why not, "")."""
+    if dtype == torch.bfloat16:
+        if not is_host(device):
+            return f"a host-memory kernel; tensors on {device} are not in host memory", ""
+        try:
+            used, evidence = accuracy_verdict(paged_decode.checked_bf16(heads, kv_heads, head_dim),
+                                              f"{len(paged_decode.CHECK_CASES)} ragged decode steps")
+        except KernelUnavailable as exc:
+            return str(exc), ""
+        return (None, evidence) if used else (evidence, "")
+    why = paged_decode.check(device, dtype, heads, kv_heads, head_dim)
+    return why, "matches matmul-softmax on a check"
+
+
 @functools.lru_cache(maxsize=16)
 def paged_decode_verdict(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int
                          ) -> tuple[bool, str]:
     """Whether the paged decode kernel checks out here and is faster than gather + matmul-softmax, and why."""
-    why = paged_decode.check(device, dtype, heads, kv_heads, head_dim)
+    why, matched = paged_decode_why_not(device, dtype, heads, kv_heads, head_dim)
     if why is not None:
         return False, why
-    kernel, gather = paged_decode.time_against_gather(device, heads, kv_heads, head_dim)
+    kernel, gather = paged_decode.time_against_gather(device, heads, kv_heads, head_dim, dtype=dtype)
     timing = f"{kernel * 1e6:.0f}us vs gather + matmul-softmax {gather * 1e6:.0f}us on an 8 x 256-token decode step"
     if kernel < MARGIN * gather:
-        return True, f"reads K/V in place; matches matmul-softmax on a check; {timing}"
+        return True, f"reads K/V in place; {matched}; {timing}"
     return False, f"not faster: {timing}"
 
 
@@ -124,28 +159,18 @@ def every_step_attention(attention: list[str]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ prompts' flash kernel
-BF16_UNIT = 2.0 ** -8  # bfloat16's unit roundoff: a systematic scale beyond it is no rounding's doing (DESIGN.md)
-
-
 @functools.lru_cache(maxsize=16)
 def prompt_flash_verdict(dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int) -> tuple[bool, str]:
     """Whether the fused prompt layers attend prompts by the AMX flash kernel (host/flash_prompt.py), and the evidence
-    either way: it runs here, is not materially less accurate against float64 than the plain path (the start-up
-    attention check's rule), and its outputs carry no systematic scale beyond bfloat16's unit roundoff (the bias
-    test's floor). Its speed is the prompt layers' timing on the served model."""
+    either way: it runs here and passes accuracy_verdict against float64. Its speed is the prompt layers' timing on
+    the served model."""
     if dtype != torch.bfloat16:
         return False, f"bfloat16 only; the model runs {str(dtype).removeprefix('torch.')}"
     why = flash_prompt.declines(heads, kv_heads, head_dim)
     if why is not None:
         return False, why
-    check = flash_prompt.checked(heads, kv_heads, head_dim)
-    errors = f"error {check.error:.2g} vs the plain path's {check.plain_error:.2g} against float64, scale " \
-             f"{check.scale_error:+.1e}, on {len(flash_prompt.CHECK_CASES)} prompts fresh and behind cached contexts"
-    if check.error > ERROR_FACTOR * check.plain_error + ERROR_SLACK:
-        return False, f"{errors}: less accurate than the plain path"
-    if abs(check.scale_error) > BF16_UNIT:
-        return False, f"{errors}: biased (a systematic scale beyond bfloat16's rounding)"
-    return True, errors
+    return accuracy_verdict(flash_prompt.checked(heads, kv_heads, head_dim),
+                            f"{len(flash_prompt.CHECK_CASES)} prompts fresh and behind cached contexts")
 
 
 # ------------------------------------------------------------------------------------ fused decode layers

@@ -16,10 +16,9 @@ import torch
 
 from bringup.profiles.schema import Profile
 from bringup.profiles.sections.models import PLAN_VALUES_AS_DATA, CandidateRecord, ModelPlanRecord, RecordedChoice
-from bringup.runner.host import paged_decode
 from bringup.runner.model.config import ModelConfig
 from bringup.runner.plan.confirm import DecodeTimings
-from bringup.runner.plan.host_kernels import panels_why_not
+from bringup.runner.plan.host_kernels import paged_decode_why_not, panels_why_not
 from bringup.runner.plan.layout import LayoutTimings
 from bringup.runner.plan.measurements import StartupMeasurements
 from bringup.runner.plan.plan import SETTING_NAMES, Choice, ExecutionPlan
@@ -67,7 +66,7 @@ def replayed(record: ModelPlanRecord, device: torch.device, dtype: torch.dtype, 
              for rows, row in sorted(record.layout_times.items())}
     paged = (record.paged_decode, record.paged_decode_evidence)
     if record.paged_decode:
-        why = paged_decode.check(device, dtype, config.num_heads, config.num_kv_heads, config.head_dim)
+        why, _ = paged_decode_why_not(device, dtype, config.num_heads, config.num_kv_heads, config.head_dim)
         if why is not None:
             paged = (False, f"recorded faster, but its check fails now: {why}")
     decode = DecodeTimings(
