@@ -15,6 +15,7 @@ from bringup.runner.plan.confirm import (
     DecodeTimings,
     batch_limit,
     confirm_plan,
+    fused_rows,
     knee,
     without_unused_compile,
 )
@@ -227,3 +228,20 @@ def test_tune_combines_runs_into_their_fastest_with_the_floor_noise_across_runs(
     assert combined.decode.by_batch == {1: 0.010} and noise["batch 1"] == pytest.approx(1 / 10)
     assert combined.decode.cpu_share == 0.64  # the most contended run's
     assert "fastest of 3 start-up runs" in combined.decode.how
+
+
+# ------------------------------------------------------------------ the fused decode layers past the layout's switch
+def test_the_fused_decode_layers_serve_up_to_the_largest_batch_they_won_in_a_row():
+    fused = replace(draft(), decode_layers=Choice("fused", "every layer of a decode step in one host-kernel call"))
+    won_then_lost = DecodeTimings(how=HOW, fused_rows={64: (0.058, 0.072), 128: (0.1106, 0.1096)})
+    assert fused_rows(won_then_lost) == 64
+    evidence = confirm_plan(fused, won_then_lost, seqs_requested=True).decode_layers.evidence
+    assert evidence.startswith("serves decode steps of up to 64 sequences (past the layout's switch, by batch: fused "
+                               "vs the modules per decode step, 64: 58.00 ms vs 72.00 ms, 128: 110.60 ms vs 109.60 ms)")
+    noisy = DecodeTimings(how=HOW, fused_rows={64: (0.058, 0.072)}, fused_rows_spreads={64: 0.30})
+    assert fused_rows(noisy) == 0  # a win inside the noise does not count
+    assert "serves the layout's small steps" in confirm_plan(fused, noisy, seqs_requested=True).decode_layers.evidence
+    lost_first = DecodeTimings(how=HOW, fused_rows={64: (0.08, 0.072), 128: (0.05, 0.10)})
+    assert fused_rows(lost_first) == 0  # doubling stops at the first loss: a later win is never reached
+    modules = confirm_plan(draft(), won_then_lost, seqs_requested=True).decode_layers
+    assert "serves" not in modules.evidence  # the modules serve decode steps: nothing to say about the kernel's rows

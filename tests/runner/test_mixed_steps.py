@@ -116,3 +116,13 @@ def test_no_timing_where_the_cache_cannot_hold_the_decodes_at_a_long_context(tmp
     engine = _engine(tmp_path, STATED)
     small = replace(engine.plan, kv_blocks=Choice(8, "stated"))  # 4 decodes at 2 blocks each, beside the chunk's
     assert measure_mixed(engine.executor, small) is None
+
+
+@needs_compiler
+def test_rows_timed_faster_past_the_switch_widen_what_the_fused_decode_layers_serve(tmp_path):
+    kernel = _engine(tmp_path, STATED).executor.fused
+    assert kernel is not None and kernel.rows == 0  # given as data: no timing past the switch, the layout decides
+    switch = kernel.model.layout.switch_tokens
+    assert switch and kernel.serves(switch) and not kernel.serves(switch + 1)
+    kernel.rows = 4 * switch
+    assert kernel.serves(4 * switch) and not kernel.serves(4 * switch + 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from bringup.backends.host import is_host
 from bringup.backends.registry import synchronize
@@ -24,6 +25,9 @@ from bringup.runner.plan.noise import floor_noise
 from bringup.runner.plan.plan import ExecutionPlan
 from bringup.runner.weights.kinds import CONVERTIBLE, OUT_IN
 
+if TYPE_CHECKING:
+    from bringup.runner.host.decode_layers import FusedDecode
+
 log = get_logger("runner.confirm")  # the decode steps timed to confirm the plan
 
 STEPS = 4  # timed decode steps per measurement (after one untimed step)
@@ -31,6 +35,7 @@ ROUNDS = 4  # a candidate and its plain path are each timed this many times, in 
 BUDGET_S = 1.5  # ... or fewer, when they take longer than this
 CONTEXT = 128  # tokens of context the timed decode steps start from
 PAGED_BATCH = 8  # the batch paged decode is timed on beside the fused decode layers
+ROWS_ROUNDS = 2  # turns of each side for the fused decode layers past the layout's switch
 SWEEP_BUDGET_S = 3.0
 
 
@@ -65,6 +70,8 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
         grouped = timed.kept(EXPERTS, lambda on: use_expert_path(model, GROUPED if on else DENSE))
         use_expert_path(model, GROUPED if grouped else DENSE)
     layout = model.layout
+    rows: dict[int, tuple[float, float]] = {}
+    rows_spreads: dict[int, float] = {}
     if fused is not None and fused.usable():  # against the modules on plain F.linear weights where there is room
         plain = layout if _no_plain_copy(model, free_bytes) else WeightLayout(OUT_IN, OUT_IN, 0)
         if plain != layout:
@@ -79,6 +86,7 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
             model.use_layout(layout)
             if layout.small != OUT_IN:
                 skipped[LAYOUT] = f"kept for the fused decode layers, which read its {fused.kind} weights"
+            rows, rows_spreads = widest_fused_rows(step, fused, sweep_cap(step, plan))
         else:
             executor.fused = None
     elif fused is not None:
@@ -106,7 +114,35 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
            + "; weight layouts on the eager forward"
            + (f"; the timed threads had {share:.0%} of the CPU" if share is not None else ""))
     batch_spreads = {b: step.spreads[b] for b in by_batch if b in step.spreads}
-    return DecodeTimings(candidates, by_batch, skipped, how, spreads, batch_spreads, again, memory_batch, share)
+    return DecodeTimings(candidates, by_batch, skipped, how, spreads, batch_spreads, again, memory_batch, share,
+                         rows, rows_spreads)
+
+
+def widest_fused_rows(step: DecodeSteps, fused: FusedDecode, cap: int
+                      ) -> tuple[dict[int, tuple[float, float]], dict[int, float]]:
+    """Decode steps past the layout's switch through the fused decode layers and through the modules (the layout's
+    large kind), at twice the switch, then doubling while the fused layers win, up to `cap` sequences; each pair
+    ROWS_ROUNDS times in turn. The fused layers are left serving up to the largest batch they won."""
+    pairs: dict[int, tuple[float, float]] = {}
+    spreads: dict[int, float] = {}
+    batch, fused.rows = 2 * max(1, fused.model.layout.switch_tokens), 0
+    while fused.model.layout.switch_tokens and batch <= cap:
+        won = fused.rows
+
+        def use(on: bool, b: int = batch, w: int = won) -> None:
+            fused.rows = b if on else w
+
+        rounds: dict[bool, list[float]] = {True: [], False: []}
+        for _, on in itertools.product(range(ROWS_ROUNDS), (False, True)):
+            use(on)
+            rounds[on].append(step.seconds(batch))
+        pairs[batch] = min(rounds[True]), min(rounds[False])
+        spreads[batch] = max(floor_noise(rounds[True]), floor_noise(rounds[False]))
+        if not kept(*pairs[batch], spreads[batch]):
+            fused.rows = won
+            break
+        fused.rows, batch = batch, 2 * batch
+    return pairs, spreads
 
 
 class TimedCandidates:

@@ -122,6 +122,7 @@ class FusedDecode:
     def __init__(self, model: DecoderModel) -> None:
         self.model, c = model, model.config
         self.kind = fused_kind(model) or PANELS
+        self.rows = 0  # decode steps up to this many sequences run here past the layout's small steps (start-up)
         self.huge_pages = _into_one_block(model, self.kind)
         attn = model.layers[0].self_attn
         self.keep: list[torch.Tensor] = []  # every tensor a pointer in the table points into
@@ -165,9 +166,10 @@ class FusedDecode:
 
     def serves(self, batch: int) -> bool:
         """Whether it runs a decode step of `batch` sequences: the layout's small steps (whatever kind the modules
-        read for them, since the kernel's steps were timed against theirs), and any step the panels serve."""
+        read for them, since the kernel's steps were timed against theirs), any step the panels serve, and steps up to
+        `rows` where start-up timed the kernel faster than the modules there."""
         layout = self.model.layout  # the executor drops the kernel whenever the panels go (a panels fallback)
-        return batch <= layout.switch_tokens or layout.for_tokens(batch) == self.kind
+        return batch <= max(layout.switch_tokens, self.rows) or layout.for_tokens(batch) == self.kind
 
     def serves_every_decode_step(self) -> bool:
         return self.usable() and self.model.layout.large == self.kind

@@ -41,6 +41,10 @@ class DecodeTimings:
     by_batch_again: dict[int, float] = field(default_factory=dict)  # a second pass over the batches below the floor
     memory_batch: int | None = None  # the largest batch the cache held for the sweep (None: not swept)
     cpu_share: float | None = None  # the share of the CPU the timed threads got (plan/cpu_share.py; None: unknown)
+    # decode steps past the layout's small steps through the fused decode layers and through the modules: batch ->
+    # (fused, modules) seconds, doubling from twice the switch while the fused layers won
+    fused_rows: dict[int, tuple[float, float]] = field(default_factory=dict)
+    fused_rows_spreads: dict[int, float] = field(default_factory=dict)  # batch -> the pair's floor noise
 
 
 def confirm_plan(draft: ExecutionPlan, timings: DecodeTimings | None, seqs_requested: bool) -> ExecutionPlan:
@@ -58,6 +62,13 @@ def confirm_plan(draft: ExecutionPlan, timings: DecodeTimings | None, seqs_reque
                    if kept(candidate, plain) else f"not faster on this model: {pair}")
         decided = _decide(name, getattr(plan, PLAN_FIELD[name]), keep, f"{verdict} ({timings.how})")
         plan = replace(plan, **{PLAN_FIELD[name]: decided})
+    if timings.fused_rows and plan.decode_layers.value == FUSED:
+        rows = fused_rows(timings)
+        pairs = ", ".join(f"{b}: {_ms(f)} vs {_ms(m)}" for b, (f, m) in timings.fused_rows.items())
+        served = f"serves decode steps of up to {rows} sequences" if rows else "serves the layout's small steps"
+        plan = replace(plan, decode_layers=Choice(FUSED, f"{served} (past the layout's switch, by batch: fused vs "
+                                                         f"the modules per decode step, {pairs}); "
+                                                         f"{plan.decode_layers.evidence}"))
     for name, why in timings.skipped.items():
         plan = replace(plan, **{PLAN_FIELD[name]: not_timed(name, getattr(plan, PLAN_FIELD[name]), why)})
     if timings.by_batch and not seqs_requested:
@@ -100,6 +111,17 @@ def without_unused_compile(plan: ExecutionPlan, fused_serves_every_decode_step: 
     return replace(plan, compiled=Choice(None, f"eager: the fused decode layers serve every decode step, so a "
                                                f"compiled forward ({plan.compiled.value}) would never run; profile "
                                                f"said: {plan.compiled.evidence}"))
+
+
+def fused_rows(timings: DecodeTimings) -> int:
+    """The largest batch, doubling, up to which the fused decode layers beat the modules beyond the noise (0: none
+    past the layout's switch)."""
+    rows = 0
+    for batch, (fused, modules) in sorted(timings.fused_rows.items()):
+        if not kept(fused, modules, timings.fused_rows_spreads.get(batch, 0.0)):
+            break
+        rows = batch
+    return rows
 
 
 def _decide(name: str, choice: Choice, keep: bool, verdict: str) -> Choice:
