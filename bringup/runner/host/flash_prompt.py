@@ -77,7 +77,11 @@ def run(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: to
     if list(out.shape) != [n, heads * dim] or out.stride(1) != 1:
         raise HostKernelInputError(f"out has shape {list(out.shape)}, strides {list(out.stride())}; expected "
                                    f"[{n}, {heads * dim}] with dense rows")
-    declined = library().bringup_flash_prompt_bf16(
+    try:
+        lib = library()
+    except (KernelUnavailable, OSError):
+        return None  # declined: the verdict names why (declines)
+    declined = lib.bringup_flash_prompt_bf16(
         q.data_ptr(), q.stride(0), n, heads, kv_heads, dim, k_cache.data_ptr(), v_cache.data_ptr(), slots_total,
         slots.data_ptr(), keys, keys - n, scale, out.data_ptr(), out.stride(0))
     return None if declined else out

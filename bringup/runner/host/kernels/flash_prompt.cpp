@@ -95,38 +95,54 @@ struct Prompt {
   int64_t out_row;
 };
 
-// the scores of a block of keys for the tile of query rows (queries: 16 rows of dim bfloat16), into scores [16][64]
-static inline void block_scores(const bf16* queries, int64_t dim, const uint32_t* k_packed, int64_t tiles,
-                                int64_t h, int64_t first_tile, float* scores) {
-  const int64_t chunks = dim / 32;
+// the four accumulator tiles: zeroed, and stored to rows of `stride` bytes, 16 columns apart
+static inline void zero_sums() {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
-  for (int64_t c = 0; c < chunks; c += 2) {  // tiles are not renamed: loads alternate 4/5 and 6/7, so none waits
+}
+
+static inline void store_sums(float* at, int64_t stride) {
+  _tile_stored(0, at, stride);
+  _tile_stored(1, at + 16, stride);
+  _tile_stored(2, at + 32, stride);
+  _tile_stored(3, at + 48, stride);
+}
+
+// accumulator tile t += input tile A x the B tile at b_t, for t = 0..3 (a macro: the intrinsics take literal tile
+// numbers); tiles are not renamed, so the B loads alternate 6 and 7 (and callers alternate A between 4 and 5) and no
+// load waits for the product before it
+#define FOUR_PRODUCTS(A, b0, b1, b2, b3) \
+  do {                                   \
+    _tile_loadd(6, b0, 64);              \
+    _tile_dpbf16ps(0, A, 6);             \
+    _tile_loadd(7, b1, 64);              \
+    _tile_dpbf16ps(1, A, 7);             \
+    _tile_loadd(6, b2, 64);              \
+    _tile_dpbf16ps(2, A, 6);             \
+    _tile_loadd(7, b3, 64);              \
+    _tile_dpbf16ps(3, A, 7);             \
+  } while (0)
+
+// the scores of a block of keys for the tile of query rows (queries: 16 rows of dim bfloat16), into scores [16][64]
+static inline void block_scores(const bf16* queries, int64_t dim, const uint32_t* k_packed, int64_t tiles,
+                                int64_t h, int64_t first_tile, float* scores) {
+  const int64_t chunks = dim / 32;
+  zero_sums();
+  for (int64_t c = 0; c < chunks; c += 2) {
     _tile_loadd(4, queries + c * 32, dim * 2);
-    _tile_loadd(6, key_tile(k_packed, tiles, chunks, h, first_tile, c), 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_loadd(7, key_tile(k_packed, tiles, chunks, h, first_tile + 1, c), 64);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_loadd(6, key_tile(k_packed, tiles, chunks, h, first_tile + 2, c), 64);
-    _tile_dpbf16ps(2, 4, 6);
-    _tile_loadd(7, key_tile(k_packed, tiles, chunks, h, first_tile + 3, c), 64);
-    _tile_dpbf16ps(3, 4, 7);
+    FOUR_PRODUCTS(4, key_tile(k_packed, tiles, chunks, h, first_tile, c),
+                     key_tile(k_packed, tiles, chunks, h, first_tile + 1, c),
+                     key_tile(k_packed, tiles, chunks, h, first_tile + 2, c),
+                     key_tile(k_packed, tiles, chunks, h, first_tile + 3, c));
     _tile_loadd(5, queries + (c + 1) * 32, dim * 2);
-    _tile_loadd(6, key_tile(k_packed, tiles, chunks, h, first_tile, c + 1), 64);
-    _tile_dpbf16ps(0, 5, 6);
-    _tile_loadd(7, key_tile(k_packed, tiles, chunks, h, first_tile + 1, c + 1), 64);
-    _tile_dpbf16ps(1, 5, 7);
-    _tile_loadd(6, key_tile(k_packed, tiles, chunks, h, first_tile + 2, c + 1), 64);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_loadd(7, key_tile(k_packed, tiles, chunks, h, first_tile + 3, c + 1), 64);
-    _tile_dpbf16ps(3, 5, 7);
+    FOUR_PRODUCTS(5, key_tile(k_packed, tiles, chunks, h, first_tile, c + 1),
+                     key_tile(k_packed, tiles, chunks, h, first_tile + 1, c + 1),
+                     key_tile(k_packed, tiles, chunks, h, first_tile + 2, c + 1),
+                     key_tile(k_packed, tiles, chunks, h, first_tile + 3, c + 1));
   }
-  _tile_stored(0, scores, BLOCK * 4);
-  _tile_stored(1, scores + 16, BLOCK * 4);
-  _tile_stored(2, scores + 32, BLOCK * 4);
-  _tile_stored(3, scores + 48, BLOCK * 4);
+  store_sums(scores, BLOCK * 4);
 }
 
 // sums [16][dim] = probabilities [16][64 keys] V over the block's keys
@@ -134,32 +150,18 @@ static inline void block_values(const bf16* probabilities, const uint32_t* v_pac
                                 int64_t h, int64_t first_pair, float* sums) {
   const int64_t dim_tiles = dim / 16;
   for (int64_t d = 0; d < dim_tiles; d += 4) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+    zero_sums();
     _tile_loadd(4, probabilities, BLOCK * 2);
-    _tile_loadd(6, value_tile(v_packed, pairs, dim_tiles, h, first_pair, d), 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_loadd(7, value_tile(v_packed, pairs, dim_tiles, h, first_pair, d + 1), 64);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_loadd(6, value_tile(v_packed, pairs, dim_tiles, h, first_pair, d + 2), 64);
-    _tile_dpbf16ps(2, 4, 6);
-    _tile_loadd(7, value_tile(v_packed, pairs, dim_tiles, h, first_pair, d + 3), 64);
-    _tile_dpbf16ps(3, 4, 7);
+    FOUR_PRODUCTS(4, value_tile(v_packed, pairs, dim_tiles, h, first_pair, d),
+                     value_tile(v_packed, pairs, dim_tiles, h, first_pair, d + 1),
+                     value_tile(v_packed, pairs, dim_tiles, h, first_pair, d + 2),
+                     value_tile(v_packed, pairs, dim_tiles, h, first_pair, d + 3));
     _tile_loadd(5, probabilities + 32, BLOCK * 2);
-    _tile_loadd(6, value_tile(v_packed, pairs, dim_tiles, h, first_pair + 1, d), 64);
-    _tile_dpbf16ps(0, 5, 6);
-    _tile_loadd(7, value_tile(v_packed, pairs, dim_tiles, h, first_pair + 1, d + 1), 64);
-    _tile_dpbf16ps(1, 5, 7);
-    _tile_loadd(6, value_tile(v_packed, pairs, dim_tiles, h, first_pair + 1, d + 2), 64);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_loadd(7, value_tile(v_packed, pairs, dim_tiles, h, first_pair + 1, d + 3), 64);
-    _tile_dpbf16ps(3, 5, 7);
-    _tile_stored(0, sums + d * 16, dim * 4);
-    _tile_stored(1, sums + (d + 1) * 16, dim * 4);
-    _tile_stored(2, sums + (d + 2) * 16, dim * 4);
-    _tile_stored(3, sums + (d + 3) * 16, dim * 4);
+    FOUR_PRODUCTS(5, value_tile(v_packed, pairs, dim_tiles, h, first_pair + 1, d),
+                     value_tile(v_packed, pairs, dim_tiles, h, first_pair + 1, d + 1),
+                     value_tile(v_packed, pairs, dim_tiles, h, first_pair + 1, d + 2),
+                     value_tile(v_packed, pairs, dim_tiles, h, first_pair + 1, d + 3));
+    store_sums(sums + d * 16, dim * 4);
   }
 }
 
