@@ -9,8 +9,10 @@ from pathlib import Path
 
 import torch
 
+from bringup.runner.engine.decode_timing import measure_decode
 from bringup.runner.engine.engine import EngineOptions, LLMEngine
 from bringup.runner.engine.mixed_timing import measure_mixed
+from bringup.runner.host.paged_decode import DecodeAttention
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.plan.choice import Choice
 from bringup.runner.plan.confirm import DecodeTimings
@@ -126,3 +128,18 @@ def test_rows_timed_faster_past_the_switch_widen_what_the_fused_decode_layers_se
     assert switch and kernel.serves(switch) and not kernel.serves(switch + 1)
     kernel.rows = 4 * switch
     assert kernel.serves(4 * switch) and not kernel.serves(4 * switch + 1)
+
+
+@needs_compiler
+def test_timing_on_a_cache_that_holds_few_sequences_stays_inside_it(tmp_path):
+    # beside the fused decode layers paged decode is timed on a batch of 8, and the kernel's rows past the switch on
+    # larger ones: a cache of 32 blocks (selftest's engine) holds 3 sequences of the timing's 134 tokens, so both
+    # take what it holds (the batch of 8 wrote past the cache before)
+    engine = _engine(tmp_path, STATED)
+    executor, plan = engine.executor, engine.plan
+    plan = replace(plan, kv_blocks=replace(plan.kv_blocks, value=32))
+    executor.model.decode_attend = DecodeAttention(executor.recorder, "gather")
+    timings = measure_decode(executor, plan, None, sweep=False)
+    assert "(paged_decode batch 3)" in timings.how
+    assert all(batch <= 3 for batch in timings.fused_rows)
+    assert engine.stats()["fallbacks"]["op"] == 0

@@ -58,7 +58,7 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     fused, executor.fused = executor.fused, None  # off while the paths it would replace are timed
     # beside the fused decode layers, paged decode serves only decode rows they do not: several beside prompts in a
     # mixed step, or batches past the kernel's rows; it is timed on such a batch
-    paged_batch = PAGED_BATCH if fused is not None else 1
+    paged_batch = max(1, min(PAGED_BATCH, sweep_cap(step, plan))) if fused is not None else 1  # what the cache holds
     for name, owner, attribute, batch in ((COMPILED, executor, "compiled", 1),
                                           (PAGED, model, "decode_attend", paged_batch)):
         if getattr(owner, attribute) is not None:
