@@ -56,19 +56,7 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     candidates, spreads = timed.candidates, timed.spreads
     skipped: dict[str, str] = {}
     fused, executor.fused = executor.fused, None  # off while the paths it would replace are timed
-    # beside the fused decode layers, paged decode serves only decode rows they do not: several beside prompts in a
-    # mixed step, or batches past the kernel's rows; it is timed on such a batch
-    paged_batch = max(1, min(PAGED_BATCH, sweep_cap(step, plan))) if fused is not None else 1  # what the cache holds
-    for name, owner, attribute, batch in ((COMPILED, executor, "compiled", 1),
-                                          (PAGED, model, "decode_attend", paged_batch)):
-        if getattr(owner, attribute) is not None:
-            candidate = getattr(owner, attribute)
-            on = timed.kept(name, lambda on, o=owner, a=attribute, c=candidate: setattr(o, a, c if on else None),
-                            batch)
-            setattr(owner, attribute, candidate if on else None)
-    if plan.experts.value == GROUPED and sparse_blocks(model):
-        grouped = timed.kept(EXPERTS, lambda on: use_expert_path(model, GROUPED if on else DENSE))
-        use_expert_path(model, GROUPED if grouped else DENSE)
+    paged_batch = time_paths(timed, executor, plan, fused is not None)
     layout = model.layout
     rows: dict[int, tuple[float, float]] = {}
     rows_spreads: dict[int, float] = {}
@@ -116,6 +104,26 @@ def measure_decode(executor: Executor, plan: ExecutionPlan, free_bytes: int | No
     batch_spreads = {b: step.spreads[b] for b in by_batch if b in step.spreads}
     return DecodeTimings(candidates, by_batch, skipped, how, spreads, batch_spreads, again, memory_batch, share,
                          rows, rows_spreads)
+
+
+def time_paths(timed: TimedCandidates, executor: Executor, plan: ExecutionPlan, beside_fused: bool) -> int:
+    """The compiled forward, the paged decode kernel and the grouped expert path, each timed against its plain path
+    and left on where it won; the batch paged decode was timed on. Beside the fused decode layers paged decode serves
+    only the decode rows they do not (several beside prompts in a mixed step, batches past the kernel's rows), so it
+    is timed on such a batch, as many sequences as the cache holds up to PAGED_BATCH."""
+    model = executor.model
+    paged_batch = max(1, min(PAGED_BATCH, sweep_cap(timed.step, plan))) if beside_fused else 1
+    for name, owner, attribute, batch in ((COMPILED, executor, "compiled", 1),
+                                          (PAGED, model, "decode_attend", paged_batch)):
+        if getattr(owner, attribute) is not None:
+            candidate = getattr(owner, attribute)
+            on = timed.kept(name, lambda on, o=owner, a=attribute, c=candidate: setattr(o, a, c if on else None),
+                            batch)
+            setattr(owner, attribute, candidate if on else None)
+    if plan.experts.value == GROUPED and sparse_blocks(model):
+        grouped = timed.kept(EXPERTS, lambda on: use_expert_path(model, GROUPED if on else DENSE))
+        use_expert_path(model, GROUPED if grouped else DENSE)
+    return paged_batch
 
 
 def widest_fused_rows(step: DecodeSteps, fused: FusedDecode, cap: int
