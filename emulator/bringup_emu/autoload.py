@@ -61,6 +61,7 @@ def activate(value: str) -> None:
     )
     extension.configure_graphs([d.graphs for d in spec.devices], list(spec.capture_refused), dict(spec.replay_wrong))
     extension.configure_speeds([d.speed for d in spec.devices])
+    extension.configure_host_threads([d.host_threads or 0 for d in spec.devices])
     extension.configure_failures([-1 if d.fail_after_ops is None else d.fail_after_ops for d in spec.devices],
                                  [d.lost_when or "" for d in spec.devices])
     runtime.activate(extension, spec)

@@ -19,6 +19,7 @@ from bringup_emu.spec_checks import (
     SpecError,
     check_factor,
     check_fail_after,
+    check_host_threads,
     check_lost_when,
     check_name,
     check_speed,
@@ -34,7 +35,7 @@ SPEC_ENV = "BRINGUP_EMU_SPEC"
 MAX_DEVICES = 16
 MAX_SPEC_BYTES = 1 << 20
 FIELDS = ("devices", "refused_dtypes", "native", "wrong", "abort", "numerics", "capture_refused", "replay_wrong")
-DEVICE_FIELDS = ("name", "integrated", "memory", "graphs", "speed", "fail_after_ops", "lost_when")
+DEVICE_FIELDS = ("name", "integrated", "memory", "graphs", "speed", "host_threads", "fail_after_ops", "lost_when")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class DeviceSpec:
     speed: float = 1.0  # a fraction of the host's speed: each op takes 1/speed of its host time
     fail_after_ops: int | None = None  # the device is lost after this many ops (each later op raises); None: never
     lost_when: str | None = None  # the device is lost once this file exists (a test "pulls the card"); None: never
+    host_threads: int | None = None  # the host threads each op runs on (None: as many as the calling thread's torch)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,8 @@ class EmuSpec:
             "source": self.source,
             "devices": [
                 {"name": d.name, "integrated": d.integrated, "memory": d.memory_bytes, "graphs": d.graphs,
-                 "speed": d.speed, "fail_after_ops": d.fail_after_ops, "lost_when": d.lost_when}
+                 "speed": d.speed, "host_threads": d.host_threads, "fail_after_ops": d.fail_after_ops,
+                 "lost_when": d.lost_when}
                 for d in self.devices
             ],
             "refused_dtypes": list(self.refused_dtypes),
@@ -151,7 +154,8 @@ def _devices(raw: dict) -> tuple[DeviceSpec, ...]:
         speed = check_speed(item.get("speed", 1.0), f"{field}.speed")
         fail_after = check_fail_after(item.get("fail_after_ops"), f"{field}.fail_after_ops")
         lost_when = check_lost_when(item.get("lost_when"), f"{field}.lost_when")
-        devices.append(DeviceSpec(name, integrated, memory, graphs, speed, fail_after, lost_when))
+        threads = check_host_threads(item.get("host_threads"), f"{field}.host_threads")
+        devices.append(DeviceSpec(name, integrated, memory, graphs, speed, fail_after, lost_when, threads))
     return tuple(devices)
 
 

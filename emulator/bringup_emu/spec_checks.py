@@ -16,6 +16,7 @@ from bringup.number_rule import NumberRefused, described, real_number, whole_num
 MAX_NAME_CHARS = 256
 MAX_MEMORY_BYTES = 1 << 50  # 1 PiB: more than any device's memory, and far inside the C++ side's int64
 MAX_FACTOR = 1e6  # a `wrong` factor: above 0 (a wrong kernel still computes something) and at most this
+MAX_HOST_THREADS = 1024
 UNITS = {
     "": 1, "b": 1,
     "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
@@ -130,6 +131,16 @@ def check_speed(value: Any, field: str) -> float:
     if speed == 0:
         raise SpecError(f"{field}: 0 is not a speed (a fraction of the host's speed, above 0 and at most 1)")
     return speed
+
+
+def check_host_threads(value: Any, field: str) -> int | None:
+    """The host threads a device's ops run on: a whole number from 1 to MAX_HOST_THREADS, or absent (None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_HOST_THREADS:
+        raise SpecError(f"{field}: {value!r} is not a thread count (a whole number from 1 to {MAX_HOST_THREADS}; "
+                        "leave it out for as many as torch uses)")
+    return value
 
 
 def check_fail_after(value: Any, field: str) -> int | None:

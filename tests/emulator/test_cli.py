@@ -23,7 +23,8 @@ def test_info_reports_the_spec_in_force_and_the_build() -> None:
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout)
     assert info["spec"]["devices"] == [{"name": "one", "integrated": True, "memory": 1 << 30, "graphs": True,
-                                        "speed": 1.0, "fail_after_ops": None, "lost_when": None}]  # the defaults
+                                        "speed": 1.0, "host_threads": None, "fail_after_ops": None,
+                                        "lost_when": None}]  # the defaults
                                         # in force, written out
     assert info["build"]["built"] is True and info["build"]["library"].endswith(".so")
 

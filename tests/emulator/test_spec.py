@@ -56,6 +56,9 @@ def test_a_spec_file_in_yaml_or_json(tmp_path) -> None:
     ({"devices": [{**GOOD_DEVICE, "speed": 0}]}, "devices[0].speed: 0 is not a speed"),
     ({"devices": [{**GOOD_DEVICE, "speed": 2}]}, "devices[0].speed: 2 is more than 1"),
     ({"devices": [{**GOOD_DEVICE, "speed": "fast"}]}, "devices[0].speed: 'fast' is not a number"),
+    ({"devices": [{**GOOD_DEVICE, "host_threads": 0}]}, "devices[0].host_threads: 0 is not a thread count"),
+    ({"devices": [{**GOOD_DEVICE, "host_threads": 1.5}]}, "devices[0].host_threads: 1.5 is not a thread count"),
+    ({"devices": [{**GOOD_DEVICE, "host_threads": True}]}, "devices[0].host_threads: True is not a thread count"),
 ])
 def test_a_mistake_names_its_field(raw: dict, message: str) -> None:
     assert message in spec_error(raw)

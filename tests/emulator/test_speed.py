@@ -45,3 +45,30 @@ def test_each_op_on_a_quarter_speed_device_waits_three_times_its_host_time() -> 
     assert ops >= 10 and host_ns > 0
     assert waited_ns >= 3 * host_ns - 2 * ops  # each op's deadline is 3x its host time past its end (ns rounding)
     assert seen["fallback_paced"] == 1  # paced once, copies inside it included: not once more for each copy
+
+
+THREADS_SPEC = {"devices": [{"name": "one core", "memory": "1GiB", "host_threads": 1},
+                            {"name": "all", "memory": "1GiB"}], "native": ["mm"]}
+
+THREADS_BODY = """
+import time
+torch.set_num_threads(2)  # two intra-op threads whatever the machine has: the device with one must use one
+cpu = {}
+for index in (0, 1):
+    m = torch.rand(384, 384, device=torch.device("emu", index))
+    for _ in range(3):
+        m @ m
+    process, thread = time.process_time(), time.thread_time()
+    for _ in range(30):
+        m @ m
+    cpu[index] = [time.process_time() - process, time.thread_time() - thread]
+report(cpu=cpu, threads_after=torch.get_num_threads())
+"""
+
+
+def test_a_device_given_one_host_thread_runs_its_ops_on_the_calling_thread_alone() -> None:
+    seen = emu_results(THREADS_BODY, THREADS_SPEC)
+    (process_one, thread_one), (process_all, thread_all) = seen["cpu"]["0"], seen["cpu"]["1"]
+    assert process_one - thread_one <= 0.05 * thread_one + 0.002  # no other thread worked on its matmuls
+    assert process_all - thread_all > 0.3 * thread_all  # the second intra-op thread did: the count took hold
+    assert seen["threads_after"] == 2  # the calling thread's setting is put back after each op

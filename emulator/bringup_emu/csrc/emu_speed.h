@@ -12,11 +12,14 @@
 namespace bringup_emu {
 
 void configure_speeds(const std::vector<double>& speeds);
+// per device: the host's OpenMP threads each of its ops runs on (0: the calling thread's setting)
+void configure_host_threads(const std::vector<int>& threads);
 double device_speed(c10::DeviceIndex device);
 // {paced ops, their host time, the time waited after them} on `device`, in ns since the process started
 std::array<int64_t, 3> pacing_totals(c10::DeviceIndex device);
 
-// Times the op it lives through; on a device slower than the host, sleeps the difference when it ends.
+// Times the op it lives through; on a device slower than the host, sleeps the difference when it ends. On a device
+// given host threads, the op runs on that many.
 class PacedOp {
  public:
   explicit PacedOp(std::optional<c10::DeviceIndex> device);
@@ -27,6 +30,8 @@ class PacedOp {
  private:
   c10::DeviceIndex device_;
   double slowdown_;
+  int restore_threads_ = 0;  // the calling thread's OpenMP setting to put back (0: not changed)
+  int restore_mkl_ = 0;  // and its MKL thread-local count (0: it had none)
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -49,6 +49,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "bringup's emulated accelerator (PrivateUse1 backed by host memory)";
   m.def("configure", &configure, "set the devices, refused dtypes and op rules from the parsed spec");
   m.def("configure_speeds", &bringup_emu::configure_speeds, "each device's speed, a fraction of the host's");
+  m.def("configure_host_threads", &bringup_emu::configure_host_threads,
+        "per device: the host's OpenMP threads each of its ops runs on (0: the calling thread's setting)");
   m.def("device_speed", [](int64_t device) { return bringup_emu::device_speed(static_cast<c10::DeviceIndex>(device)); });
   m.def("pacing_totals", [](int64_t device) { return bringup_emu::pacing_totals(static_cast<c10::DeviceIndex>(device)); },
         "[paced ops, their host ns, ns waited after them] on one device");

@@ -2,11 +2,18 @@
 // time. The emulator waits out the difference by sleeping, so a slow device leaves the CPU to other threads and
 // processes; the last stretch of a wait, shorter than a sleep's overshoot, yields in a loop, so every op (small ones
 // too) ends on time and a minimum over repetitions measures the device's speed.
+// A device given host threads runs each of its ops on that many of the host's OpenMP threads (the calling thread's
+// setting, put back when the op ends), so two devices given a core each compute side by side as separate devices
+// do, rather than slowing each other on the same cores (and each wait stretching the slowdown).
 #include "emu_speed.h"
 
 #include "emu.h"
 #include "emu_fault.h"
 
+#include <ATen/Parallel.h>
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -20,6 +27,7 @@ using SpeedClock = std::chrono::steady_clock;
 constexpr auto kSleepSlack = std::chrono::microseconds(100);
 
 std::vector<double> g_speeds;
+std::vector<int> g_host_threads;  // per device: OpenMP threads its ops run on (0: the calling thread's setting)
 thread_local int t_paced_depth = 0;  // paced ops open on this thread: only the outermost waits
 std::mutex g_totals_mutex;
 std::vector<std::array<int64_t, 3>> g_totals;  // per device: paced ops, their host ns, ns waited after them
@@ -31,7 +39,45 @@ double speed_of(c10::DeviceIndex device) {
   return g_speeds[static_cast<size_t>(device)];
 }
 
+int host_threads_of(c10::DeviceIndex device) {
+  if (device < 0 || static_cast<size_t>(device) >= g_host_threads.size()) {
+    return 0;
+  }
+  return g_host_threads[static_cast<size_t>(device)];
+}
+
+// torch's own OpenMP runtime (already loaded), looked up once: the setting is per thread there
+// (and MKL's thread-local count where torch carries MKL: torch.set_num_threads sets MKL's global one, which MKL
+// follows over OpenMP's setting)
+struct OpenMp {
+  int (*get_max_threads)() = nullptr;
+  void (*set_num_threads)(int) = nullptr;
+  // MKL's C entry (the lower-case name takes a pointer): returns the thread's previous local count (0: none)
+  int (*mkl_set_local)(int) = nullptr;
+};
+
+const OpenMp& open_mp() {
+  static const OpenMp found = [] {
+    OpenMp omp;
+    omp.get_max_threads = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+    omp.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+    omp.mkl_set_local = reinterpret_cast<int (*)(int)>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
+    return omp;
+  }();
+  return found;
+}
+
 } // namespace
+
+void configure_host_threads(const std::vector<int>& threads) {
+  for (const int count : threads) {
+    TORCH_CHECK(count >= 0, "emu: a device's host threads are a count, 0 for the calling thread's setting");
+  }
+  TORCH_CHECK(std::all_of(threads.begin(), threads.end(), [](int c) { return c == 0; }) ||
+                  (open_mp().get_max_threads != nullptr && open_mp().set_num_threads != nullptr),
+              "emu: host_threads needs torch's OpenMP runtime, which this process has not loaded");
+  g_host_threads = threads;
+}
 
 void configure_speeds(const std::vector<double>& speeds) {
   for (const double speed : speeds) {
@@ -59,6 +105,12 @@ PacedOp::PacedOp(std::optional<c10::DeviceIndex> device)
   count_device_op(device);  // every paced op is one op on its device: a lost device raises here, before it runs
   if (t_paced_depth++ > 0) {
     slowdown_ = 0.0;  // inside another paced op (a fallback's copies, say): the outer op's time already holds it
+  } else if (const int threads = host_threads_of(device_); threads > 0) {
+    restore_threads_ = at::get_num_threads();  // its first call in a thread sets torch's count: before ours
+    open_mp().set_num_threads(threads);
+    if (open_mp().mkl_set_local != nullptr) {
+      restore_mkl_ = open_mp().mkl_set_local(threads);
+    }
   }
   if (slowdown_ > 0.0) {
     start_ = SpeedClock::now();
@@ -67,6 +119,12 @@ PacedOp::PacedOp(std::optional<c10::DeviceIndex> device)
 
 PacedOp::~PacedOp() {
   --t_paced_depth;
+  if (restore_threads_ > 0) {
+    open_mp().set_num_threads(restore_threads_);
+    if (open_mp().mkl_set_local != nullptr) {
+      open_mp().mkl_set_local(restore_mkl_);
+    }
+  }
   if (slowdown_ <= 0.0) {
     return;
   }
