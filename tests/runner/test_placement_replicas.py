@@ -113,3 +113,27 @@ def test_the_router_splits_a_batch_only_where_the_measured_step_grows_with_it() 
     fast.unprefilled = {f"r{i}": 160 for i in range(7)}  # their 160-token prompts not prefilled yet: they go first
     assert fast.predicted_s(21, 5) == pytest.approx((5 + 7 * 160) * 0.005 + 16 * flat["fast"].decode_s(8))
     assert slow.predicted_s(21, 5) < fast.predicted_s(21, 5)
+
+
+def test_the_router_weighs_the_delay_a_request_brings_those_already_on_a_replica() -> None:
+    from types import SimpleNamespace
+
+    from bringup.runner.engine.replicas.replica import Replica
+    from bringup.runner.plan.choice import Choice
+
+    engine = SimpleNamespace(plan=SimpleNamespace(max_num_seqs=Choice(8, "given")))
+    # the chat benchmark's step costs on the quarter- and eighth-speed emulated devices (quiet Xeon, 2026-12-07)
+    fast = Replica("fast", engine, None, 0.2, cost=measured_cost(0.201, 0.359, 8, 224 * 0.00828, 224))  # type: ignore[arg-type]
+    slow = Replica("slow", engine, None, 0.4, cost=measured_cost(0.393, 0.779, 8, 224 * 0.0177, 224))  # type: ignore[arg-type]
+    fast.held = {f"r{i}": 16 for i in range(7)}  # seven chats decoding on the fast replica
+    slow.held = {"s0": 16}
+    chat = (224 + 16, 224)
+    assert fast.predicted_s(*chat) < slow.predicted_s(*chat)  # its own completion alone: the fast one
+    # but its prefill holds up the seven there: added, the fast replica costs more than the slow one
+    delay = 7 * (224 * 0.00828 + fast.cost.per_seq_s * 16)  # type: ignore[union-attr]
+    assert fast.added_s(*chat) == pytest.approx(fast.predicted_s(*chat) + delay)
+    assert slow.added_s(*chat) < fast.added_s(*chat)
+    fast.held = {"r0": 16}  # with one there, the fast replica adds the least
+    assert fast.added_s(*chat) < slow.added_s(*chat)
+    slow.cost = None  # without measured costs, a replica prices only the request's own tokens
+    assert slow.added_s(*chat) == slow.predicted_s(*chat) == pytest.approx((240 + 0) * 0.4)

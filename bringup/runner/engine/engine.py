@@ -70,6 +70,19 @@ class LLMEngine:
 
     # ---------------------------------------------------------------- requests
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        self.check_request(request_id, prompt_token_ids, params)
+        seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
+        seq = Sequence(request_id, list(prompt_token_ids), len(prompt_token_ids), params, self._arrivals,
+                       generator=torch.Generator().manual_seed(seed),
+                       logprobs=[] if params.logprobs is not None else None)
+        self._arrivals += 1
+        self._seqs[request_id] = seq
+        self.scheduler.add(seq)
+
+    def check_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        """The ValueError add_request would raise for this request (bad input), without adding it. It reads the
+        engine's fixed limits and looks the id up among the running requests, so the replica router calls it from its
+        own thread while the engine steps on another."""
         params.validate()
         if request_id in self._seqs:
             raise ValueError(f"request_id: {request_id!r} is already running")
@@ -83,13 +96,6 @@ class LLMEngine:
         bad = [t for t in prompt_token_ids if not 0 <= t < self.vocab_size]
         if bad:
             raise ValueError(f"prompt: token id {bad[0]} is outside the vocabulary [0, {self.vocab_size})")
-        seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
-        seq = Sequence(request_id, list(prompt_token_ids), len(prompt_token_ids), params, self._arrivals,
-                       generator=torch.Generator().manual_seed(seed),
-                       logprobs=[] if params.logprobs is not None else None)
-        self._arrivals += 1
-        self._seqs[request_id] = seq
-        self.scheduler.add(seq)
 
     def abort_request(self, request_id: str) -> None:
         seq = self._seqs.pop(request_id, None)

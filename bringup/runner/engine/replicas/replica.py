@@ -24,6 +24,7 @@ class Replica:
     last_stats: dict = field(default_factory=dict)  # its engine's stats when last read (not while it steps)
     cost: StepCost | None = None  # its measured step costs by batch and its prefill rate, where measured
     unprefilled: dict[str, int] = field(default_factory=dict)  # request id -> prompt tokens, until its first output
+    adding: dict[str, Future] = field(default_factory=dict)  # requests handed over while it stepped, until added
 
     def call(self, function: Any, *args: Any) -> Any:
         return self.thread.submit(function, *args).result()
@@ -54,3 +55,17 @@ class Replica:
         steps = tokens - prompt + ahead * mean
         prefill = prompt + sum(self.unprefilled.values())  # the prompts routed here ahead of it prefill first
         return prefill * self.cost.prefill_s_per_token + steps * self.cost.decode_s(batch)
+
+    def added_s(self, tokens: int, prompt: int = 0) -> float:
+        """What routing the request here adds to the sum of its requests' completion times: its own predicted
+        completion, plus the delay it brings those held here, where step costs were measured (each waits for its
+        prompt's prefill, and each of their decode steps it shares grows by the per-sequence cost). At a steady
+        number of requests in flight, throughput is that number over the mean completion time, so the replica that
+        adds the least keeps the throughput highest; predicted completion alone fills the fast replica's batch with
+        prompts its running requests wait behind."""
+        own = self.predicted_s(tokens, prompt)
+        if self.cost is None:
+            return own
+        steps = tokens - prompt
+        prefill = prompt * self.cost.prefill_s_per_token
+        return own + sum(prefill + self.cost.per_seq_s * min(left, steps) for left in self.held.values())

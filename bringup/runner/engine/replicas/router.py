@@ -1,7 +1,8 @@
 """The router above the replicas: the engine protocol the server and `generate` drive, over one engine per device.
 
-Each request goes to the replica that holds it (its prompt fits the replica's context and KV cache) and predicts
-the earliest completion (replica.py). A step hands each busy replica its next step on its own thread and returns
+Each request goes to the replica that holds it (its prompt fits the replica's context and KV cache) and adds the
+least to the completion times of the requests there, its own included (replica.py: its predicted completion, plus
+the delay it brings those already there). A step hands each busy replica its next step on its own thread and returns
 the outputs of whichever finish first, so a fast replica is never held to a slow one's pace. A replica whose device
 is lost (engine/device_loss.py) fails its requests with that error, is logged at WARNING and counted, and the others
 serve on; with none left, the step raises and the run stops."""
@@ -32,9 +33,19 @@ class ReplicaRouter:
 
     # ---------------------------------------------------------------- requests
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        """Routes the request and hands it to its replica. Bad input raises ValueError here, on the caller's thread;
+        a replica in the middle of a step takes the request when the step ends, so adding never waits for a step
+        (a slow replica's step would hold up the others' next steps)."""
+        if any(request_id in r.held for r in self.replicas):
+            raise ValueError(f"request_id: {request_id!r} is already running")
         prompt = len(prompt_token_ids)
         chosen = self._route(prompt, params.max_tokens)
-        chosen.call(chosen.engine.add_request, request_id, prompt_token_ids, params)  # its ValueError: bad input
+        chosen.engine.check_request(request_id, prompt_token_ids, params)
+        if chosen.stepping is None:
+            chosen.call(chosen.engine.add_request, request_id, prompt_token_ids, params)
+        else:
+            chosen.adding[request_id] = chosen.thread.submit(chosen.engine.add_request, request_id,
+                                                             prompt_token_ids, params)
         chosen.held[request_id] = min(prompt + params.max_tokens, chosen.engine.max_model_len)
         chosen.unprefilled[request_id] = prompt
         chosen.served += 1
@@ -44,7 +55,7 @@ class ReplicaRouter:
         able = [r for r in live if r.holds(prompt, min(prompt + max_tokens, r.engine.max_model_len))]
         if not able:  # none holds it: the largest live one refuses it in its own words
             return max(live, key=lambda r: (r.engine.max_model_len, r.kv_tokens()))
-        return min(able, key=lambda r: r.predicted_s(min(prompt + max_tokens, r.engine.max_model_len), prompt))
+        return min(able, key=lambda r: r.added_s(min(prompt + max_tokens, r.engine.max_model_len), prompt))
 
     def abort_request(self, request_id: str) -> None:
         for replica in self.replicas:
@@ -73,7 +84,7 @@ class ReplicaRouter:
 
     def _collected(self, replica: Replica, failure: BaseException | None, done: Any) -> list[RequestOutput]:
         if failure is None:
-            outputs = done.result()
+            outputs = self._failed_adds(replica) + done.result()
             for out in outputs:
                 replica.unprefilled.pop(out.request_id, None)
                 if out.request_id in replica.held:
@@ -87,6 +98,22 @@ class ReplicaRouter:
             raise failure
         return self._lose(replica, loss)
 
+    def _failed_adds(self, replica: Replica) -> list[RequestOutput]:
+        """The requests handed over during a step whose add raised on the replica's thread after check_request
+        passed (none should): each ends with its error rather than waiting for tokens that never come."""
+        failed = []
+        for request_id, adding in list(replica.adding.items()):
+            if not adding.done():
+                continue
+            del replica.adding[request_id]
+            if adding.exception() is not None:
+                replica.held.pop(request_id, None)
+                replica.unprefilled.pop(request_id, None)
+                error = RequestError("internal_error", f"the replica on {replica.device} did not take the request: "
+                                                       f"{adding.exception()}")
+                failed.append(RequestOutput(request_id, [], [], "", None, True, "error", error))
+        return failed
+
     def _lose(self, replica: Replica, loss: DeviceLoss) -> list[RequestOutput]:
         """The replica's requests failed with its device's error; the others serve on."""
         replica.lost = loss.message
@@ -94,6 +121,7 @@ class ReplicaRouter:
         failed = sorted(replica.held)
         replica.held.clear()
         replica.unprefilled.clear()
+        replica.adding.clear()
         log.warning("replica on %s lost (%s): %d request(s) on it failed; serving on %s", replica.device,
                     "; ".join(loss.lost.values()), len(failed),
                     ", ".join(r.device for r in self.replicas if r.lost is None))
