@@ -10,11 +10,19 @@ start does not spend minutes timing candidates at an eighth of the host's speed.
 (plan/placement/step_cost.py) are those a start-up measures (engine/step_timing.py: the model's 3- and 6-layer cuts
 timed on each device, carried to the whole model), printed beside each engine's own steps timed here (a decode step
 at batch 1 and at batch 8, and the prefill of one CHAT_PROMPT-token prompt; the best of two, interleaved) as a check
-of that prediction; the planner's verdict for each workload is printed from both. Two workloads, each 8
-requests of 16 generated tokens: short prompts (5 tokens: decode only) and a chat (CHAT_PROMPT-token prompts:
-prefill a real share of the work). Rounds alternate the arms; each figure is its best round. The emulated devices
-share the host's cores for the part of each op they compute, so two replicas stepping together slow each other,
-which separate devices would not. Not a test: the figures are this machine's."""
+of that prediction. Two workloads of 16 generated tokens a request: short prompts (5 tokens: decode only) and a chat
+(CHAT_PROMPT-token prompts: prefill a real share of the work), each served two ways: one wave (8 requests at once,
+timed until the last ends: whole requests split 6/2 at best, so the slower replica idles at the end) and sustained
+(CONCURRENCY * WAVES requests, CONCURRENCY in flight throughout as that many clients in a closed loop: what a
+server's throughput at concurrency 8 means). Each prints the prediction from the engine's costs: the planner's
+(the wave) and the steady state's (the best number of requests in flight on each). Rounds alternate the arms; each
+figure is its best round.
+
+Each device computes on one host thread (`host_threads: 1` in the spec, docs/emulator.md), so the two replicas, on
+threads of their own, compute side by side as separate devices do; on threads sharing both of the host's cores each
+op of one replica took longer whenever the other computed, and the speed's wait stretched that too (the chat's
+sustained replicas 1.21x at `host_threads` unset, against 1.28-1.32x with it, 2026-12-07 on this Xeon; separate runs).
+Not a test: the figures are this machine's."""
 
 from __future__ import annotations
 
@@ -23,12 +31,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-DEVICES = [{"name": "Emu quarter, small context", "memory": "2GiB", "speed": 0.25},
-           {"name": "Emu eighth, large context", "memory": "2GiB", "speed": 0.125}]
+DEVICES = [{"name": "Emu quarter, small context", "memory": "2GiB", "speed": 0.25, "host_threads": 1},
+           {"name": "Emu eighth, large context", "memory": "2GiB", "speed": 0.125, "host_threads": 1}]
 CONTEXTS = {"emu:0": 256, "emu:1": 1024}  # the long prompt fits only emu:1's
 LONG_PROMPT = 400
 CHAT_PROMPT = 224  # the chat workload's prompts (within emu:0's 256-token context): prefill a real share
 CONCURRENCY = 8
+WAVES = 4  # the sustained load: CONCURRENCY clients, each sending WAVES requests one after another
 
 
 def spec() -> dict:  # type: ignore[type-arg]
@@ -119,6 +128,22 @@ def predicted(costs: dict, prompt: int, tokens: int) -> str:  # type: ignore[typ
             f"{found.split_s:.2f} s ({found.gain:.2f}x; the planner picks replicas unasked from {REPLICA_GAIN}x)")
 
 
+def steady(costs: dict, prompt: int, tokens: int) -> str:  # type: ignore[type-arg]
+    """The steady state's prediction from `costs`: CONCURRENCY requests in flight, k on emu:0 and the rest on
+    emu:1, each device's throughput its requests' tokens over the time it takes to prefill and decode them; the
+    best k against all on emu:0."""
+    from bringup.runner.plan.placement.replica_load import ReplicaLoad, load_seconds
+
+    load = ReplicaLoad(CONCURRENCY, prompt, tokens)
+
+    def rate(cost, k: int) -> float:  # type: ignore[no-untyped-def]
+        return k * tokens / load_seconds(cost, load, k) if k else 0.0
+    alone = rate(costs["emu:0"], CONCURRENCY)
+    k = max(range(CONCURRENCY + 1), key=lambda n: rate(costs["emu:0"], n) + rate(costs["emu:1"], CONCURRENCY - n))
+    both = rate(costs["emu:0"], k) + rate(costs["emu:1"], CONCURRENCY - k)
+    return f"{k}/{CONCURRENCY - k} in flight, {both:.2f} tokens/s against {alone:.2f} ({both / alone:.2f}x)"
+
+
 def round_trip(router, prompts: dict[str, list[int]], max_tokens: int) -> tuple[float, int, dict[str, str]]:  # type: ignore[no-untyped-def]
     """Seconds to finish every prompt, tokens generated, and where each ran."""
     from bringup.runner.sampling_params import SamplingParams
@@ -136,6 +161,52 @@ def round_trip(router, prompts: dict[str, list[int]], max_tokens: int) -> tuple[
     return time.perf_counter() - began, tokens, where
 
 
+def sustained(router, prompts: dict[str, list[int]], max_tokens: int) -> tuple[float, int, dict[str, int]]:  # type: ignore[no-untyped-def]
+    """Seconds to serve every prompt with CONCURRENCY of them in flight throughout (each one that finishes is
+    replaced by the next, as CONCURRENCY clients in a closed loop), tokens generated, and requests per device."""
+    from bringup.runner.sampling_params import SamplingParams
+
+    waiting = list(prompts.items())
+    spread = {"emu:0": 0, "emu:1": 0}
+
+    def submit() -> None:
+        name, ids = waiting.pop(0)
+        router.add_request(name, ids, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
+        spread[next(r.device for r in router.replicas if name in r.held)] += 1
+    began = time.perf_counter()
+    for _ in range(min(CONCURRENCY, len(waiting))):
+        submit()
+    tokens = 0
+    while router.has_unfinished():
+        for out in router.step():
+            if out.finished:
+                assert out.finish_reason == "length", (out.request_id, out.finish_reason, out.error)
+                tokens += len(out.token_ids)
+                if waiting:
+                    submit()
+    return time.perf_counter() - began, tokens, spread
+
+
+def compare(arms: dict, workload: str, rounds: int, serve) -> float:  # type: ignore[no-untyped-def, type-arg]
+    """The replicas' best round over the faster alone's, the arms alternating each round; `serve(router)` runs one
+    round and gives (seconds, tokens, requests per device)."""
+    best: dict[str, float] = {}
+    for index in range(rounds):
+        for name, router in arms.items():
+            took, made, spread = serve(router)
+            print(f"{workload}, round {index + 1} {name:>18}: {made / took:7.2f} tokens/s ({made} tokens in "
+                  f"{took:.2f} s; requests per device {spread})")
+            best[name] = max(best.get(name, 0.0), made / took)
+    ratio = best["replicas (router)"] / best["faster alone"]
+    print(f"{workload}, best: replicas {best['replicas (router)']:.2f} tokens/s, faster alone "
+          f"{best['faster alone']:.2f}: {ratio:.2f}x (target >= 1.3x)")
+    return ratio
+
+
+def _spread(took: float, made: int, where: dict[str, str]) -> tuple[float, int, dict[str, int]]:
+    return took, made, {d: list(where.values()).count(d) for d in ("emu:0", "emu:1")}
+
+
 def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float]) -> None:
     from bringup.runner.engine.replicas.router import ReplicaRouter
 
@@ -147,24 +218,19 @@ def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float]) -> None:
         print(f"start-up {one.device}: {started[one.device].evidence}")
         print(f"engine   {one.device}: {timed[one.device].evidence}")
     arms = {"replicas (router)": ReplicaRouter([fast, slow]), "faster alone": ReplicaRouter([fast])}
-    workloads = {"short prompts": {f"r{i}": [1, 504, 3458, 282, 4649 + i] for i in range(CONCURRENCY)},
-                 f"chat ({CHAT_PROMPT}-token prompts)": {f"c{i}": [1 + (i * 7 + t) % 400 for t in range(CHAT_PROMPT)]
-                                                        for i in range(CONCURRENCY)}}
-    for workload, prompts in workloads.items():
-        length = len(next(iter(prompts.values())))
+    workloads = {"short prompts": lambda i: [1, 504, 3458, 282, 4649 + i % 400],
+                 f"chat ({CHAT_PROMPT}-token prompts)": lambda i: [1 + (i * 7 + t) % 400 for t in range(CHAT_PROMPT)]}
+    for workload, prompt_of in workloads.items():
+        length = len(prompt_of(0))
         print(f"{workload}, predicted from the start-up's costs: {predicted(started, length, tokens)}")
         print(f"{workload}, predicted from the engine's costs:   {predicted(timed, length, tokens)}")
-        best: dict[str, float] = {}
-        for index in range(rounds):
-            for name, router in arms.items():
-                took, made, where = round_trip(router, prompts, tokens)
-                spread = {d: list(where.values()).count(d) for d in ("emu:0", "emu:1")}
-                print(f"{workload}, round {index + 1} {name:>18}: {made / took:7.2f} tokens/s ({made} tokens in "
-                      f"{took:.2f} s; requests per device {spread})")
-                best[name] = max(best.get(name, 0.0), made / took)
-        ratio = best["replicas (router)"] / best["faster alone"]
-        print(f"{workload}, best: replicas {best['replicas (router)']:.2f} tokens/s, faster alone "
-              f"{best['faster alone']:.2f}: {ratio:.2f}x (target >= 1.3x)")
+        print(f"{workload}, sustained, predicted from the engine's costs: {steady(timed, length, tokens)}")
+        wave = {f"w{i}": prompt_of(i) for i in range(CONCURRENCY)}
+        compare(arms, f"{workload}, one wave of {CONCURRENCY}", rounds,
+                lambda router, wave=wave: _spread(*round_trip(router, wave, tokens)))
+        flow = {f"f{i}": prompt_of(CONCURRENCY + i) for i in range(CONCURRENCY * WAVES)}
+        compare(arms, f"{workload}, {len(flow)} at concurrency {CONCURRENCY}", rounds,
+                lambda router, flow=flow: sustained(router, flow, tokens))
     took, made, where = round_trip(arms["replicas (router)"], {"long": list(range(10, 10 + LONG_PROMPT))}, 4)
     print(f"long prompt ({LONG_PROMPT} tokens; contexts {CONTEXTS}): served on {where['long']} ({made} tokens in "
           f"{took:.2f} s)")
