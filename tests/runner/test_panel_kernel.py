@@ -209,3 +209,24 @@ def test_a_panel_kernel_fault_at_run_time_is_an_op_fallback_to_f_linear(tmp_path
                for r in bringup_logs.records)
     with pytest.raises(StrictFallbackError, match="panels"):
         engine(panels_faster=True, strict=True)
+
+
+def test_a_fault_elsewhere_in_a_forward_is_not_taken_for_the_panel_kernels(tmp_path, monkeypatch) -> None:
+    from bringup.runner.engine.engine import EngineOptions, LLMEngine
+    from bringup.runner.sampling_params import SamplingParams
+    from tests.runner.stated import layout_times, stated
+
+    times = layout_times(in_out=2.0, out_in=2.0, panels=1.0)
+    engine = LLMEngine.create(EngineOptions(device="cpu", profile_path=tmp_path / "absent.yaml", max_model_len=64,
+                                            max_num_seqs=2, measurements=stated(times)))
+    model = engine.executor.model
+    assert model.layout == WeightLayout("panels", "panels", 0)
+
+    def broken_head(*args, **kwargs):
+        raise RuntimeError("injected: the output head faulted")
+
+    monkeypatch.setattr(model, "logits", broken_head)
+    with pytest.raises(RuntimeError, match="injected: the output head faulted"):
+        engine.generate([[5, 6, 7, 8]], SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True))
+    assert engine.stats()["fallbacks"]["op"] == 0  # no panels fallback recorded for a fault that was not theirs
+    assert model.layout == WeightLayout("panels", "panels", 0)

@@ -35,6 +35,7 @@ from bringup.runner.model.moe import (
 )
 from bringup.runner.plan.host_kernels import PAGED, every_step_attention
 from bringup.runner.plan.plan import FUSED, ExecutionPlan
+from bringup.runner.weights.kernels import panels as panel_kernel
 from bringup.runner.weights.kernels.build import HostKernelInputError
 from bringup.runner.weights.kinds import OUT_IN
 from bringup.runner.weights.kinds import PANELS as HOST_KIND  # bringup's own kernel: may fault at run time
@@ -212,8 +213,8 @@ class Executor:
                     self.recorder.record("op", "experts", wanted=GROUPED, instead=DENSE, why=exception_line(exc))
                     use_expert_path(m, DENSE)
                     return self._run_together(chunks, all_positions, scored, parts)  # a linear fallback may follow
-                if HOST_KIND not in m.layout.kinds:
-                    raise
+                if HOST_KIND not in m.layout.kinds or not panel_kernel.raised_here(exc):
+                    raise  # not the panels kernel's: no fallback of its to take
                 self.recorder.record("op", "linear", wanted=HOST_KIND, instead=OUT_IN, why=exception_line(exc))
                 self.fused = None  # it reads the panels
                 m.replace_kind(HOST_KIND, OUT_IN)

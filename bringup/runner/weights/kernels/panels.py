@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import traceback
 
 import torch
 import torch.nn.functional as F
@@ -121,6 +122,12 @@ def panel_linear_op(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | 
 @panel_linear_op.register_fake
 def _panel_linear_shape(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     return x.new_empty(x.shape[0], panels.shape[0] * PANEL)
+
+
+def raised_here(exc: BaseException) -> bool:
+    """Whether `exc` was raised in this module (the kernel's call, its checks, its library's loading), as opposed
+    to elsewhere in a forward that also ran the kernel."""
+    return any(frame.f_code.co_filename == __file__ for frame, _ in traceback.walk_tb(exc.__traceback__))
 
 
 def apply(x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
