@@ -118,6 +118,9 @@ class ModelPlanRecord(ProfileModel):
     by_batch_again: dict[int, float] = {}
     batch_spreads: dict[int, float] = {}
     memory_batch: int | None = None
+    # decode steps past the layout's small steps: batch -> the fused decode layers' seconds (candidate_s) and the
+    # modules' (plain_s), doubling from twice the switch while the fused layers won (empty: not timed, older record)
+    fused_rows: dict[int, CandidateRecord] = {}
     noise: dict[str, float] = {}  # what -> floor noise across tune's runs
     cpu_share: float | None = None  # the smallest share of the CPU tune's timed threads got (None: not measured)
     # the torch it was tuned under (None: a record from before it was kept); a record of another torch is not replayed

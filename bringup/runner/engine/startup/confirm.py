@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from bringup.runner.engine.decode_timing import measure_decode
 from bringup.runner.engine.startup.context import Start
-from bringup.runner.plan.confirm import confirm_plan, without_unused_compile
+from bringup.runner.plan.confirm import confirm_plan, fused_rows, without_unused_compile
 from bringup.runner.plan.host_kernels import choose_decode_layers, decode_layers_not_tried
 from bringup.runner.plan.plan import ExecutionPlan
 
@@ -37,4 +37,6 @@ def confirm(plan: ExecutionPlan, start: Start) -> ExecutionPlan:
                                                                         not inputs.seqs_requested)
     bench.measured = replace(measured, decode=timings)
     plan = confirm_plan(plan, timings, inputs.seqs_requested)
+    if given and timings is not None and executor.fused is not None:  # measured, measure_decode set them
+        executor.fused.rows = fused_rows(timings)  # the steps past the switch the record's pairs won
     return without_unused_compile(plan, executor.fused is not None and executor.fused.serves_every_decode_step())

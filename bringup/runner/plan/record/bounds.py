@@ -54,6 +54,12 @@ def _problems(r: ModelPlanRecord) -> Iterator[tuple[Loc, str]]:
         yield from _seconds(("candidates", name, "plain_s"), c.plain_s)
         yield from _spread(("candidates", name, "spread"), c.spread)
     yield from _batches(r)
+    for batch, c in r.fused_rows.items():
+        if not 1 <= batch <= MAX_BATCH:
+            yield ("fused_rows", batch), f"{batch} is not a batch size from 1 to {MAX_BATCH}"
+        yield from _seconds(("fused_rows", batch, "candidate_s"), c.candidate_s)
+        yield from _seconds(("fused_rows", batch, "plain_s"), c.plain_s)
+        yield from _spread(("fused_rows", batch, "spread"), c.spread)
     yield from _late(r)
     if r.cpu_share is not None and not (math.isfinite(r.cpu_share) and 0 < r.cpu_share <= 1):
         yield ("cpu_share",), f"{r.cpu_share!r} is not a share of the CPU above 0 and at most 1"

@@ -74,7 +74,9 @@ def replayed(record: ModelPlanRecord, device: torch.device, dtype: torch.dtype, 
         by_batch=dict(record.by_batch), skipped=dict(record.candidates_skipped), how=record.decode_how,
         spreads={name: c.spread for name, c in record.candidates.items()},
         batch_spreads=dict(record.batch_spreads), by_batch_again=dict(record.by_batch_again),
-        memory_batch=record.memory_batch, cpu_share=record.cpu_share)
+        memory_batch=record.memory_batch, cpu_share=record.cpu_share,
+        fused_rows={b: (c.candidate_s, c.plain_s) for b, c in record.fused_rows.items()},
+        fused_rows_spreads={b: c.spread for b, c in record.fused_rows.items()})
     return StartupMeasurements(
         layouts=LayoutTimings(times, {**record.layout_skipped, **{k: f"its check fails now: {w}"
                                                                    for k, w in failing.items()}},
@@ -112,4 +114,6 @@ def plan_record(measured: StartupMeasurements, plan: ExecutionPlan, model: str, 
                     for name, (c, p) in decode.candidates.items()},
         candidates_skipped=decode.skipped, decode_how=decode.how, by_batch=decode.by_batch,
         by_batch_again=decode.by_batch_again, batch_spreads=decode.batch_spreads, memory_batch=decode.memory_batch,
+        fused_rows={b: CandidateRecord(candidate_s=f, plain_s=m, spread=decode.fused_rows_spreads.get(b, 0.0))
+                    for b, (f, m) in decode.fused_rows.items()},
         noise=noise, cpu_share=decode.cpu_share, torch=torch.__version__, **recorded_fields(measured))

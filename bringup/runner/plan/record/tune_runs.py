@@ -51,8 +51,25 @@ def _decode(runs: list[DecodeTimings], noise: dict[str, float]) -> DecodeTimings
     skipped = {name: why for r in runs for name, why in r.skipped.items() if name not in candidates}
     shares = [r.cpu_share for r in runs if r.cpu_share is not None]
     how = f"fastest of {len(runs)} start-up runs, each {runs[0].how}" if len(runs) > 1 else runs[0].how
+    rows, rows_spreads = _fused_rows(runs, noise)
     return DecodeTimings(candidates, by_batch, skipped, how, spreads, batch_spreads, again,
-                         min(memory) if memory else None, min(shares) if shares else None)
+                         min(memory) if memory else None, min(shares) if shares else None, rows, rows_spreads)
+
+
+def _fused_rows(runs: list[DecodeTimings], noise: dict[str, float]
+                ) -> tuple[dict[int, tuple[float, float]], dict[int, float]]:
+    """The fused decode layers against the modules past the layout's switch: each batch every run timed, the
+    fastest of each side (a batch only some runs reached, their doubling having stopped, is left out: the
+    record keeps what every run agreed to time); each batch's noise."""
+    common = set.intersection(*(set(r.fused_rows) for r in runs)) if runs else set()
+    rows, spreads = {}, {}
+    for b in sorted(common):
+        pairs = [r.fused_rows[b] for r in runs]
+        across = max(floor_noise([f for f, _ in pairs]), floor_noise([m for _, m in pairs]))
+        noise[f"fused rows {b}"] = across
+        rows[b] = (min(f for f, _ in pairs), min(m for _, m in pairs))
+        spreads[b] = max([across, *(r.fused_rows_spreads.get(b, 0.0) for r in runs)])
+    return rows, spreads
 
 
 def _by_batch(runs: list[dict[int, float]], run_spreads: list[dict[int, float]], noise: dict[str, float]
