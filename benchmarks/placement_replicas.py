@@ -144,67 +144,58 @@ def steady(costs: dict, prompt: int, tokens: int) -> str:  # type: ignore[type-a
     return f"{k}/{CONCURRENCY - k} in flight, {both:.2f} tokens/s against {alone:.2f} ({both / alone:.2f}x)"
 
 
-def round_trip(router, prompts: dict[str, list[int]], max_tokens: int) -> tuple[float, int, dict[str, str]]:  # type: ignore[no-untyped-def]
-    """Seconds to finish every prompt, tokens generated, and where each ran."""
-    from bringup.runner.sampling_params import SamplingParams
-
-    began = time.perf_counter()
-    for name, ids in prompts.items():
-        router.add_request(name, ids, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
-    where = {name: next(r.device for r in router.replicas if name in r.held) for name in prompts}
-    tokens = 0
-    while router.has_unfinished():
-        for out in router.step():
-            if out.finished:
-                assert out.finish_reason == "length", (out.request_id, out.finish_reason, out.error)
-                tokens += len(out.token_ids)
-    return time.perf_counter() - began, tokens, where
+Served = tuple[float, int, dict[str, int], float | None]  # seconds, tokens, requests per device, steady tokens/s
 
 
-def sustained(router, prompts: dict[str, list[int]], max_tokens: int) -> tuple[float, int, dict[str, int]]:  # type: ignore[no-untyped-def]
+def sustained(router, prompts: dict[str, list[int]], max_tokens: int) -> Served:  # type: ignore[no-untyped-def]
     """Seconds to serve every prompt with CONCURRENCY of them in flight throughout (each one that finishes is
-    replaced by the next, as CONCURRENCY clients in a closed loop), tokens generated, and requests per device."""
+    replaced by the next, as CONCURRENCY clients in a closed loop; CONCURRENCY prompts or fewer: one wave), tokens
+    generated, requests per device, and the steady rate: tokens generated per second until the last prompt was
+    sent, while CONCURRENCY were in flight (None for one wave: no prompt is sent after the first)."""
     from bringup.runner.sampling_params import SamplingParams
 
     waiting = list(prompts.items())
     spread = {"emu:0": 0, "emu:1": 0}
+    seen: dict[str, int] = {}
 
     def submit() -> None:
         name, ids = waiting.pop(0)
         router.add_request(name, ids, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
         spread[next(r.device for r in router.replicas if name in r.held)] += 1
-    began = time.perf_counter()
+    began, steady = time.perf_counter(), None
     for _ in range(min(CONCURRENCY, len(waiting))):
         submit()
-    tokens = 0
     while router.has_unfinished():
         for out in router.step():
+            seen[out.request_id] = len(out.token_ids)
             if out.finished:
                 assert out.finish_reason == "length", (out.request_id, out.finish_reason, out.error)
-                tokens += len(out.token_ids)
                 if waiting:
                     submit()
-    return time.perf_counter() - began, tokens, spread
+                    if not waiting:
+                        steady = sum(seen.values()) / (time.perf_counter() - began)
+    return time.perf_counter() - began, sum(seen.values()), spread, steady
 
 
-def compare(arms: dict, workload: str, rounds: int, serve) -> float:  # type: ignore[no-untyped-def, type-arg]
+def compare(arms: dict, workload: str, rounds: int, serve) -> None:  # type: ignore[no-untyped-def, type-arg]
     """The replicas' best round over the faster alone's, the arms alternating each round; `serve(router)` runs one
-    round and gives (seconds, tokens, requests per device)."""
+    round (sustained's figures). The whole run's rate, and where measured the steady rate beside it."""
     best: dict[str, float] = {}
+    steady: dict[str, float] = {}
     for index in range(rounds):
         for name, router in arms.items():
-            took, made, spread = serve(router)
+            took, made, spread, rate = serve(router)
             print(f"{workload}, round {index + 1} {name:>18}: {made / took:7.2f} tokens/s ({made} tokens in "
-                  f"{took:.2f} s; requests per device {spread})")
+                  f"{took:.2f} s; requests per device {spread})" + (f"; {rate:.2f} while {CONCURRENCY} were in "
+                                                                      f"flight" if rate is not None else ""))
             best[name] = max(best.get(name, 0.0), made / took)
-    ratio = best["replicas (router)"] / best["faster alone"]
-    print(f"{workload}, best: replicas {best['replicas (router)']:.2f} tokens/s, faster alone "
-          f"{best['faster alone']:.2f}: {ratio:.2f}x (target >= 1.3x)")
-    return ratio
-
-
-def _spread(took: float, made: int, where: dict[str, str]) -> tuple[float, int, dict[str, int]]:
-    return took, made, {d: list(where.values()).count(d) for d in ("emu:0", "emu:1")}
+            if rate is not None:
+                steady[name] = max(steady.get(name, 0.0), rate)
+    for what, figures in (("best", best), ("steady", steady)):
+        if figures:
+            ratio = figures["replicas (router)"] / figures["faster alone"]
+            print(f"{workload}, {what}: replicas {figures['replicas (router)']:.2f} tokens/s, faster alone "
+                  f"{figures['faster alone']:.2f}: {ratio:.2f}x (target >= 1.3x)")
 
 
 def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float]) -> None:
@@ -227,11 +218,12 @@ def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float]) -> None:
         print(f"{workload}, sustained, predicted from the engine's costs: {steady(timed, length, tokens)}")
         wave = {f"w{i}": prompt_of(i) for i in range(CONCURRENCY)}
         compare(arms, f"{workload}, one wave of {CONCURRENCY}", rounds,
-                lambda router, wave=wave: _spread(*round_trip(router, wave, tokens)))
+                lambda router, wave=wave: sustained(router, wave, tokens))
         flow = {f"f{i}": prompt_of(CONCURRENCY + i) for i in range(CONCURRENCY * WAVES)}
         compare(arms, f"{workload}, {len(flow)} at concurrency {CONCURRENCY}", rounds,
                 lambda router, flow=flow: sustained(router, flow, tokens))
-    took, made, where = round_trip(arms["replicas (router)"], {"long": list(range(10, 10 + LONG_PROMPT))}, 4)
-    print(f"long prompt ({LONG_PROMPT} tokens; contexts {CONTEXTS}): served on {where['long']} ({made} tokens in "
+    took, made, spread, _ = sustained(arms["replicas (router)"], {"long": list(range(10, 10 + LONG_PROMPT))}, 4)
+    where = next(device for device, count in spread.items() if count)
+    print(f"long prompt ({LONG_PROMPT} tokens; contexts {CONTEXTS}): served on {where} ({made} tokens in "
           f"{took:.2f} s)")
     print(f"load:    {os.getloadavg()[0]:.2f} (1-min average) at the end")
