@@ -50,7 +50,6 @@ int host_threads_of(c10::DeviceIndex device) {
 // (and MKL's thread-local count where torch carries MKL: torch.set_num_threads sets MKL's global one, which MKL
 // follows over OpenMP's setting)
 struct OpenMp {
-  int (*get_max_threads)() = nullptr;
   void (*set_num_threads)(int) = nullptr;
   // MKL's C entry (the lower-case name takes a pointer): returns the thread's previous local count (0: none)
   int (*mkl_set_local)(int) = nullptr;
@@ -59,7 +58,6 @@ struct OpenMp {
 const OpenMp& open_mp() {
   static const OpenMp found = [] {
     OpenMp omp;
-    omp.get_max_threads = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
     omp.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
     omp.mkl_set_local = reinterpret_cast<int (*)(int)>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
     return omp;
@@ -74,7 +72,7 @@ void configure_host_threads(const std::vector<int>& threads) {
     TORCH_CHECK(count >= 0, "emu: a device's host threads are a count, 0 for the calling thread's setting");
   }
   TORCH_CHECK(std::all_of(threads.begin(), threads.end(), [](int c) { return c == 0; }) ||
-                  (open_mp().get_max_threads != nullptr && open_mp().set_num_threads != nullptr),
+                  open_mp().set_num_threads != nullptr,
               "emu: host_threads needs torch's OpenMP runtime, which this process has not loaded");
   g_host_threads = threads;
 }

@@ -24,7 +24,7 @@ class Replica:
     last_stats: dict = field(default_factory=dict)  # its engine's stats when last read (not while it steps)
     cost: StepCost | None = None  # its measured step costs by batch and its prefill rate, where measured
     unprefilled: dict[str, int] = field(default_factory=dict)  # request id -> prompt tokens, until its first output
-    adding: dict[str, Future] = field(default_factory=dict)  # requests handed over while it stepped, until added
+    adding: dict[str, Future] = field(default_factory=dict)  # requests handed to its thread, until added
 
     def call(self, function: Any, *args: Any) -> Any:
         return self.thread.submit(function, *args).result()

@@ -34,18 +34,15 @@ class ReplicaRouter:
     # ---------------------------------------------------------------- requests
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
         """Routes the request and hands it to its replica. Bad input raises ValueError here, on the caller's thread;
-        a replica in the middle of a step takes the request when the step ends, so adding never waits for a step
-        (a slow replica's step would hold up the others' next steps)."""
+        the replica takes the request on its own thread before its next step (after the one it is in, if any), so
+        adding never waits for a step (a slow replica's step would hold up the others' next steps)."""
         if any(request_id in r.held for r in self.replicas):
             raise ValueError(f"request_id: {request_id!r} is already running")
         prompt = len(prompt_token_ids)
         chosen = self._route(prompt, params.max_tokens)
         chosen.engine.check_request(request_id, prompt_token_ids, params)
-        if chosen.stepping is None:
-            chosen.call(chosen.engine.add_request, request_id, prompt_token_ids, params)
-        else:
-            chosen.adding[request_id] = chosen.thread.submit(chosen.engine.add_request, request_id,
-                                                             prompt_token_ids, params)
+        chosen.adding[request_id] = chosen.thread.submit(chosen.engine.add_request, request_id, prompt_token_ids,
+                                                         params)  # on its thread, before its next step
         chosen.held[request_id] = min(prompt + params.max_tokens, chosen.engine.max_model_len)
         chosen.unprefilled[request_id] = prompt
         chosen.served += 1
@@ -99,8 +96,8 @@ class ReplicaRouter:
         return self._lose(replica, loss)
 
     def _failed_adds(self, replica: Replica) -> list[RequestOutput]:
-        """The requests handed over during a step whose add raised on the replica's thread after check_request
-        passed (none should): each ends with its error rather than waiting for tokens that never come."""
+        """The requests handed over whose add raised on the replica's thread after check_request passed (none
+        should): each ends with its error rather than waiting for tokens that never come."""
         failed = []
         for request_id, adding in list(replica.adding.items()):
             if not adding.done():

@@ -41,10 +41,7 @@ def _decode(runs: list[DecodeTimings], noise: dict[str, float]) -> DecodeTimings
     candidates, spreads = {}, {}
     for name in runs[0].candidates:
         pairs = [r.candidates[name] for r in runs if name in r.candidates]
-        across = max(floor_noise([c for c, _ in pairs]), floor_noise([p for _, p in pairs]))
-        noise[name] = across
-        candidates[name] = (min(c for c, _ in pairs), min(p for _, p in pairs))
-        spreads[name] = max([across, *(r.spreads.get(name, 0.0) for r in runs)])
+        candidates[name], spreads[name] = _fastest_pair(pairs, [r.spreads.get(name, 0.0) for r in runs], noise, name)
     by_batch, batch_spreads = _by_batch([r.by_batch for r in runs], [r.batch_spreads for r in runs], noise)
     again, _ = _by_batch([r.by_batch_again for r in runs if r.by_batch_again], [], {})
     memory = [r.memory_batch for r in runs if r.memory_batch is not None]
@@ -64,12 +61,18 @@ def _fused_rows(runs: list[DecodeTimings], noise: dict[str, float]
     common = set.intersection(*(set(r.fused_rows) for r in runs)) if runs else set()
     rows, spreads = {}, {}
     for b in sorted(common):
-        pairs = [r.fused_rows[b] for r in runs]
-        across = max(floor_noise([f for f, _ in pairs]), floor_noise([m for _, m in pairs]))
-        noise[f"fused rows {b}"] = across
-        rows[b] = (min(f for f, _ in pairs), min(m for _, m in pairs))
-        spreads[b] = max([across, *(r.fused_rows_spreads.get(b, 0.0) for r in runs)])
+        rows[b], spreads[b] = _fastest_pair([r.fused_rows[b] for r in runs],
+                                            [r.fused_rows_spreads.get(b, 0.0) for r in runs], noise, f"fused rows {b}")
     return rows, spreads
+
+
+def _fastest_pair(pairs: list[tuple[float, float]], run_spreads: list[float], noise: dict[str, float], key: str
+                  ) -> tuple[tuple[float, float], float]:
+    """A (candidate, plain) timing across the runs: the fastest of each side, and its spread (the floor noise
+    across the runs, noted under `key`, or the largest a run measured)."""
+    across = max(floor_noise([c for c, _ in pairs]), floor_noise([p for _, p in pairs]))
+    noise[key] = across
+    return (min(c for c, _ in pairs), min(p for _, p in pairs)), max([across, *run_spreads])
 
 
 def _by_batch(runs: list[dict[int, float]], run_spreads: list[dict[int, float]], noise: dict[str, float]
