@@ -70,8 +70,9 @@ def test_a_record_tuned_at_another_dtype_is_not_replayed(tuned, tmp_path, caplog
     other = tmp_path / "other.yaml"
     other.write_text(render_yaml(profile))
     engine, seen = replayed_start(other, max_num_seqs=1)
-    recorded = {name: (c.candidate_s, c.plain_s) for name, c in record.candidates.items()}
-    assert seen[0].decode.candidates != recorded  # timed here
+    # timed here: the layout's products were timed afresh (the record's candidates are no witness: a start on a busy
+    # machine may time none, and the record may hold none, so two empty dicts compared equal)
+    assert seen[0].layouts.times != record.layout_times
     assert "was tuned at bfloat16, not float32: timing at start-up" in caplog.text
     assert not any("recorded by tune" in getattr(engine.plan, s).evidence for s in MEASURED_SETTINGS)
 
