@@ -22,8 +22,9 @@ the GPU and the host (llama.cpp's partial offload, set by hand there), and "larg
 `--case replicas` runs the replicas case instead (benchmarks/placement_replicas.py says what it measures).
 
 Run:  python -m benchmarks.placement [--case split|replicas] [--devices emu:0,emu:1] [--tokens 32] [--rounds 3]
-[--model FILE.gguf] (from the repository root; on emu devices it sets BRINGUP_EMU_SPEC for itself). Not a test:
-the figures are this machine's.
+[--workload short|chat|both] [--requests 64] [--model FILE.gguf] (from the repository root; on emu devices it sets
+BRINGUP_EMU_SPEC for itself; --workload and --requests are the replicas case's). Not a test: the figures are this
+machine's.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def main() -> None:
     parser.add_argument("--devices", default="emu:0,emu:1", help="FAST,LARGE (the split case)")
     parser.add_argument("--fast-cap", type=int, default=450, help="MiB, the first device's cap")
     parser.add_argument("--slow-cap", type=int, default=560, help="MiB, the second device's cap")
+    parser.add_argument("--workload", choices=("short", "chat", "both"), default="both", help="the replicas case's")
+    parser.add_argument("--requests", type=int, default=64,
+                        help="the replicas case's sustained load: requests served at concurrency 8")
     args = parser.parse_args()
     args.devices = [d.strip() for d in args.devices.split(",")]
     if len(args.devices) != 2 or (args.case == "replicas" and args.devices != ["emu:0", "emu:1"]):
@@ -173,7 +177,7 @@ def run(args: argparse.Namespace) -> None:
     if args.case == "replicas":
         from benchmarks.placement_replicas import run as run_replicas
 
-        run_replicas(args.model, args.tokens, args.rounds, gbps)
+        run_replicas(args.model, args.tokens, args.rounds, gbps, args.workload, args.requests)
         return
     fast, large = args.devices
     runs, predicted = placements(args.model, gbps, {fast: args.fast_cap << 20, large: args.slow_cap << 20})

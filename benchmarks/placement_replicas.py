@@ -1,7 +1,8 @@
 """The replicas case of benchmarks/placement.py (`--case replicas`): two emulated devices slow enough that the
 emulator waits more than it computes (speeds 0.25 and 0.125; the default spec's native ops, as an accelerator runs
 them), SmolLM2 on each, the router over both against the faster device alone, at concurrency 8 (issue 54's
-acceptance: aggregate throughput >= 1.3x the faster alone), and a long prompt only the larger replica's context
+acceptance: aggregate throughput >= 1.3x the faster alone), beside the baseline router it replaced (each request
+where the completion times grow least: `completion_router`), and a long prompt only the larger replica's context
 holds, which must be served there.
 
 Each replica is a real engine (LLMEngine) on its own thread, as `serve --placement replicas` starts them; start-up's
@@ -10,12 +11,15 @@ start does not spend minutes timing candidates at an eighth of the host's speed.
 (plan/placement/step_cost.py) are those a start-up measures (engine/step_timing.py: the model's 3- and 6-layer cuts
 timed on each device, carried to the whole model), printed beside each engine's own steps timed here (a decode step
 at batch 1 and at batch 8, and the prefill of one CHAT_PROMPT-token prompt; the best of two, interleaved) as a check
-of that prediction. Two workloads of 16 generated tokens a request: short prompts (5 tokens: decode only) and a chat
-(CHAT_PROMPT-token prompts: prefill a real share of the work), each served two ways: one wave (8 requests at once,
-timed until the last ends: whole requests split 6/2 at best, so the slower replica idles at the end) and sustained
-(CONCURRENCY * WAVES requests, CONCURRENCY in flight throughout as that many clients in a closed loop: what a
-server's throughput at concurrency 8 means). Each prints the prediction from the engine's costs: the planner's
-(the wave) and the steady state's (the best number of requests in flight on each). Rounds alternate the arms; each
+of that prediction. Two workloads of 16 generated tokens a request (--workload picks one): short prompts (5
+tokens: decode only) and a chat (CHAT_PROMPT-token prompts: prefill a real share of the work), each served two
+ways: sustained (--requests, 64 unless given, CONCURRENCY in flight throughout as that many clients in a closed
+loop: what a server's throughput at concurrency 8 means), reported for the whole run and for its steady window (from
+the CONCURRENCY-th request's end, when the prompts first sent at once are behind, to the last one's sending, before
+the load drains), with the mean number in flight on each device over the window; and one wave (8 requests at once,
+timed until the last ends: the router leads them to the steady state's shares, so the slower device's share ends
+the wave). Each prints the prediction from the start-up's costs and from the engine's: the planner's (the steady
+state's best shares against all on the faster device), and the wave at those shares. Rounds alternate the arms; each
 figure is its best round.
 
 Each device computes on one host thread (`host_threads: 1` in the spec, docs/emulator.md), so the two replicas, on
@@ -37,7 +41,7 @@ CONTEXTS = {"emu:0": 256, "emu:1": 1024}  # the long prompt fits only emu:1's
 LONG_PROMPT = 400
 CHAT_PROMPT = 224  # the chat workload's prompts (within emu:0's 256-token context): prefill a real share
 CONCURRENCY = 8
-WAVES = 4  # the sustained load: CONCURRENCY clients, each sending WAVES requests one after another
+ROUTER = "replicas (router)"
 
 
 def spec() -> dict:  # type: ignore[type-arg]
@@ -118,87 +122,117 @@ def startup_costs(model: Path, gbps: dict[str, float]) -> dict[str, object]:
 
 
 def predicted(costs: dict, prompt: int, tokens: int) -> str:  # type: ignore[type-arg]
-    """The planner's verdict on replicas for this workload, from `costs`: the best split against all on the faster
-    one, the ceiling these two speeds allow before any slowdown of running both."""
-    from bringup.runner.plan.placement.replica_load import ReplicaLoad, replica_gain
+    """The planner's verdict on replicas for this workload at concurrency CONCURRENCY, from `costs`: the steady
+    state's best shares (requests in flight on each, where the router leads the load) against all on emu:0; and a
+    wave of CONCURRENCY sent at once to those shares, timed to the last (the slower device's share ends it)."""
+    from bringup.runner.plan.placement.replica_load import ReplicaLoad, load_seconds, replica_gain
     from bringup.runner.plan.placement.replicas import REPLICA_GAIN
 
-    found = replica_gain([costs["emu:0"], costs["emu:1"]], ReplicaLoad(CONCURRENCY, prompt, tokens))
-    return (f"all on emu:0 {found.alone_s:.2f} s; best split {found.shares[0]}/{found.shares[1]} "
-            f"{found.split_s:.2f} s ({found.gain:.2f}x; the planner picks replicas unasked from {REPLICA_GAIN}x)")
-
-
-def steady(costs: dict, prompt: int, tokens: int) -> str:  # type: ignore[type-arg]
-    """The steady state's prediction from `costs`: CONCURRENCY requests in flight, k on emu:0 and the rest on
-    emu:1, each device's throughput its requests' tokens over the time it takes to prefill and decode them; the
-    best k against all on emu:0."""
-    from bringup.runner.plan.placement.replica_load import ReplicaLoad, load_seconds
-
     load = ReplicaLoad(CONCURRENCY, prompt, tokens)
+    found = replica_gain([costs["emu:0"], costs["emu:1"]], load)
+    alone = load_seconds(costs["emu:0"], load, CONCURRENCY)
+    wave = max(load_seconds(costs[d], load, k) for d, k in zip(("emu:0", "emu:1"), found.shares))
+    return (f"steady {found.shares[0]}/{found.shares[1]} in flight, {found.split_rate * tokens:.2f} tokens/s against "
+            f"{found.alone_rate * tokens:.2f} all on emu:0 ({found.gain:.2f}x; the planner picks replicas unasked from "
+            f"{REPLICA_GAIN}x); a wave of {CONCURRENCY} at those shares {wave:.2f} s against {alone:.2f} s "
+            f"({alone / wave:.2f}x)")
 
-    def rate(cost, k: int) -> float:  # type: ignore[no-untyped-def]
-        return k * tokens / load_seconds(cost, load, k) if k else 0.0
-    alone = rate(costs["emu:0"], CONCURRENCY)
-    k = max(range(CONCURRENCY + 1), key=lambda n: rate(costs["emu:0"], n) + rate(costs["emu:1"], CONCURRENCY - n))
-    both = rate(costs["emu:0"], k) + rate(costs["emu:1"], CONCURRENCY - k)
-    return f"{k}/{CONCURRENCY - k} in flight, {both:.2f} tokens/s against {alone:.2f} ({both / alone:.2f}x)"
 
-
-Served = tuple[float, int, dict[str, int], float | None]  # seconds, tokens, requests per device, steady tokens/s
+Served = tuple[float, int, dict[str, int], float | None, dict[str, float]]
+# seconds, tokens, requests per device, the steady window's tokens/s, mean requests in flight per device
 
 
 def sustained(router, prompts: dict[str, list[int]], max_tokens: int) -> Served:  # type: ignore[no-untyped-def]
     """Seconds to serve every prompt with CONCURRENCY of them in flight throughout (each one that finishes is
     replaced by the next, as CONCURRENCY clients in a closed loop; CONCURRENCY prompts or fewer: one wave), tokens
-    generated, requests per device, and the steady rate: tokens generated per second until the last prompt was
-    sent, while CONCURRENCY were in flight (None for one wave: no prompt is sent after the first)."""
+    generated, requests per device, the steady window's rate (tokens generated per second from the CONCURRENCY-th
+    request's end, when the first prompts sent at once are behind, to the last prompt's sending, before the load
+    drains; None for one wave), and the mean number in flight on each device over that window."""
     from bringup.runner.sampling_params import SamplingParams
 
     waiting = list(prompts.items())
     spread = {"emu:0": 0, "emu:1": 0}
     seen: dict[str, int] = {}
+    window: list[tuple[float, int]] = []  # (time, tokens so far) at the window's start and end
+    in_flight = {"emu:0": 0.0, "emu:1": 0.0}  # requests held times seconds, over the window
 
     def submit() -> None:
         name, ids = waiting.pop(0)
         router.add_request(name, ids, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
         spread[next(r.device for r in router.replicas if name in r.held)] += 1
-    began, steady = time.perf_counter(), None
+    began = last = time.perf_counter()
     for _ in range(min(CONCURRENCY, len(waiting))):
         submit()
+    finished = 0
     while router.has_unfinished():
-        for out in router.step():
+        outputs = router.step()
+        now = time.perf_counter()
+        if len(window) == 1:
+            for replica in router.replicas:
+                in_flight[replica.device] += len(replica.held) * (now - last)
+        last = now
+        for out in outputs:
             seen[out.request_id] = len(out.token_ids)
             if out.finished:
                 assert out.finish_reason == "length", (out.request_id, out.finish_reason, out.error)
+                finished += 1
                 if waiting:
                     submit()
-                    if not waiting:
-                        steady = sum(seen.values()) / (time.perf_counter() - began)
-    return time.perf_counter() - began, sum(seen.values()), spread, steady
+                    if finished == CONCURRENCY or not waiting:
+                        window.append((now, sum(seen.values())))
+    took = time.perf_counter() - began
+    if len(window) < 2 or window[1][0] <= window[0][0]:
+        return took, sum(seen.values()), spread, None, {}
+    (start, made_then), (end, made_by) = window
+    return (took, sum(seen.values()), spread, (made_by - made_then) / (end - start),
+            {device: held / (end - start) for device, held in in_flight.items()})
+
+
+def completion_router(replicas: list):  # type: ignore[no-untyped-def, type-arg]
+    """The baseline router (bringup's until 2026-12-07): each request where the sum of the completion times of the
+    requests there, its own included, grows least (its predicted completion, plus its prefill and its share of the
+    decode steps for each request held there), rather than where the steady rate rises most."""
+    from bringup.runner.engine.replicas.router import ReplicaRouter
+
+    def added_s(replica, prompt: int, max_tokens: int) -> float:  # type: ignore[no-untyped-def]
+        cost = replica.cost
+        delay = sum(prompt * cost.prefill_s_per_token + cost.per_seq_s * min(left, max_tokens)
+                    for left in replica.held.values())
+        return replica.predicted_s(prompt + max_tokens, prompt) + delay
+
+    class CompletionRouter(ReplicaRouter):
+        def _route(self, prompt: int, max_tokens: int):  # type: ignore[no-untyped-def]
+            able = [r for r in self.replicas if r.holds(prompt, prompt + max_tokens)]
+            if not able:
+                return super()._route(prompt, max_tokens)
+            return min(able, key=lambda r: added_s(r, prompt, max_tokens))
+    return CompletionRouter(replicas)
 
 
 def compare(arms: dict, workload: str, rounds: int, serve) -> None:  # type: ignore[no-untyped-def, type-arg]
     """The replicas' best round over the faster alone's, the arms alternating each round; `serve(router)` runs one
-    round (sustained's figures). The whole run's rate, and where measured the steady rate beside it."""
+    round (sustained's figures). The whole run's rate, and where measured the steady window's beside it."""
     best: dict[str, float] = {}
     steady: dict[str, float] = {}
     for index in range(rounds):
         for name, router in arms.items():
-            took, made, spread, rate = serve(router)
+            took, made, spread, rate, held = serve(router)
+            window = (f"; steady window {rate:.2f} tokens/s, in flight " + " / ".join(f"{held[d]:.1f}" for d in held)
+                      if rate is not None else "")
             print(f"{workload}, round {index + 1} {name:>18}: {made / took:7.2f} tokens/s ({made} tokens in "
-                  f"{took:.2f} s; requests per device {spread})" + (f"; {rate:.2f} while {CONCURRENCY} were in "
-                                                                      f"flight" if rate is not None else ""))
+                  f"{took:.2f} s; requests per device {spread}){window}")
             best[name] = max(best.get(name, 0.0), made / took)
             if rate is not None:
                 steady[name] = max(steady.get(name, 0.0), rate)
-    for what, figures in (("best", best), ("steady", steady)):
-        if figures:
-            ratio = figures["replicas (router)"] / figures["faster alone"]
-            print(f"{workload}, {what}: replicas {figures['replicas (router)']:.2f} tokens/s, faster alone "
-                  f"{figures['faster alone']:.2f}: {ratio:.2f}x (target >= 1.3x)")
+    for what, figures in (("whole run, best", best), ("steady window, best", steady)):
+        for name in (n for n in figures if n != "faster alone"):
+            ratio = figures[name] / figures["faster alone"]
+            print(f"{workload}, {what}: {name} {figures[name]:.2f} tokens/s, faster alone "
+                  f"{figures['faster alone']:.2f}: {ratio:.2f}x" + (" (target >= 1.3x)" if name == ROUTER else ""))
 
 
-def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float]) -> None:
+def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float], which: str = "both",
+        requests: int = 64) -> None:
     from bringup.runner.engine.replicas.router import ReplicaRouter
 
     started = startup_costs(model, gbps)
@@ -208,21 +242,24 @@ def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float]) -> None:
         one.cost = started[one.device]  # the router predicts from the start-up's costs, as serve's does
         print(f"start-up {one.device}: {started[one.device].evidence}")
         print(f"engine   {one.device}: {timed[one.device].evidence}")
-    arms = {"replicas (router)": ReplicaRouter([fast, slow]), "faster alone": ReplicaRouter([fast])}
-    workloads = {"short prompts": lambda i: [1, 504, 3458, 282, 4649 + i % 400],
-                 f"chat ({CHAT_PROMPT}-token prompts)": lambda i: [1 + (i * 7 + t) % 400 for t in range(CHAT_PROMPT)]}
-    for workload, prompt_of in workloads.items():
+    arms = {ROUTER: ReplicaRouter([fast, slow]), "replicas (completion)": completion_router([fast, slow]),
+            "faster alone": ReplicaRouter([fast])}
+    workloads = {"short": ("short prompts", lambda i: [1, 504, 3458, 282, 4649 + i % 400]),
+                 "chat": (f"chat ({CHAT_PROMPT}-token prompts)",
+                          lambda i: [1 + (i * 7 + t) % 400 for t in range(CHAT_PROMPT)])}
+    for key, (workload, prompt_of) in workloads.items():
+        if which not in (key, "both"):
+            continue
         length = len(prompt_of(0))
         print(f"{workload}, predicted from the start-up's costs: {predicted(started, length, tokens)}")
         print(f"{workload}, predicted from the engine's costs:   {predicted(timed, length, tokens)}")
-        print(f"{workload}, sustained, predicted from the engine's costs: {steady(timed, length, tokens)}")
         wave = {f"w{i}": prompt_of(i) for i in range(CONCURRENCY)}
         compare(arms, f"{workload}, one wave of {CONCURRENCY}", rounds,
                 lambda router, wave=wave: sustained(router, wave, tokens))
-        flow = {f"f{i}": prompt_of(CONCURRENCY + i) for i in range(CONCURRENCY * WAVES)}
+        flow = {f"f{i}": prompt_of(CONCURRENCY + i) for i in range(requests)}
         compare(arms, f"{workload}, {len(flow)} at concurrency {CONCURRENCY}", rounds,
                 lambda router, flow=flow: sustained(router, flow, tokens))
-    took, made, spread, _ = sustained(arms["replicas (router)"], {"long": list(range(10, 10 + LONG_PROMPT))}, 4)
+    took, made, spread, _, _ = sustained(arms[ROUTER], {"long": list(range(10, 10 + LONG_PROMPT))}, 4)
     where = next(device for device, count in spread.items() if count)
     print(f"long prompt ({LONG_PROMPT} tokens; contexts {CONTEXTS}): served on {where} ({made} tokens in "
           f"{took:.2f} s)")

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from bringup.runner.engine.replicas.router import ReplicaRouter
 from bringup.runner.plan.placement.given import placement_mode
 from bringup.runner.plan.placement.placement import LAYER_SPLIT, REPLICAS, SINGLE, shown_placement
 from bringup.runner.plan.placement.planner import NoPlacement, plan_placement
@@ -27,15 +28,18 @@ def costed(name: str, gbps: float, one_s: float, full_s: float, prefill_s: float
     return replace(device(name, 2048, gbps), step_cost=measured_cost(one_s, full_s, 8, prefill_s, 160))
 
 
-def test_the_gain_is_the_fastest_alone_over_the_best_split_of_the_stated_load() -> None:
+def test_the_gain_is_the_best_shares_steady_rate_over_the_fastest_alone() -> None:
     fast, slow = (measured_cost(*GROWING[k][:2], 8, GROWING[k][2], 160) for k in ("fast", "slow"))
     found = replica_gain([fast, slow], LOAD)
-    alone = 8 * 160 * 0.005 + 16 * 0.70  # eight prefills, then sixteen steps at batch 8
-    assert found.alone_s == pytest.approx(alone) and found.fastest == 0
-    spans = {k: max(8 - k and (8 - k) * 0.8 + 16 * fast.decode_s(8 - k), k and k * 1.6 + 16 * slow.decode_s(k))
-             for k in range(9)}
-    best = min(spans, key=spans.__getitem__)
-    assert found.shares == (8 - best, best) and found.gain == pytest.approx(alone / spans[best]) and found.gain > 1
+    alone = 8 / (8 * 160 * 0.005 + 16 * 0.70)  # eight requests completed per eight prefills and sixteen batch-8 steps
+    assert found.alone_rate == pytest.approx(alone) and found.fastest == 0
+
+    def rate(cost, k: int) -> float:  # type: ignore[no-untyped-def]
+        return k / (k * 160 * cost.prefill_s_per_token + 16 * cost.decode_s(k)) if k else 0.0
+    rates = {k: rate(fast, 8 - k) + rate(slow, k) for k in range(9)}
+    best = max(rates, key=rates.__getitem__)
+    assert found.shares == (8 - best, best) and found.gain == pytest.approx(rates[best] / alone) and found.gain > 1
+    assert 0 < best < 8 and found.split_rate == pytest.approx(rates[best])
     assert stated_load(256, None) == ReplicaLoad(8, 128, 128) and stated_load(100, 4) == ReplicaLoad(4, 50, 50)
     assert step_cost_from(fast.as_value()) == fast
 
@@ -54,7 +58,7 @@ def test_replicas_are_chosen_only_where_the_measured_step_costs_predict_the_gain
     assert value["prediction"]["gain"] == pytest.approx(expected)
     assert value["prediction"]["load"] == {"requests": 8, "prompt_tokens": 160, "new_tokens": 16}
     assert sum(value["prediction"]["shares"].values()) == 8
-    assert f"replicas predict {expected:.2f}x over x:1 alone for 8 requests at once, each a 160-token prompt" \
+    assert f"replicas predict {expected:.2f}x over x:1 alone for 8 requests in flight, each a 160-token prompt" \
         in placement.evidence
     assert shown_placement(value) == "replicas: x:1 replica 1, x:0 replica 2"
     # the same devices whose step barely grows with the batch: a full batch on the fast one wins; said so
@@ -63,7 +67,7 @@ def test_replicas_are_chosen_only_where_the_measured_step_costs_predict_the_gain
     assert flat_gain < 1.2, flat_gain
     single = plan_placement([flat_slow, flat_fast], NEED, load=LOAD)
     assert single.mode == SINGLE and single.members[0].device == "x:1"
-    said = f"replicas predict {flat_gain:.2f}x over x:1 alone for 8 requests at once"
+    said = f"replicas predict {flat_gain:.2f}x over x:1 alone for 8 requests in flight"
     assert f"not replicas: {said}" in single.evidence and said in dict(single.left_out)["x:0"]
     row = single.as_value()
     assert row["devices"][0]["step_cost"] == flat_fast.step_cost.as_value()  # type: ignore[union-attr]
@@ -115,25 +119,48 @@ def test_the_router_splits_a_batch_only_where_the_measured_step_grows_with_it() 
     assert slow.predicted_s(21, 5) < fast.predicted_s(21, 5)
 
 
-def test_the_router_weighs_the_delay_a_request_brings_those_already_on_a_replica() -> None:
+def test_the_router_leads_a_steady_load_to_the_shares_that_complete_the_most_requests() -> None:
     from types import SimpleNamespace
 
     from bringup.runner.engine.replicas.replica import Replica
     from bringup.runner.plan.choice import Choice
+    from bringup.runner.plan.placement.replica_load import steady_rate
 
-    engine = SimpleNamespace(plan=SimpleNamespace(max_num_seqs=Choice(8, "given")))
+    engine = SimpleNamespace(plan=SimpleNamespace(max_num_seqs=Choice(8, "given"), block_size=16), max_model_len=256,
+                             blocks=SimpleNamespace(num_blocks=256))  # eight seats, room for any of the chats
     # the chat benchmark's step costs on the quarter- and eighth-speed emulated devices (quiet Xeon, 2026-12-07)
-    fast = Replica("fast", engine, None, 0.2, cost=measured_cost(0.201, 0.359, 8, 224 * 0.00828, 224))  # type: ignore[arg-type]
-    slow = Replica("slow", engine, None, 0.4, cost=measured_cost(0.393, 0.779, 8, 224 * 0.0177, 224))  # type: ignore[arg-type]
-    fast.held = {f"r{i}": 16 for i in range(7)}  # seven chats decoding on the fast replica
-    slow.held = {"s0": 16}
-    chat = (224 + 16, 224)
-    assert fast.predicted_s(*chat) < slow.predicted_s(*chat)  # its own completion alone: the fast one
-    # but its prefill holds up the seven there: added, the fast replica costs more than the slow one
-    delay = 7 * (224 * 0.00828 + fast.cost.per_seq_s * 16)  # type: ignore[union-attr]
-    assert fast.added_s(*chat) == pytest.approx(fast.predicted_s(*chat) + delay)
-    assert slow.added_s(*chat) < fast.added_s(*chat)
-    fast.held = {"r0": 16}  # with one there, the fast replica adds the least
-    assert fast.added_s(*chat) < slow.added_s(*chat)
-    slow.cost = None  # without measured costs, a replica prices only the request's own tokens
-    assert slow.added_s(*chat) == slow.predicted_s(*chat) == pytest.approx((240 + 0) * 0.4)
+    costs = {"fast": measured_cost(0.193, 0.432, 8, 224 * 0.00715, 224),
+             "slow": measured_cost(0.372, 0.842, 8, 224 * 0.01388, 224)}
+    fast = Replica("fast", engine, None, 0.2, cost=costs["fast"])  # type: ignore[arg-type]
+    slow = Replica("slow", engine, None, 0.4, cost=costs["slow"])  # type: ignore[arg-type]
+    router = SimpleNamespace(replicas=[fast, slow])
+    chat = ReplicaLoad(1, 224, 16)
+
+    def arrive(name: str) -> str:
+        chosen = ReplicaRouter._route(router, 224, 16)  # type: ignore[arg-type]
+        chosen.held[name] = 240
+        return chosen.device
+
+    def holding() -> tuple[int, int]:
+        return len(fast.held), len(slow.held)
+
+    def rates(shares: tuple[int, int]) -> float:
+        return steady_rate(costs["fast"], chat, shares[0]) + steady_rate(costs["slow"], chat, shares[1])
+
+    assert arrive("a0") == "fast"  # alone, the fast replica completes it soonest and raises the rate most
+    for index in range(1, 8):
+        arrive(f"a{index}")
+    best = max(((k, 8 - k) for k in range(9)), key=rates)
+    assert holding() == best == (5, 3)  # eight at once: the steady load's best shares, not the fast one's fill
+    assert rates(best) / rates((8, 0)) == pytest.approx(1.35, abs=0.01)
+    assert rates((6, 2)) < rates(best)  # where greedy completion-time routing settled (the benchmark's 6 / 2)
+    del slow.held["a1"]  # one finishes on the slow replica: its replacement goes back there
+    assert arrive("b0") == "slow" and holding() == (5, 3)
+    del fast.held["a0"]
+    assert arrive("b1") == "fast" and holding() == (5, 3)
+    fast.held.update({f"c{i}": 240 for i in range(3)})  # both batches full: the one predicted to finish it first
+    slow.held.update({f"d{i}": 240 for i in range(5)})
+    assert fast.gained_rate(240, 224) == slow.gained_rate(240, 224) == 0.0
+    assert arrive("e0") == min((fast, slow), key=lambda r: r.predicted_s(240, 224)).device
+    slow.cost = None  # a replica without measured costs: every replica is priced by its predicted completion
+    assert slow.gained_rate(240, 224) is None

@@ -1,8 +1,10 @@
 """What replicas are predicted to gain, for a stated load, from each device's measured step costs (step_cost.py):
-`requests` requests arrive at once, each a prompt of `prompt_tokens` tokens and `new_tokens` generated. A device
-given k of them prefills their prompts, then decodes its batch of k for `new_tokens` steps; the devices run side by
-side, so the load takes as long as the slowest device's share. The gain is the fastest device's time for the whole
-load alone over the best split's time (every way of sharing the requests is tried)."""
+`requests` requests in flight throughout (a server's concurrency: each one that ends is replaced by the next), each
+a prompt of `prompt_tokens` tokens and `new_tokens` generated. A device holding k of them completes k requests in
+the time it takes to prefill k prompts and run `new_tokens` decode steps of its batch of k (its steady rate); the
+devices run side by side, so their rates add. The gain is the best shares' summed rate (every way of sharing the
+requests tried) over the fastest device's holding them all. The router (engine/replicas/router.py) leads a steady
+load to those shares."""
 
 from __future__ import annotations
 
@@ -24,16 +26,17 @@ class ReplicaLoad:
     @property
     def said(self) -> str:
         each = (f"a {self.prompt_tokens}-token prompt and {self.new_tokens} generated tokens")
-        return f"{self.requests} requests at once, each {each}" if self.requests > 1 else f"1 request of {each}"
+        return (f"{self.requests} requests in flight, each {each}" if self.requests > 1
+                else f"1 request at a time, of {each}")
 
 
 @dataclass(frozen=True)
 class ReplicaGain:
-    gain: float  # the fastest alone's time over the best split's
-    shares: tuple[int, ...]  # requests per device in the best split, in the order given
-    alone_s: float
-    split_s: float
-    fastest: int  # the index of the device that takes the whole load soonest
+    gain: float  # the best shares' requests a second over the fastest alone's
+    shares: tuple[int, ...]  # requests in flight on each device at the best shares, in the order given
+    alone_rate: float  # requests a second, the fastest device holding every request
+    split_rate: float  # requests a second, the devices at the best shares
+    fastest: int  # the index of the device that completes the whole load fastest
 
 
 def stated_load(context_tokens: int, requests: int | None) -> ReplicaLoad:
@@ -42,19 +45,30 @@ def stated_load(context_tokens: int, requests: int | None) -> ReplicaLoad:
 
 
 def load_seconds(cost: StepCost, load: ReplicaLoad, share: int) -> float:
-    """A device's time for `share` of the load's requests (0 for none)."""
+    """A device's time to prefill `share` of the load's requests and decode them together to their end (0 for
+    none)."""
     if share == 0:
         return 0.0
     return share * load.prompt_tokens * cost.prefill_s_per_token + load.new_tokens * cost.decode_s(share)
 
 
+def steady_rate(cost: StepCost, load: ReplicaLoad, in_flight: int) -> float:
+    """Requests a second a device completes with `in_flight` requests of the load's shape on it at all times (each
+    finished one replaced at once): each takes its prompt's prefill, and a decode step of the whole batch serves one
+    token of each. Rising with the batch, by less for each request added: the router gives each arrival to the device
+    this rises most on, which reaches the best shares of a steady load."""
+    return in_flight / load_seconds(cost, load, in_flight) if in_flight > 0 else 0.0
+
+
 def replica_gain(costs: list[StepCost], load: ReplicaLoad) -> ReplicaGain:
-    alone = [load_seconds(cost, load, load.requests) for cost in costs]
-    fastest = min(range(len(costs)), key=alone.__getitem__)
-    best = min(_shares(load.requests, len(costs)),
-               key=lambda shares: max(load_seconds(c, load, k) for c, k in zip(costs, shares)))
-    split = max(load_seconds(c, load, k) for c, k in zip(costs, best))
-    return ReplicaGain(alone[fastest] / split if split > 0 else 1.0, best, alone[fastest], split, fastest)
+    alone = [steady_rate(cost, load, load.requests) for cost in costs]
+    fastest = max(range(len(costs)), key=alone.__getitem__)
+
+    def summed(shares: tuple[int, ...]) -> float:
+        return sum(steady_rate(cost, load, k) for cost, k in zip(costs, shares))
+    best = max(_shares(load.requests, len(costs)), key=summed)
+    return ReplicaGain(summed(best) / alone[fastest] if alone[fastest] > 0 else 1.0, best, alone[fastest],
+                       summed(best), fastest)
 
 
 def _shares(requests: int, devices: int) -> list[tuple[int, ...]]:

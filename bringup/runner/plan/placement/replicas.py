@@ -1,7 +1,8 @@
 """Replicas: several devices each hold the whole model (weights and a KV cache of one --max-model-len sequence),
-and one engine per device serves requests a router places by predicted completion. Chosen unasked only where each
-device's step costs were measured at the start (step_cost.py) and predict, for the stated load (replica_load.py),
-at least REPLICA_GAIN over the fastest device alone; otherwise the plan says why not and the fastest runs alone."""
+and one engine per device serves the requests a router places (toward the stated load's best shares). Chosen
+unasked only where each device's step costs were measured at the start (step_cost.py) and predict, for the stated
+load (replica_load.py), at least REPLICA_GAIN over the fastest device alone; otherwise the plan says why not and the
+fastest runs alone."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ def judge_replicas(holding: list[DeviceFacts], load: ReplicaLoad) -> ReplicaVerd
                          f"{c.decode_s(load.requests) * 1e3:.3g} at batch {load.requests}, "
                          f"{c.prefill_s_per_token * 1e3:.3g} ms a prefill token" for d, c in zip(holding, costs))
     said = (f"replicas predict {found.gain:.2f}x over {holding[found.fastest].device} alone for {load.said} "
-            f"(best split {shares}: {found.split_s:.3g} s against {found.alone_s:.3g} s; from the step costs "
-            f"measured on each at the start: {measured}; replicas are chosen unasked from {REPLICA_GAIN}x)")
+            f"(best shares {shares}: {found.split_rate:.3g} requests/s against {found.alone_rate:.3g}; from the step "
+            f"costs measured on each at the start: {measured}; replicas are chosen unasked from {REPLICA_GAIN}x)")
     prediction |= {"step_costs": {d.device: c.as_value() for d, c in zip(holding, costs)}, "gain": found.gain,
                    "shares": {d.device: k for d, k in zip(holding, found.shares)}}
     return ReplicaVerdict(found, said, prediction)
@@ -66,7 +67,7 @@ def replica_placement(holding: list[DeviceFacts], whole: dict[str, Member], devi
     left = tuple((d.device, f"too small: the model and its KV cache need {whole[d.device].need_bytes >> 20} MiB, "
                             f"it has {usable_bytes(d) >> 20} MiB usable ({d.memory_evidence})")
                  for d in devices if d not in holding)
-    evidence = (f"{len(order)} devices each hold the model: one engine each, requests routed by predicted "
-                f"completion; {verdict.said}")
+    evidence = (f"{len(order)} devices each hold the model: one engine each, requests routed toward the best "
+                f"shares; {verdict.said}")
     return Placement(REPLICAS, tuple(members), left, "none: each replica holds the whole model", evidence,
                      verdict.prediction)
