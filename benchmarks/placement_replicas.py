@@ -1,8 +1,7 @@
 """The replicas case of benchmarks/placement.py (`--case replicas`): two emulated devices slow enough that the
 emulator waits more than it computes (speeds 0.25 and 0.125; the default spec's native ops, as an accelerator runs
 them), SmolLM2 on each, the router over both against the faster device alone, at concurrency 8 (issue 54's
-acceptance: aggregate throughput >= 1.3x the faster alone), beside the baseline router it replaced (each request
-where the completion times grow least: `completion_router`), and a long prompt only the larger replica's context
+acceptance: aggregate throughput >= 1.3x the faster alone), and a long prompt only the larger replica's context
 holds, which must be served there.
 
 Each replica is a real engine (LLMEngine) on its own thread, as `serve --placement replicas` starts them; start-up's
@@ -17,10 +16,10 @@ ways: sustained (--requests, 64 unless given, CONCURRENCY in flight throughout a
 loop: what a server's throughput at concurrency 8 means), reported for the whole run and for its steady window (from
 the CONCURRENCY-th request's end, when the prompts first sent at once are behind, to the last one's sending, before
 the load drains), with the mean number in flight on each device over the window; and one wave (8 requests at once,
-timed until the last ends: the router leads them to the steady state's shares, so the slower device's share ends
-the wave). Each prints the prediction from the start-up's costs and from the engine's: the planner's (the steady
-state's best shares against all on the faster device), and the wave at those shares. Rounds alternate the arms; each
-figure is its best round.
+timed until the last ends: whole requests split 6/2 at best, so the slower replica idles at the end). Each prints
+the prediction from the start-up's costs and from the engine's: the planner's (the steady state's best shares
+against all on the faster device; the router's completion-time rule settles near them) and the wave's best split.
+Rounds alternate the arms; each figure is its best round.
 
 Each device computes on one host thread (`host_threads: 1` in the spec, docs/emulator.md), so the two replicas, on
 threads of their own, compute side by side as separate devices do; on threads sharing both of the host's cores each
@@ -123,19 +122,21 @@ def startup_costs(model: Path, gbps: dict[str, float]) -> dict[str, object]:
 
 def predicted(costs: dict, prompt: int, tokens: int) -> str:  # type: ignore[type-arg]
     """The planner's verdict on replicas for this workload at concurrency CONCURRENCY, from `costs`: the steady
-    state's best shares (requests in flight on each, where the router leads the load) against all on emu:0; and a
-    wave of CONCURRENCY sent at once to those shares, timed to the last (the slower device's share ends it)."""
+    state's best shares (requests in flight on each) against all on emu:0; and a wave of CONCURRENCY sent at once,
+    timed to the last, at its best split."""
     from bringup.runner.plan.placement.replica_load import ReplicaLoad, load_seconds, replica_gain
     from bringup.runner.plan.placement.replicas import REPLICA_GAIN
 
     load = ReplicaLoad(CONCURRENCY, prompt, tokens)
     found = replica_gain([costs["emu:0"], costs["emu:1"]], load)
     alone = load_seconds(costs["emu:0"], load, CONCURRENCY)
-    wave = max(load_seconds(costs[d], load, k) for d, k in zip(("emu:0", "emu:1"), found.shares))
+    wave = {k: max(load_seconds(costs["emu:0"], load, k), load_seconds(costs["emu:1"], load, CONCURRENCY - k))
+            for k in range(CONCURRENCY + 1)}
+    k = min(wave, key=wave.__getitem__)
     return (f"steady {found.shares[0]}/{found.shares[1]} in flight, {found.split_rate * tokens:.2f} tokens/s against "
             f"{found.alone_rate * tokens:.2f} all on emu:0 ({found.gain:.2f}x; the planner picks replicas unasked from "
-            f"{REPLICA_GAIN}x); a wave of {CONCURRENCY} at those shares {wave:.2f} s against {alone:.2f} s "
-            f"({alone / wave:.2f}x)")
+            f"{REPLICA_GAIN}x); a wave of {CONCURRENCY} split {k}/{CONCURRENCY - k} {wave[k]:.2f} s against "
+            f"{alone:.2f} s ({alone / wave[k]:.2f}x)")
 
 
 Served = tuple[float, int, dict[str, int], float | None, dict[str, float]]
@@ -188,27 +189,6 @@ def sustained(router, prompts: dict[str, list[int]], max_tokens: int) -> Served:
             {device: held / (end - start) for device, held in in_flight.items()})
 
 
-def completion_router(replicas: list):  # type: ignore[no-untyped-def, type-arg]
-    """The baseline router (bringup's until 2026-12-07): each request where the sum of the completion times of the
-    requests there, its own included, grows least (its predicted completion, plus its prefill and its share of the
-    decode steps for each request held there), rather than where the steady rate rises most."""
-    from bringup.runner.engine.replicas.router import ReplicaRouter
-
-    def added_s(replica, prompt: int, max_tokens: int) -> float:  # type: ignore[no-untyped-def]
-        cost = replica.cost
-        delay = sum(prompt * cost.prefill_s_per_token + cost.per_seq_s * min(left, max_tokens)
-                    for left in replica.held.values())
-        return replica.predicted_s(prompt + max_tokens, prompt) + delay
-
-    class CompletionRouter(ReplicaRouter):
-        def _route(self, prompt: int, max_tokens: int):  # type: ignore[no-untyped-def]
-            able = [r for r in self.replicas if r.holds(prompt, prompt + max_tokens)]
-            if not able:
-                return super()._route(prompt, max_tokens)
-            return min(able, key=lambda r: added_s(r, prompt, max_tokens))
-    return CompletionRouter(replicas)
-
-
 def compare(arms: dict, workload: str, rounds: int, serve) -> None:  # type: ignore[no-untyped-def, type-arg]
     """The replicas' best round over the faster alone's, the arms alternating each round; `serve(router)` runs one
     round (sustained's figures). The whole run's rate, and where measured the steady window's beside it."""
@@ -242,8 +222,7 @@ def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float], which: st
         one.cost = started[one.device]  # the router predicts from the start-up's costs, as serve's does
         print(f"start-up {one.device}: {started[one.device].evidence}")
         print(f"engine   {one.device}: {timed[one.device].evidence}")
-    arms = {ROUTER: ReplicaRouter([fast, slow]), "replicas (completion)": completion_router([fast, slow]),
-            "faster alone": ReplicaRouter([fast])}
+    arms = {ROUTER: ReplicaRouter([fast, slow]), "faster alone": ReplicaRouter([fast])}
     workloads = {"short": ("short prompts", lambda i: [1, 504, 3458, 282, 4649 + i % 400]),
                  "chat": (f"chat ({CHAT_PROMPT}-token prompts)",
                           lambda i: [1 + (i * 7 + t) % 400 for t in range(CHAT_PROMPT)])}

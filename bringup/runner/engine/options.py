@@ -81,7 +81,7 @@ LAYER_SPLIT_HELP = ("Split the layers in these proportions, in the order of --de
                     "of the planned split: P1,P2,... (for experts and benchmarks).")
 PLACEMENT_HELP = ("How the model is placed on the devices --device names: auto (the planner's choice from their "
                   "profiles), single, split (the layers across them) or replicas (one engine per device, requests "
-                  "routed toward the shares that complete the most); for benchmarks and experts.")
+                  "routed by predicted completion); for benchmarks and experts.")
 CHAT_TEMPLATE_HELP = (
     "A Jinja chat template to render chats with, in place of the model's (a GGUF file or a directory without one "
     "gets bringup's plain 'role: content' fallback, recorded as a fallback). It sees messages, "

@@ -34,7 +34,7 @@ def replica_metrics(stats: dict) -> Iterator[GaugeMetricFamily | CounterMetricFa
     """Per replica (a replicas placement's router stats): requests routed, tokens generated, lost or not."""
     replicas = stats.get("replicas") or []
     routed = CounterMetricFamily("bringup_replica_requests_routed", "Requests the router placed on each replica "
-                                 "(toward the steady load's best shares).", labels=["device"])
+                                 "(by predicted completion).", labels=["device"])
     tokens = CounterMetricFamily("bringup_replica_tokens_generated", "Tokens each replica generated.",
                                  labels=["device"])
     lost = GaugeMetricFamily("bringup_replica_lost", "1 once a replica's device stopped answering (its requests "

@@ -7,7 +7,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from bringup.runner.plan.placement.replica_load import ReplicaLoad, steady_rate
 from bringup.runner.plan.placement.step_cost import StepCost
 
 
@@ -57,19 +56,21 @@ class Replica:
         prefill = prompt + sum(self.unprefilled.values())  # the prompts routed here ahead of it prefill first
         return prefill * self.cost.prefill_s_per_token + steps * self.cost.decode_s(batch)
 
-    def gained_rate(self, tokens: int, prompt: int = 0) -> float | None:
-        """How much routing a request of `tokens` (`prompt` of them its prompt) here raises the requests a second this
-        replica completes in the steady state, with the requests it holds now held throughout (replica_load.py's
-        steady rate); 0 where its batch is full (a request beyond it waits, adding nothing), None without measured
-        step costs. At a steady number in flight, the router's throughput is the replicas' rates summed, so each
-        arrival goes where it raises its replica's rate most: by its own completion, or by what it adds to the
-        completion of those there now, the fast replica kept taking requests the slow one would have served
-        without delaying any (24 chats at concurrency 8 went 18 / 6, the slow replica idle 14 % of the run)."""
+    def added_s(self, tokens: int, prompt: int = 0) -> float:
+        """What routing the request here adds to the sum of its requests' completion times: its own predicted
+        completion, plus the delay it brings those held here, where step costs were measured (each waits for its
+        prompt's prefill, and each of their decode steps it shares grows by the per-sequence cost). At a steady
+        number of requests in flight, throughput is that number over the mean completion time, so the replica that
+        adds the least keeps the throughput highest; predicted completion alone fills the fast replica's batch with
+        prompts its running requests wait behind. Sending each arrival where the steady rate rises most instead
+        (replica_load.steady_rate) reaches the steady optimum's shares, but the optimum is flat (on the chat
+        benchmark's costs 5 / 3 in flight give 1.32x, 6 / 2, where this rule settles, 1.31x) while that rule's
+        requests on the slow replica take 44 % longer than on the fast one, and a burst or a run's end waits for
+        them: measured side by side, 3 % more throughput over 64 requests, 8-15 % less over 32 and on a wave of 8
+        (docs/benchmarks.md)."""
+        own = self.predicted_s(tokens, prompt)
         if self.cost is None:
-            return None
-        seats = max(int(self.engine.plan.max_num_seqs.value), 1)
-        held = len(self.held)
-        if held >= seats:
-            return 0.0
-        load = ReplicaLoad(1, prompt, max(tokens - prompt, 1))
-        return steady_rate(self.cost, load, held + 1) - steady_rate(self.cost, load, held)
+            return own
+        steps = tokens - prompt
+        prefill = prompt * self.cost.prefill_s_per_token
+        return own + sum(prefill + self.cost.per_seq_s * min(left, steps) for left in self.held.values())

@@ -1,9 +1,8 @@
 """The router above the replicas: the engine protocol the server and `generate` drive, over one engine per device.
 
-Each request goes to a replica that holds it (its prompt fits the replica's context and KV cache): the one whose
-steady rate of completed requests it raises most (replica.py, from the measured step costs), which leads a steady
-load to its best shares; where every batch is full, or a replica has no measured costs, the one predicted to
-complete it first. A step hands each busy replica its next step on its own thread and returns
+Each request goes to the replica that holds it (its prompt fits the replica's context and KV cache) and adds the
+least to the completion times of the requests there, its own included (replica.py: its predicted completion, plus
+the delay it brings those already there). A step hands each busy replica its next step on its own thread and returns
 the outputs of whichever finish first, so a fast replica is never held to a slow one's pace. A replica whose device
 is lost (engine/device_loss.py) fails its requests with that error, is logged at WARNING and counted, and the others
 serve on; with none left, the step raises and the run stops."""
@@ -53,11 +52,7 @@ class ReplicaRouter:
         able = [r for r in live if r.holds(prompt, min(prompt + max_tokens, r.engine.max_model_len))]
         if not able:  # none holds it: the largest live one refuses it in its own words
             return max(live, key=lambda r: (r.engine.max_model_len, r.kv_tokens()))
-        gains = [r.gained_rate(min(prompt + max_tokens, r.engine.max_model_len), prompt) for r in able]
-        measured = [gain for gain in gains if gain is not None]
-        if len(measured) == len(able) and max(measured) > 0:
-            return able[gains.index(max(measured))]
-        return min(able, key=lambda r: r.predicted_s(min(prompt + max_tokens, r.engine.max_model_len), prompt))
+        return min(able, key=lambda r: r.added_s(min(prompt + max_tokens, r.engine.max_model_len), prompt))
 
     def abort_request(self, request_id: str) -> None:
         for replica in self.replicas:

@@ -3,8 +3,9 @@
 a prompt of `prompt_tokens` tokens and `new_tokens` generated. A device holding k of them completes k requests in
 the time it takes to prefill k prompts and run `new_tokens` decode steps of its batch of k (its steady rate); the
 devices run side by side, so their rates add. The gain is the best shares' summed rate (every way of sharing the
-requests tried) over the fastest device's holding them all. The router (engine/replicas/router.py) leads a steady
-load to those shares."""
+requests tried) over the fastest device's holding them all: the most replicas can give at that concurrency. The
+router (engine/replicas/router.py) places each request by completion time, which reaches shares near the best (the
+optimum is flat) with each request's completion balanced across the devices."""
 
 from __future__ import annotations
 
@@ -55,8 +56,7 @@ def load_seconds(cost: StepCost, load: ReplicaLoad, share: int) -> float:
 def steady_rate(cost: StepCost, load: ReplicaLoad, in_flight: int) -> float:
     """Requests a second a device completes with `in_flight` requests of the load's shape on it at all times (each
     finished one replaced at once): each takes its prompt's prefill, and a decode step of the whole batch serves one
-    token of each. Rising with the batch, by less for each request added: the router gives each arrival to the device
-    this rises most on, which reaches the best shares of a steady load."""
+    token of each. It rises with the batch, by less for each request added."""
     return in_flight / load_seconds(cost, load, in_flight) if in_flight > 0 else 0.0
 
 

@@ -1,8 +1,7 @@
 """Replicas: several devices each hold the whole model (weights and a KV cache of one --max-model-len sequence),
-and one engine per device serves the requests a router places (toward the stated load's best shares). Chosen
-unasked only where each device's step costs were measured at the start (step_cost.py) and predict, for the stated
-load (replica_load.py), at least REPLICA_GAIN over the fastest device alone; otherwise the plan says why not and the
-fastest runs alone."""
+and one engine per device serves requests a router places by predicted completion. Chosen unasked only where each
+device's step costs were measured at the start (step_cost.py) and predict, for the stated load (replica_load.py),
+at least REPLICA_GAIN over the fastest device alone; otherwise the plan says why not and the fastest runs alone."""
 
 from __future__ import annotations
 
@@ -67,7 +66,7 @@ def replica_placement(holding: list[DeviceFacts], whole: dict[str, Member], devi
     left = tuple((d.device, f"too small: the model and its KV cache need {whole[d.device].need_bytes >> 20} MiB, "
                             f"it has {usable_bytes(d) >> 20} MiB usable ({d.memory_evidence})")
                  for d in devices if d not in holding)
-    evidence = (f"{len(order)} devices each hold the model: one engine each, requests routed toward the best "
-                f"shares; {verdict.said}")
+    evidence = (f"{len(order)} devices each hold the model: one engine each, requests routed by predicted "
+                f"completion; {verdict.said}")
     return Placement(REPLICAS, tuple(members), left, "none: each replica holds the whole model", evidence,
                      verdict.prediction)

@@ -1,4 +1,4 @@
-"""A device's step costs, for the replicas decision and the router's choice: a decode step of b
+"""A device's step costs, for the replicas decision and the router's predicted completion: a decode step of b
 sequences takes base_s + per_seq_s * b (two measured points: batch 1 and a full batch), and a prompt's prefill takes
 prefill_s_per_token for each of its tokens (a measured prefill). A decode step streams the weights once whatever
 the batch, so where per_seq_s is small next to base_s a full batch on the fastest device beats splitting it; where
