@@ -66,8 +66,8 @@ class Replica:
         (replica_load.steady_rate) reaches the steady optimum's shares, but the optimum is flat (on the chat
         benchmark's costs 5 / 3 in flight give 1.32x, 6 / 2, where this rule settles, 1.31x) while that rule's
         requests on the slow replica take 44 % longer than on the fast one, and a burst or a run's end waits for
-        them: measured side by side, 3 % more throughput over 64 requests, 8-15 % less over 32 and on a wave of 8
-        (docs/benchmarks.md)."""
+        them: measured side by side, 3 % more throughput over 64 chats, 5 % less over 32 and 12-17 % less on a wave
+        of 8 (docs/benchmarks.md)."""
         own = self.predicted_s(tokens, prompt)
         if self.cost is None:
             return own
