@@ -14,8 +14,10 @@ from bringup.runner.plan.placement.placement import REPLICAS, Member, Placement
 from bringup.runner.plan.placement.replica_load import ReplicaGain, ReplicaLoad, replica_gain
 
 # replicas are chosen unasked only where the measured costs predict this gain over the fastest alone: the prediction
-# leaves out what running side by side costs (on the emulated pair, whose devices share the host's two cores, the
-# router measured 0.82x and 0.98x where these costs predicted 1.10x and 1.28x: docs/benchmarks.md)
+# leaves out what running side by side costs (on the emulated pair when its devices shared the host's two cores, the
+# router measured 0.82x and 0.98x where a wave's prediction said 1.10x and 1.28x; with a host thread each, the short
+# prompts' steady state measured 1.13-1.15x against 1.12-1.15x predicted, the chat's 1.34-1.44x against
+# 1.31-1.38x: docs/benchmarks.md)
 REPLICA_GAIN = 1.2
 
 
