@@ -61,6 +61,8 @@ def main() -> None:
     if len(args.devices) != 2 or (args.case == "replicas" and args.devices != ["emu:0", "emu:1"]):
         parser.error(f"--devices {','.join(args.devices)}: give two devices, FAST,LARGE (the replicas case runs on "
                      "emu:0,emu:1 only)")
+    if args.requests < 1:
+        parser.error(f"--requests {args.requests}: give at least 1 (the sustained load's requests)")
     if not args.model.is_file():
         parser.error(f"--model {args.model}: no such file (SmolLM2's GGUF: tests/real_model.py fetches it)")
     if not any(d.startswith("emu") for d in args.devices):
