@@ -53,7 +53,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "per device: the host's OpenMP threads each of its ops runs on (0: the calling thread's setting)");
   m.def("device_speed", [](int64_t device) { return bringup_emu::device_speed(static_cast<c10::DeviceIndex>(device)); });
   m.def("pacing_totals", [](int64_t device) { return bringup_emu::pacing_totals(static_cast<c10::DeviceIndex>(device)); },
-        "[paced ops, their host ns, ns waited after them] on one device");
+        "[paced ops, their host ns, ns they lasted beyond it] on one device");
   m.def("configure_failures", &bringup_emu::configure_failures, "per device: ops before it is lost (-1 none), the file that loses it");
   m.def("device_ops", [](int64_t device) { return bringup_emu::device_ops(static_cast<c10::DeviceIndex>(device)); });
   m.def("device_count", [] { return static_cast<int>(bringup_emu::device_count()); });

@@ -1,10 +1,14 @@
 // A device's speed (a fraction of the host's, from the spec): each op on a slower device takes 1/speed of its host
 // time. The emulator waits out the difference by sleeping, so a slow device leaves the CPU to other threads and
-// processes; the last stretch of a wait, shorter than a sleep's overshoot, yields in a loop, so every op (small ones
+// processes; the last stretch of a wait, shorter than a sleep's overshoot, spins on the clock, so every op (small ones
 // too) ends on time and a minimum over repetitions measures the device's speed.
 // A device given host threads runs each of its ops on that many of the host's OpenMP threads (the calling thread's
 // setting, put back when the op ends), so two devices given a core each compute side by side as separate devices
 // do, rather than slowing each other on the same cores (and each wait stretching the slowdown).
+// An op that runs on one host thread is timed by that thread's CPU time, not the wall clock: a device's op lasts its
+// computation over the speed, and a preemption of the host thread (another device's thread, the server's own, a
+// neighbour) adds its own length, not that length over the speed. An op on several threads is timed by the wall
+// clock (the calling thread's CPU time holds only its share).
 #include "emu_speed.h"
 
 #include "emu.h"
@@ -12,6 +16,8 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,14 +29,16 @@ namespace bringup_emu {
 namespace {
 
 using SpeedClock = std::chrono::steady_clock;
-// a sleep overshoots by up to about this much: the last stretch of a wait yields in a loop instead
+// a sleep overshoots by up to about this much: the last stretch of a wait spins on the clock instead (without
+// yielding: a yield to a thread sharing the core hands it the rest of its time slice, milliseconds, at every op)
 constexpr auto kSleepSlack = std::chrono::microseconds(100);
 
 std::vector<double> g_speeds;
 std::vector<int> g_host_threads;  // per device: OpenMP threads its ops run on (0: the calling thread's setting)
 thread_local int t_paced_depth = 0;  // paced ops open on this thread: only the outermost waits
 std::mutex g_totals_mutex;
-std::vector<std::array<int64_t, 3>> g_totals;  // per device: paced ops, their host ns, ns waited after them
+// per device: paced ops, their host ns, the ns they lasted beyond it (start to the wait's end, less the host ns)
+std::vector<std::array<int64_t, 3>> g_totals;
 
 double speed_of(c10::DeviceIndex device) {
   if (device < 0 || static_cast<size_t>(device) >= g_speeds.size()) {
@@ -63,6 +71,12 @@ const OpenMp& open_mp() {
     return omp;
   }();
   return found;
+}
+
+std::chrono::nanoseconds thread_cpu_now() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
 }
 
 } // namespace
@@ -109,9 +123,13 @@ PacedOp::PacedOp(std::optional<c10::DeviceIndex> device)
     if (open_mp().mkl_set_local != nullptr) {
       restore_mkl_ = open_mp().mkl_set_local(threads);
     }
+    one_thread_ = threads == 1;
+  } else {
+    one_thread_ = at::get_num_threads() == 1;
   }
   if (slowdown_ > 0.0) {
     start_ = SpeedClock::now();
+    cpu_start_ = one_thread_ ? thread_cpu_now() : std::chrono::nanoseconds(0);
   }
 }
 
@@ -127,14 +145,20 @@ PacedOp::~PacedOp() {
     return;
   }
   const auto end = SpeedClock::now();
-  const auto wait = std::chrono::duration_cast<SpeedClock::duration>((end - start_) * slowdown_);
-  const auto deadline = end + wait;
+  auto host = std::chrono::duration_cast<SpeedClock::duration>(end - start_);
+  if (one_thread_) {
+    host = std::min(host, std::chrono::duration_cast<SpeedClock::duration>(thread_cpu_now() - cpu_start_));
+  }
+  // the op ends its host time over the speed after it began: a stretch the thread did not run falls within that,
+  // as a launch delay does on a device that computes on its own
+  const auto deadline =
+      std::max(end, start_ + std::chrono::duration_cast<SpeedClock::duration>(host * (1.0 + slowdown_)));
+  const auto wait = deadline - end;
   if (wait > kSleepSlack) {
     std::this_thread::sleep_for(wait - kSleepSlack);
   }
   auto now = SpeedClock::now();
   while (now < deadline) {
-    std::this_thread::yield();
     now = SpeedClock::now();
   }
   const auto ns = [](SpeedClock::duration d) {
@@ -143,8 +167,8 @@ PacedOp::~PacedOp() {
   std::lock_guard<std::mutex> lock(g_totals_mutex);
   auto& totals = g_totals.at(static_cast<size_t>(device_));
   totals[0] += 1;
-  totals[1] += ns(end - start_);
-  totals[2] += ns(now - end);
+  totals[1] += ns(host);
+  totals[2] += ns((now - start_) - host);
 }
 
 } // namespace bringup_emu
