@@ -19,7 +19,9 @@ the load drains), with the mean number in flight on each device over the window;
 timed until the last ends: whole requests split 6/2 at best, so the slower replica idles at the end). Each prints
 the prediction from the start-up's costs and from the engine's: the planner's (the steady state's best shares
 against all on the faster device; the router's completion-time rule settles near them) and the wave's best split.
-Rounds alternate the arms; each figure is its best round.
+Three arms: the router, the same router on the start's step costs alone (its measured pace off: the baseline of
+the pace, engine/replicas/pace.py) and the faster device alone; each round starts every replica's pace afresh, as a
+new server does. Rounds alternate the arms; each figure is its best round.
 
 Each device computes on one host thread (`host_threads: 1` in the spec, docs/emulator.md), so the two replicas, on
 threads of their own, compute side by side as separate devices do; on threads sharing both of the host's cores each
@@ -41,6 +43,7 @@ LONG_PROMPT = 400
 CHAT_PROMPT = 224  # the chat workload's prompts (within emu:0's 256-token context): prefill a real share
 CONCURRENCY = 8
 ROUTER = "replicas (router)"
+START_COSTS = "replicas (start costs only)"  # the router without its measured pace: the baseline of the pace
 
 
 def spec() -> dict:  # type: ignore[type-arg]
@@ -192,15 +195,20 @@ def sustained(router, prompts: dict[str, list[int]], max_tokens: int) -> Served:
 def compare(arms: dict, workload: str, rounds: int, serve) -> None:  # type: ignore[no-untyped-def, type-arg]
     """The replicas' best round over the faster alone's, the arms alternating each round; `serve(router)` runs one
     round (sustained's figures). The whole run's rate, and where measured the steady window's beside it."""
+    from bringup.runner.engine.replicas.pace import Pace
+
     best: dict[str, float] = {}
     steady: dict[str, float] = {}
     for index in range(rounds):
         for name, router in arms.items():
+            for replica in router.replicas:  # each round starts from the start's costs, as a new server does
+                replica.pace = Pace()
             took, made, spread, rate, held = serve(router)
+            paces = ", ".join(f"{r.device} {r.pace.factor:.2f}" for r in router.replicas if r.pace.steps)
             window = (f"; steady window {rate:.2f} tokens/s, in flight " + " / ".join(f"{held[d]:.1f}" for d in held)
                       if rate is not None else "")
             print(f"{workload}, round {index + 1} {name:>18}: {made / took:7.2f} tokens/s ({made} tokens in "
-                  f"{took:.2f} s; requests per device {spread}){window}")
+                  f"{took:.2f} s; requests per device {spread}){window}" + (f"; pace {paces}" if paces else ""))
             best[name] = max(best.get(name, 0.0), made / took)
             if rate is not None:
                 steady[name] = max(steady.get(name, 0.0), rate)
@@ -222,7 +230,8 @@ def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float], which: st
         one.cost = started[one.device]  # the router predicts from the start-up's costs, as serve's does
         print(f"start-up {one.device}: {started[one.device].evidence}")
         print(f"engine   {one.device}: {timed[one.device].evidence}")
-    arms = {ROUTER: ReplicaRouter([fast, slow]), "faster alone": ReplicaRouter([fast])}
+    arms = {ROUTER: ReplicaRouter([fast, slow]), START_COSTS: ReplicaRouter([fast, slow], measure_pace=False),
+            "faster alone": ReplicaRouter([fast])}
     workloads = {"short": ("short prompts", lambda i: [1, 504, 3458, 282, 4649 + i % 400]),
                  "chat": (f"chat ({CHAT_PROMPT}-token prompts)",
                           lambda i: [1 + (i * 7 + t) % 400 for t in range(CHAT_PROMPT)])}

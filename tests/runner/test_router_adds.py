@@ -80,7 +80,7 @@ def test_a_request_for_a_replica_in_mid_step_is_taken_without_waiting_and_served
 def test_bad_input_is_refused_on_the_callers_thread_while_the_replica_steps(held) -> None:  # type: ignore[no-untyped-def]
     router, _, long, _ = held
     router.add_request("long-1", LONG, GREEDY)
-    long.stepping = long.thread.submit(long.engine.step)  # held mid-step
+    long.stepping = long.thread.submit(long.timed_step)  # held mid-step
     with pytest.raises(ValueError, match="outside the vocabulary"):
         router.add_request("bad", [*LONG[:-1], 10**6], GREEDY)
     with pytest.raises(ValueError, match="already running"):
@@ -91,7 +91,7 @@ def test_bad_input_is_refused_on_the_callers_thread_while_the_replica_steps(held
 def test_an_add_that_fails_on_the_replicas_thread_ends_its_request_with_the_error(held) -> None:  # type: ignore[no-untyped-def]
     router, _, long, release = held
     router.add_request("long-1", LONG, GREEDY)
-    long.stepping = long.thread.submit(long.engine.step)  # held mid-step
+    long.stepping = long.thread.submit(long.timed_step)  # held mid-step
 
     def broken_add(*_):  # type: ignore[no-untyped-def]
         raise RuntimeError("the scheduler refused it")

@@ -31,18 +31,23 @@ def placement_metrics(plan: ExecutionPlan) -> Iterator[GaugeMetricFamily]:
 
 
 def replica_metrics(stats: dict) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-    """Per replica (a replicas placement's router stats): requests routed, tokens generated, lost or not."""
+    """Per replica (a replicas placement's router stats): requests routed, tokens generated, its pace, lost or not."""
     replicas = stats.get("replicas") or []
     routed = CounterMetricFamily("bringup_replica_requests_routed", "Requests the router placed on each replica "
                                  "(by predicted completion).", labels=["device"])
     tokens = CounterMetricFamily("bringup_replica_tokens_generated", "Tokens each replica generated.",
                                  labels=["device"])
+    pace = GaugeMetricFamily("bringup_replica_pace", "Each replica's steps' measured time over what its step costs "
+                             "measured at the start predict (1: as predicted, or not yet measured); the router scales "
+                             "its predictions by it.", labels=["device"])
     lost = GaugeMetricFamily("bringup_replica_lost", "1 once a replica's device stopped answering (its requests "
                              "failed; the others serve on).", labels=["device"])
     for replica in replicas:
         routed.add_metric([replica["device"]], replica["requests_routed"])
         tokens.add_metric([replica["device"]], replica["tokens_generated"])
+        pace.add_metric([replica["device"]], replica.get("pace", 1.0))
         lost.add_metric([replica["device"]], 0 if replica["lost"] is None else 1)
     yield routed
     yield tokens
+    yield pace
     yield lost

@@ -1,12 +1,14 @@
 """One replica: an engine on its device, the one thread that built it and runs every call into it, and what the
-router knows of its load (the requests it holds, the tokens they still need)."""
+router knows of its load (the requests it holds, the tokens they still need) and of its pace (pace.py)."""
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from bringup.runner.engine.replicas.pace import Pace, predicted_step_s
 from bringup.runner.plan.placement.step_cost import StepCost
 
 
@@ -25,9 +27,25 @@ class Replica:
     cost: StepCost | None = None  # its measured step costs by batch and its prefill rate, where measured
     unprefilled: dict[str, int] = field(default_factory=dict)  # request id -> prompt tokens, until its first output
     adding: dict[str, Future] = field(default_factory=dict)  # requests handed to its thread, until added
+    pace: Pace = field(default_factory=Pace)  # its steps' time over its costs' prediction, measured while serving
 
     def call(self, function: Any, *args: Any) -> Any:
         return self.thread.submit(function, *args).result()
+
+    def timed_step(self) -> tuple[list[Any], float]:
+        """Its engine's next step (on its thread) and the seconds it took."""
+        began = time.perf_counter()
+        outputs = self.engine.step()
+        return outputs, time.perf_counter() - began
+
+    def paced(self, outputs: list[Any], seconds: float) -> None:
+        """Adds a finished step to the pace, from what its outputs say it did (before they are booked)."""
+        if self.cost is None:
+            return
+        mine = [out for out in outputs if out.request_id in self.held and out.token_ids]
+        prefilled = sum(self.unprefilled.get(out.request_id, 0) for out in mine)
+        decoded = sum(1 for out in mine if out.request_id not in self.unprefilled)
+        self.pace.add(seconds, predicted_step_s(self.cost, prefilled, decoded))
 
     @property
     def outstanding(self) -> int:
@@ -45,7 +63,7 @@ class Replica:
         whole batch at once (its weights are streamed once), so the request takes its own tokens' steps, plus the
         steps of the full batches queued ahead of it. Each step costs the replica's seconds per token, or, where its
         step costs were measured, the decode step of the batch the request joins, after the prefill of its prompt and
-        of the prompts routed here before it that have not started."""
+        of the prompts routed here before it that have not started; measured step costs are scaled by its pace."""
         seats = max(int(self.engine.plan.max_num_seqs.value), 1)
         ahead = len(self.held) // seats
         mean = self.outstanding / len(self.held) if self.held else 0.0
@@ -54,7 +72,7 @@ class Replica:
         batch = min(len(self.held) + 1, seats)
         steps = tokens - prompt + ahead * mean
         prefill = prompt + sum(self.unprefilled.values())  # the prompts routed here ahead of it prefill first
-        return prefill * self.cost.prefill_s_per_token + steps * self.cost.decode_s(batch)
+        return self.pace.factor * (prefill * self.cost.prefill_s_per_token + steps * self.cost.decode_s(batch))
 
     def added_s(self, tokens: int, prompt: int = 0) -> float:
         """What routing the request here adds to the sum of its requests' completion times: its own predicted
@@ -73,4 +91,5 @@ class Replica:
             return own
         steps = tokens - prompt
         prefill = prompt * self.cost.prefill_s_per_token
-        return own + sum(prefill + self.cost.per_seq_s * min(left, steps) for left in self.held.values())
+        delays = sum(prefill + self.cost.per_seq_s * min(left, steps) for left in self.held.values())
+        return own + self.pace.factor * delays

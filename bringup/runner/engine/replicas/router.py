@@ -2,10 +2,11 @@
 
 Each request goes to the replica that holds it (its prompt fits the replica's context and KV cache) and adds the
 least to the completion times of the requests there, its own included (replica.py: its predicted completion, plus
-the delay it brings those already there). A step hands each busy replica its next step on its own thread and returns
-the outputs of whichever finish first, so a fast replica is never held to a slow one's pace. A replica whose device
-is lost (engine/device_loss.py) fails its requests with that error, is logged at WARNING and counted, and the others
-serve on; with none left, the step raises and the run stops."""
+the delay it brings those already there), each replica's predictions scaled by the pace its steps measured
+(pace.py). A step hands each busy replica its next step on its own thread and returns the outputs of whichever
+finish first, so a fast replica is never held to a slow one's pace. A replica whose device is lost
+(engine/device_loss.py) fails its requests with that error, is logged at WARNING and counted, and the others serve
+on; with none left, the step raises and the run stops."""
 
 from __future__ import annotations
 
@@ -23,13 +24,16 @@ log = get_logger("runner.replicas")
 
 
 class ReplicaRouter:
-    def __init__(self, replicas: list[Replica]) -> None:
+    def __init__(self, replicas: list[Replica], measure_pace: bool = True) -> None:
+        """`measure_pace`: scale each replica's predictions by its measured pace (replicas/pace.py); off, the start's
+        step costs alone (the benchmark's baseline)."""
         self.replicas = replicas  # fastest first: the first one's plan, tokenizer and fallbacks speak for the set
         first = replicas[0].engine
         self.tokenizer, self.model_name, self.vocab_size = first.tokenizer, first.model_name, first.vocab_size
         self.plan, self.fallbacks, self.reconfirmation = first.plan, first.fallbacks, None
         self.max_model_len = max(r.engine.max_model_len for r in replicas)
         self.lost_replicas = 0
+        self.measure_pace = measure_pace
 
     # ---------------------------------------------------------------- requests
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
@@ -67,7 +71,7 @@ class ReplicaRouter:
     def step(self) -> list[RequestOutput]:
         for replica in self.replicas:
             if replica.stepping is None and replica.held and replica.lost is None:
-                replica.stepping = replica.thread.submit(replica.engine.step)
+                replica.stepping = replica.thread.submit(replica.timed_step)
         running = [r.stepping for r in self.replicas if r.stepping is not None]
         if not running:
             return []
@@ -81,7 +85,10 @@ class ReplicaRouter:
 
     def _collected(self, replica: Replica, failure: BaseException | None, done: Any) -> list[RequestOutput]:
         if failure is None:
-            outputs = self._failed_adds(replica) + done.result()
+            stepped, seconds = done.result()
+            if self.measure_pace:
+                replica.paced(stepped, seconds)
+            outputs = self._failed_adds(replica) + stepped
             for out in outputs:
                 replica.unprefilled.pop(out.request_id, None)
                 if out.request_id in replica.held:
@@ -136,6 +143,7 @@ class ReplicaRouter:
                 if isinstance(value, int):
                     merged[key] = merged.get(key, 0) + value
         merged["replicas"] = [{"device": r.device, "requests_routed": r.served, "tokens_generated": r.tokens,
+                               "pace": round(r.pace.factor, 3), "paced_steps": r.pace.steps,
                                "held": len(r.held), "lost": r.lost} for r in self.replicas]
         merged["replicas_lost"] = self.lost_replicas
         return merged
