@@ -6,22 +6,23 @@ holds, which must be served there.
 
 Each replica is a real engine (LLMEngine) on its own thread, as `serve --placement replicas` starts them; start-up's
 layout and decode timings are given as data (plain F.linear, no paged kernel) so both arms run the same plan and the
-start does not spend minutes timing candidates at an eighth of the host's speed. The router's step costs
-(plan/placement/step_cost.py) are those a start-up measures (engine/step_timing.py: the model's 3- and 6-layer cuts
-timed on each device, carried to the whole model), printed beside each engine's own steps timed here (a decode step
-at batch 1 and at batch 8, and the prefill of one CHAT_PROMPT-token prompt; the best of two, interleaved) as a check
-of that prediction. Two workloads of 16 generated tokens a request (--workload picks one): short prompts (5
-tokens: decode only) and a chat (CHAT_PROMPT-token prompts: prefill a real share of the work), each served two
-ways: sustained (--requests, 64 unless given, CONCURRENCY in flight throughout as that many clients in a closed
-loop: what a server's throughput at concurrency 8 means), reported for the whole run and for its steady window (from
-the CONCURRENCY-th request's end, when the prompts first sent at once are behind, to the last one's sending, before
-the load drains), with the mean number in flight on each device over the window; and one wave (8 requests at once,
-timed until the last ends: whole requests split 6/2 at best, so the slower replica idles at the end). Each prints
-the prediction from the start-up's costs and from the engine's: the planner's (the steady state's best shares
-against all on the faster device; the router's completion-time rule settles near them) and the wave's best split.
-Three arms: the router, the same router on the start's step costs alone (its measured pace off: the baseline of
-the pace, engine/replicas/pace.py) and the faster device alone; each round starts every replica's pace afresh, as a
-new server does. Rounds alternate the arms; each figure is its best round.
+start does not spend minutes timing candidates at an eighth of the host's speed. Two sets of step costs
+(plan/placement/step_cost.py) are printed side by side: the start's, which decide replicas (engine/step_timing.py:
+the model's 3- and 6-layer cuts timed on each device, carried to the whole model), and those `serve` then times on
+each loaded engine for the router (engine/replicas/engine_costs.py, at the chat's load). Two workloads of 16
+generated tokens a request (--workload picks one): short prompts (5 tokens: decode only) and a chat (CHAT_PROMPT-
+token prompts: prefill a real share of the work), each served two ways: sustained (--requests, 64 unless given,
+CONCURRENCY in flight throughout as that many clients in a closed loop: what a server's throughput at concurrency 8
+means), reported for the whole run and for its steady window (from the CONCURRENCY-th request's end, when the
+prompts first sent at once are behind, to the last one's sending, before the load drains), with the mean number in
+flight on each device over the window; and one wave (8 requests at once, timed until the last ends: whole requests
+split 6/2 at best, so the slower replica idles at the end). Each prints the prediction from the start-up's costs and
+from the engine's: the planner's (the steady state's best shares against all on the faster device; the router's
+completion-time rule settles near them) and the wave's best split. Three arms: the router as `serve` runs it (the
+engines' costs, scaled by each replica's measured pace, engine/replicas/pace.py), the router on the start's cut
+costs alone with no pace (as it routed before either), and the faster device alone; each round starts every replica
+from its arm's costs and a fresh pace, as a new server does. Rounds alternate the arms; each figure is its best
+round.
 
 Each device computes on one host thread (`host_threads: 1` in the spec, docs/emulator.md), so the two replicas, on
 threads of their own, compute side by side as separate devices do; on threads sharing both of the host's cores each
@@ -43,7 +44,7 @@ LONG_PROMPT = 400
 CHAT_PROMPT = 224  # the chat workload's prompts (within emu:0's 256-token context): prefill a real share
 CONCURRENCY = 8
 ROUTER = "replicas (router)"
-START_COSTS = "replicas (start costs only)"  # the router without its measured pace: the baseline of the pace
+START_COSTS = "replicas (start costs only)"  # the router on the cuts' costs, no pace: the baseline of both
 
 
 def spec() -> dict:  # type: ignore[type-arg]
@@ -68,40 +69,14 @@ def replica(model: Path, device: str):  # type: ignore[no-untyped-def]
     return Replica(device, thread.submit(LLMEngine.create, options).result(), thread, 0.0)
 
 
-def timed_steps(replica, batch: int, prompt: int, steps: int = 3) -> tuple[float, float]:  # type: ignore[no-untyped-def]
-    """The first step's seconds (the prompts' prefill) and the fastest decode step's, for `batch` prompts of
-    `prompt` tokens on the replica's engine."""
-    from bringup.runner.sampling_params import SamplingParams
+def engine_costs(replicas: list, tokens: int) -> dict[str, object]:  # type: ignore[type-arg]
+    """Each replica's step costs timed on its loaded engine, as `serve` times them after the start
+    (engine/replicas/engine_costs.py), for the chat's load."""
+    from bringup.runner.engine.replicas.engine_costs import time_on_engines
+    from bringup.runner.plan.placement.replica_load import ReplicaLoad
 
-    engine = replica.engine
-    params = SamplingParams(max_tokens=steps + 1, temperature=0, ignore_eos=True)
-
-    def run() -> tuple[float, float]:
-        for index in range(batch):
-            engine.add_request(f"timed-{index}", [1 + (index + t) % 400 for t in range(prompt)], params)
-        times = []
-        while engine.has_unfinished():
-            began = time.perf_counter()
-            engine.step()
-            times.append(time.perf_counter() - began)
-        return times[0], min(times[1:])
-    return replica.call(run)
-
-
-def measure_costs(replicas: list, prompt: int) -> dict[str, object]:  # type: ignore[no-untyped-def]
-    """Each replica's step costs timed on its engine (a check of the start-up's prediction), the best of two
-    interleaved measurements."""
-    from bringup.runner.plan.placement.step_cost import measured_cost
-
-    best: dict[str, list[float]] = {}
-    for _ in range(2):
-        for one in replicas:
-            prefill, one_s = timed_steps(one, 1, prompt)
-            _, full_s = timed_steps(one, CONCURRENCY, 8)
-            got = best.setdefault(one.device, [prefill, one_s, full_s])
-            best[one.device] = [min(a, b) for a, b in zip(got, (prefill, one_s, full_s))]
-    return {one.device: measured_cost(best[one.device][1], best[one.device][2], CONCURRENCY, best[one.device][0],
-                                      prompt) for one in replicas}
+    time_on_engines(replicas, ReplicaLoad(CONCURRENCY, CHAT_PROMPT, tokens))
+    return {one.device: one.cost for one in replicas}
 
 
 def startup_costs(model: Path, gbps: dict[str, float]) -> dict[str, object]:
@@ -193,16 +168,17 @@ def sustained(router, prompts: dict[str, list[int]], max_tokens: int) -> Served:
 
 
 def compare(arms: dict, workload: str, rounds: int, serve) -> None:  # type: ignore[no-untyped-def, type-arg]
-    """The replicas' best round over the faster alone's, the arms alternating each round; `serve(router)` runs one
-    round (sustained's figures). The whole run's rate, and where measured the steady window's beside it."""
+    """The replicas' best round over the faster alone's, the arms (name -> (router, the step costs it predicts
+    from)) alternating each round; `serve(router)` runs one round (sustained's figures). The whole run's rate, and
+    where measured the steady window's beside it."""
     from bringup.runner.engine.replicas.pace import Pace
 
     best: dict[str, float] = {}
     steady: dict[str, float] = {}
     for index in range(rounds):
-        for name, router in arms.items():
-            for replica in router.replicas:  # each round starts from the start's costs, as a new server does
-                replica.pace = Pace()
+        for name, (router, costs) in arms.items():
+            for replica in router.replicas:  # each round starts from its costs, as a new server does
+                replica.pace, replica.cost = Pace(), costs[replica.device]
             took, made, spread, rate, held = serve(router)
             paces = ", ".join(f"{r.device} {r.pace.factor:.2f}" for r in router.replicas if r.pace.steps)
             window = (f"; steady window {rate:.2f} tokens/s, in flight " + " / ".join(f"{held[d]:.1f}" for d in held)
@@ -225,13 +201,13 @@ def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float], which: st
 
     started = startup_costs(model, gbps)
     fast, slow = replica(model, "emu:0"), replica(model, "emu:1")
-    timed = measure_costs([fast, slow], CHAT_PROMPT)
+    timed = engine_costs([fast, slow], tokens)
     for one in (fast, slow):
-        one.cost = started[one.device]  # the router predicts from the start-up's costs, as serve's does
         print(f"start-up {one.device}: {started[one.device].evidence}")
         print(f"engine   {one.device}: {timed[one.device].evidence}")
-    arms = {ROUTER: ReplicaRouter([fast, slow]), START_COSTS: ReplicaRouter([fast, slow], measure_pace=False),
-            "faster alone": ReplicaRouter([fast])}
+    arms = {ROUTER: (ReplicaRouter([fast, slow]), timed),
+            START_COSTS: (ReplicaRouter([fast, slow], measure_pace=False), started),
+            "faster alone": (ReplicaRouter([fast]), timed)}
     workloads = {"short": ("short prompts", lambda i: [1, 504, 3458, 282, 4649 + i % 400]),
                  "chat": (f"chat ({CHAT_PROMPT}-token prompts)",
                           lambda i: [1 + (i * 7 + t) % 400 for t in range(CHAT_PROMPT)])}
@@ -247,7 +223,7 @@ def run(model: Path, tokens: int, rounds: int, gbps: dict[str, float], which: st
         flow = {f"f{i}": prompt_of(CONCURRENCY + i) for i in range(requests)}
         compare(arms, f"{workload}, {len(flow)} at concurrency {CONCURRENCY}", rounds,
                 lambda router, flow=flow: sustained(router, flow, tokens))
-    took, made, spread, _, _ = sustained(arms[ROUTER], {"long": list(range(10, 10 + LONG_PROMPT))}, 4)
+    took, made, spread, _, _ = sustained(arms[ROUTER][0], {"long": list(range(10, 10 + LONG_PROMPT))}, 4)
     where = next(device for device, count in spread.items() if count)
     print(f"long prompt ({LONG_PROMPT} tokens; contexts {CONTEXTS}): served on {where} ({made} tokens in "
           f"{took:.2f} s)")

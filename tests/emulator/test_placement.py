@@ -158,6 +158,10 @@ def test_a_pair_that_both_hold_the_model_is_weighed_for_replicas_from_step_costs
     assert value["mode"] == ("replicas" if gain >= REPLICA_GAIN else "single")  # the choice follows the costs
     chosen = {d["device"]: d.get("step_cost") for d in value["devices"]}
     assert all(cost == prediction["step_costs"][device] for device, cost in chosen.items())
+    if value["mode"] == "replicas":  # the router predicts from costs timed on each loaded engine
+        for member in value["devices"]:
+            timed = step_cost_from(member["router_step_cost"])
+            assert f"timed on the loaded engine on {member['device']}" in timed.evidence and timed.base_s > 0
 
 
 WRITE_MIXED_PROFILES = """

@@ -1,10 +1,10 @@
 """A replica's pace: its steps' measured time over what its step costs predict for the work those steps did.
 
-The step costs (plan/placement/step_cost.py) are floors timed at the start in a few seconds, on cuts of the model,
-the devices in turn; a noisy start or a host that slows later leaves one device's costs low, and the router, which
-places each request by predicted completion, then sends that device more than its share. So each replica measures
-its own steps while it serves, and the router scales the replica's predictions by the ratio: the costs keep the
-shape (prefill against decode, batch against batch), the pace their level."""
+The step costs (plan/placement/step_cost.py) are floors timed in a few seconds on each loaded engine after the start
+(engine_costs.py), the replicas in turn; a noisy start or a host that slows later leaves one device's costs low, and
+the router, which places each request by predicted completion, then sends that device more than its share. So each
+replica measures its own steps while it serves, and the router scales the replica's predictions by the ratio: the
+costs keep the shape (prefill against decode, batch against batch), the pace their level."""
 
 from __future__ import annotations
 
