@@ -51,7 +51,7 @@ report(costs={one.device: one.cost.as_value() for one in (fast, slow)}, runs=tim
 
 
 def test_each_engine_is_timed_as_it_runs_on_the_loads_work_and_serves_the_same_tokens_after(tmp_path) -> None:
-    from bringup.runner.engine.replicas.engine_costs import ROUNDS, STEPS
+    from bringup.runner.engine.replicas.engine_costs import ROUNDS, STEPS, timed_batches
     from bringup.runner.plan.placement.step_cost import step_cost_from
 
     spec = {"devices": [{"name": "fast", "memory": "2GiB"}, {"name": "slow", "memory": "2GiB"}],
@@ -60,12 +60,14 @@ def test_each_engine_is_timed_as_it_runs_on_the_loads_work_and_serves_the_same_t
     costs = {device: step_cost_from(value) for device, value in seen["costs"].items()}
     for device, cost in costs.items():
         assert f"timed on the loaded engine on {device}" in cost.evidence, cost.evidence
-        assert "(32 tokens timed)" in cost.evidence and "at batch 4" in cost.evidence
+        assert "(32 tokens timed)" in cost.evidence and "decode step ms by batch 1: " in cost.evidence
+        assert [batch for batch, _ in cost.decode_steps] == [1, 2, 3, 4]  # each batch up to the load's
     slow = costs["emu:1"]
-    assert slow.decode_s(1) >= SLOW_S and slow.decode_s(4) >= SLOW_S  # the delay its engine's steps carry
+    assert all(seconds >= SLOW_S for _, seconds in slow.decode_steps)  # the delay its engine's steps carry
+    assert slow.decode_s(3) == dict(slow.decode_steps)[3]  # the router reads the timed step, not a line
     assert slow.prefill_s_per_token >= SLOW_S / 32
-    decode_1, decode_4, prefill = [1], [1, 1, 1, 1], [32]  # new tokens of each sequence in a step
-    each_round = [decode_1] * STEPS + [decode_4] * STEPS + [prefill]
+    decodes = [[1] * batch for batch in timed_batches(4) for _ in range(STEPS)]  # new tokens of each sequence
+    each_round = [*decodes, [32]]
     assert seen["runs"] == each_round * ROUNDS
     assert seen["after"] == seen["before"]  # the same greedy tokens after the timing wrote into the cache
     assert seen["hits_after"] == seen["hits"]  # the prompt's cached blocks were dropped, not found again

@@ -5,11 +5,13 @@ decoding from a few tokens of context, timed for a few seconds and carried to th
 (engine/step_timing.py). That is enough to decide, not to route by: on a 2-core EPYC the cuts put the eighth-speed
 device's decode step at 1.58x the quarter-speed one's where the loaded engines took 2.5x, and the quarter-speed
 device's batch-8 step at 380 ms where its engine took 727 ms from the chat's 232 tokens of context. So once every
-engine is loaded, its executor runs the load's work -- a decode step at batch 1 and at the load's batch, from the
-load's mean context, and the prefill of one of its prompts (at most PREFILL_TOKENS) in one forward -- the replicas
-in turn for ROUNDS rounds, each figure its floor (a neighbour, or a first call's warm-up, only ever adds time). On
-the emulated pair of benchmarks/placement_replicas.py (SmolLM2 at a quarter and an eighth of a 2-core EPYC's speed)
-that takes about 40 s, mostly the slow device's prefills; an accelerator's steps take milliseconds. The steps write
+engine is loaded, its executor runs the load's work -- a decode step at each batch up to the load's (`timed_batches`:
+the router predicts at the batch a request joins, and the step is not a line in the batch: on that EPYC the
+eighth-speed device took 551 / 812 / 1,125 / 723 ms at batch 1-4), from the load's mean context, and the prefill of
+one of its prompts (at most PREFILL_TOKENS) in one forward -- the replicas in turn for ROUNDS rounds, each figure its
+floor (a neighbour, or a first call's warm-up, only ever adds time). On the emulated pair of
+benchmarks/placement_replicas.py (SmolLM2 at a quarter and an eighth of a 2-core host's speed) that takes about a
+minute, mostly the slow device's steps; an accelerator's steps take milliseconds. The steps write
 K/V into free blocks, before any request holds one; the prefix cache is dropped after them all the same."""
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from bringup.runner.engine.executor import Executor
 from bringup.runner.engine.replicas.replica import Replica
 from bringup.runner.model.batch_inputs import SeqChunk
 from bringup.runner.plan.placement.replica_load import ReplicaLoad
-from bringup.runner.plan.placement.step_cost import StepCost, measured_cost
+from bringup.runner.plan.placement.step_cost import StepCost, tabled_cost
 
 log = get_logger("runner.replicas")
 
 ROUNDS = 3  # each replica's work timed this many times, in turn with the others'
-STEPS = 2  # timed decode steps of each batch per round
+STEPS = 1  # timed decode steps of each batch per round
+EVERY_BATCH_TO = 8  # each batch up to this one is timed; beyond it, powers of two and the load's batch
 PREFILL_TOKENS = 128  # the timed prompt's tokens at most: its rate a token, not its length, is what is kept
 
 
@@ -42,17 +45,17 @@ class EngineTimer:
     floors: dict[str, float]
 
     def round(self) -> None:
-        for batch in (1, self.batch) if self.batch > 1 else (1,):
+        for batch in timed_batches(self.batch):
             for step in range(1, STEPS + 1):
                 self._keep(f"decode {batch}", self._decode(batch, step))
         self._keep("prefill", self._prefill())
 
     def cost(self, device: str) -> StepCost:
-        one = self.floors["decode 1"]
-        full = self.floors.get(f"decode {self.batch}", one)
+        steps = {batch: self.floors[f"decode {batch}"] for batch in timed_batches(self.batch)}
         how = (f"(timed on the loaded engine on {device}: the floor of {ROUNDS} rounds, the replicas in turn, of "
-               f"{STEPS} decode steps at each batch from {self.context} tokens of context and one prefill)")
-        return measured_cost(one, full, self.batch, self.floors["prefill"], self.prompt, how)
+               f"{STEPS} decode step{'s' if STEPS > 1 else ''} at each batch from {self.context} tokens of context "
+               f"and one prefill)")
+        return tabled_cost(steps, self.floors["prefill"], self.prompt, how)
 
     def _keep(self, name: str, seconds: float) -> None:
         self.floors[name] = min(self.floors.get(name, float("inf")), seconds)
@@ -73,6 +76,14 @@ class EngineTimer:
 
     def _timed(self, chunks: list[SeqChunk]) -> float:
         return best_of(lambda: self.executor.run_chunks(chunks), self.executor.model.device, 1)
+
+
+def timed_batches(largest: int) -> list[int]:
+    """The batches whose decode steps are timed for a load of `largest`: each up to EVERY_BATCH_TO, then powers of
+    two (where graphs' buckets and kernels' tiles change), and `largest` itself."""
+    small = list(range(1, min(largest, EVERY_BATCH_TO) + 1))
+    doubled = [2 ** k for k in range(4, largest.bit_length()) if EVERY_BATCH_TO < 2 ** k < largest]
+    return small + doubled + ([largest] if largest > EVERY_BATCH_TO else [])
 
 
 def engine_timer(executor: Executor, load: ReplicaLoad) -> EngineTimer:

@@ -77,19 +77,19 @@ class Replica:
     def added_s(self, tokens: int, prompt: int = 0) -> float:
         """What routing the request here adds to the sum of its requests' completion times: its own predicted
         completion, plus the delay it brings those held here, where step costs were measured (each waits for its
-        prompt's prefill, and each of their decode steps it shares grows by the per-sequence cost). At a steady
-        number of requests in flight, throughput is that number over the mean completion time, so the replica that
-        adds the least keeps the throughput highest; predicted completion alone fills the fast replica's batch with
+        prompt's prefill, and each of their decode steps it shares grows by what one more sequence adds to the step). At
+        a steady number of requests in flight, throughput is that number over the mean completion time, so the replica
+        that adds the least keeps the throughput highest; predicted completion alone fills the fast replica's batch with
         prompts its running requests wait behind. Sending each arrival where the steady rate rises most instead
-        (replica_load.steady_rate) reaches the steady optimum's shares, but the optimum is flat (on the chat
-        benchmark's costs 5 / 3 in flight give 1.32x, 6 / 2, where this rule settles, 1.31x) while that rule's
-        requests on the slow replica take 44 % longer than on the fast one, and a burst or a run's end waits for
-        them: measured side by side, 3 % more throughput over 64 chats, 5 % less over 32 and 12-17 % less on a wave
-        of 8 (docs/benchmarks.md)."""
+        (replica_load.steady_rate) reaches the steady optimum's shares, but the optimum is flat (on the chat benchmark's
+        costs 5 / 3 in flight give 1.32x, 6 / 2, where this rule settles, 1.31x) while that rule's requests on the slow
+        replica take 44 % longer than on the fast one, and a burst or a run's end waits for them: measured side by side,
+        3 % more throughput over 64 chats, 5 % less over 32 and 12-17 % less on a wave of 8 (docs/benchmarks.md)."""
         own = self.predicted_s(tokens, prompt)
         if self.cost is None:
             return own
         steps = tokens - prompt
         prefill = prompt * self.cost.prefill_s_per_token
-        delays = sum(prefill + self.cost.per_seq_s * min(left, steps) for left in self.held.values())
+        grown = self.cost.added_s(min(len(self.held), max(int(self.engine.plan.max_num_seqs.value), 1)))
+        delays = sum(prefill + grown * min(left, steps) for left in self.held.values())
         return own + self.pace.factor * delays
