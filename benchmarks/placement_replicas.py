@@ -75,7 +75,9 @@ def engine_costs(replicas: list, tokens: int) -> dict[str, object]:  # type: ign
     from bringup.runner.engine.replicas.engine_costs import time_on_engines
     from bringup.runner.plan.placement.replica_load import ReplicaLoad
 
+    began = time.perf_counter()
     time_on_engines(replicas, ReplicaLoad(CONCURRENCY, CHAT_PROMPT, tokens))
+    print(f"engine costs timed in {time.perf_counter() - began:.1f} s (what serve's start spends on them)")
     return {one.device: one.cost for one in replicas}
 
 

@@ -11,6 +11,10 @@ side is where contention noise lands (busy turns pull the median down, so a quie
 Verdicts (op cases, selftest, capabilities) and facts (driver, torch, environment) are compared with the
 most common value among the ranks that recorded that section: a rank that differs is named. When the top
 value is tied there is no majority and every rank that holds a value other than the lowest rank's is named.
+Verdicts are compared only among ranks whose every stage ran to its end (exit code 0 or 1): a rank stopped or
+crashed mid-stage holds as many op cases and capabilities as it reached before it stopped, which differ from rank to
+rank by timing alone (when one rank is killed during verify-ops, the others are stopped wherever they were); that
+rank is a fault, reported as such, not a verdict outlier.
 """
 
 from __future__ import annotations
@@ -153,12 +157,13 @@ def find_outliers(ranks: list[RankSummary], k: float, min_deviation: float, link
         floor = min_deviation if link_min_deviation is None else link_min_deviation
         links["link GB/s"] = mad_threshold("link GB/s", link_values, k, floor)
         per_link = {name: links["link GB/s"] for r in ranks for name in r.links}
+    finished = [r for r in ranks if all(stage.exit_code in (0, 1) for stage in r.stages.values())]
     outliers = [
         *_figure_outliers(ranks, "bench", lambda r: r.figures, bench, low_only=True),
         *_figure_outliers(ranks, "link", lambda r: r.links, per_link, low_only=True),
-        *_verdict_outliers(ranks, "ops", lambda r: r.ops, "op verdicts"),
-        *_verdict_outliers(ranks, "selftest", _selftest, "selftest verdicts"),
-        *_verdict_outliers(ranks, "capability", lambda r: r.capabilities, "capabilities"),
+        *_verdict_outliers(finished, "ops", lambda r: r.ops, "op verdicts"),
+        *_verdict_outliers(finished, "selftest", _selftest, "selftest verdicts"),
+        *_verdict_outliers(finished, "capability", lambda r: r.capabilities, "capabilities"),
         *_verdict_outliers(ranks, "environment", lambda r: r.facts, "facts"),
     ]
     outliers.sort(key=lambda o: (o.rank, o.kind))

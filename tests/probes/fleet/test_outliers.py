@@ -6,7 +6,7 @@ import pytest
 
 from bringup.probes.fleet.outliers import MAD_SCALE, beyond, find_outliers, mad_threshold, majority
 from bringup.probes.fleet.result import FleetFault, FleetResult, judge
-from bringup.probes.fleet.summary import RankSummary
+from bringup.probes.fleet.summary import RankSummary, StageResult
 
 
 def rank(r: int, **fields) -> RankSummary:
@@ -100,6 +100,20 @@ def test_ranks_without_a_section_are_not_compared_on_it():
     # rank 3 never got to verify-ops: it is not an ops outlier for every case it lacks
     ranks = [rank(i, ops={"silu[float32] b": "pass"}) for i in range(3)] + [rank(3)]
     assert find_outliers(ranks, k=3.5, min_deviation=0.1)[0] == []
+
+
+def test_ranks_stopped_mid_stage_are_not_compared_on_what_they_reached():
+    # rank 1 was killed during verify-ops and the others stopped wherever they were: rank 2 had passed two cases
+    stopped = {"probe": StageResult(0, 1.0), "verify-ops": StageResult(-1, 2.0, "stopped")}
+    reached = [{}, {}, {"silu[float32] b": "pass", "softmax[float32] a": "pass"}, {}]
+    ranks = [rank(i, stages=stopped, ops=ops, capabilities={"c": "supported" if i == 0 else "unknown"})
+             for i, ops in enumerate(reached)]
+    assert find_outliers(ranks, k=3.5, min_deviation=0.1)[0] == []
+    finished = {"probe": StageResult(0, 1.0), "verify-ops": StageResult(1, 2.0)}  # it found a failing case
+    ranks = [rank(i, stages=finished, ops={"softmax[float32] a": "fail" if i == 3 else "pass"}) for i in range(4)]
+    ranks[0] = rank(0, stages=stopped, ops={"softmax[float32] a": "pass"})
+    assert [(o.rank, o.kind, o.figures["softmax[float32] a"]["ranks"]) for o in
+            find_outliers(ranks, k=3.5, min_deviation=0.1)[0]] == [(3, "ops", 3)]
 
 
 def test_a_clean_fleet_has_no_outlier():
